@@ -1,0 +1,92 @@
+// Package toolrun runs Claude's tool-use loop for production code: it sends
+// the conversation, runs the tools the model asks for, sends their results
+// back, and repeats until the model answers without tools. It is built on
+// the official client, github.com/anthropics/anthropic-sdk-go/v2, and adds
+// what the client's own tool runner leaves out: no tool fails silently, no
+// loop runs unbounded, and a person or a policy can step into any turn.
+//
+// # Tools
+//
+// [NewTool] builds a tool from a Go function; the input schema is inferred
+// from its input type, and the model's input is validated against it before
+// the function is called:
+//
+//	type WeatherIn struct {
+//		City  string `json:"city" jsonschema:"the city name"`
+//		Units string `json:"units,omitempty" jsonschema:"celsius or fahrenheit"`
+//	}
+//	weather := toolrun.NewTool("get_weather", "Current weather for a city",
+//		func(ctx context.Context, in WeatherIn) (string, error) {
+//			return "sunny, 21°C in " + in.City, nil
+//		})
+//
+// [NewRawTool] takes an explicit schema and raw JSON input; any type that
+// implements [Tool] works too. A tool returns a string, a value sent as JSON,
+// or [Content] blocks ([Text], [Image], [PDF]) for multimodal results.
+//
+// # Running
+//
+// [New] takes a client, the request params and the tools; [Runner.Run] runs
+// to the end:
+//
+//	r := toolrun.New(client, anthropic.BetaMessageNewParams{
+//		Model:     anthropic.ModelClaudeSonnet5_5,
+//		MaxTokens: 1024,
+//		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Weather in Paris?"))},
+//	}, []toolrun.Tool{weather}, nil)
+//	res, err := r.Run(ctx)
+//
+// Every run ends with a [StopReason] in its [Result]: the model finished,
+// the turn limit ([Options.MaxTurns], 25 by default), max_tokens, a refusal,
+// the context window, a call awaiting approval, a hook, cancellation or an
+// error. Reaching a limit is logged, never silent.
+//
+// To drive the loop turn by turn, range over [Runner.Turns] or call
+// [Runner.Next]. Each [Turn] is the model's response before the runner acts
+// on it; in the loop body the caller may read and change the history
+// ([Runner.Messages], [Runner.SetMessages], [Runner.AppendMessages],
+// [Runner.RetryTurn]). When the body changed the history, the runner does not
+// append that turn's response and tool results itself, as the official tool
+// runners do.
+//
+// # Failures
+//
+// A tool's failure reaches the model as an is_error tool_result, and the
+// operator through the [Options.Logger] (slog.Default() if nil) with the
+// tool's name, tool_use id, turn, duration and error:
+//
+//   - input that breaks the schema: a [*ValidationError] that names each
+//     failing field by JSON pointer, what was expected and what was given;
+//     the tool is not called;
+//   - an error returned by the tool: its text;
+//   - a panic: recovered, with the stack in the log ([*PanicError]); the
+//     process keeps running;
+//   - an unknown tool name: [ErrUnknownTool], with the list of tools;
+//   - a timeout: [*TimeoutError] ([Options.ToolTimeout], [ToolConfig.Timeout]).
+//
+// [Options.AfterTool] sees every result before it is sent and may replace it
+// or end the run.
+//
+// # Approval and policy
+//
+// Before a call runs, the Allow and Deny lists, [Options.Decide] and the
+// tool's [ToolConfig.Policy] decide it: allow (possibly with other input),
+// deny with a reason the model receives, skip with a result the caller
+// supplies, or defer to a person. A deferred call suspends the run with
+// [StopAwaitingApproval]; [Runner.State] is plain data that round-trips
+// through JSON, and [Resume] continues it — in another process if need be —
+// once [Runner.Decide] has the decisions. No call that already ran runs
+// again.
+//
+// # Events
+//
+// Logging, [Options.OnEvent] and [Runner.Events] all see the same typed
+// [Event] values: turn started, request sent, response received, tool
+// decided, started and finished, turn finished, run stopped; and, while a
+// streamed response arrives, text, thinking and tool input deltas.
+//
+// # Testing
+//
+// Package [github.com/toolrun/toolrun/toolruntest] is a fake Messages API
+// server: point the real client at it and script the model's replies.
+package toolrun

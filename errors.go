@@ -1,0 +1,116 @@
+package toolrun
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Each tool failure reaches the model as an is_error
+// result whose text is the error's message; callers (a [Options.AfterTool]
+// hook, an event observer) can classify it with errors.Is and errors.As.
+var (
+	// ErrUnknownTool is the failure of a call to a tool the runner does not
+	// have. The result lists the tools that are available.
+	ErrUnknownTool = errors.New("unknown tool")
+
+	// ErrToolPanic is the failure of a tool that panicked. The error is a
+	// *[PanicError], which holds the panic value and the stack.
+	ErrToolPanic = errors.New("tool panicked")
+
+	// ErrToolTimeout is the failure of a call that ran past its timeout.
+	ErrToolTimeout = errors.New("tool timed out")
+
+	// ErrDenied is the failure of a call that a decision denied.
+	ErrDenied = errors.New("tool call denied")
+
+	// ErrNotRun is the failure of a call the runner answered without running
+	// it: the response was cut off (max_tokens), refused, or the run was
+	// stopped before the call could run.
+	ErrNotRun = errors.New("tool call not run")
+
+	// ErrInterrupted is the failure of a call that started before a crash
+	// and never finished, and whose tool is not idempotent, so it was not
+	// run again.
+	ErrInterrupted = errors.New("tool call interrupted")
+
+	// ErrStopped is returned by [Runner.Decide] and similar calls that need
+	// a run in a particular state when the run is not in it.
+	ErrStopped = errors.New("toolrun: run is not suspended")
+)
+
+// PanicError is the failure of a tool that panicked. The runner recovers the
+// panic so the process keeps running; the model gets an is_error result with
+// the panic value and the operator gets a log record with Stack.
+type PanicError struct {
+	Tool  string
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+// Error returns a text without the stack, fit to send to the model.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
+}
+
+// Is reports whether target is [ErrToolPanic].
+func (e *PanicError) Is(target error) bool { return target == ErrToolPanic }
+
+// TimeoutError is the failure of a call that ran past its timeout.
+type TimeoutError struct {
+	Tool  string
+	After time.Duration
+}
+
+// Error says which tool timed out and after how long.
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("tool %q timed out after %s and was cancelled", e.Tool, e.After)
+}
+
+// Is reports whether target is [ErrToolTimeout].
+func (e *TimeoutError) Is(target error) bool { return target == ErrToolTimeout }
+
+// TurnError is returned when a model request fails after the client's
+// retries: an API error, a dropped connection, a cancelled context. The run
+// keeps its state: calling Run or Next again sends the same turn again.
+type TurnError struct {
+	Turn int // the turn whose request failed, counting from 1
+	Err  error
+}
+
+// Error names the failed turn.
+func (e *TurnError) Error() string {
+	return fmt.Sprintf("toolrun: turn %d: model request failed: %v", e.Turn, e.Err)
+}
+
+// Unwrap returns the request's error.
+func (e *TurnError) Unwrap() error { return e.Err }
+
+// HookError is returned when a hook ends the run with an error of its own.
+type HookError struct {
+	Hook string // the Options field: "AfterTool", "BeforeRequest", "AfterResponse"
+	Err  error
+}
+
+// Error names the hook.
+func (e *HookError) Error() string { return fmt.Sprintf("toolrun: %s hook: %v", e.Hook, e.Err) }
+
+// Unwrap returns the hook's error.
+func (e *HookError) Unwrap() error { return e.Err }
+
+// StopRun returns an error that a hook returns to end the run without
+// failing it: the run stops with [StopHook] and reason in [Result.Detail].
+func StopRun(reason string) error { return &stopRunError{reason: reason} }
+
+type stopRunError struct{ reason string }
+
+func (e *stopRunError) Error() string { return "toolrun: run stopped by hook: " + e.reason }
+
+func unknownToolError(name string, available []string) error {
+	list := "none"
+	if len(available) > 0 {
+		list = strings.Join(available, ", ")
+	}
+	return fmt.Errorf("%w %q; available tools: %s", ErrUnknownTool, name, list)
+}

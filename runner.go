@@ -1,0 +1,516 @@
+package toolrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// DefaultMaxTurns is the turn limit when [Options.MaxTurns] is zero.
+const DefaultMaxTurns = 25
+
+// Unlimited, as [Options.MaxTurns], lets a run take any number of turns.
+const Unlimited = -1
+
+// DefaultMaxParallelTools bounds the calls of one turn that run at once when
+// [Options.MaxParallelTools] is zero.
+const DefaultMaxParallelTools = 8
+
+// Options configures a [Runner]. The zero value is ready to use: it logs to
+// slog.Default(), stops after [DefaultMaxTurns] turns, runs up to
+// [DefaultMaxParallelTools] calls of a turn at once, with no tool timeout,
+// and allows every call. The runner copies Options when it is built.
+//
+// # Hooks
+//
+// Hooks are function fields called, when non-nil, at fixed points of a turn,
+// in this order:
+//
+//  1. BeforeRequest, before each request is sent;
+//  2. AfterResponse, when the response has arrived;
+//  3. for each tool call: the Allow and Deny lists, Decide, the tool's
+//     [ToolConfig.Policy], input validation, the tool's Run, then AfterTool;
+//  4. OnEvent, for every event of the above as it happens.
+//
+// Hooks run on the runner's goroutines: Decide, the tool's policy and
+// AfterTool may be called concurrently for the calls of one turn. OnEvent is
+// never called concurrently with itself.
+type Options struct {
+	// Logger receives the run's records: each tool failure at Error with its
+	// tool, tool_use id, turn, duration, error and, for a panic, the stack;
+	// denials, skips and limit stops at Warn; routine progress at Debug.
+	// Nil means slog.Default().
+	Logger *slog.Logger
+
+	// MaxTurns bounds the model requests of a run. Zero means
+	// [DefaultMaxTurns]; [Unlimited] means no bound. A run that reaches it
+	// stops with [StopMaxTurns] and logs a warning; the calls of the last
+	// turn are left pending, not run, so raising the limit with
+	// [Runner.SetMaxTurns] and running again picks up where it stopped.
+	MaxTurns int
+
+	// MaxParallelTools bounds the calls of one turn that run at once. Zero
+	// means [DefaultMaxParallelTools]; 1 runs them one after another.
+	MaxParallelTools int
+
+	// ToolTimeout bounds each call of a tool that sets no
+	// [ToolConfig.Timeout]. Zero means no timeout.
+	ToolTimeout time.Duration
+
+	// Allow, if non-nil, lists the only tool names that may run; calls of
+	// other tools are denied.
+	Allow []string
+
+	// Deny lists tool names whose calls are denied.
+	Deny []string
+
+	// Decide, if non-nil, decides each call before the tool's own policy.
+	// Its input is the model's, validated against the tool's schema. A call
+	// it allows is then decided by the tool's policy, if any.
+	Decide func(ctx context.Context, call ToolCall) Decision
+
+	// AfterTool, if non-nil, is called with each call's result before it is
+	// sent: for calls that ran, failed, were denied, skipped or not run. It
+	// may change r.Content and r.IsError (redact, truncate, turn an error
+	// into a result or a result into an error). Returning an error ends the
+	// run with that error, wrapped in a *[HookError]; returning [StopRun]
+	// ends it with [StopHook].
+	AfterTool func(ctx context.Context, r *ToolResult) error
+
+	// BeforeRequest, if non-nil, is called before each request with the
+	// params about to be sent, including the messages. Its changes apply to
+	// that request only; the runner's own history is not changed. Returning
+	// an error ends the run as for AfterTool.
+	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
+
+	// AfterResponse, if non-nil, is called with each response before the
+	// turn is handed to the caller. Returning [StopRun] ends the run with
+	// [StopHook]; another error ends it with that error.
+	AfterResponse func(ctx context.Context, turn int, message *anthropic.BetaMessage) error
+
+	// OnEvent, if non-nil, receives every [Event] of the run.
+	OnEvent func(ctx context.Context, e Event)
+}
+
+// StopReason says why a run stopped. Every way out of a run has one.
+type StopReason string
+
+// The reasons a run stops.
+const (
+	// StopEndTurn: the model answered without calling tools (end_turn or a
+	// stop sequence).
+	StopEndTurn StopReason = "end_turn"
+	// StopMaxTurns: the run reached Options.MaxTurns.
+	StopMaxTurns StopReason = "max_turns"
+	// StopMaxTokens: a response was cut off at max_tokens. Tool calls in it
+	// are answered as not run, since their input may be incomplete.
+	StopMaxTokens StopReason = "max_tokens"
+	// StopRefusal: the model refused.
+	StopRefusal StopReason = "refusal"
+	// StopContextWindow: the model's context window was exceeded.
+	StopContextWindow StopReason = "model_context_window_exceeded"
+	// StopAwaitingApproval: a call was deferred; see Result.Pending.
+	StopAwaitingApproval StopReason = "awaiting_approval"
+	// StopHook: a hook returned [StopRun]; see Result.Detail.
+	StopHook StopReason = "hook"
+	// StopCanceled: the context was cancelled.
+	StopCanceled StopReason = "canceled"
+	// StopError: a request or a hook failed; see Result.Err.
+	StopError StopReason = "error"
+)
+
+// Usage adds up the tokens of a run's responses.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func (u *Usage) add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheCreationInputTokens += v.CacheCreationInputTokens
+	u.CacheReadInputTokens += v.CacheReadInputTokens
+}
+
+func usageOf(m *anthropic.BetaMessage) Usage {
+	return Usage{
+		InputTokens:              m.Usage.InputTokens,
+		OutputTokens:             m.Usage.OutputTokens,
+		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
+		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
+	}
+}
+
+// Result is how a run ended and what it cost.
+type Result struct {
+	StopReason StopReason
+	// Detail says more about the stop in words: the limit reached, the
+	// hook's reason, the failed turn.
+	Detail string
+	// Err is the error that stopped the run, for StopError and StopCanceled.
+	Err error
+	// Message is the last response received, or nil if none was.
+	Message *anthropic.BetaMessage
+	// Messages is the history as it stands: valid to send again, with every
+	// tool_use answered by its tool_result.
+	Messages []anthropic.BetaMessageParam
+	// Pending lists the calls awaiting a decision, for StopAwaitingApproval.
+	Pending []PendingCall
+	// Usage adds up every response of the run.
+	Usage Usage
+	// Turns counts the model requests that got a response.
+	Turns int
+	// ToolCalls counts the calls answered, run or not; ToolFailures those
+	// answered with is_error.
+	ToolCalls, ToolFailures int
+}
+
+// Text returns the text blocks of the last response, joined.
+func (r *Result) Text() string {
+	if r == nil || r.Message == nil {
+		return ""
+	}
+	return messageText(r.Message)
+}
+
+func messageText(m *anthropic.BetaMessage) string {
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// PendingCall is a call awaiting a person's decision.
+type PendingCall struct {
+	Call ToolCall `json:"call"`
+	// Reason is why it needs approval, from the decision that deferred it.
+	Reason string `json:"reason"`
+}
+
+// Turn is one model response handed to the caller by [Runner.Next] and
+// [Runner.Turns], before the runner acts on it.
+//
+// After the caller is done with a turn, the next call of Next appends the
+// response to the history and answers its tool calls (running the tools),
+// unless the caller changed the history in between with
+// [Runner.SetMessages], [Runner.AppendMessages] or [Runner.RetryTurn]: then
+// the runner leaves the turn out and sends the history as the caller left
+// it, as the official tool runners do. The caller who wants the turn in the
+// history then appends it (Message.ToParam()) and its tool results.
+type Turn struct {
+	// Number counts the run's turns from 1.
+	Number int
+	// Message is the model's response.
+	Message *anthropic.BetaMessage
+	// ToolCalls are the client tool calls of Message, in order.
+	ToolCalls []ToolCall
+}
+
+// Runner runs the tool loop of one conversation. Build it with [New] or
+// [Resume]. A Runner is not safe for concurrent use: call its methods from
+// one goroutine at a time (the loop body of [Runner.Turns] included).
+type Runner struct {
+	client anthropic.Client
+	opts   Options
+	log    *slog.Logger
+	tools  map[string]*toolEntry
+	names  []string // sorted tool names, for messages to the model
+
+	params   anthropic.BetaMessageNewParams // Messages is the history
+	maxTurns int
+
+	pending *pendingTurn // the response handed out and not yet committed
+	edited  bool         // the caller changed the history since pending was handed out
+	always  map[string]bool
+
+	turns        int
+	toolCalls    int
+	toolFailures int
+	usage        Usage
+	last         *anthropic.BetaMessage
+
+	stopped *Result // set while the run is stopped
+
+	eventMu sync.Mutex // serialises OnEvent and logging
+}
+
+type toolEntry struct {
+	tool     Tool
+	config   ToolConfig
+	resolved *jsonschema.Resolved
+	param    anthropic.BetaToolUnionParam
+}
+
+// New returns a runner for the conversation in params (model, max_tokens,
+// system, messages and any other request fields) with tools. Tools already
+// in params.Tools are sent as they are (server tools, say); tools given here
+// are added to them and run by the runner. opts may be nil.
+//
+// New panics if two tools share a name or a tool's schema does not resolve:
+// those are mistakes in the program.
+func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
+	r := &Runner{client: client, always: map[string]bool{}, tools: map[string]*toolEntry{}}
+	if opts != nil {
+		r.opts = *opts
+	}
+	r.log = r.opts.Logger
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.maxTurns = r.opts.MaxTurns
+	if r.maxTurns == 0 {
+		r.maxTurns = DefaultMaxTurns
+	}
+	r.params = params
+	r.params.Messages = slices.Clone(params.Messages)
+	r.params.Tools = slices.Clone(params.Tools)
+	for _, t := range tools {
+		name := t.Name()
+		if _, dup := r.tools[name]; dup {
+			panic(fmt.Sprintf("toolrun: two tools are named %q", name))
+		}
+		e := &toolEntry{tool: t}
+		if c, ok := t.(Configurable); ok {
+			e.config = c.Config()
+		}
+		schema := t.InputSchema()
+		if schema == nil {
+			schema = &jsonschema.Schema{Type: "object"}
+		}
+		rs, err := schema.Resolve(nil)
+		if err != nil {
+			panic(fmt.Sprintf("toolrun: tool %q: resolving its input schema: %v", name, err))
+		}
+		e.resolved = rs
+		e.param = toolParam(t, schema)
+		r.tools[name] = e
+		r.names = append(r.names, name)
+		r.params.Tools = append(r.params.Tools, e.param)
+	}
+	sort.Strings(r.names)
+	return r
+}
+
+// Messages returns a copy of the history. The response of a turn handed out
+// by Next is not in it until the next call of Next commits it.
+func (r *Runner) Messages() []anthropic.BetaMessageParam {
+	return slices.Clone(r.params.Messages)
+}
+
+// SetMessages replaces the history. Called while a turn is handed out, it
+// takes over that turn: the runner will not append the turn's response or
+// run its tools. If the run had stopped, it may go on.
+func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
+	r.params.Messages = slices.Clone(messages)
+	r.markEdited()
+}
+
+// AppendMessages appends messages to the history, with the same effect on a
+// handed-out turn as [Runner.SetMessages].
+func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
+	r.params.Messages = append(r.params.Messages, messages...)
+	r.markEdited()
+}
+
+// RetryTurn discards the turn handed out by Next: its response is not
+// appended and its tools do not run, and the next call of Next sends the
+// same history again.
+func (r *Runner) RetryTurn() { r.markEdited() }
+
+func (r *Runner) markEdited() {
+	if r.pending != nil {
+		r.edited = true
+	}
+	if r.stopped != nil && r.stopped.StopReason != StopAwaitingApproval {
+		r.stopped = nil
+	}
+}
+
+// SetMaxTurns changes the turn limit; see [Options.MaxTurns]. A run stopped
+// at its limit may go on after it is raised.
+func (r *Runner) SetMaxTurns(n int) {
+	if n == 0 {
+		n = DefaultMaxTurns
+	}
+	r.maxTurns = n
+	if r.stopped != nil && r.stopped.StopReason == StopMaxTurns {
+		r.stopped = nil
+	}
+}
+
+// Params returns the request params the runner sends, with the history as
+// Messages.
+func (r *Runner) Params() anthropic.BetaMessageNewParams {
+	p := r.params
+	p.Messages = slices.Clone(p.Messages)
+	return p
+}
+
+// Run runs the loop until it stops and returns how it ended. The result is
+// never nil. The error is non-nil exactly when the run stopped with
+// [StopError] or [StopCanceled]; a run that reached a limit, was refused or
+// awaits approval is not an error, but its StopReason says so.
+func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	for {
+		turn, err := r.Next(ctx)
+		if err != nil {
+			return r.stopped, err
+		}
+		if turn == nil {
+			return r.stopped, nil
+		}
+	}
+}
+
+// Turns returns an iterator over the run's turns: each response, before the
+// runner acts on it (see [Turn]). It ends when the run stops, after yielding
+// the error if it stopped with one. Leaving the loop with break keeps the run
+// as it is; ranging over Turns again picks it up where it was.
+func (r *Runner) Turns(ctx context.Context) iter.Seq2[*Turn, error] {
+	return func(yield func(*Turn, error) bool) {
+		for {
+			turn, err := r.Next(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if turn == nil || !yield(turn, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Result returns how the run stopped, or nil while it has not.
+func (r *Runner) Result() *Result { return r.stopped }
+
+// Next takes one step: it answers the turn handed out before, if any (see
+// [Turn]), then sends the next request and returns the response as a turn.
+// It returns (nil, nil) once the run has stopped without error; [Runner.Result]
+// says why. On an error the run stops with StopError or StopCanceled and
+// keeps its state: calling Next again tries again.
+func (r *Runner) Next(ctx context.Context) (*Turn, error) {
+	if r.stopped != nil && r.stopped.StopReason != StopError && r.stopped.StopReason != StopCanceled {
+		if r.stopped.StopReason != StopAwaitingApproval || r.undecided() > 0 {
+			return nil, nil
+		}
+	}
+	r.stopped = nil
+	if err := ctx.Err(); err != nil {
+		return nil, r.fail(ctx, err, "")
+	}
+	if r.pending != nil {
+		if r.edited {
+			r.log.DebugContext(ctx, "toolrun: history changed by the caller; turn left out", "turn", r.pending.turn)
+			r.pending = nil
+		} else if done, err := r.finishTurn(ctx); err != nil || done {
+			return nil, err
+		}
+	}
+	r.edited = false
+	if r.maxTurns != Unlimited && r.turns >= r.maxTurns {
+		r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", r.maxTurns)})
+		return nil, nil
+	}
+	return r.request(ctx)
+}
+
+// request sends the next turn's request and hands out its response.
+func (r *Runner) request(ctx context.Context) (*Turn, error) {
+	n := r.turns + 1
+	r.emit(ctx, TurnStarted{Turn: n})
+	params := r.params
+	params.Messages = slices.Clone(r.params.Messages)
+	if h := r.opts.BeforeRequest; h != nil {
+		if err := h(ctx, n, &params); err != nil {
+			return nil, r.hookFailed(ctx, "BeforeRequest", err)
+		}
+	}
+	start := time.Now()
+	r.emit(ctx, RequestSent{Turn: n, Params: &params})
+	msg, err := r.client.Beta.Messages.New(ctx, params)
+	if err != nil {
+		return nil, r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
+	}
+	r.turns = n
+	r.last = msg
+	r.usage.add(usageOf(msg))
+	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start)})
+	r.pending = newPendingTurn(n, msg)
+	for _, c := range r.pending.calls {
+		r.emit(ctx, ToolCallReady{Turn: n, Call: c.call})
+	}
+	if h := r.opts.AfterResponse; h != nil {
+		if err := h(ctx, n, msg); err != nil {
+			return nil, r.hookFailed(ctx, "AfterResponse", err)
+		}
+	}
+	return &Turn{Number: n, Message: msg, ToolCalls: r.pending.toolCalls()}, nil
+}
+
+// hookFailed stops the run for a hook's error: with StopHook for StopRun,
+// with StopError otherwise.
+func (r *Runner) hookFailed(ctx context.Context, hook string, err error) error {
+	var sr *stopRunError
+	if errors.As(err, &sr) {
+		r.stop(ctx, &Result{StopReason: StopHook, Detail: sr.reason})
+		return nil
+	}
+	return r.fail(ctx, &HookError{Hook: hook, Err: err}, hook+" hook failed")
+}
+
+// fail stops the run with err: StopCanceled if the context is done,
+// StopError otherwise. It returns err.
+func (r *Runner) fail(ctx context.Context, err error, detail string) error {
+	reason := StopError
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		reason = StopCanceled
+	}
+	if detail == "" {
+		detail = err.Error()
+	}
+	r.stop(ctx, &Result{StopReason: reason, Detail: detail, Err: err})
+	return err
+}
+
+// stop fills in res and marks the run stopped.
+func (r *Runner) stop(ctx context.Context, res *Result) {
+	res.Message = r.last
+	res.Messages = slices.Clone(r.params.Messages)
+	res.Usage = r.usage
+	res.Turns = r.turns
+	res.ToolCalls = r.toolCalls
+	res.ToolFailures = r.toolFailures
+	if res.StopReason == StopAwaitingApproval {
+		res.Pending = r.pendingCalls()
+	}
+	r.stopped = res
+	// The event is sent with a detached context so observers record it even
+	// when the run stopped because ctx was cancelled.
+	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.turns, Result: res})
+}
+
+// emit hands e to the logger and OnEvent, one event at a time.
+func (r *Runner) emit(ctx context.Context, e Event) {
+	r.eventMu.Lock()
+	defer r.eventMu.Unlock()
+	logEvent(ctx, r.log, e)
+	if r.opts.OnEvent != nil {
+		r.opts.OnEvent(ctx, e)
+	}
+}

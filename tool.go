@@ -1,0 +1,269 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is a client tool the model can call. The runner validates the model's
+// input against InputSchema before it calls Run, so Run sees only input that
+// matches the schema.
+//
+// Run returns the content of the tool_result sent back to the model. A
+// non-nil error is sent as an is_error result with the error's text, and is
+// logged. Run must honour ctx: it is cancelled when the run is cancelled or
+// the call's timeout passes.
+//
+// Most tools are built with [NewTool] or [NewRawTool]; implement Tool
+// directly to wrap something else (an MCP server, a remote service). A Tool
+// may also implement [Configurable] to declare its timeout, approval policy
+// and other execution settings.
+type Tool interface {
+	Name() string
+	Description() string
+	// InputSchema returns the JSON Schema of the tool's input, an object
+	// schema. A nil schema accepts any JSON object.
+	InputSchema() *jsonschema.Schema
+	Run(ctx context.Context, input json.RawMessage) ([]Content, error)
+}
+
+// Content is one block of a tool result: text, an image, a document or a
+// search result. It is the anthropic client's own type, so blocks built with
+// the client work too. [Text], [Image] and [PDF] build the common ones.
+type Content = anthropic.BetaToolResultBlockParamContentUnion
+
+// Text returns a text block for a tool result.
+func Text(s string) Content {
+	return Content{OfText: &anthropic.BetaTextBlockParam{Text: s}}
+}
+
+// Image returns a base64 image block for a tool result. mediaType is one of
+// image/jpeg, image/png, image/gif or image/webp.
+func Image(mediaType string, data []byte) Content {
+	return Content{OfImage: &anthropic.BetaImageBlockParam{
+		Source: anthropic.BetaImageBlockParamSourceUnion{OfBase64: &anthropic.BetaBase64ImageSourceParam{
+			Data:      base64.StdEncoding.EncodeToString(data),
+			MediaType: anthropic.BetaBase64ImageSourceMediaType(mediaType),
+		}},
+	}}
+}
+
+// PDF returns a base64 PDF document block for a tool result.
+func PDF(data []byte) Content {
+	return Content{OfDocument: &anthropic.BetaRequestDocumentBlockParam{
+		Source: anthropic.BetaRequestDocumentBlockSourceUnionParam{OfBase64: &anthropic.BetaBase64PDFSourceParam{
+			Data: base64.StdEncoding.EncodeToString(data),
+		}},
+	}}
+}
+
+// ToolConfig holds the execution settings of one tool. The zero value means:
+// the runner-wide defaults of [Options], no approval needed, may run
+// concurrently with the other calls of its turn, not idempotent.
+type ToolConfig struct {
+	// Timeout bounds one call of the tool. Zero means Options.ToolTimeout;
+	// a negative value means no timeout even if Options sets one. A call
+	// that times out sends the model an is_error result that says so, and
+	// its ctx is cancelled.
+	Timeout time.Duration
+
+	// Exclusive makes each call of the tool run alone: after the other calls
+	// of its turn that come before it have finished, and before any that
+	// come after it start. Use it for tools with side effects that must not
+	// interleave.
+	Exclusive bool
+
+	// Idempotent declares that running a call twice is harmless. A durable
+	// run that resumes after a crash re-runs an interrupted call only if its
+	// tool is idempotent; otherwise the model is told the call was
+	// interrupted.
+	Idempotent bool
+
+	// Policy, if non-nil, decides each call of the tool before it runs, after
+	// Options.Decide has allowed it. See [Policy] and [Decision].
+	Policy Policy
+}
+
+// Configurable is implemented by tools that carry a [ToolConfig]. The runner
+// reads it once, when it is built.
+type Configurable interface {
+	Config() ToolConfig
+}
+
+// FuncTool is a [Tool] built from a Go function by [NewTool] or [NewRawTool].
+// Set its exported [ToolConfig] fields before handing it to a runner.
+type FuncTool struct {
+	ToolConfig
+
+	name        string
+	description string
+	schema      *jsonschema.Schema
+	run         func(ctx context.Context, input json.RawMessage) ([]Content, error)
+}
+
+// Name returns the tool's name.
+func (t *FuncTool) Name() string { return t.name }
+
+// Description returns the tool's description.
+func (t *FuncTool) Description() string { return t.description }
+
+// InputSchema returns the tool's input schema.
+func (t *FuncTool) InputSchema() *jsonschema.Schema { return t.schema }
+
+// Run calls the tool's function with input.
+func (t *FuncTool) Run(ctx context.Context, input json.RawMessage) ([]Content, error) {
+	return t.run(ctx, input)
+}
+
+// Config returns the tool's execution settings.
+func (t *FuncTool) Config() ToolConfig { return t.ToolConfig }
+
+// toolNameRE is the API's rule for client tool names.
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+func checkName(name string) {
+	if !toolNameRE.MatchString(name) {
+		panic(fmt.Sprintf("toolrun: tool name %q must match %s", name, toolNameRE))
+	}
+}
+
+// NewTool returns a tool that decodes the model's input into In and calls
+// fn. The input schema is inferred from In by
+// [github.com/google/jsonschema-go/jsonschema.For]: a struct field is
+// required unless its json tag has omitempty or omitzero, and a
+// `jsonschema:"..."` tag gives its description. In must be a struct, so the
+// schema is an object, as the API requires.
+//
+// What fn returns becomes the tool_result:
+//   - a string is sent as one text block (an empty string as no content);
+//   - a [Content] or []Content is sent as is, for images and documents;
+//   - json.RawMessage is sent as text, unchanged;
+//   - any other value is marshalled to JSON and sent as text.
+//
+// A non-nil error is sent as an is_error result with the error's text (the
+// value returned with it is ignored). NewTool panics if name is not a valid
+// tool name or the schema cannot be inferred, as these are mistakes in the
+// program, not in the run.
+func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) *FuncTool {
+	checkName(name)
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
+	}
+	if schema.Type != "object" {
+		panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]()))
+	}
+	return &FuncTool{
+		name:        name,
+		description: description,
+		schema:      schema,
+		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
+			var in In
+			if len(input) > 0 {
+				if err := json.Unmarshal(input, &in); err != nil {
+					return nil, &ValidationError{Tool: name, Violations: []Violation{{
+						Expected: "input that decodes into " + reflect.TypeFor[In]().String(),
+						Got:      err.Error(),
+					}}}
+				}
+			}
+			out, err := fn(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			return toContent(out)
+		},
+	}
+}
+
+// NewRawTool returns a tool with an explicit JSON Schema (schemaJSON, an
+// object schema) whose function receives the model's input as raw JSON,
+// already validated against the schema. Its result is converted as for
+// [NewTool]. NewRawTool panics if name is invalid or schemaJSON is not a JSON
+// Schema object.
+func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) *FuncTool {
+	checkName(name)
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: invalid input schema: %v", name, err))
+	}
+	if schema.Type != "object" {
+		panic(fmt.Sprintf("toolrun: tool %q: input schema must have \"type\": \"object\"", name))
+	}
+	return &FuncTool{
+		name:        name,
+		description: description,
+		schema:      &schema,
+		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
+			out, err := fn(ctx, input)
+			if err != nil {
+				return nil, err
+			}
+			return toContent(out)
+		},
+	}
+}
+
+// toContent converts what a tool function returned into result blocks.
+func toContent(out any) ([]Content, error) {
+	switch v := out.(type) {
+	case string:
+		if v == "" {
+			return nil, nil
+		}
+		return []Content{Text(v)}, nil
+	case Content:
+		return []Content{v}, nil
+	case []Content:
+		return v, nil
+	case json.RawMessage:
+		return []Content{Text(string(v))}, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: encoding the tool's result as JSON: %w", err)
+	}
+	return []Content{Text(string(b))}, nil
+}
+
+// toolParam is the tool's definition as sent in a request.
+func toolParam(t Tool, schema *jsonschema.Schema) anthropic.BetaToolUnionParam {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: encoding its input schema: %v", t.Name(), err))
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: decoding its input schema: %v", t.Name(), err))
+	}
+	in := anthropic.BetaToolInputSchemaParam{}
+	for k, v := range fields {
+		switch k {
+		case "type", "$schema":
+		case "properties":
+			in.Properties = v
+		case "required":
+			for _, name := range v.([]any) {
+				in.Required = append(in.Required, name.(string))
+			}
+		default:
+			if in.ExtraFields == nil {
+				in.ExtraFields = map[string]any{}
+			}
+			in.ExtraFields[k] = v
+		}
+	}
+	p := anthropic.BetaToolParam{Name: t.Name(), InputSchema: in}
+	if d := t.Description(); d != "" {
+		p.Description = anthropic.String(d)
+	}
+	return anthropic.BetaToolUnionParam{OfTool: &p}
+}

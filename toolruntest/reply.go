@@ -1,0 +1,385 @@
+package toolruntest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Reply is what the server answers one request with: an assistant message,
+// or, when Fault is set, a failure.
+//
+// The zero Reply is a message with no content and stop reason "end_turn".
+type Reply struct {
+	// Content holds the assistant content blocks to return, built with
+	// [Text], [ToolUse] and [Thinking]. A tool_use block may name a tool the
+	// request did not define: the server sends it all the same, as the real
+	// model can.
+	Content []Block
+	// StopReason is the stop_reason of the message. If empty, it is
+	// "tool_use" when Content has a tool_use block and "end_turn" otherwise.
+	StopReason string
+	// Usage is the usage of the message. If nil, the server computes one as
+	// the package documentation describes.
+	Usage *Usage
+	// ID is the id of the message. If empty, it is "msg_toolruntest_<n>",
+	// where n numbers the request among those of [Server.Requests], from 1.
+	ID string
+	// Model is the model of the message. If empty, it is the request's model.
+	Model string
+	// Fault, if non-zero, makes the reply fail in the way it describes.
+	Fault Fault
+}
+
+// Usage is the token usage a reply reports.
+type Usage struct {
+	InputTokens              int64
+	OutputTokens             int64
+	CacheCreationInputTokens int64
+	CacheReadInputTokens     int64
+}
+
+// Fault makes a reply fail in a chosen way. The zero Fault is no fault.
+//
+// Status takes precedence: with a non-zero Status, the server answers with an
+// error and the message of the Reply is never sent. StreamErrorAfter and
+// DropAfter both cut a message short; if both are set, the smaller one wins.
+type Fault struct {
+	// Status, if non-zero, makes the server answer with this HTTP status and
+	// an error body instead of a message.
+	Status int
+	// ErrorType is the error.type of the error body, or of the error event
+	// of StreamErrorAfter. If empty, it is derived from Status: for example
+	// "rate_limit_error" for 429, "api_error" for 500 and
+	// "overloaded_error" for 529; for StreamErrorAfter it is
+	// "overloaded_error".
+	ErrorType string
+	// Message is the error.message of the error body or event. If empty, it
+	// is a sensible text for ErrorType.
+	Message string
+	// RetryAfter, if positive, is sent in the "retry-after" header, in
+	// seconds, fractions allowed (such as "0.01"), and in the
+	// "retry-after-ms" header. The SDK waits that long before it retries, so
+	// a small RetryAfter keeps retry tests fast.
+	RetryAfter time.Duration
+	// StreamErrorAfter, if positive, makes a streamed reply send this many
+	// server-sent events of the message, counting message_start and ping,
+	// then an "error" event, and end the body. If the message has fewer
+	// events, the error follows them all. It has no effect on a reply that
+	// is not streamed.
+	StreamErrorAfter int
+	// DropAfter, if positive, makes the server send this many server-sent
+	// events of a streamed reply, or this many bytes of the JSON body of one
+	// that is not streamed, then drop the connection abruptly, so the client
+	// sees an unexpected EOF. It never sends the whole JSON body: at most all
+	// but its last byte.
+	DropAfter int
+	// EventDelay, if positive, makes the server wait this long before each
+	// server-sent event of a streamed reply, or once before it answers a
+	// request that is not streamed. A client that goes away, or
+	// [Server.Close], ends the wait.
+	EventDelay time.Duration
+}
+
+// Text returns a text block for a [Reply].
+func Text(s string) Block {
+	return Block{Type: "text", Text: s}
+}
+
+// ToolUse returns a tool_use block for a [Reply]: a call of the tool name,
+// with the id and the JSON encoding of input. A nil input is sent as {}.
+// ToolUse panics if input cannot be encoded as JSON.
+func ToolUse(id, name string, input any) Block {
+	raw := json.RawMessage("{}")
+	if input != nil {
+		var err error
+		raw, err = json.Marshal(input)
+		if err != nil {
+			panic(fmt.Sprintf("toolruntest: ToolUse(%q, %q): cannot encode input: %v", id, name, err))
+		}
+	}
+	return Block{Type: "tool_use", ID: id, Name: name, Input: raw}
+}
+
+// Thinking returns a thinking block for a [Reply], with its text and
+// signature.
+func Thinking(text, signature string) Block {
+	return Block{Type: "thinking", Text: text, Signature: signature}
+}
+
+// Message returns a Reply with the given content: a shorthand for
+// Reply{Content: blocks}.
+func Message(blocks ...Block) Reply {
+	return Reply{Content: blocks}
+}
+
+// RateLimited returns a Reply that fails with HTTP 429 and a
+// rate_limit_error, asking the client to retry after retryAfter.
+//
+// With a zero retryAfter the SDK falls back to its own backoff, which waits
+// about 0.4–0.5s before the first retry and 0.75–1s before the second.
+func RateLimited(retryAfter time.Duration) Reply {
+	return Reply{Fault: Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}}
+}
+
+// ServerError returns a Reply that fails with HTTP 500 and an api_error.
+// The SDK retries it with its own backoff unless Fault.RetryAfter is set.
+func ServerError() Reply {
+	return Reply{Fault: Fault{Status: http.StatusInternalServerError}}
+}
+
+// Overloaded returns a Reply that fails with HTTP 529 and an
+// overloaded_error. The SDK retries it with its own backoff unless
+// Fault.RetryAfter is set.
+func Overloaded() Reply {
+	return Reply{Fault: Fault{Status: statusOverloaded}}
+}
+
+// statusOverloaded is the status the API answers with when it is overloaded.
+const statusOverloaded = 529
+
+// errorTypeFor returns the error type the API uses for status.
+func errorTypeFor(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case statusOverloaded:
+		return "overloaded_error"
+	}
+	if status >= 400 && status < 500 {
+		return "invalid_request_error"
+	}
+	return "api_error"
+}
+
+// errorMessageFor returns a default error message for errorType.
+func errorMessageFor(errorType string) string {
+	switch errorType {
+	case "invalid_request_error":
+		return "Invalid request"
+	case "authentication_error":
+		return "invalid x-api-key"
+	case "billing_error":
+		return "Billing error"
+	case "permission_error":
+		return "Your API key does not have permission to use the specified resource."
+	case "not_found_error":
+		return "Not found"
+	case "request_too_large":
+		return "Request exceeds the maximum allowed number of bytes."
+	case "rate_limit_error":
+		return "Number of request tokens has exceeded your per-minute rate limit"
+	case "timeout_error":
+		return "Request timed out"
+	case "overloaded_error":
+		return "Overloaded"
+	}
+	return "Internal server error"
+}
+
+// hasToolUse reports whether blocks has a tool_use block.
+func hasToolUse(blocks []Block) bool {
+	for _, b := range blocks {
+		if b.Type == "tool_use" {
+			return true
+		}
+	}
+	return false
+}
+
+// ceilQuarter returns n/4 rounded up: the package's token approximation.
+func ceilQuarter(n int) int64 {
+	return int64((n + 3) / 4)
+}
+
+// inputTokens approximates the input tokens of p.
+func inputTokens(p Params) int64 {
+	return ceilQuarter(len(p.Raw["system"]) + len(p.Raw["messages"]) + len(p.Raw["tools"]))
+}
+
+// outputTokens approximates the output tokens of content: at least 1.
+func outputTokens(content []Block) int64 {
+	n := 0
+	for _, b := range content {
+		switch b.Type {
+		case "text", "thinking":
+			n += len(b.Text)
+		case "tool_use":
+			n += len(b.Input)
+		}
+	}
+	return max(1, ceilQuarter(n))
+}
+
+// The wire types below marshal to the API's JSON, fields in the API's order.
+
+type wireUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+}
+
+type wireMessage struct {
+	ID           string            `json:"id"`
+	Type         string            `json:"type"`
+	Role         string            `json:"role"`
+	Model        string            `json:"model"`
+	Content      []json.RawMessage `json:"content"`
+	StopReason   *string           `json:"stop_reason"`
+	StopSequence *string           `json:"stop_sequence"`
+	Usage        wireUsage         `json:"usage"`
+}
+
+type wireText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type wireToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type wireThinking struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+}
+
+type wireErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type wireError struct {
+	Type      string          `json:"type"`
+	Error     wireErrorDetail `json:"error"`
+	RequestID string          `json:"request_id"`
+}
+
+// mustMarshal marshals v, which is one of the package's wire types and so
+// cannot fail.
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("toolruntest: " + err.Error())
+	}
+	return b
+}
+
+// blockJSON returns b as a content block of a message. With full false it
+// returns b as a content_block_start event carries it: with empty text,
+// thinking and input.
+func blockJSON(b Block, full bool) json.RawMessage {
+	if b.Raw != nil {
+		return b.Raw
+	}
+	switch b.Type {
+	case "text":
+		w := wireText{Type: b.Type}
+		if full {
+			w.Text = b.Text
+		}
+		return mustMarshal(w)
+	case "tool_use":
+		w := wireToolUse{Type: b.Type, ID: b.ID, Name: b.Name, Input: json.RawMessage("{}")}
+		if full && b.Input != nil {
+			w.Input = b.Input
+		}
+		return mustMarshal(w)
+	case "thinking":
+		w := wireThinking{Type: b.Type}
+		if full {
+			w.Thinking, w.Signature = b.Text, b.Signature
+		}
+		return mustMarshal(w)
+	}
+	return mustMarshal(struct {
+		Type string `json:"type"`
+	}{b.Type})
+}
+
+// message is a reply resolved against its request: every default applied.
+type message struct {
+	id, model, stopReason string
+	content               []Block
+	usage                 Usage
+}
+
+// resolve applies the defaults of r for the n-th request, req.
+func resolve(r Reply, n int, req Params) message {
+	m := message{id: r.ID, model: r.Model, stopReason: r.StopReason, content: r.Content}
+	if m.id == "" {
+		m.id = fmt.Sprintf("msg_toolruntest_%d", n)
+	}
+	if m.model == "" {
+		m.model = req.Model
+	}
+	if m.stopReason == "" {
+		m.stopReason = "end_turn"
+		if hasToolUse(r.Content) {
+			m.stopReason = "tool_use"
+		}
+	}
+	if r.Usage != nil {
+		m.usage = *r.Usage
+	} else {
+		m.usage = Usage{InputTokens: inputTokens(req), OutputTokens: outputTokens(r.Content)}
+	}
+	return m
+}
+
+// wire returns m as the API's message object. With streamed true it returns
+// the message that a message_start event carries.
+func (m message) wire(streamed bool) wireMessage {
+	w := wireMessage{
+		ID:      m.id,
+		Type:    "message",
+		Role:    "assistant",
+		Model:   m.model,
+		Content: []json.RawMessage{},
+		Usage: wireUsage{
+			InputTokens:              m.usage.InputTokens,
+			CacheCreationInputTokens: m.usage.CacheCreationInputTokens,
+			CacheReadInputTokens:     m.usage.CacheReadInputTokens,
+			OutputTokens:             m.usage.OutputTokens,
+		},
+	}
+	if streamed {
+		w.Usage.OutputTokens = 1
+		return w
+	}
+	stop := m.stopReason
+	w.StopReason = &stop
+	for _, b := range m.content {
+		w.Content = append(w.Content, blockJSON(b, true))
+	}
+	return w
+}
+
+// errorBody returns the API's error body.
+func errorBody(errorType, msg, requestID string) []byte {
+	return mustMarshal(wireError{
+		Type:      "error",
+		Error:     wireErrorDetail{Type: errorType, Message: msg},
+		RequestID: requestID,
+	})
+}

@@ -1,0 +1,456 @@
+package toolruntest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+// TestAPIKey is the API key that the clients of [Server.Client] send. It is
+// not a real key, so a test can look for it where it must never appear, such
+// as in logs or errors.
+const TestAPIKey = "sk-ant-toolruntest-0000"
+
+// ErrScriptEnded is recorded in [Server.Errors] for each request that a
+// server made by [NewServer] receives after it has sent every reply of its
+// script.
+var ErrScriptEnded = errors.New("toolruntest: script ran out of replies")
+
+// Request is one request as the server received it.
+type Request struct {
+	Header http.Header
+	Body   []byte // the raw JSON body
+	// Params is the decoded body. For a request that failed validation it
+	// holds whatever was decoded before the problem was found.
+	Params Params
+	Stream bool
+	// Attempt is 1 the first time the server sees this exact body, and 2 or
+	// more when it sees the same bytes again, as it does when the SDK retries
+	// a request. Two runs that send the same conversation also count as
+	// attempts of one body.
+	Attempt int
+	// Status is the HTTP status the server answered with: 200 for a message,
+	// even one that a fault cut short. It is 0 while the server has not yet
+	// decided.
+	Status int
+}
+
+// seenBody counts the requests with one body.
+type seenBody struct {
+	body []byte
+	n    int
+}
+
+// Server is a fake Messages API listening on loopback, in the manner of
+// [httptest.Server]. Its methods are safe for concurrent use, so one server
+// can serve parallel tests and concurrent runs.
+type Server struct {
+	// URL is the base URL of the server, such as http://127.0.0.1:1234, for
+	// option.WithBaseURL.
+	URL string
+
+	ts      *httptest.Server
+	client  *http.Client         // shared by the clients of Client, for connection reuse
+	respond func(*Request) Reply // nil for a scripted server
+	closing chan struct{}        // closed when Close starts
+	close   sync.Once            // guards closing
+	serving sync.WaitGroup       // counts running handlers, which a dropped connection no longer ties to the httptest.Server
+	seed    maphash.Seed         // hashes bodies for Attempt
+	aux     atomic.Int64         // numbers the requests that are not recorded
+	script  []Reply              // the replies of a scripted server
+
+	mu       sync.Mutex // guards next, requests, bodies and errs
+	next     int        // index of the next reply of script
+	requests []*Request
+	bodies   map[uint64][]seenBody // by the hash of the body
+	errs     []error
+}
+
+// NewServer starts a server that answers the n-th valid POST /v1/messages
+// with replies[n]. A request that fails validation is answered with HTTP 400
+// and does not use up a reply. A request past the end of the script is
+// answered with HTTP 500 and an api_error saying that the script ran out, and
+// is recorded in [Server.Errors] as [ErrScriptEnded]. That answer carries
+// "x-should-retry: false", so the SDK fails at once instead of retrying.
+//
+// The caller should call Close when finished, to shut it down.
+func NewServer(replies ...Reply) *Server {
+	s := newServer()
+	s.script = slices.Clone(replies)
+	return s
+}
+
+// NewServerFunc starts a server whose replies come from f, which is called
+// with each request that passed validation, possibly from many goroutines at
+// once. f must not modify the Request. If f panics, the server records the
+// panic in [Server.Errors] and answers with HTTP 500 and "x-should-retry:
+// false".
+//
+// The caller should call Close when finished, to shut it down.
+func NewServerFunc(f func(*Request) Reply) *Server {
+	if f == nil {
+		panic("toolruntest: NewServerFunc with nil func")
+	}
+	s := newServer()
+	s.respond = f
+	return s
+}
+
+func newServer() *Server {
+	s := &Server{
+		closing: make(chan struct{}),
+		seed:    maphash.MakeSeed(),
+		bodies:  make(map[uint64][]seenBody),
+	}
+	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.ts.URL
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	// Concurrent runs each hold a connection; keeping them idle instead of
+	// closing all but two spares the loopback a storm of fresh dials.
+	t.MaxIdleConnsPerHost = 256
+	s.client = &http.Client{Transport: t}
+	return s
+}
+
+// Close shuts the server down and blocks until every request it is handling
+// has been answered. It ends the waits of EventDelay first, dropping the
+// connections of those slowed streams, so that it never waits for them.
+func (s *Server) Close() {
+	s.close.Do(func() { close(s.closing) })
+	s.ts.Close()
+	s.serving.Wait()
+	s.client.CloseIdleConnections()
+}
+
+// Client returns a client for the server: anthropic.NewClient with a base URL
+// of s.URL, the API key [TestAPIKey], an HTTP client that s.Close cleans up,
+// and then opts, which can override any of these. Being given an API key, the
+// client reads no credentials from the environment. The client retries as the
+// SDK does by default, twice; pass option.WithMaxRetries to change that.
+func (s *Server) Client(opts ...option.RequestOption) anthropic.Client {
+	return anthropic.NewClient(slices.Concat([]option.RequestOption{
+		option.WithHTTPClient(s.client),
+		option.WithBaseURL(s.URL),
+		option.WithAPIKey(TestAPIKey),
+	}, opts)...)
+}
+
+// Requests returns every POST /v1/messages the server has received, in the
+// order they arrived, including those it rejected or answered with a fault.
+// Each call returns new copies of the Requests, which the caller may keep;
+// their Header, Body and Params share memory with the server's record and
+// must not be modified.
+func (s *Server) Requests() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Request, len(s.requests))
+	for i, r := range s.requests {
+		c := *r
+		out[i] = &c
+	}
+	return out
+}
+
+// Errors returns what went wrong on the server's side, in order: one error
+// for each request that failed validation (the HTTP 400s it sent), each
+// request past the end of a script, each panic of a responder, and each
+// request for a path the server does not serve.
+func (s *Server) Errors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.errs)
+}
+
+func (s *Server) recordError(err error) {
+	s.mu.Lock()
+	s.errs = append(s.errs, err)
+	s.mu.Unlock()
+}
+
+// setStatus records the status that req is answered with.
+func (s *Server) setStatus(req *Request, status int) {
+	s.mu.Lock()
+	req.Status = status
+	s.mu.Unlock()
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.serving.Add(1)
+	defer s.serving.Done()
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+		s.serveMessages(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
+		s.serveCountTokens(w, r)
+	default:
+		s.recordError(fmt.Errorf("toolruntest: unexpected request %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, "not_found_error", "Not found", s.auxRequestID(), nil)
+	}
+}
+
+func (s *Server) auxRequestID() string {
+	return "req_toolruntest_aux_" + strconv.FormatInt(s.aux.Add(1), 10)
+}
+
+func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
+	id := s.auxRequestID()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // The client has gone.
+	}
+	p, err := decodeParams(body, true)
+	if err == nil {
+		err = checkConversation(p)
+	}
+	if err != nil {
+		s.recordError(fmt.Errorf("toolruntest: count_tokens request: %w", err))
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error(), id, nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", id)
+	w.Write(mustMarshal(struct {
+		InputTokens int64 `json:"input_tokens"`
+	}{inputTokens(p)}))
+}
+
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // The client has gone.
+	}
+	p, invalidErr := decodeParams(body, false)
+	if invalidErr == nil {
+		invalidErr = checkConversation(p)
+	}
+	req := &Request{Header: r.Header.Clone(), Body: body, Params: p, Stream: p.Stream}
+
+	var (
+		reply    Reply
+		scripted bool
+		ended    bool
+	)
+	s.mu.Lock()
+	n := len(s.requests) + 1
+	req.Attempt = s.attempt(body)
+	s.requests = append(s.requests, req)
+	switch {
+	case invalidErr != nil:
+		s.errs = append(s.errs, fmt.Errorf("toolruntest: request %d: %w", n, invalidErr))
+	case s.respond != nil:
+	case s.next < len(s.script):
+		reply, scripted = s.script[s.next], true
+		s.next++
+	default:
+		ended = true
+		s.errs = append(s.errs, fmt.Errorf("request %d, past a script of %d replies: %w", n, len(s.script), ErrScriptEnded))
+	}
+	s.mu.Unlock()
+
+	id := "req_toolruntest_" + strconv.Itoa(n)
+	noRetry := http.Header{"X-Should-Retry": {"false"}}
+	switch {
+	case invalidErr != nil:
+		s.setStatus(req, http.StatusBadRequest)
+		writeError(w, http.StatusBadRequest, "invalid_request_error", invalidErr.Error(), id, nil)
+		return
+	case ended:
+		s.setStatus(req, http.StatusInternalServerError)
+		msg := fmt.Sprintf("toolruntest: the script ran out: request %d has no reply (the script has %d)", n, len(s.script))
+		writeError(w, http.StatusInternalServerError, "api_error", msg, id, noRetry)
+		return
+	case !scripted:
+		var panicked error
+		reply, panicked = s.call(req)
+		if panicked != nil {
+			s.recordError(fmt.Errorf("toolruntest: request %d: %w", n, panicked))
+			s.setStatus(req, http.StatusInternalServerError)
+			writeError(w, http.StatusInternalServerError, "api_error", panicked.Error(), id, noRetry)
+			return
+		}
+	}
+
+	f := reply.Fault
+	if f.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatFloat(f.RetryAfter.Seconds(), 'f', -1, 64))
+		w.Header().Set("Retry-After-Ms", strconv.FormatFloat(float64(f.RetryAfter)/float64(time.Millisecond), 'f', -1, 64))
+	}
+	m := resolve(reply, n, p)
+	if !p.Stream || f.Status != 0 {
+		if !s.pause(r.Context(), f.EventDelay) {
+			abort(w)
+			return
+		}
+	}
+	switch {
+	case f.Status != 0:
+		errorType := f.ErrorType
+		if errorType == "" {
+			errorType = errorTypeFor(f.Status)
+		}
+		msg := f.Message
+		if msg == "" {
+			msg = errorMessageFor(errorType)
+		}
+		s.setStatus(req, f.Status)
+		writeError(w, f.Status, errorType, msg, id, nil)
+	case p.Stream:
+		s.setStatus(req, http.StatusOK)
+		s.stream(w, r, m, f, id)
+	default:
+		s.setStatus(req, http.StatusOK)
+		writeMessage(w, m, f, id)
+	}
+}
+
+// attempt counts body as seen once more and returns how many times it has
+// been seen. s.mu must be held.
+func (s *Server) attempt(body []byte) int {
+	h := maphash.Bytes(s.seed, body)
+	seen := s.bodies[h]
+	for i := range seen {
+		if bytes.Equal(seen[i].body, body) {
+			seen[i].n++
+			return seen[i].n
+		}
+	}
+	s.bodies[h] = append(seen, seenBody{body: body, n: 1})
+	return 1
+}
+
+// call calls the responder with a copy of req, turning a panic into an error.
+func (s *Server) call(req *Request) (reply Reply, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("responder panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	c := *req
+	return s.respond(&c), nil
+}
+
+// pause waits for d, and reports whether the handler should go on: false
+// when the client has gone or the server is closing.
+func (s *Server) pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+// writeError answers with the API's error body.
+func writeError(w http.ResponseWriter, status int, errorType, msg, requestID string, extra http.Header) {
+	for k, v := range extra {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", requestID)
+	w.WriteHeader(status)
+	w.Write(errorBody(errorType, msg, requestID))
+}
+
+// writeMessage answers with m as a JSON message object.
+func writeMessage(w http.ResponseWriter, m message, f Fault, requestID string) {
+	body := mustMarshal(m.wire(false))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", requestID)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if f.DropAfter <= 0 {
+		w.Write(body)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	w.Write(body[:min(f.DropAfter, len(body)-1)])
+	abort(w)
+}
+
+// stream answers with m as server-sent events, as f shapes them.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, f Fault, requestID string) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Request-Id", requestID)
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+
+	evs := m.events()
+	limit := len(evs)
+	if f.StreamErrorAfter > 0 {
+		limit = min(limit, f.StreamErrorAfter)
+	}
+	if f.DropAfter > 0 {
+		limit = min(limit, f.DropAfter)
+	}
+	var buf []byte
+	for _, ev := range evs[:limit] {
+		if !s.pause(r.Context(), f.EventDelay) {
+			abort(w)
+			return
+		}
+		buf = appendEvent(buf[:0], ev)
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+	if f.DropAfter > 0 && (f.StreamErrorAfter <= 0 || f.DropAfter <= f.StreamErrorAfter) {
+		abort(w)
+		return
+	}
+	if f.StreamErrorAfter > 0 {
+		errorType := f.ErrorType
+		if errorType == "" {
+			errorType = "overloaded_error"
+		}
+		msg := f.Message
+		if msg == "" {
+			msg = errorMessageFor(errorType)
+		}
+		if !s.pause(r.Context(), f.EventDelay) {
+			abort(w)
+			return
+		}
+		w.Write(appendEvent(nil, event{"error", errorBody(errorType, msg, requestID)}))
+		rc.Flush()
+	}
+}
+
+// abort drops the connection of w abruptly, so that the client sees the
+// response end early: it hijacks the connection and closes it.
+func abort(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		// Not HTTP/1: let net/http reset the stream instead.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
