@@ -42,9 +42,11 @@ const DefaultMaxParallelTools = 8
 //     [ToolConfig.Policy], input validation, the tool's Run, then AfterTool;
 //  4. OnEvent, for every event of the above as it happens.
 //
-// Hooks run on the runner's goroutines: Decide, the tool's policy and
-// AfterTool may be called concurrently for the calls of one turn. OnEvent is
-// never called concurrently with itself.
+// Decide and the tools' policies are called for the calls of a turn one at a
+// time, in the order of the calls, so a hook that asks a person asks about one
+// call at a time. AfterTool is called as each call finishes, so it may be
+// called concurrently for the calls of one turn. OnEvent is never called
+// concurrently with itself.
 type Options struct {
 	// Logger receives the run's records: each tool failure at Error with its
 	// tool, tool_use id, turn, duration, error and, for a panic, the stack;
@@ -443,7 +445,7 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	}
 	start := time.Now()
 	r.emit(ctx, RequestSent{Turn: n, Params: &params})
-	msg, err := r.client.Beta.Messages.New(ctx, params)
+	msg, err := r.send(ctx, n, &params)
 	if err != nil {
 		return nil, r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
 	}
@@ -513,4 +515,9 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(ctx, e)
 	}
+}
+
+// send sends one turn's request and returns the whole response.
+func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
+	return r.client.Beta.Messages.New(ctx, *params)
 }

@@ -313,6 +313,9 @@ func (r *Runner) decide(ctx context.Context, c *callState) (*toolEntry, json.Raw
 		r.emit(ctx, ToolDecided{Turn: r.pending.turn, Call: c.call, Decision: d, By: by})
 	} else {
 		d, by = r.decision(ctx, e, c.call)
+		if (d.Kind == Deny || d.Kind == Skip) && d.Reason == "" {
+			d.Reason = "no reason given"
+		}
 		c.decision, c.decidedBy = d, by
 		if d.Kind == Defer {
 			c.deferred = true
@@ -325,7 +328,7 @@ func (r *Runner) decide(ctx context.Context, c *callState) (*toolEntry, json.Raw
 	switch d.Kind {
 	case Deny:
 		reason := d.Reason
-		if reason == "" {
+		if reason == "" { // a person's decision given with Decide
 			reason = "no reason given"
 		}
 		return nil, nil, &ToolResult{Call: c.call, Err: fmt.Errorf("%w: %s", ErrDenied, reason)}

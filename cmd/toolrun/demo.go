@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+var demoCommand = &command{
+	name:    "demo",
+	args:    "[flags]",
+	summary: "run a multi-turn tool-use conversation with local tools",
+	doc: `Demo runs a tool-use conversation end to end with four local tools:
+fetch_rates (which fails the first time it is called), lookup_city,
+convert_currency and send_report, which needs approval. It prints each turn,
+tool call, result and decision as it happens, then how the run stopped and
+the tokens it used. Tool failures are also logged to stderr.
+
+Without ANTHROPIC_API_KEY the model is a scripted one on a local fake
+server, so the demo needs no key and no network; the script also sends one
+call with invalid input. With ANTHROPIC_API_KEY set, the same tools and
+prompt run against the Anthropic API.
+
+When send_report asks for approval, demo asks at the terminal: approve,
+deny with a reason sent to the model, or approve it for the rest of the
+run. With --yes it approves without asking; with no terminal and no --yes
+it denies the call and says so.`,
+	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+		var f demoFlags
+		fs.BoolVar(&f.yes, "yes", false, "approve every tool call that needs approval, without asking")
+		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask when ANTHROPIC_API_KEY is set")
+		fs.IntVar(&f.maxTurns, "max-turns", 10, "stop after `n` model requests")
+		return func(ctx context.Context, c *cli, args []string) int {
+			if len(args) > 0 {
+				return c.usageError("demo", "unexpected arguments: %s", strings.Join(args, " "))
+			}
+			if f.maxTurns < 1 {
+				return c.usageError("demo", "--max-turns must be at least 1")
+			}
+			return c.demo(ctx, f)
+		}
+	},
+}
+
+type demoFlags struct {
+	yes      bool
+	model    string
+	maxTurns int
+}
+
+// demoPrompt is the user's message that starts the demo.
+const demoPrompt = "How much is 25,000 Japanese yen in the currency of Lisbon? E-mail a short report to me@example.com."
+
+func (c *cli) demo(ctx context.Context, f demoFlags) int {
+	var client anthropic.Client
+	if key := c.getenv("ANTHROPIC_API_KEY"); key != "" {
+		opts := []option.RequestOption{option.WithAPIKey(key)}
+		if u := c.getenv("ANTHROPIC_BASE_URL"); u != "" {
+			opts = append(opts, option.WithBaseURL(u))
+		}
+		client = anthropic.NewClient(opts...)
+		fmt.Fprintf(c.stdout, "toolrun demo: the Anthropic API, model %s\n", f.model)
+	} else {
+		s := toolruntest.NewServer(demoScript()...)
+		defer s.Close()
+		client = s.Client()
+		fmt.Fprintln(c.stdout, "toolrun demo: offline, with a scripted model on a local fake server (set ANTHROPIC_API_KEY to use the API)")
+	}
+
+	tools := newDemoTools().list()
+	var names []string
+	for _, t := range tools {
+		name := t.Name()
+		if t.Config().Policy != nil {
+			name += " (needs approval)"
+		}
+		names = append(names, name)
+	}
+	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(names, ", "))
+	fmt.Fprintln(c.stdout, "log: warnings and tool failures go to stderr")
+	fmt.Fprintf(c.stdout, "\nuser: %s\n", demoPrompt)
+
+	d := &display{w: c.stdout}
+	opts := &toolrun.Options{
+		Logger:   slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		MaxTurns: f.maxTurns,
+		OnEvent:  d.event,
+	}
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.Model(f.model),
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(demoPrompt))},
+	}
+	var list []toolrun.Tool
+	for _, t := range tools {
+		list = append(list, t)
+	}
+	r := toolrun.New(client, params, list, opts)
+
+	res, err := runWithApproval(ctx, r, c.newApprover(f.yes))
+	d.summary(res)
+	if res.ToolFailures > 0 {
+		fmt.Fprintln(c.stdout, "the failed calls were logged to stderr")
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(c.stderr, "toolrun demo: interrupted")
+		return exitCode(toolrun.StopCanceled)
+	case err != nil:
+		fmt.Fprintf(c.stderr, "toolrun demo: %v\n", err)
+	}
+	return exitCode(res.StopReason)
+}
+
+// demoScript is the model's side of the offline demo: it calls two tools
+// at once, retries the one that failed alongside a call with invalid input,
+// corrects the input, sends the report (which needs approval) and answers.
+// The script is fixed, so its last answer reads right whether the report
+// was approved or not.
+func demoScript() []toolruntest.Reply {
+	return []toolruntest.Reply{
+		toolruntest.Message(
+			toolruntest.Text("I'll fetch today's exchange rates and look up Lisbon."),
+			toolruntest.ToolUse("toolu_01", "fetch_rates", map[string]any{"base": "EUR"}),
+			toolruntest.ToolUse("toolu_02", "lookup_city", map[string]any{"name": "Lisbon"}),
+		),
+		toolruntest.Message(
+			toolruntest.Text("The rate service timed out. Lisbon uses the euro; I'll retry the rates and convert the amount."),
+			toolruntest.ToolUse("toolu_03", "fetch_rates", map[string]any{"base": "EUR"}),
+			toolruntest.ToolUse("toolu_04", "convert_currency", map[string]any{"amount": "25k", "from": "JPY", "to": "EUR"}),
+		),
+		toolruntest.Message(
+			toolruntest.Text("The amount has to be a number. Converting again."),
+			toolruntest.ToolUse("toolu_05", "convert_currency", map[string]any{"amount": 25000, "from": "JPY", "to": "EUR"}),
+		),
+		toolruntest.Message(
+			toolruntest.Text("Now the report."),
+			toolruntest.ToolUse("toolu_06", "send_report", map[string]any{
+				"to":      "me@example.com",
+				"subject": "25,000 JPY in Lisbon",
+				"body":    "25,000 JPY is about 153.75 EUR at 162.6 JPY to the euro.",
+			}),
+		),
+		toolruntest.Message(
+			toolruntest.Text("25,000 JPY is about 153.75 EUR, the currency of Lisbon, Portugal, at today's rate of 162.6 yen to the euro. The send_report result above says whether the report was e-mailed."),
+		),
+	}
+}
+
+// demoRates are the demo's exchange rates: units of each currency per euro.
+var demoRates = map[string]float64{
+	"CHF": 0.94,
+	"EUR": 1,
+	"GBP": 0.85,
+	"JPY": 162.6,
+	"USD": 1.08,
+}
+
+type demoCity struct {
+	City     string `json:"city"`
+	Country  string `json:"country"`
+	Currency string `json:"currency"`
+}
+
+var demoCities = map[string]demoCity{
+	"lisbon":   {"Lisbon", "Portugal", "EUR"},
+	"london":   {"London", "United Kingdom", "GBP"},
+	"new york": {"New York", "United States", "USD"},
+	"tokyo":    {"Tokyo", "Japan", "JPY"},
+	"zurich":   {"Zurich", "Switzerland", "CHF"},
+}
+
+type (
+	ratesIn struct {
+		Base string `json:"base" jsonschema:"the currency to quote the rates against, such as EUR"`
+	}
+	cityIn struct {
+		Name string `json:"name" jsonschema:"the city's name, such as Lisbon"`
+	}
+	convertIn struct {
+		Amount float64 `json:"amount" jsonschema:"the amount to convert, a number"`
+		From   string  `json:"from" jsonschema:"the currency of the amount, such as JPY"`
+		To     string  `json:"to" jsonschema:"the currency to convert to, such as EUR"`
+	}
+	reportIn struct {
+		To      string `json:"to" jsonschema:"the recipient's e-mail address"`
+		Subject string `json:"subject"`
+		Body    string `json:"body"`
+	}
+	ratesOut struct {
+		Base  string             `json:"base"`
+		Rates map[string]float64 `json:"rates"`
+	}
+)
+
+// demoTools are the demo's tools, with the state they keep between calls.
+type demoTools struct {
+	rateCalls atomic.Int32 // calls of fetch_rates, which fails the first
+}
+
+func newDemoTools() *demoTools { return &demoTools{} }
+
+// list returns the tools, sorted by name.
+func (d *demoTools) list() []*toolrun.FuncTool {
+	report := toolrun.NewTool("send_report", "E-mails a short report. In this demo, no e-mail leaves the machine.", d.sendReport)
+	report.Policy = toolrun.RequireApproval("sends e-mail")
+	return []*toolrun.FuncTool{
+		toolrun.NewTool("convert_currency", "Converts an amount between currencies at today's rate.", d.convert),
+		toolrun.NewTool("fetch_rates", "Fetches today's exchange rates against a base currency.", d.fetchRates),
+		toolrun.NewTool("lookup_city", "Looks up a city's country and currency.", d.lookupCity),
+		report,
+	}
+}
+
+func (d *demoTools) fetchRates(ctx context.Context, in ratesIn) (ratesOut, error) {
+	if d.rateCalls.Add(1) == 1 {
+		return ratesOut{}, errors.New("upstream timeout")
+	}
+	base, ok := demoRates[strings.ToUpper(in.Base)]
+	if !ok {
+		return ratesOut{}, unknownCurrency(in.Base)
+	}
+	out := ratesOut{Base: strings.ToUpper(in.Base), Rates: map[string]float64{}}
+	for code, rate := range demoRates {
+		if code != out.Base {
+			out.Rates[code] = math.Round(rate/base*1e4) / 1e4
+		}
+	}
+	return out, nil
+}
+
+func (d *demoTools) lookupCity(ctx context.Context, in cityIn) (demoCity, error) {
+	c, ok := demoCities[strings.ToLower(strings.TrimSpace(in.Name))]
+	if !ok {
+		return demoCity{}, fmt.Errorf("no city named %q in the demo's list", in.Name)
+	}
+	return c, nil
+}
+
+func (d *demoTools) convert(ctx context.Context, in convertIn) (string, error) {
+	from, ok := demoRates[strings.ToUpper(in.From)]
+	if !ok {
+		return "", unknownCurrency(in.From)
+	}
+	to, ok := demoRates[strings.ToUpper(in.To)]
+	if !ok {
+		return "", unknownCurrency(in.To)
+	}
+	if in.Amount < 0 {
+		return "", fmt.Errorf("amount %v is negative", in.Amount)
+	}
+	return fmt.Sprintf("%.2f %s = %.2f %s", in.Amount, strings.ToUpper(in.From), in.Amount/from*to, strings.ToUpper(in.To)), nil
+}
+
+func (d *demoTools) sendReport(ctx context.Context, in reportIn) (string, error) {
+	if !strings.Contains(in.To, "@") {
+		return "", fmt.Errorf("%q is not an e-mail address", in.To)
+	}
+	return fmt.Sprintf("report %q accepted for %s (demo: nothing was sent)", in.Subject, in.To), nil
+}
+
+func unknownCurrency(code string) error {
+	known := make([]string, 0, len(demoRates))
+	for c := range demoRates {
+		known = append(known, c)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("unknown currency %q; known: %s", code, strings.Join(known, ", "))
+}

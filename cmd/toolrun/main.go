@@ -1,0 +1,261 @@
+// Command toolrun runs Claude's tool-use loop from the command line. It is a
+// thin client of package github.com/toolrun/toolrun.
+//
+// Usage:
+//
+//	toolrun <command> [flags]
+//
+// The commands are:
+//
+//	demo    run a multi-turn tool-use conversation with local tools
+//	help    show help for toolrun or one of its commands
+//
+// Run "toolrun <command> --help" for a command's flags. The exit status says
+// how the run stopped: 0 when the model finished (end_turn), 2 for a usage
+// error, and a distinct code for every other stop reason, listed by
+// "toolrun help".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/toolrun/toolrun"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the toolrun command with args (without the program name) and
+// returns its exit status. Tests call it in-process.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cli{
+		stdin:       stdin,
+		stdout:      stdout,
+		stderr:      stderr,
+		getenv:      getenv,
+		interactive: isTerminal(stdin),
+	}
+	return c.run(ctx, args)
+}
+
+// cli is what a command runs with: its standard streams, its environment,
+// and whether a person is at stdin to answer prompts.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// interactive reports that stdin is a terminal, so approvals can be
+	// asked for. Tests set it to drive the prompt with a scripted reader.
+	interactive bool
+}
+
+// isTerminal reports whether r is a terminal: a character device other
+// than the null device, which is one too but has nobody behind it.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return false
+	}
+	return true
+}
+
+// command is one toolrun command. Adding a command is adding one to
+// [commands].
+type command struct {
+	name    string
+	args    string // the synopsis after the command's name
+	summary string // one line, for the command list
+	doc     string // what the command does, for its help
+	// setup defines the command's flags on fs and returns the function that
+	// runs the command once fs is parsed, with the arguments left over.
+	setup func(fs *flag.FlagSet) func(ctx context.Context, c *cli, args []string) int
+}
+
+// commands lists the commands in the order help shows them.
+var commands = []*command{
+	demoCommand,
+}
+
+func lookup(name string) *command {
+	for _, cmd := range commands {
+		if cmd.name == name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// Exit statuses that are not a run's stop reason.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// exitCodes maps each way a run stops to the command's exit status. Every
+// reason has its own code, so a script can tell them apart.
+var exitCodes = []struct {
+	reason  toolrun.StopReason
+	code    int
+	meaning string
+}{
+	{toolrun.StopEndTurn, exitOK, "the model finished"},
+	{toolrun.StopError, exitError, "a request failed, or another error"},
+	{toolrun.StopMaxTurns, 3, "the turn limit was reached"},
+	{toolrun.StopMaxTokens, 4, "a response was cut off at max_tokens"},
+	{toolrun.StopRefusal, 5, "the model refused"},
+	{toolrun.StopContextWindow, 6, "the model's context window was exceeded"},
+	{toolrun.StopAwaitingApproval, 7, "a tool call still awaits approval"},
+	{toolrun.StopHook, 8, "a hook stopped the run"},
+	{toolrun.StopCanceled, 130, "interrupted"},
+}
+
+// exitCode returns the exit status for a run that stopped for reason. A
+// reason this command does not know is an error.
+func exitCode(reason toolrun.StopReason) int {
+	for _, e := range exitCodes {
+		if e.reason == reason {
+			return e.code
+		}
+	}
+	return exitError
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(c.stderr, "toolrun: no command given")
+		c.usage(c.stderr)
+		return exitUsage
+	}
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		return c.help(args[1:])
+	default:
+		cmd := lookup(name)
+		if cmd == nil {
+			fmt.Fprintf(c.stderr, "toolrun: unknown command %q\n", name)
+			c.usage(c.stderr)
+			return exitUsage
+		}
+		return c.runCommand(ctx, cmd, args[1:])
+	}
+}
+
+// help shows the help of toolrun, or of the command named in args.
+func (c *cli) help(args []string) int {
+	switch len(args) {
+	case 0:
+		c.usage(c.stdout)
+		return exitOK
+	case 1:
+		if cmd := lookup(args[0]); cmd != nil {
+			c.commandHelp(c.stdout, cmd)
+			return exitOK
+		}
+		fmt.Fprintf(c.stderr, "toolrun: help: unknown command %q\n", args[0])
+	default:
+		fmt.Fprintln(c.stderr, "toolrun: help takes at most one command")
+	}
+	c.usage(c.stderr)
+	return exitUsage
+}
+
+func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
+	fs := newFlagSet(cmd, c.stderr)
+	runCmd := cmd.setup(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.commandHelp(c.stdout, cmd)
+			return exitOK
+		}
+		// The flag package has printed the error.
+		fmt.Fprintf(c.stderr, "run \"toolrun %s --help\" for usage\n", cmd.name)
+		return exitUsage
+	}
+	return runCmd(ctx, c, fs.Args())
+}
+
+// newFlagSet returns the command's empty flag set, which reports parse
+// errors to w and leaves printing help to the caller.
+func newFlagSet(cmd *command, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("toolrun "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {}
+	return fs
+}
+
+// usageError reports a mistake in the arguments of the command name and returns
+// [exitUsage].
+func (c *cli) usageError(name, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "toolrun %s: %s\n", name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "run \"toolrun %s --help\" for usage\n", name)
+	return exitUsage
+}
+
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprint(w, `toolrun runs Claude's tool-use loop: it sends the conversation, runs the
+tools the model asks for, sends their results back, and repeats until the
+model answers without tools.
+
+usage:
+  toolrun <command> [flags]
+
+commands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, cmd := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintf(tw, "  %s\t%s\n", "help", "show help for toolrun or one of its commands")
+	tw.Flush()
+	fmt.Fprint(w, `
+Run "toolrun <command> --help" for a command's flags.
+
+`)
+	printExitCodes(w)
+}
+
+func (c *cli) commandHelp(w io.Writer, cmd *command) {
+	fmt.Fprintf(w, "usage: toolrun %s %s\n\n%s\n", cmd.name, cmd.args, strings.TrimSpace(cmd.doc))
+	fs := newFlagSet(cmd, w)
+	cmd.setup(fs)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fmt.Fprintln(w)
+	printExitCodes(w)
+}
+
+func printExitCodes(w io.Writer) {
+	fmt.Fprintln(w, "exit status:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range exitCodes {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", e.code, e.reason, e.meaning)
+		if e.code == exitError {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", exitUsage, "usage", "the command line is wrong")
+		}
+	}
+	tw.Flush()
+}

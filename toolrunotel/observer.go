@@ -1,0 +1,431 @@
+package toolrunotel
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the name of the instrumentation scope of the spans and
+// metrics this package records.
+const ScopeName = "github.com/toolrun/toolrun/toolrunotel"
+
+// ToolDurationName is the name of the histogram of how long tool calls ran,
+// in seconds. The GenAI conventions define no such metric, so it is this
+// package's own.
+const ToolDurationName = "toolrun.tool.duration"
+
+// Attribute keys of this package's own, for what the GenAI conventions do
+// not name.
+const (
+	turnKey       = attribute.Key("toolrun.turn")
+	stopReasonKey = attribute.Key("toolrun.stop_reason")
+	decisionKey   = attribute.Key("toolrun.decision")
+	decidedByKey  = attribute.Key("toolrun.decided_by")
+	ranKey        = attribute.Key("toolrun.tool.ran")
+	pendingKey    = attribute.Key("toolrun.pending_calls")
+)
+
+// Bucket boundaries the GenAI conventions advise for the duration and token
+// histograms.
+var (
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
+
+// Options configures an [Observer]. The zero value records through the
+// global providers of go.opentelemetry.io/otel.
+type Options struct {
+	// TracerProvider creates the spans. Nil means otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider creates the metric instruments. Nil means
+	// otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+
+	// AgentName, if set, is the gen_ai.agent.name of the run span, which is
+	// then named "invoke_agent {AgentName}". Empty means a span named
+	// "invoke_agent" without the attribute.
+	AgentName string
+}
+
+// Observer records the spans and metrics of the runs of one
+// [toolrun.Runner]; see the package documentation for what it records. Pass
+// its [Observer.Observe] method as [toolrun.Options.OnEvent].
+//
+// An Observer follows one run at a time, keyed by turn and tool_use id, so
+// give each Runner its own: [New] is cheap, since the providers hand out the
+// same tracer and instruments each time. Observe is safe to call from
+// several goroutines, but the events of two runners interleaved on one
+// Observer would be recorded as one run.
+type Observer struct {
+	tracer       trace.Tracer
+	agentName    string
+	tokenUsage   genaiconv.ClientTokenUsage
+	opDuration   genaiconv.ClientOperationDuration
+	toolDuration metric.Float64Histogram
+
+	mu  sync.Mutex // guards run
+	run *runState  // nil between runs
+}
+
+// runState is the open spans of the run in progress.
+type runState struct {
+	span  trace.Span
+	ctx   context.Context // holds span: the parent of the chat and tool spans
+	model string          // the first request's, once one is sent
+	usage toolrun.Usage   // this span's responses only, not a resumed run's
+	chat  *chatState      // the model request in flight, if any
+	tools map[string]*toolState
+	// decided holds the decision of each call by tool_use id, until the
+	// call's result arrives.
+	decided map[string]toolrun.ToolDecided
+}
+
+type chatState struct {
+	span  trace.Span
+	start time.Time
+	model string // the request's
+}
+
+type toolState struct {
+	span  trace.Span
+	start time.Time
+}
+
+// New returns an Observer that records through the providers of opts.
+// Instruments that cannot be created are reported to otel.Handle and
+// record nothing.
+func New(opts Options) *Observer {
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	o := &Observer{
+		tracer:    tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		agentName: opts.AgentName,
+	}
+	var err error
+	if o.tokenUsage, err = genaiconv.NewClientTokenUsage(meter, metric.WithExplicitBucketBoundaries(tokenBuckets...)); err != nil {
+		otel.Handle(err)
+	}
+	if o.opDuration, err = genaiconv.NewClientOperationDuration(meter, metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		otel.Handle(err)
+	}
+	if o.toolDuration, err = meter.Float64Histogram(ToolDurationName,
+		metric.WithDescription("Duration of tool calls that ran."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		otel.Handle(err)
+	}
+	return o
+}
+
+// Observe records e. It has the signature of [toolrun.Options.OnEvent].
+//
+// The first event of a run starts the run span, as a child of the span in
+// ctx if any; [toolrun.RunStopped] ends it, with every span still open
+// under it. An event after that, as when a suspended run is resumed, starts
+// a new run span.
+func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
+	switch e.(type) {
+	case toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta:
+		return // many, and nothing to record
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.run == nil {
+		o.run = o.startRun(ctx)
+	}
+	run := o.run
+	switch e := e.(type) {
+	case toolrun.RequestSent:
+		o.startChat(run, e)
+	case toolrun.ResponseReceived:
+		o.endChat(run, e)
+	case toolrun.ToolDecided:
+		run.decided[e.Call.ID] = e
+	case toolrun.ToolStarted:
+		o.startTool(run, e.Turn, e.Call)
+	case toolrun.ToolFinished:
+		o.endTool(run, e)
+	case toolrun.RunStopped:
+		o.endRun(run, e.Result)
+		o.run = nil
+	}
+}
+
+func (o *Observer) startRun(ctx context.Context) *runState {
+	name := string(genaiconv.OperationNameInvokeAgent)
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameInvokeAgent, semconv.GenAIProviderNameAnthropic}
+	if o.agentName != "" {
+		name += " " + o.agentName
+		attrs = append(attrs, semconv.GenAIAgentName(o.agentName))
+	}
+	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return &runState{span: span, ctx: ctx, tools: map[string]*toolState{}, decided: map[string]toolrun.ToolDecided{}}
+}
+
+func (o *Observer) startChat(run *runState, e toolrun.RequestSent) {
+	if run.chat != nil { // a request without a response: not sent by the runner
+		run.chat.span.End()
+	}
+	model := string(e.Params.Model)
+	attrs := []attribute.KeyValue{
+		semconv.GenAIOperationNameChat,
+		semconv.GenAIProviderNameAnthropic,
+		semconv.GenAIRequestModel(model),
+		semconv.GenAIRequestMaxTokensKey.Int64(e.Params.MaxTokens),
+		turnKey.Int(e.Turn),
+	}
+	if e.Streamed {
+		attrs = append(attrs, semconv.GenAIRequestStream(true))
+	}
+	_, span := o.tracer.Start(run.ctx, string(genaiconv.OperationNameChat)+" "+model,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	run.chat = &chatState{span: span, start: time.Now(), model: model}
+	if run.model == "" {
+		run.model = model
+		run.span.SetAttributes(semconv.GenAIRequestModel(model))
+	}
+}
+
+func (o *Observer) endChat(run *runState, e toolrun.ResponseReceived) {
+	msg := e.Message
+	c := run.chat
+	if c == nil { // a response without a request: record it all the same
+		o.startChat(run, toolrun.RequestSent{Turn: e.Turn, Params: &anthropic.BetaMessageNewParams{Model: msg.Model}})
+		c = run.chat
+	}
+	run.chat = nil
+	u := usageOf(msg)
+	run.usage.InputTokens += u.InputTokens
+	run.usage.OutputTokens += u.OutputTokens
+	run.usage.CacheReadInputTokens += u.CacheReadInputTokens
+	run.usage.CacheCreationInputTokens += u.CacheCreationInputTokens
+
+	c.span.SetAttributes(
+		semconv.GenAIResponseID(msg.ID),
+		semconv.GenAIResponseModel(string(msg.Model)),
+		semconv.GenAIResponseFinishReasons(string(msg.StopReason)),
+	)
+	c.span.SetAttributes(usageAttrs(u)...)
+	c.span.End()
+
+	ctx := trace.ContextWithSpan(run.ctx, c.span)
+	model := []attribute.KeyValue{semconv.GenAIRequestModel(c.model), semconv.GenAIResponseModel(string(msg.Model))}
+	o.tokenUsage.Record(ctx, inputTokens(u), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeInput, model...)
+	o.tokenUsage.Record(ctx, u.OutputTokens, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeOutput, model...)
+	o.opDuration.Record(ctx, e.Duration.Seconds(), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, model...)
+}
+
+// failChat ends the model request in flight, which the run's stop ended:
+// with err, or without a status if the run was cancelled.
+func (o *Observer) failChat(run *runState, res *toolrun.Result) {
+	c := run.chat
+	run.chat = nil
+	ctx := trace.ContextWithSpan(run.ctx, c.span)
+	attrs := []attribute.KeyValue{semconv.GenAIRequestModel(c.model)}
+	if res.StopReason == toolrun.StopError && res.Err != nil {
+		err := res.Err
+		var te *toolrun.TurnError
+		if errors.As(err, &te) {
+			err = te.Err
+		}
+		et := semconv.ErrorTypeKey.String(requestErrorType(err))
+		setError(c.span, err, et)
+		attrs = append(attrs, et)
+	}
+	c.span.End()
+	o.opDuration.Record(ctx, time.Since(c.start).Seconds(), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, attrs...)
+}
+
+func (o *Observer) startTool(run *runState, turn int, call toolrun.ToolCall) {
+	if t := run.tools[call.ID]; t != nil { // started twice: not sent by the runner
+		t.span.End()
+	}
+	attrs := []attribute.KeyValue{
+		semconv.GenAIOperationNameExecuteTool,
+		semconv.GenAIToolName(call.Name),
+		semconv.GenAIToolCallID(call.ID),
+		semconv.GenAIToolType("function"),
+		turnKey.Int(turn),
+	}
+	if d, ok := run.decided[call.ID]; ok {
+		attrs = append(attrs, decisionKey.String(d.Decision.Kind.String()), decidedByKey.String(d.By))
+	}
+	_, span := o.tracer.Start(run.ctx, string(genaiconv.OperationNameExecuteTool)+" "+call.Name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	run.tools[call.ID] = &toolState{span: span, start: time.Now()}
+}
+
+func (o *Observer) endTool(run *runState, e toolrun.ToolFinished) {
+	res := e.Result
+	t := run.tools[res.Call.ID]
+	if t == nil { // answered without running: denied, skipped, invalid, not run
+		o.startTool(run, e.Turn, res.Call)
+		t = run.tools[res.Call.ID]
+	}
+	delete(run.tools, res.Call.ID)
+	delete(run.decided, res.Call.ID)
+	t.span.SetAttributes(ranKey.Bool(res.Ran))
+	var attrs []attribute.KeyValue
+	if res.IsError {
+		et := semconv.ErrorTypeKey.String(toolErrorType(res.Err))
+		attrs = append(attrs, et)
+		if res.Err != nil {
+			setError(t.span, res.Err, et)
+		} else { // a hook or a Skip decision made the result an error
+			t.span.SetStatus(codes.Error, resultText(res))
+			t.span.SetAttributes(et)
+		}
+	}
+	t.span.End()
+	if res.Ran {
+		ctx := trace.ContextWithSpan(run.ctx, t.span)
+		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(res.Call.Name))
+		o.toolDuration.Record(ctx, res.Duration.Seconds(), metric.WithAttributes(attrs...))
+	}
+}
+
+func (o *Observer) endRun(run *runState, res *toolrun.Result) {
+	if run.chat != nil {
+		o.failChat(run, res)
+	}
+	// Calls still open were cut short by the stop (a cancelled run): they
+	// have no result to record.
+	for id, t := range run.tools {
+		t.span.End()
+		delete(run.tools, id)
+	}
+	run.span.SetAttributes(stopReasonKey.String(string(res.StopReason)))
+	run.span.SetAttributes(usageAttrs(run.usage)...)
+	if n := len(res.Pending); n > 0 {
+		run.span.SetAttributes(pendingKey.Int(n))
+	}
+	if res.StopReason == toolrun.StopError && res.Err != nil {
+		err := res.Err
+		var te *toolrun.TurnError
+		if errors.As(err, &te) {
+			err = te.Err
+		}
+		setError(run.span, res.Err, semconv.ErrorTypeKey.String(runErrorType(res.Err, err)))
+	}
+	run.span.End()
+}
+
+// setError marks span as failed with err.
+func setError(span trace.Span, err error, errorType attribute.KeyValue) {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+	span.SetAttributes(errorType)
+}
+
+func usageOf(m *anthropic.BetaMessage) toolrun.Usage {
+	return toolrun.Usage{
+		InputTokens:              m.Usage.InputTokens,
+		OutputTokens:             m.Usage.OutputTokens,
+		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
+		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
+	}
+}
+
+// inputTokens is gen_ai.usage.input_tokens, which the conventions define to
+// include the tokens read from and written to the cache; the API's
+// input_tokens leaves them out.
+func inputTokens(u toolrun.Usage) int64 {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+func usageAttrs(u toolrun.Usage) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		semconv.GenAIUsageInputTokensKey.Int64(inputTokens(u)),
+		semconv.GenAIUsageOutputTokensKey.Int64(u.OutputTokens),
+		semconv.GenAIUsageCacheReadInputTokensKey.Int64(u.CacheReadInputTokens),
+		semconv.GenAIUsageCacheCreationInputTokensKey.Int64(u.CacheCreationInputTokens),
+	}
+}
+
+// toolErrorType is the error.type of a failed call: few values, so that
+// metrics can be grouped by it.
+func toolErrorType(err error) string {
+	var ve *toolrun.ValidationError
+	switch {
+	case err == nil:
+		return "tool_error"
+	case errors.Is(err, toolrun.ErrToolPanic):
+		return "panic"
+	case errors.Is(err, toolrun.ErrToolTimeout):
+		return "timeout"
+	case errors.As(err, &ve):
+		return "invalid_input"
+	case errors.Is(err, toolrun.ErrUnknownTool):
+		return "unknown_tool"
+	case errors.Is(err, toolrun.ErrDenied):
+		return "denied"
+	case errors.Is(err, toolrun.ErrNotRun):
+		return "not_run"
+	case errors.Is(err, toolrun.ErrInterrupted):
+		return "interrupted"
+	}
+	return "tool_error"
+}
+
+// requestErrorType is the error.type of a failed model request: the API's
+// error type or HTTP status, as the client's own spans have it.
+func requestErrorType(err error) string {
+	var apiErr *anthropic.Error
+	switch {
+	case errors.As(err, &apiErr):
+		if t := apiErr.Type(); t != "" {
+			return string(t)
+		}
+		return strconv.Itoa(apiErr.StatusCode)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
+}
+
+// runErrorType is the error.type of a run that stopped with err, whose
+// request's error, if a request failed, is cause.
+func runErrorType(err, cause error) string {
+	var he *toolrun.HookError
+	var te *toolrun.TurnError
+	switch {
+	case errors.As(err, &he):
+		return "hook"
+	case errors.As(err, &te):
+		return requestErrorType(cause)
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
+}
+
+// resultText is the text of a result, for the status of a call that failed
+// without an error value.
+func resultText(res *toolrun.ToolResult) string {
+	var s string
+	for _, c := range res.Content {
+		if c.OfText != nil {
+			s += c.OfText.Text
+		}
+	}
+	return s
+}
