@@ -314,7 +314,10 @@ func TestHookOrder(t *testing.T) {
 		writes.inc(in.Path)
 		return "ok", nil
 	})
-	w.Policy = func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision { add("tool.Policy"); return toolrun.AllowCall() }
+	w.Policy = func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		add("tool.Policy")
+		return toolrun.AllowCall()
+	}
 	opts := &toolrun.Options{
 		Logger: discard(),
 		BeforeRequest: func(ctx context.Context, turn int, p *anthropic.BetaMessageNewParams) error {
@@ -325,7 +328,10 @@ func TestHookOrder(t *testing.T) {
 			add(fmt.Sprintf("AfterResponse %d", turn))
 			return nil
 		},
-		Decide:    func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision { add("Decide"); return toolrun.AllowCall() },
+		Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+			add("Decide")
+			return toolrun.AllowCall()
+		},
 		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error { add("AfterTool"); return nil },
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			switch e.(type) {
@@ -418,13 +424,10 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 	}
 	var pair sync.WaitGroup
 	pair.Add(2)
-	shared := toolrun.NewTool("shared", "", func(ctx context.Context, in struct{ N int `json:"n"` }) (string, error) {
-		note(fmt.Sprintf("start shared%d", in.N))
-		pair.Done()
-		pair.Wait() // both shared calls must be running at once
-		note(fmt.Sprintf("end shared%d", in.N))
-		return "ok", nil
-	})
+	shared := toolrun.NewTool("shared", "", func(ctx context.Context, in struct {
+		N int `json:"n"`
+	}) (string, error) { note(fmt.Sprintf("start shared%d", in.N)); pair.Done(); pair.Wait(); // both shared calls must be running at once
+	note(fmt.Sprintf("end shared%d", in.N)); return "ok", nil })
 	alone := toolrun.NewTool("alone", "", func(ctx context.Context, in struct{}) (string, error) {
 		note("start alone")
 		time.Sleep(2 * time.Millisecond)

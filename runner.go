@@ -50,8 +50,19 @@ const DefaultMaxParallelTools = 8
 type Options struct {
 	// Logger receives the run's records: each tool failure at Error with its
 	// tool, tool_use id, turn, duration, error and, for a panic, the stack;
-	// denials, skips and limit stops at Warn; routine progress at Debug.
+	// denials, skips and limit stops at Warn; routine records (request
+	// sent, response received, tool call finished, run stopped) at Debug.
 	// Nil means slog.Default().
+	//
+	// The environment variable ANTHROPIC_LOG ([LogEnv]), read by [New],
+	// turns the routine records up: with "info" they are logged at Info,
+	// and with "debug" at Info too, with each request and response body
+	// logged at Debug. If Logger is nil, ANTHROPIC_LOG also makes the
+	// runner log to a text handler on stderr at that level instead of
+	// slog.Default(). A Logger given here is always the one used, with its
+	// own level. Every record is passed through [Redact] first, so API
+	// keys, auth tokens and Authorization and X-Api-Key headers never
+	// reach it, at any level.
 	Logger *slog.Logger
 
 	// MaxTurns bounds the model requests of a run. Zero means
@@ -102,6 +113,38 @@ type Options struct {
 
 	// OnEvent, if non-nil, receives every [Event] of the run.
 	OnEvent func(ctx context.Context, e Event)
+
+	// Stream, if true, streams every response: while it arrives, OnEvent
+	// and [Runner.Events] receive its text, thinking and tool input as
+	// [TextDelta], [ThinkingDelta] and [ToolInputDelta], and each tool call
+	// as [ToolCallReady] when its block is whole. A stream that fails after
+	// it began is requested again per StreamRetry. The default, false,
+	// waits for each response in one piece; [Runner.RunStream] streams
+	// whatever Stream says.
+	Stream bool
+
+	// EarlyToolStart, with Stream, starts each call as soon as its tool_use
+	// block has arrived whole, while the rest of the response streams in;
+	// the results are still sent in block order. Early start takes the
+	// calls up to the first call of an [ToolConfig.Exclusive] tool; calls
+	// from there on, calls deferred to a person and the calls of the last
+	// turn [Options.MaxTurns] allows wait for the end of the response as
+	// usual. Calls denied or skipped are decided early and answered when
+	// the response is whole.
+	//
+	// If the response then fails mid-stream, the calls it started are
+	// cancelled and waited for; each cancelled call is reported by a
+	// [ToolFinished] whose error wraps [ErrInterrupted], none is answered,
+	// and the retried response starts its calls afresh (see
+	// [StreamRetried]). The tools have therefore run before the turn is
+	// handed out by [Runner.Next] and before AfterResponse: a caller who
+	// then discards the turn discards their results. The default is false.
+	EarlyToolStart bool
+
+	// StreamRetry says how a streamed response that fails after it began
+	// (an error event, a dropped connection) is requested again. The zero
+	// value means [RetryPolicy]'s defaults.
+	StreamRetry RetryPolicy
 }
 
 // StopReason says why a run stopped. Every way out of a run has one.
@@ -229,7 +272,7 @@ type Turn struct {
 type Runner struct {
 	client anthropic.Client
 	opts   Options
-	log    *slog.Logger
+	log    runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
 	tools  map[string]*toolEntry
 	names  []string // sorted tool names, for messages to the model
 
@@ -248,7 +291,10 @@ type Runner struct {
 
 	stopped *Result // set while the run is stopped
 
-	eventMu sync.Mutex // serialises OnEvent and logging
+	eventMu sync.Mutex // serialises OnEvent and logging; guards sink
+	sink    *eventSink // the consumer of Events, while it runs
+
+	early *earlyStart // the calls of the response just streamed that started early, until setPending
 }
 
 type toolEntry struct {
@@ -270,10 +316,7 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 	if opts != nil {
 		r.opts = *opts
 	}
-	r.log = r.opts.Logger
-	if r.log == nil {
-		r.log = slog.Default()
-	}
+	r.log = newRunLogger(r.opts.Logger)
 	r.maxTurns = r.opts.MaxTurns
 	if r.maxTurns == 0 {
 		r.maxTurns = DefaultMaxTurns
@@ -444,7 +487,7 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 		}
 	}
 	start := time.Now()
-	r.emit(ctx, RequestSent{Turn: n, Params: &params})
+	r.emit(ctx, RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream})
 	msg, err := r.send(ctx, n, &params)
 	if err != nil {
 		return nil, r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
@@ -453,9 +496,14 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	r.last = msg
 	r.usage.add(usageOf(msg))
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start)})
-	r.pending = newPendingTurn(n, msg)
-	for _, c := range r.pending.calls {
-		r.emit(ctx, ToolCallReady{Turn: n, Call: c.call})
+	hookErr := r.setPending(ctx, newPendingTurn(n, msg))
+	if !r.opts.Stream { // a streamed response sent them as its blocks arrived
+		for _, c := range r.pending.calls {
+			r.emit(ctx, ToolCallReady{Turn: n, Call: c.call})
+		}
+	}
+	if hookErr != nil { // of a call started early
+		return nil, r.hookFailed(ctx, "AfterTool", hookErr)
 	}
 	if h := r.opts.AfterResponse; h != nil {
 		if err := h(ctx, n, msg); err != nil {
@@ -515,9 +563,15 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(ctx, e)
 	}
+	if r.sink != nil {
+		r.sink.deliver(e)
+	}
 }
 
 // send sends one turn's request and returns the whole response.
 func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
+	if r.opts.Stream {
+		return r.sendStream(ctx, turn, params)
+	}
 	return r.client.Beta.Messages.New(ctx, *params)
 }

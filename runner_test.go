@@ -93,7 +93,9 @@ func TestToolOutputs(t *testing.T) {
 		toolrun.NewTool("image", "", func(ctx context.Context, in struct{}) ([]toolrun.Content, error) {
 			return []toolrun.Content{toolrun.Text("a chart"), toolrun.Image("image/png", png)}, nil
 		}),
-		toolrun.NewTool("pdf", "", func(ctx context.Context, in struct{}) (toolrun.Content, error) { return toolrun.PDF([]byte("%PDF-1.4")), nil }),
+		toolrun.NewTool("pdf", "", func(ctx context.Context, in struct{}) (toolrun.Content, error) {
+			return toolrun.PDF([]byte("%PDF-1.4")), nil
+		}),
 		toolrun.NewRawTool("raw", "", []byte(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
 			func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }),
 	}

@@ -165,13 +165,10 @@ type StreamRetried struct {
 // EventTurn returns the turn.
 func (e StreamRetried) EventTurn() int { return e.Turn }
 
-// send sends one turn's request and returns the whole response: streamed
-// if Options.Stream is set, with its faults retried, and otherwise in one
-// piece.
-func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
-	if !r.opts.Stream {
-		return r.client.Beta.Messages.New(ctx, *params)
-	}
+// sendStream streams one turn's response, sending its deltas as they
+// arrive and retrying faults mid-stream per Options.StreamRetry, and
+// returns the whole response.
+func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	for attempt := 1; ; attempt++ {
 		st := &streamAttempt{r: r, turn: turn}
 		if r.opts.EarlyToolStart && (r.maxTurns == Unlimited || turn < r.maxTurns) {

@@ -231,6 +231,9 @@ func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
 		if c.deferred && !c.decided && r.always[c.call.Name] {
 			c.decision, c.decided, c.decidedBy = AllowCall(), true, "always"
 		}
+		if c.deferred && !c.decided {
+			continue // deferred already (as its response streamed in, say): not asked again
+		}
 		e, input, res := r.decide(ctx, c)
 		switch {
 		case res != nil:
@@ -393,6 +396,9 @@ func (r *Runner) validate(e *toolEntry, name string, input json.RawMessage) erro
 // returns nil if the run's ctx was cancelled before the call finished: the
 // call stays unanswered.
 func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input json.RawMessage) *ToolResult {
+	if ctx.Err() != nil { // a call queued behind others does not start once the run is cancelled
+		return nil
+	}
 	timeout := e.config.Timeout
 	if timeout == 0 {
 		timeout = r.opts.ToolTimeout

@@ -36,6 +36,7 @@ const (
 	decidedByKey  = attribute.Key("toolrun.decided_by")
 	ranKey        = attribute.Key("toolrun.tool.ran")
 	pendingKey    = attribute.Key("toolrun.pending_calls")
+	attemptKey    = attribute.Key("toolrun.attempt")
 )
 
 // Bucket boundaries the GenAI conventions advise for the duration and token
@@ -71,11 +72,12 @@ type Options struct {
 // several goroutines, but the events of two runners interleaved on one
 // Observer would be recorded as one run.
 type Observer struct {
-	tracer       trace.Tracer
-	agentName    string
-	tokenUsage   genaiconv.ClientTokenUsage
-	opDuration   genaiconv.ClientOperationDuration
-	toolDuration metric.Float64Histogram
+	tracer           trace.Tracer
+	agentName        string
+	tokenUsage       genaiconv.ClientTokenUsage
+	opDuration       genaiconv.ClientOperationDuration
+	timeToFirstChunk genaiconv.ClientOperationTimeToFirstChunk
+	toolDuration     metric.Float64Histogram
 
 	mu  sync.Mutex // guards run
 	run *runState  // nil between runs
@@ -95,9 +97,10 @@ type runState struct {
 }
 
 type chatState struct {
-	span  trace.Span
-	start time.Time
-	model string // the request's
+	span    trace.Span
+	start   time.Time
+	model   string // the request's
+	chunked bool   // the first chunk of a streamed response has arrived
 }
 
 type toolState struct {
@@ -129,6 +132,9 @@ func New(opts Options) *Observer {
 	if o.opDuration, err = genaiconv.NewClientOperationDuration(meter, metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		otel.Handle(err)
 	}
+	if o.timeToFirstChunk, err = genaiconv.NewClientOperationTimeToFirstChunk(meter, metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		otel.Handle(err)
+	}
 	if o.toolDuration, err = meter.Float64Histogram(ToolDurationName,
 		metric.WithDescription("Duration of tool calls that ran."),
 		metric.WithUnit("s"),
@@ -145,10 +151,6 @@ func New(opts Options) *Observer {
 // under it. An event after that, as when a suspended run is resumed, starts
 // a new run span.
 func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
-	switch e.(type) {
-	case toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta:
-		return // many, and nothing to record
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.run == nil {
@@ -158,6 +160,13 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 	switch e := e.(type) {
 	case toolrun.RequestSent:
 		o.startChat(run, e)
+	case toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta:
+		o.firstChunk(run)
+	case toolrun.StreamRetried:
+		if run.chat != nil {
+			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
+				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(e.Err.Error())))
+		}
 	case toolrun.ResponseReceived:
 		o.endChat(run, e)
 	case toolrun.ToolDecided:
@@ -205,6 +214,19 @@ func (o *Observer) startChat(run *runState, e toolrun.RequestSent) {
 		run.model = model
 		run.span.SetAttributes(semconv.GenAIRequestModel(model))
 	}
+}
+
+// firstChunk records the time to the first chunk of a streamed response.
+func (o *Observer) firstChunk(run *runState) {
+	c := run.chat
+	if c == nil || c.chunked {
+		return
+	}
+	c.chunked = true
+	d := time.Since(c.start).Seconds()
+	c.span.SetAttributes(semconv.GenAIResponseTimeToFirstChunk(d))
+	o.timeToFirstChunk.Record(trace.ContextWithSpan(run.ctx, c.span), d, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic,
+		semconv.GenAIRequestModel(c.model))
 }
 
 func (o *Observer) endChat(run *runState, e toolrun.ResponseReceived) {

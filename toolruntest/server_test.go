@@ -2,7 +2,6 @@ package toolruntest_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -77,7 +76,7 @@ var replyCases = []struct {
 			"content":[{"type":"text","text":"Let me check."},
 				{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{"city":"Paris","days":3}}],
 			"stop_reason":"tool_use","stop_sequence":null,
-			"usage":{"input_tokens":{{input}},"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":8}}`,
+			"usage":{"input_tokens":{{input}},"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":10}}`,
 	},
 	{
 		name: "parallel tool uses of unknown tools, nil input, non-ASCII",
@@ -155,8 +154,9 @@ func TestReplyJSON(t *testing.T) {
 			if diff := cmp.Diff(decode(t, want), decode(t, msg.RawJSON())); diff != "" {
 				t.Errorf("message mismatch (-want +got):\n%s", diff)
 			}
-			if got := req.Header.Get("X-Api-Key"); got != toolruntest.TestAPIKey {
-				t.Errorf("got X-Api-Key %q, want %q", got, toolruntest.TestAPIKey)
+			// This version of the SDK sends an API key as a bearer token.
+			if got, want := req.Header.Get("Authorization"), "Bearer "+toolruntest.TestAPIKey; got != want {
+				t.Errorf("got Authorization %q, want %q", got, want)
 			}
 			if req.Status != http.StatusOK || req.Attempt != 1 || req.Stream {
 				t.Errorf("got Status %d, Attempt %d, Stream %t; want 200, 1, false", req.Status, req.Attempt, req.Stream)
@@ -461,7 +461,7 @@ func TestToolConversation(t *testing.T) {
 	params.System = []anthropic.BetaTextBlockParam{{Text: "Be brief."}}
 	params.Tools = []anthropic.BetaToolUnionParam{
 		{OfTool: &anthropic.BetaToolParam{Name: "get_weather", Description: anthropic.String("Weather for a city."), InputSchema: schema}},
-		{OfTool: &anthropic.BetaToolParam{Name: "get_time", InputSchema: anthropic.BetaToolInputSchemaParam{}}},
+		{OfTool: &anthropic.BetaToolParam{Name: "get_time", InputSchema: anthropic.BetaToolInputSchemaParam{Properties: map[string]any{}}}},
 	}
 	var msg *anthropic.BetaMessage
 	for turn := 0; ; turn++ {
@@ -597,7 +597,8 @@ func TestRetries(t *testing.T) {
 			// Without retries the SDK reports the fault.
 			s := toolruntest.NewServer(tc.fault)
 			defer s.Close()
-			_, err := s.Client(option.WithMaxRetries(0)).Beta.Messages.New(t.Context(), question("Hi"))
+			client := s.Client(option.WithMaxRetries(0))
+			_, err := client.Beta.Messages.New(t.Context(), question("Hi"))
 			var apiErr *anthropic.Error
 			if !errors.As(err, &apiErr) {
 				t.Fatalf("got error %v, want an *anthropic.Error", err)
@@ -638,7 +639,8 @@ func TestStreamErrorAfter(t *testing.T) {
 			t.Parallel()
 			s := toolruntest.NewServer(toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Hello there")}, Fault: tc.fault})
 			defer s.Close()
-			stream := s.Client().Beta.Messages.NewStreaming(t.Context(), question("Hi"))
+			client := s.Client()
+			stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
 			defer stream.Close()
 			var events []string
 			for stream.Next() {
@@ -710,7 +712,8 @@ func TestDropAfter(t *testing.T) {
 		r.Fault = toolruntest.Fault{DropAfter: 10, RetryAfter: time.Millisecond}
 		s := toolruntest.NewServer(r, reply)
 		defer s.Close()
-		msg, err := s.Client().Beta.Messages.New(t.Context(), question("Hi"))
+		client := s.Client()
+		msg, err := client.Beta.Messages.New(t.Context(), question("Hi"))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -730,7 +733,8 @@ func TestEventDelay(t *testing.T) {
 		Fault:   toolruntest.Fault{EventDelay: time.Millisecond},
 	})
 	defer s.Close()
-	stream := s.Client().Beta.Messages.NewStreaming(t.Context(), question("Hi"))
+	client := s.Client()
+	stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
 	defer stream.Close()
 	var msg anthropic.BetaMessage
 	for stream.Next() {
@@ -773,7 +777,8 @@ func TestEmptyScript(t *testing.T) {
 	t.Parallel()
 	s := toolruntest.NewServer()
 	defer s.Close()
-	_, err := s.Client().Messages.New(t.Context(), anthropic.MessageNewParams{
+	client := s.Client()
+	_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{
 		Model:     model,
 		MaxTokens: 10,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))},
@@ -838,7 +843,8 @@ func TestServerFuncPanic(t *testing.T) {
 		panic("responder bug")
 	})
 	defer s.Close()
-	_, err := s.Client().Beta.Messages.New(t.Context(), question("Hi"))
+	client := s.Client()
+	_, err := client.Beta.Messages.New(t.Context(), question("Hi"))
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusInternalServerError {
 		t.Fatalf("got error %v, want a 500 *anthropic.Error", err)
@@ -881,7 +887,8 @@ func TestNotFound(t *testing.T) {
 	s := toolruntest.NewServer()
 	defer s.Close()
 	var res json.RawMessage
-	err := s.Client().Get(t.Context(), "v1/models", nil, &res)
+	client := s.Client()
+	err := client.Get(t.Context(), "v1/models", nil, &res)
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type() != "not_found_error" {
 		t.Fatalf("got error %v, want a 404 not_found_error", err)
@@ -932,7 +939,8 @@ func TestCloseEndsSlowStream(t *testing.T) {
 		Content: []toolruntest.Block{toolruntest.Text("Never")},
 		Fault:   toolruntest.Fault{EventDelay: time.Hour},
 	})
-	stream := s.Client().Beta.Messages.NewStreaming(t.Context(), question("Hi"))
+	client := s.Client()
+	stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
 	defer stream.Close()
 	s.Close() // must not wait for an hour
 	for stream.Next() {
@@ -947,7 +955,8 @@ func TestRequestsAreCopies(t *testing.T) {
 	t.Parallel()
 	s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Hi")))
 	defer s.Close()
-	if _, err := s.Client().Beta.Messages.New(t.Context(), question("Hi")); err != nil {
+	client := s.Client()
+	if _, err := client.Beta.Messages.New(t.Context(), question("Hi")); err != nil {
 		t.Fatal(err)
 	}
 	s.Requests()[0].Status = 999

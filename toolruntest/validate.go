@@ -446,10 +446,12 @@ func checkConversation(p Params) error {
 				}
 			}
 		}
+		var prev MessageParam
 		if i > 0 {
-			if err := checkToolResults(path, msgs[i-1], m); err != nil {
-				return err
-			}
+			prev = msgs[i-1]
+		}
+		if err := checkToolResults(path, prev, m); err != nil {
+			return err
 		}
 		if i < last {
 			if err := checkToolUses(path, m, msgs[i+1]); err != nil {

@@ -1,0 +1,181 @@
+package toolrun_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// The examples talk to a fake Messages API with a scripted model, so they run
+// offline; with a real client, only the client changes.
+
+func ExampleNewTool() {
+	type addIn struct {
+		A int `json:"a" jsonschema:"the first addend"`
+		B int `json:"b" jsonschema:"the second addend"`
+	}
+	add := toolrun.NewTool("add", "Add two integers", func(ctx context.Context, in addIn) (int, error) {
+		return in.A + in.B, nil
+	})
+	schema, _ := json.Marshal(add.InputSchema())
+	fmt.Println(add.Name())
+	fmt.Println(string(schema))
+
+	out, err := add.Run(context.Background(), json.RawMessage(`{"a":2,"b":3}`))
+	fmt.Println(out[0].OfText.Text, err)
+	// Output:
+	// add
+	// {"type":"object","properties":{"a":{"type":"integer","description":"the first addend"},"b":{"type":"integer","description":"the second addend"}},"required":["a","b"],"additionalProperties":false}
+	// 5 <nil>
+}
+
+func ExampleRunner_Run() {
+	// The scripted model asks for the weather, then answers.
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_weather", map[string]string{"city": "Paris"})),
+		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
+	)
+	defer server.Close()
+
+	type weatherIn struct {
+		City string `json:"city" jsonschema:"the city name"`
+	}
+	weather := toolrun.NewTool("get_weather", "Current weather for a city",
+		func(ctx context.Context, in weatherIn) (string, error) {
+			return "sunny, 21°C in " + in.City, nil
+		})
+
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages: []anthropic.BetaMessageParam{
+			anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("What's the weather in Paris?")),
+		},
+	}, []toolrun.Tool{weather}, nil)
+
+	res, err := r.Run(context.Background())
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println(res.StopReason, res.Turns, res.ToolCalls)
+	fmt.Println(res.Text())
+	// Output:
+	// end_turn 2 1
+	// It is sunny in Paris.
+}
+
+func ExampleRunner_Turns() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.Text("Let me look."), toolruntest.ToolUse("toolu_1", "lookup", map[string]string{"q": "go"})),
+		toolruntest.Message(toolruntest.Text("Go is a programming language.")),
+	)
+	defer server.Close()
+
+	lookup := toolrun.NewTool("lookup", "Look a term up", func(ctx context.Context, in struct {
+		Q string `json:"q"`
+	}) (string, error) {
+		return in.Q + ": a programming language", nil
+	})
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("What is Go?"))},
+	}, []toolrun.Tool{lookup}, nil)
+
+	for turn, err := range r.Turns(context.Background()) {
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		for _, c := range turn.ToolCalls {
+			fmt.Printf("turn %d calls %s %s\n", turn.Number, c.Name, c.Input)
+		}
+		if len(turn.ToolCalls) == 0 {
+			fmt.Printf("turn %d says %q\n", turn.Number, turn.Message.Content[0].Text)
+		}
+	}
+	fmt.Println(r.Result().StopReason)
+	// Output:
+	// turn 1 calls lookup {"q":"go"}
+	// turn 2 says "Go is a programming language."
+	// end_turn
+}
+
+func ExampleOptions_logging() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "flaky", nil)),
+		toolruntest.Message(toolruntest.Text("The tool failed; I'll stop here.")),
+	)
+	defer server.Close()
+
+	flaky := toolrun.NewTool("flaky", "Fails", func(ctx context.Context, in struct{}) (string, error) {
+		return "", fmt.Errorf("upstream timeout")
+	})
+	// Every tool failure is logged with its tool, id, turn and error.
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "duration" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))},
+	}, []toolrun.Tool{flaky}, &toolrun.Options{Logger: logger})
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason, res.ToolFailures)
+	// Output:
+	// level=ERROR msg="toolrun: tool call failed" tool=flaky tool_use_id=toolu_1 turn=1 error="upstream timeout"
+	// end_turn 1
+}
+
+func ExampleRunner_Decide() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "send_mail", map[string]string{"to": "ceo@example.com"})),
+		toolruntest.Message(toolruntest.Text("Mail sent.")),
+	)
+	defer server.Close()
+
+	sendMail := toolrun.NewTool("send_mail", "Send an e-mail", func(ctx context.Context, in struct {
+		To string `json:"to"`
+	}) (string, error) {
+		return "sent to " + in.To, nil
+	})
+	sendMail.Policy = toolrun.RequireApproval("sends e-mail")
+
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Mail the CEO"))},
+	}
+	r := toolrun.New(server.Client(), params, []toolrun.Tool{sendMail}, nil)
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason)
+	for _, p := range res.Pending {
+		fmt.Printf("%s wants %s: %s\n", p.Call.Name, p.Call.Input, p.Reason)
+	}
+
+	// The state can be stored and the run resumed elsewhere.
+	saved, _ := json.Marshal(r.State())
+	var state toolrun.State
+	_ = json.Unmarshal(saved, &state)
+	r2, _ := toolrun.Resume(server.Client(), &state, []toolrun.Tool{sendMail}, nil)
+	_ = r2.Decide(res.Pending[0].Call.ID, toolrun.AllowCall())
+	res, _ = r2.Run(context.Background())
+	fmt.Println(res.StopReason, strings.TrimSpace(res.Text()))
+	// Output:
+	// awaiting_approval
+	// send_mail wants {"to":"ceo@example.com"}: sends e-mail
+	// end_turn Mail sent.
+}

@@ -1,0 +1,570 @@
+package mcptool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolrun/toolrun"
+)
+
+// Dial returns a new transport to an MCP server. A [Server] calls it once to
+// connect and again for each restart, so it must return a fresh transport
+// each time: an MCP transport connects only once. [Command],
+// [StreamableHTTP] and [InMemory] make the common ones.
+//
+// A Dial that returns an *mcp.CommandTransport may leave its command's
+// Stderr nil: the Server then keeps the end of the command's standard error
+// and logs it when the command exits. If the command's WaitDelay is zero,
+// the Server sets it to [StderrWaitDelay].
+type Dial func(ctx context.Context) (mcp.Transport, error)
+
+// StderrWaitDelay bounds how long a command's standard error is read after
+// it exits; see [Dial].
+const StderrWaitDelay = 2 * time.Second
+
+// Command returns a Dial that runs the program name with args and talks to
+// it over its standard input and output. Each connection runs a new
+// process, which inherits the environment of this one. To set its
+// environment or directory, write a Dial that returns an
+// &mcp.CommandTransport{Command: cmd} with the *exec.Cmd you need.
+func Command(name string, args ...string) Dial {
+	return func(context.Context) (mcp.Transport, error) {
+		return &mcp.CommandTransport{Command: exec.Command(name, args...)}, nil
+	}
+}
+
+// StreamableHTTP returns a Dial that connects to the MCP server at endpoint
+// over the streamable HTTP transport, with http.DefaultClient. For another
+// client (authentication, proxies), write a Dial that returns an
+// &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: c}.
+func StreamableHTTP(endpoint string) Dial {
+	return func(context.Context) (mcp.Transport, error) {
+		return &mcp.StreamableClientTransport{Endpoint: endpoint}, nil
+	}
+}
+
+// InMemory returns a Dial that connects to server, an MCP server in this
+// process, over an in-memory transport: for servers written in Go with the
+// MCP SDK, and for tests. Each connection is a new session of server.
+func InMemory(server *mcp.Server) Dial {
+	return func(ctx context.Context) (mcp.Transport, error) {
+		client, srv := mcp.NewInMemoryTransports()
+		if _, err := server.Connect(ctx, srv, nil); err != nil {
+			return nil, err
+		}
+		return client, nil
+	}
+}
+
+// RestartPolicy says whether a server whose connection ended is started
+// again. The zero value never restarts: once the server has exited or hung,
+// every call of its tools fails with [ErrServerDown].
+//
+// A restart is a new connection made with the server's [Dial]: a new process
+// for a command. It is made by the next call after the failure, never by the
+// failed call, which is not run again since it may not be idempotent.
+type RestartPolicy struct {
+	// MaxRestarts bounds the restarts in a row: a restart that fails to
+	// connect counts, and a call that succeeds starts the count again from
+	// zero. Zero means no restarts.
+	MaxRestarts int
+
+	// Backoff is the least time from a failure to the restart after it.
+	// It doubles with each restart in a row, up to 32 times Backoff. A call
+	// that needs the restart waits for it, as long as its ctx allows. Zero
+	// means restart at once.
+	Backoff time.Duration
+}
+
+// Options configures a [Server]. The zero value is ready to use: it logs to
+// slog.Default(), prefixes tool names as [ToolName] does, gives every tool
+// the zero [toolrun.ToolConfig], sets no call timeout of its own and never
+// restarts a server. Connect copies Options.
+type Options struct {
+	// Logger receives the package's records, and the MCP client's: a server
+	// that exited or hung at Error, with the end of its standard error for a
+	// command; restarts at Info. The runner logs each failed call itself.
+	// Nil means slog.Default().
+	Logger *slog.Logger
+
+	// Rename, if non-nil, returns the name the model sees for the server's
+	// tool named tool; it must match ^[a-zA-Z0-9_-]{1,128}$ and differ from
+	// the names of every other tool of the run. Nil means
+	// ToolName(server, tool), which keeps the tools of two servers apart.
+	Rename func(tool string) string
+
+	// Config is the runner configuration of each of the server's tools:
+	// timeout, approval policy, exclusivity, idempotence. The runner applies
+	// it exactly as it does a Go tool's.
+	Config toolrun.ToolConfig
+
+	// ConfigFor, if non-nil, returns the configuration of each tool, given
+	// its MCP definition (its name is the server's), instead of Config. Its
+	// annotations (read-only, destructive, idempotent hints) are the
+	// server's claims: trust them only as far as you trust the server.
+	ConfigFor func(tool *mcp.Tool) toolrun.ToolConfig
+
+	// CallTimeout, if positive, bounds each tools/call. A call that passes
+	// it is cancelled and fails with [ErrNoAnswer]; the server is then
+	// pinged, and if it does not answer the ping within CallTimeout either
+	// it is deemed hung: it is stopped (a command is killed) and the
+	// Restart policy applies, as for a crash. A call cancelled through its
+	// ctx, by the runner's own timeout say, is cancelled at the server but
+	// does not lead to the ping. Zero means no timeout of its own.
+	CallTimeout time.Duration
+
+	// Restart says whether the server is started again after it exits or
+	// hangs. The zero value never restarts it.
+	Restart RestartPolicy
+}
+
+// Server is a connection to one MCP server, restarted as its
+// [RestartPolicy] allows. Its tools, from [Server.Tools], call it. A Server
+// is safe for concurrent use: the calls of one turn run in parallel.
+type Server struct {
+	name   string
+	dial   Dial
+	opts   Options
+	log    *slog.Logger
+	client *mcp.Client
+
+	// connecting holds a token while a goroutine connects, so that one
+	// restart serves every call waiting for it.
+	connecting chan struct{}
+	wg         sync.WaitGroup // counts the goroutines that watch connections
+
+	mu       sync.Mutex // guards conn, closed, failures, last, lastAt
+	conn     *conn      // the live connection, or nil
+	closed   bool
+	failures int       // connection failures in a row
+	last     *ending   // how the last connection ended, or the last restart failed
+	lastAt   time.Time // when
+}
+
+// conn is one connection: a session and, for a command, its process.
+type conn struct {
+	session *mcp.ClientSession
+	cmd     *exec.Cmd // nil unless the transport is an *mcp.CommandTransport
+	stderr  *tail     // the command's standard error, or nil if not captured
+
+	// ended is closed when the connection has ended and end has been
+	// recorded: the session closed and, for a command, the process reaped.
+	ended chan struct{}
+
+	mu      sync.Mutex // guards calls, nextID, end, closing
+	calls   map[int]call
+	nextID  int
+	end     *ending // set once, when the connection ends
+	closing bool    // Server.Close is closing it: its end is no failure
+}
+
+// call is a tools/call in flight.
+type call struct {
+	tool   string
+	cancel context.CancelCauseFunc
+}
+
+// ending is how a connection ended, in words for the model.
+type ending struct {
+	cause error  // the transport's error, or errHung
+	what   string // "exited (exit status 3)", "closed the connection (EOF)"
+	next   string // "it will be restarted for the next call (restart 1 of 3)"
+	kind   error  // ErrServerExited, ErrNoAnswer for a hung server, ErrServerDown, ErrClosed
+}
+
+var (
+	errHung        = errors.New("the server did not answer a ping")
+	errCallTimeout = errors.New("call timeout")
+	errConnEnded   = errors.New("the connection ended")
+)
+
+// Connect connects to the MCP server that dial reaches and returns it as a
+// Server named name. The name is used in logs and errors and, by default,
+// as the prefix of its tool names (see [ToolName]); give each server of a
+// run its own. ctx bounds the connection, including the server's
+// initialization; the connection outlives it. opts may be nil.
+//
+// Connect panics if name is empty or dial is nil.
+func Connect(ctx context.Context, name string, dial Dial, opts *Options) (*Server, error) {
+	if name == "" {
+		panic("mcptool: Connect with an empty server name")
+	}
+	if dial == nil {
+		panic("mcptool: Connect with a nil Dial")
+	}
+	s := &Server{name: name, dial: dial, connecting: make(chan struct{}, 1)}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolrun", Version: version()}, &mcp.ClientOptions{
+		Logger: s.log,
+		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
+			s.log.InfoContext(ctx, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
+		},
+	})
+	c, err := s.connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mcptool: connecting to MCP server %q: %w", name, err)
+	}
+	s.adopt(c)
+	s.log.DebugContext(ctx, "mcptool: connected to MCP server", "server", name)
+	return s, nil
+}
+
+// version is toolrun's module version, for the MCP handshake.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range append([]*debug.Module{&bi.Main}, bi.Deps...) {
+			if m.Path == "github.com/toolrun/toolrun" && m.Version != "" {
+				return m.Version
+			}
+		}
+	}
+	return "(devel)"
+}
+
+// Name returns the server's name, as given to Connect.
+func (s *Server) Name() string { return s.name }
+
+// connect dials and initializes a new connection.
+func (s *Server) connect(ctx context.Context) (*conn, error) {
+	t, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{ended: make(chan struct{}), calls: map[int]call{}}
+	if ct, ok := t.(*mcp.CommandTransport); ok && ct.Command != nil {
+		c.cmd = ct.Command
+		if c.cmd.Stderr == nil {
+			c.stderr = &tail{}
+			c.cmd.Stderr = c.stderr
+		}
+		if c.cmd.WaitDelay == 0 {
+			c.cmd.WaitDelay = StderrWaitDelay
+		}
+	}
+	session, err := s.client.Connect(ctx, t, nil)
+	if err != nil {
+		if c.cmd != nil && c.cmd.Process != nil && c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill() // a server that cannot start is of no use
+		}
+		if msg := c.stderr.String(); msg != "" {
+			return nil, fmt.Errorf("%w; its stderr ends with: %s", err, lastLine(msg))
+		}
+		return nil, err
+	}
+	c.session = session
+	return c, nil
+}
+
+// adopt makes c the live connection and watches for its end. It reports
+// false, having closed c, if the server was closed meanwhile.
+func (s *Server) adopt(c *conn) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.session.Close()
+		return false
+	}
+	s.conn = c
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		err := c.session.Wait()
+		if err == nil {
+			err = errConnEnded
+		}
+		s.end(c, err, "")
+	}()
+	return true
+}
+
+// acquire returns the live connection, restarting the server if it needs
+// to and its policy allows.
+func (s *Server) acquire(ctx context.Context, tool string) (*conn, error) {
+	for {
+		s.mu.Lock()
+		closed, c := s.closed, s.conn
+		s.mu.Unlock()
+		if closed {
+			return nil, s.closedError(tool)
+		}
+		if c != nil {
+			return c, nil
+		}
+		select {
+		case s.connecting <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c, err := s.restart(ctx, tool)
+		<-s.connecting
+		if c != nil || err != nil {
+			return c, err
+		}
+	}
+}
+
+// restart starts the server again, if it is still down and its policy
+// allows. It returns (nil, nil) when another goroutine connected first. The
+// caller holds the connecting token.
+func (s *Server) restart(ctx context.Context, tool string) (*conn, error) {
+	s.mu.Lock()
+	if s.closed || s.conn != nil {
+		s.mu.Unlock()
+		return nil, nil
+	}
+	failures, last, lastAt := s.failures, s.last, s.lastAt
+	s.mu.Unlock()
+
+	if failures > s.opts.Restart.MaxRestarts {
+		return nil, &ServerError{Server: s.name, Tool: tool, Kind: ErrServerDown, Err: last.cause,
+			msg: fmt.Sprintf("MCP server %q is down: it %s, and %s", s.name, last.what, last.next)}
+	}
+	if wait := time.Until(lastAt.Add(s.backoff(failures))); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c, err := s.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		s.failures++
+		e := &ending{cause: err, what: fmt.Sprintf("could not be restarted (%v)", err), kind: ErrServerDown}
+		e.next = s.nextStep()
+		s.last, s.lastAt = e, time.Now()
+		s.mu.Unlock()
+		s.log.ErrorContext(ctx, "mcptool: MCP server could not be restarted", "server", s.name,
+			"restart", failures, "max_restarts", s.opts.Restart.MaxRestarts, "error", err.Error())
+		return nil, &ServerError{Server: s.name, Tool: tool, Kind: ErrServerDown, Err: err,
+			msg: fmt.Sprintf("MCP server %q %s; %s", s.name, e.what, e.next)}
+	}
+	if !s.adopt(c) {
+		return nil, s.closedError(tool)
+	}
+	s.log.InfoContext(ctx, "mcptool: MCP server restarted", "server", s.name,
+		"restart", failures, "max_restarts", s.opts.Restart.MaxRestarts)
+	return c, nil
+}
+
+// backoff returns the wait before the restart that follows failures
+// failures in a row.
+func (s *Server) backoff(failures int) time.Duration {
+	return s.opts.Restart.Backoff << min(max(failures-1, 0), 5)
+}
+
+// nextStep says what the policy does after s.failures failures in a row.
+// The caller holds s.mu.
+func (s *Server) nextStep() string {
+	limit := s.opts.Restart.MaxRestarts
+	switch {
+	case limit <= 0:
+		return "it is not restarted, as its restart policy allows no restarts"
+	case s.failures <= limit:
+		return fmt.Sprintf("it will be restarted for the next call (restart %d of %d)", s.failures, limit)
+	}
+	return fmt.Sprintf("it is not restarted: it failed %d times in a row, and its restart policy allows %d restarts", s.failures, limit)
+}
+
+// healthy records that a call on c succeeded: the failures in a row are
+// over.
+func (s *Server) healthy(c *conn) {
+	s.mu.Lock()
+	if s.conn == c {
+		s.failures = 0
+	}
+	s.mu.Unlock()
+}
+
+// end records that c ended because of cause, stops it, and logs why. hung
+// names the tool whose call found the server hung, or is empty if it
+// exited. end returns how c ended; calling it again, from any goroutine,
+// waits for the first call and returns the same.
+func (s *Server) end(c *conn, cause error, hung string) *ending {
+	c.mu.Lock()
+	if c.end != nil {
+		c.mu.Unlock()
+		<-c.ended
+		return c.end
+	}
+	e := &ending{cause: cause, kind: ErrServerExited}
+	c.end = e
+	closing := c.closing
+	var inFlight []string
+	for _, cl := range c.calls {
+		inFlight = append(inFlight, cl.tool)
+		cl.cancel(errConnEnded)
+	}
+	c.mu.Unlock()
+
+	if closing {
+		// Server.Close is closing the session, gracefully.
+		e.what, e.next, e.kind = "was closed", "it was closed", ErrClosed
+		s.mu.Lock()
+		if s.conn == c {
+			s.conn = nil
+		}
+		s.mu.Unlock()
+		close(c.ended)
+		return e
+	}
+	if hung != "" || c.cmd != nil {
+		// A hung server is stopped for good; a command whose connection
+		// broke is of no use even if it still runs, and killing it makes
+		// closing the session prompt.
+		c.kill()
+	}
+	c.session.Close()
+
+	switch {
+	case hung != "":
+		e.kind = ErrNoAnswer
+		e.what = fmt.Sprintf("did not answer the call of %q within %s, nor a ping after it, and was stopped", hung, s.opts.CallTimeout)
+	case c.cmd != nil && c.cmd.ProcessState != nil:
+		e.what = fmt.Sprintf("exited (%s)", c.cmd.ProcessState)
+	default:
+		e.what = fmt.Sprintf("closed the connection (%v)", cause)
+	}
+	s.mu.Lock()
+	if s.conn == c {
+		s.conn = nil
+	}
+	if s.closed {
+		e.next, e.kind = "it was closed", ErrClosed
+		s.mu.Unlock()
+		close(c.ended)
+		return e
+	}
+	s.failures++
+	s.last, s.lastAt = e, time.Now()
+	e.next = s.nextStep()
+	failures := s.failures
+	s.mu.Unlock()
+
+	attrs := []any{"server", s.name, "error", cause.Error(), "in_flight", inFlight}
+	if c.cmd != nil && c.cmd.ProcessState != nil {
+		attrs = append(attrs, "exit", c.cmd.ProcessState.String())
+	}
+	if msg := c.stderr.String(); msg != "" {
+		attrs = append(attrs, "stderr", msg)
+	}
+	attrs = append(attrs, "failures", failures, "next", e.next)
+	msg := "mcptool: MCP server exited"
+	if hung != "" {
+		msg = "mcptool: MCP server hung and was stopped"
+	} else if c.cmd == nil {
+		msg = "mcptool: MCP server connection lost"
+	}
+	s.log.Error(msg, attrs...)
+	close(c.ended)
+	return e
+}
+
+// kill kills c's process, if it has one that has not been reaped.
+func (c *conn) kill() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		c.cmd.Process.Kill()
+	}
+}
+
+// endError returns the failure of a call of tool on a connection that
+// ended as e.
+func (s *Server) endError(e *ending, tool string) error {
+	if e.kind == ErrClosed {
+		return s.closedError(tool)
+	}
+	var msg string
+	switch {
+	case e.kind == ErrNoAnswer:
+		msg = fmt.Sprintf("MCP server %q %s; %s", s.name, e.what, e.next)
+	case tool == "":
+		msg = fmt.Sprintf("MCP server %q %s while listing its tools; %s", s.name, e.what, e.next)
+	default:
+		msg = fmt.Sprintf("MCP server %q %s while handling %q; %s", s.name, e.what, tool, e.next)
+	}
+	return &ServerError{Server: s.name, Tool: tool, Kind: e.kind, Err: e.cause, msg: msg}
+}
+
+func (s *Server) closedError(tool string) error {
+	return &ServerError{Server: s.name, Tool: tool, Kind: ErrClosed, msg: fmt.Sprintf("MCP server %q is closed", s.name)}
+}
+
+// begin registers a call of tool on c and returns its context, or false
+// if c has ended. The caller must call finish.
+func (c *conn) begin(ctx context.Context, tool string) (context.Context, int, bool) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.end != nil {
+		cancel(errConnEnded)
+		return ctx, 0, false
+	}
+	c.nextID++
+	c.calls[c.nextID] = call{tool: tool, cancel: cancel}
+	return ctx, c.nextID, true
+}
+
+func (c *conn) finish(id int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.calls[id]; ok {
+		cl.cancel(nil)
+		delete(c.calls, id)
+	}
+}
+
+// hasEnded reports whether c has ended.
+func (c *conn) hasEnded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.end != nil
+}
+
+// Close closes the connection: a command's standard input is closed, and
+// it is stopped if it does not exit within the transport's terminate
+// duration (5s by default). Calls in flight fail with [ErrClosed], as do
+// later calls. Close waits for the server to exit and returns its error, if
+// any; a command that exits with status 0 returns nil. Calling Close again
+// does nothing.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	c := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	var err error
+	if c != nil {
+		c.mu.Lock()
+		c.closing = true
+		for _, cl := range c.calls {
+			cl.cancel(ErrClosed)
+		}
+		c.mu.Unlock()
+		err = c.session.Close()
+	}
+	s.wg.Wait()
+	return err
+}

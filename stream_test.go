@@ -1,0 +1,968 @@
+package toolrun_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// eventLog records the events of a run; it is safe for concurrent use, as
+// OnEvent needs.
+type eventLog struct {
+	mu     sync.Mutex // guards events
+	events []toolrun.Event
+}
+
+func (l *eventLog) add(_ context.Context, e toolrun.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) all() []toolrun.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]toolrun.Event(nil), l.events...)
+}
+
+// kind names an event by its type, with the tool call's id for the events
+// of a call.
+func kind(e toolrun.Event) string {
+	name := strings.TrimPrefix(fmt.Sprintf("%T", e), "toolrun.")
+	switch e := e.(type) {
+	case toolrun.ToolCallReady:
+		return name + " " + e.Call.ID
+	case toolrun.ToolDecided:
+		return name + " " + e.Call.ID
+	case toolrun.ToolStarted:
+		return name + " " + e.Call.ID
+	case toolrun.ToolFinished:
+		return name + " " + e.Result.Call.ID
+	}
+	return name
+}
+
+// kinds returns the kinds of events, with each run of deltas of one kind
+// written once.
+func kinds(events []toolrun.Event) []string {
+	var out []string
+	for _, e := range events {
+		k := kind(e)
+		if strings.HasSuffix(k, "Delta") && len(out) > 0 && out[len(out)-1] == k {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// index returns the position of the first event of kind k, or -1.
+func index(events []toolrun.Event, k string) int {
+	for i, e := range events {
+		if kind(e) == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// all returns the events of type E.
+func all[E toolrun.Event](events []toolrun.Event) []E {
+	var out []E
+	for _, e := range events {
+		if v, ok := e.(E); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// runGoroutines returns the stacks of the goroutines running code of the
+// package toolrun itself.
+func runGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/toolrun/toolrun.") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// checkNoRunGoroutines fails the test if goroutines of the runner are left.
+// A tool's own goroutine may take a moment to return after its ctx is
+// cancelled, so it polls, for a bounded time, before it fails.
+func checkNoRunGoroutines(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := runGoroutines()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the runner left:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holdUntil returns a client middleware that holds a streamed body back
+// where marker first appears in it, until release is closed, so that a test
+// can order what the runner does against what it receives without timing.
+// It gives up holding after ten seconds, so that a runner that never closes
+// release fails the test instead of hanging it.
+func holdUntil(marker string, release <-chan struct{}) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(req)
+		if err == nil && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+			res.Body = &heldBody{rc: res.Body, marker: []byte(marker), release: release}
+		}
+		return res, err
+	}
+}
+
+type heldBody struct {
+	rc      io.ReadCloser
+	marker  []byte
+	release <-chan struct{}
+	buf     []byte // read from rc, not yet returned
+	err     error  // of rc
+	passed  bool   // the marker was reached and released
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	for {
+		if !b.passed {
+			i := bytes.Index(b.buf, b.marker)
+			switch {
+			case i == 0:
+				select {
+				case <-b.release:
+				case <-time.After(10 * time.Second):
+				}
+				b.passed = true
+				continue
+			case i > 0:
+				return b.take(p, i), nil
+			}
+			// Keep what may be the start of the marker.
+			if safe := len(b.buf) - (len(b.marker) - 1); safe > 0 {
+				return b.take(p, safe), nil
+			}
+			if b.err != nil && len(b.buf) > 0 {
+				return b.take(p, len(b.buf)), nil
+			}
+		} else if len(b.buf) > 0 {
+			return b.take(p, len(b.buf)), nil
+		}
+		if b.err != nil {
+			return 0, b.err
+		}
+		chunk := make([]byte, 4096)
+		n, err := b.rc.Read(chunk)
+		b.buf = append(b.buf, chunk[:n]...)
+		b.err = err
+	}
+}
+
+func (b *heldBody) take(p []byte, n int) int {
+	n = copy(p, b.buf[:n])
+	b.buf = b.buf[n:]
+	return n
+}
+
+func (b *heldBody) Close() error { return b.rc.Close() }
+
+// releaseAfter returns a channel that is closed after n calls of the
+// returned func.
+func releaseAfter(n int) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var mu sync.Mutex
+	return ch, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if n--; n == 0 {
+			close(ch)
+		}
+	}
+}
+
+// slow returns r with each event of its stream delayed by d.
+func slow(r toolruntest.Reply, d time.Duration) toolruntest.Reply {
+	r.Fault.EventDelay = d
+	return r
+}
+
+func TestEventsStreamDeltas(t *testing.T) {
+	var calls counter
+	s := newServer(t,
+		slow(toolruntest.Message(
+			toolruntest.Thinking("The user wants the weather.", "sig_1"),
+			toolruntest.Text("Let me check."),
+			toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"}),
+		), time.Millisecond),
+		slow(toolruntest.Message(toolruntest.Text("It is sunny in Paris.")), time.Millisecond),
+	)
+	var observed eventLog
+	r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger: discard(), Stream: true, OnEvent: observed.add,
+	})
+	var events []toolrun.Event
+	for e, err := range r.Events(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	want := []string{
+		"TurnStarted", "RequestSent", "ThinkingDelta", "TextDelta", "ToolInputDelta", "ToolCallReady toolu_1", "ResponseReceived",
+		"ToolDecided toolu_1", "ToolStarted toolu_1", "ToolFinished toolu_1", "TurnFinished",
+		"TurnStarted", "RequestSent", "TextDelta", "ResponseReceived", "TurnFinished", "RunStopped",
+	}
+	if diff := cmp.Diff(want, kinds(events)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// OnEvent saw the same events, in the same order.
+	if diff := cmp.Diff(kinds(events), kinds(observed.all())); diff != "" {
+		t.Errorf("OnEvent's events differ from Events' (-Events +OnEvent):\n%s", diff)
+	}
+
+	got := map[string]string{}
+	for _, e := range events {
+		switch e := e.(type) {
+		case toolrun.TextDelta:
+			got[fmt.Sprintf("text %d.%d", e.Turn, e.Index)] += e.Text
+		case toolrun.ThinkingDelta:
+			got[fmt.Sprintf("thinking %d.%d", e.Turn, e.Index)] += e.Thinking
+		case toolrun.ToolInputDelta:
+			got[fmt.Sprintf("input %d.%d %s %s", e.Turn, e.Index, e.ID, e.Name)] += e.PartialJSON
+		case toolrun.RequestSent:
+			if !e.Streamed {
+				t.Errorf("RequestSent of turn %d: Streamed is false", e.Turn)
+			}
+		}
+	}
+	wantDeltas := map[string]string{
+		"thinking 1.0":                  "The user wants the weather.",
+		"text 1.1":                      "Let me check.",
+		"input 1.2 toolu_1 get_weather": `{"city":"Paris"}`,
+		"text 2.0":                      "It is sunny in Paris.",
+	}
+	if diff := cmp.Diff(wantDeltas, got); diff != "" {
+		t.Errorf("deltas put together (-want +got):\n%s", diff)
+	}
+	if n := len(all[toolrun.TextDelta](events)); n < 4 {
+		t.Errorf("got %d text deltas, want the text of each turn in pieces", n)
+	}
+
+	res := r.Result()
+	if res == nil || res.StopReason != toolrun.StopEndTurn || res.Text() != "It is sunny in Paris." {
+		t.Fatalf("Result = %+v, want end_turn with the final text", res)
+	}
+	if got := calls.get("get_weather"); got != 1 {
+		t.Errorf("tool ran %d times, want 1", got)
+	}
+	for i, req := range s.Requests() {
+		if !req.Stream {
+			t.Errorf("request %d was not streamed", i+1)
+		}
+	}
+	checkHistory(t, res.Messages)
+}
+
+// summary is what a Result says, in comparable form.
+type summary struct {
+	StopReason                     toolrun.StopReason
+	Detail, Text, Messages, Msg    string
+	Usage                          toolrun.Usage
+	Turns, ToolCalls, ToolFailures int
+	Pending                        []toolrun.PendingCall
+}
+
+func summarize(t *testing.T, res *toolrun.Result) summary {
+	t.Helper()
+	msgs, err := json.Marshal(res.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := summary{StopReason: res.StopReason, Detail: res.Detail, Text: res.Text(), Messages: string(msgs),
+		Usage: res.Usage, Turns: res.Turns, ToolCalls: res.ToolCalls, ToolFailures: res.ToolFailures, Pending: res.Pending}
+	if res.Message != nil {
+		param, err := json.Marshal(res.Message.ToParam())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Msg = fmt.Sprintf("%s %s %s %s", res.Message.ID, res.Message.Model, res.Message.StopReason, param)
+	}
+	return sum
+}
+
+func TestRunStreamMatchesRun(t *testing.T) {
+	tests := []struct {
+		name   string
+		script []toolruntest.Reply
+	}{
+		{"tool loop", []toolruntest.Reply{
+			toolruntest.Message(toolruntest.Thinking("Weather, then.", "sig"), toolruntest.Text("Let me check."),
+				toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"})),
+			toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
+		}},
+		{"parallel calls, one failing", []toolruntest.Reply{
+			toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Rome"}),
+				toolruntest.ToolUse("t2", "get_wether", map[string]any{"city": "Oslo"}),
+				toolruntest.ToolUse("t3", "get_weather", map[string]any{"days": "two"})),
+			toolruntest.Message(toolruntest.Text("Rome is sunny; the rest failed.")),
+		}},
+		{"max_tokens", []toolruntest.Reply{{
+			Content:    []toolruntest.Block{toolruntest.Text("Checking"), toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Par"})},
+			StopReason: "max_tokens",
+		}}},
+		{"pause_turn", []toolruntest.Reply{
+			{Content: []toolruntest.Block{toolruntest.Text("Searching...")}, StopReason: "pause_turn"},
+			toolruntest.Message(toolruntest.Text("Found it.")),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := func(stream bool) (summary, map[string]int) {
+				var calls counter
+				var observed eventLog
+				s := newServer(t, tt.script...)
+				r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+					Logger: discard(), OnEvent: observed.add,
+				})
+				run := r.Run
+				if stream {
+					run = r.RunStream
+				}
+				res, err := run(t.Context())
+				if err != nil {
+					t.Fatalf("stream %v: %v", stream, err)
+				}
+				checkHistory(t, res.Messages)
+				counts := map[string]int{}
+				for _, e := range observed.all() {
+					if k := kind(e); !strings.HasSuffix(k, "Delta") {
+						counts[k]++
+					}
+				}
+				for i, req := range s.Requests() {
+					if req.Stream != stream {
+						t.Errorf("stream %v: request %d streamed: %v", stream, i+1, req.Stream)
+					}
+				}
+				return summarize(t, res), counts
+			}
+			want, wantCounts := run(false)
+			got, gotCounts := run(true)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("RunStream's result differs from Run's (-Run +RunStream):\n%s", diff)
+			}
+			// Code written for the events of one works for the other: the
+			// same events, deltas aside.
+			if diff := cmp.Diff(wantCounts, gotCounts); diff != "" {
+				t.Errorf("events but deltas (-Run +RunStream):\n%s", diff)
+			}
+		})
+	}
+}
+
+// toolMessage is the first reply of the fault tests: text, then a call.
+func toolMessage() toolruntest.Reply {
+	return toolruntest.Message(toolruntest.Text("Let me check."), toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"}))
+}
+
+// inToolBlock counts the events of toolMessage up to the first input
+// delta of its tool_use block: message_start, ping, the text block (start,
+// three deltas, stop), content_block_start and one delta.
+const inToolBlock = 9
+
+func TestStreamFaultRetried(t *testing.T) {
+	tests := []struct {
+		name       string
+		fault      toolruntest.Fault
+		early      bool
+		retry      toolrun.RetryPolicy
+		wantAPIErr bool
+		wantDelay  time.Duration // if non-zero
+	}{
+		{name: "error event in a tool_use block", fault: toolruntest.Fault{StreamErrorAfter: inToolBlock}, wantAPIErr: true},
+		{name: "error event in a tool_use block, early start", fault: toolruntest.Fault{StreamErrorAfter: inToolBlock}, early: true, wantAPIErr: true},
+		{name: "connection dropped in a tool_use block", fault: toolruntest.Fault{DropAfter: inToolBlock}},
+		{name: "connection dropped in a tool_use block, early start", fault: toolruntest.Fault{DropAfter: inToolBlock}, early: true},
+		{name: "connection dropped after message_start", fault: toolruntest.Fault{DropAfter: 1}},
+		{
+			// The backoff would outlast the test; the server's retry-after
+			// wins.
+			name:       "retry-after honoured",
+			fault:      toolruntest.Fault{StreamErrorAfter: inToolBlock, RetryAfter: 2 * time.Millisecond},
+			retry:      toolrun.RetryPolicy{InitialBackoff: time.Hour},
+			wantAPIErr: true,
+			wantDelay:  2 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			faulty := toolMessage()
+			faulty.Fault = tt.fault
+			s := newServer(t, faulty, toolMessage(), toolruntest.Message(toolruntest.Text("It is sunny in Paris.")))
+			retry := tt.retry
+			if retry == (toolrun.RetryPolicy{}) {
+				retry.InitialBackoff = time.Millisecond
+			}
+			var calls counter
+			var observed eventLog
+			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger: discard(), Stream: true, EarlyToolStart: tt.early, StreamRetry: retry, OnEvent: observed.add,
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			res, err := r.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StopReason != toolrun.StopEndTurn || res.Turns != 2 || res.ToolCalls != 1 {
+				t.Errorf("got %q after %d turns and %d calls, want end_turn after 2 turns and 1 call", res.StopReason, res.Turns, res.ToolCalls)
+			}
+			checkHistory(t, res.Messages)
+			if got := calls.get("get_weather"); got != 1 {
+				t.Errorf("tool ran %d times, want 1: none from the broken response", got)
+			}
+			events := observed.all()
+			if n := len(all[toolrun.ToolStarted](events)); n != 1 {
+				t.Errorf("got %d ToolStarted, want 1", n)
+			}
+			retried := all[toolrun.StreamRetried](events)
+			if len(retried) != 1 {
+				t.Fatalf("got %d StreamRetried events, want 1", len(retried))
+			}
+			rt := retried[0]
+			var se *toolrun.StreamError
+			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 || len(rt.Discarded) != 0 {
+				t.Errorf("StreamRetried = %+v, want turn 1, attempt 2, a *StreamError of attempt 1, nothing discarded", rt)
+			}
+			var apiErr *anthropic.Error
+			if got := errors.As(rt.Err, &apiErr); got != tt.wantAPIErr {
+				t.Errorf("failure %v is an *anthropic.Error: %v, want %v", rt.Err, got, tt.wantAPIErr)
+			}
+			if tt.wantDelay != 0 && rt.Delay != tt.wantDelay {
+				t.Errorf("Delay = %v, want the server's retry-after, %v", rt.Delay, tt.wantDelay)
+			}
+			// The turn was requested again with the same history.
+			var attempts []int
+			for _, req := range s.Requests() {
+				attempts = append(attempts, req.Attempt)
+			}
+			if diff := cmp.Diff([]int{1, 2, 1}, attempts); diff != "" {
+				t.Errorf("attempts of each request body (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStreamRetriesExhausted(t *testing.T) {
+	broken := func() toolruntest.Reply {
+		r := toolruntest.Message(toolruntest.Text("It is"), toolruntest.Text(" sunny."))
+		r.Fault.StreamErrorAfter = 4
+		return r
+	}
+	s := newServer(t, toolMessage(), broken(), broken(), toolruntest.Message(toolruntest.Text("It is sunny.")))
+	var calls counter
+	tools := []toolrun.Tool{weatherTool(&calls)}
+	opts := &toolrun.Options{Logger: discard(), Stream: true, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond}}
+	r := toolrun.New(client(s), userParams("Weather in Paris?"), tools, opts)
+	res, err := r.Run(t.Context())
+	var te *toolrun.TurnError
+	if !errors.As(err, &te) || te.Turn != 2 {
+		t.Fatalf("err = %v, want a *TurnError for turn 2", err)
+	}
+	var se *toolrun.StreamError
+	if !errors.As(err, &se) || se.Attempt != 2 {
+		t.Errorf("err = %v, want a *StreamError of attempt 2", err)
+	}
+	if res.StopReason != toolrun.StopError || !strings.Contains(res.Detail, "turn 2") || !strings.Contains(err.Error(), "turn 2") {
+		t.Errorf("stop = %q (%q), err %q; want StopError naming turn 2", res.StopReason, res.Detail, err)
+	}
+	if res.Turns != 1 || len(res.Messages) != 3 {
+		t.Errorf("after the failure: %d turns, %d messages; want 1 turn and 3 messages, nothing of turn 2", res.Turns, len(res.Messages))
+	}
+	checkHistory(t, res.Messages)
+
+	// The state survives a trip through JSON, and the run goes on from it.
+	b, err := json.Marshal(r.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st toolrun.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != nil {
+		t.Errorf("State.Pending = %+v, want nil: a failed response leaves no turn", st.Pending)
+	}
+	r2, err := toolrun.Resume(client(s), &st, tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = r2.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != toolrun.StopEndTurn || res.Text() != "It is sunny." || res.Turns != 2 {
+		t.Errorf("resumed run: %q %q after %d turns, want end_turn \"It is sunny.\" after 2", res.StopReason, res.Text(), res.Turns)
+	}
+	if got := calls.get("get_weather"); got != 1 {
+		t.Errorf("tool ran %d times, want 1", got)
+	}
+	checkHistory(t, res.Messages)
+}
+
+func TestEventsConsumerBreaks(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   []toolruntest.Reply
+		breakAt  func(toolrun.Event) bool
+		tools    []string
+		wantRuns map[string]int // tool runs before the break
+		wantTurn int            // turns taken before the break
+	}{
+		{
+			name: "mid-stream",
+			script: []toolruntest.Reply{
+				slow(toolruntest.Message(toolruntest.Text("Let me run a."), toolruntest.ToolUse("t1", "a", nil)), time.Millisecond),
+				toolruntest.Message(toolruntest.Text("Let me run a."), toolruntest.ToolUse("t1", "a", nil)),
+				toolruntest.Message(toolruntest.Text("done")),
+			},
+			breakAt: func(e toolrun.Event) bool {
+				_, ok := e.(toolrun.TextDelta)
+				return ok
+			},
+			tools:    []string{"a"},
+			wantRuns: map[string]int{},
+			wantTurn: 0,
+		},
+		{
+			name: "between two tools",
+			script: []toolruntest.Reply{
+				toolruntest.Message(toolruntest.ToolUse("t1", "a", nil), toolruntest.ToolUse("t2", "b", nil)),
+				toolruntest.Message(toolruntest.Text("done")),
+			},
+			breakAt: func(e toolrun.Event) bool {
+				f, ok := e.(toolrun.ToolFinished)
+				return ok && f.Result.Call.ID == "t1"
+			},
+			tools:    []string{"a", "b"},
+			wantRuns: map[string]int{"a": 1},
+			wantTurn: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, tt.script...)
+			var runs counter
+			var tools []toolrun.Tool
+			for _, name := range tt.tools {
+				tools = append(tools, toolrun.NewTool(name, "", func(ctx context.Context, in struct{}) (string, error) {
+					runs.inc(name)
+					return name + " done", nil
+				}))
+			}
+			r := toolrun.New(client(s), userParams("go"), tools, &toolrun.Options{Logger: discard(), Stream: true, MaxParallelTools: 1})
+			broke := false
+			for e, err := range r.Events(t.Context()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.breakAt(e) {
+					broke = true
+					break
+				}
+			}
+			if !broke {
+				t.Fatal("the run ended before the event to break at")
+			}
+			checkNoRunGoroutines(t)
+			res := r.Result()
+			if res == nil || res.StopReason != toolrun.StopCanceled || res.Turns != tt.wantTurn {
+				t.Fatalf("after the break: Result = %+v, want canceled after %d turns", res, tt.wantTurn)
+			}
+			for _, name := range tt.tools {
+				if got, want := runs.get(name), tt.wantRuns[name]; got != want {
+					t.Errorf("before resuming, %s ran %d times, want %d", name, got, want)
+				}
+			}
+			checkHistory(t, r.Messages())
+			if _, err := json.Marshal(r.State()); err != nil {
+				t.Fatal(err)
+			}
+
+			res, err := r.Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StopReason != toolrun.StopEndTurn || res.Text() != "done" {
+				t.Errorf("resumed: %q %q, want end_turn \"done\"", res.StopReason, res.Text())
+			}
+			for _, name := range tt.tools {
+				if got := runs.get(name); got != 1 {
+					t.Errorf("%s ran %d times in all, want 1", name, got)
+				}
+			}
+			checkHistory(t, res.Messages)
+		})
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	// Thirty text deltas, each 20ms apart: a run that did not stop promptly
+	// would see them all.
+	var blocks []toolruntest.Block
+	for i := range 10 {
+		blocks = append(blocks, toolruntest.Text(fmt.Sprintf("Paragraph %d. ", i)))
+	}
+	const total = 30
+	s := newServer(t, slow(toolruntest.Message(blocks...), 20*time.Millisecond))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	deltas := 0
+	r := toolrun.New(client(s), userParams("go"), nil, &toolrun.Options{Logger: discard(), Stream: true})
+	var err error
+	for e, e2 := range r.Events(ctx) {
+		if _, ok := e.(toolrun.TextDelta); ok {
+			if deltas++; deltas == 1 {
+				cancel()
+			}
+		}
+		err = e2
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	var te *toolrun.TurnError
+	if !errors.As(err, &te) || te.Turn != 1 {
+		t.Errorf("err = %v, want a *TurnError for turn 1", err)
+	}
+	res := r.Result()
+	if res.StopReason != toolrun.StopCanceled || res.Turns != 0 {
+		t.Errorf("Result = %q after %d turns, want canceled after 0", res.StopReason, res.Turns)
+	}
+	if deltas >= total {
+		t.Errorf("got all %d deltas; the stream did not stop when ctx was cancelled", deltas)
+	}
+	if st := r.State(); st.Pending != nil {
+		t.Errorf("State.Pending = %+v, want nil", st.Pending)
+	}
+	checkHistory(t, res.Messages)
+	checkNoRunGoroutines(t)
+}
+
+// gatedTool returns a tool that calls started when it starts, then waits
+// for wait (if non-nil) or its ctx, and calls finished.
+func gatedTool(name string, runs *counter, started func(), wait <-chan struct{}, finished func()) toolrun.Tool {
+	return toolrun.NewTool(name, "", func(ctx context.Context, in struct{}) (string, error) {
+		runs.inc(name)
+		if started != nil {
+			started()
+		}
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		if finished != nil {
+			finished()
+		}
+		return name + " done", nil
+	})
+}
+
+func TestEarlyToolStart(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+			// With early start, the response's end is held back until all
+			// three tools have started: the run only goes on if they start
+			// before it. The first tool finishes last.
+			allStarted, started := releaseAfter(3)
+			thirdDone := make(chan struct{})
+			var runs counter
+			tools := []toolrun.Tool{
+				gatedTool("first", &runs, started, thirdDone, nil),
+				gatedTool("second", &runs, started, nil, nil),
+				gatedTool("third", &runs, started, nil, func() { close(thirdDone) }),
+			}
+			s := newServer(t,
+				toolruntest.Message(toolruntest.Text("Three things."), toolruntest.ToolUse("t1", "first", nil),
+					toolruntest.ToolUse("t2", "second", nil), toolruntest.ToolUse("t3", "third", nil)),
+				toolruntest.Message(toolruntest.Text("All done.")),
+			)
+			c := client(s)
+			if early {
+				c = s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: message_delta", allStarted)))
+			}
+			var observed eventLog
+			res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
+				Logger: discard(), Stream: true, EarlyToolStart: early, OnEvent: observed.add,
+			}).Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := observed.all()
+			received := index(events, "ResponseReceived")
+			for _, id := range []string{"t1", "t2", "t3"} {
+				start := index(events, "ToolStarted "+id)
+				if start < index(events, "ToolCallReady "+id) {
+					t.Errorf("%s started before its call was ready: %v", id, kinds(events))
+				}
+				if got := start < received; got != early {
+					t.Errorf("%s started before the response was whole: %v, want %v; events %v", id, got, early, kinds(events))
+				}
+			}
+			var got []string
+			for _, r := range toolResults(s.Requests()[1]) {
+				got = append(got, r.ToolUseID+"="+r.ResultText())
+			}
+			if diff := cmp.Diff([]string{"t1=first done", "t2=second done", "t3=third done"}, got); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			if res.ToolCalls != 3 || res.ToolFailures != 0 {
+				t.Errorf("ToolCalls, ToolFailures = %d, %d, want 3, 0", res.ToolCalls, res.ToolFailures)
+			}
+			checkHistory(t, res.Messages)
+		})
+	}
+}
+
+func TestEarlyToolStartInterrupted(t *testing.T) {
+	// The first response fails after its call has started; the call is
+	// cancelled, reported, and runs again, whole, from the retried response.
+	started := make(chan struct{})
+	var runs counter
+	var mu sync.Mutex
+	var causes []error
+	tool := toolrun.NewTool("slow", "", func(ctx context.Context, in struct{}) (string, error) {
+		runs.inc("slow")
+		if runs.get("slow") > 1 {
+			return "slow done", nil
+		}
+		close(started)
+		<-ctx.Done()
+		mu.Lock()
+		causes = append(causes, context.Cause(ctx))
+		mu.Unlock()
+		return "", ctx.Err()
+	})
+	first := toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.Text("And then some more text."))
+	// message_start, ping, the tool_use block (start, two deltas, stop), the
+	// text block's start and a delta; then the error, held back until the
+	// tool has started.
+	first.Fault.StreamErrorAfter = 8
+	s := newServer(t, first,
+		toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.Text("And then some more text.")),
+		toolruntest.Message(toolruntest.Text("done")),
+	)
+	c := s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: error", started)))
+	var observed eventLog
+	res, err := toolrun.New(c, userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{
+		Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
+		StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
+	}).Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := observed.all()
+	finished := all[toolrun.ToolFinished](events)
+	if len(finished) != 2 {
+		t.Fatalf("got %d ToolFinished, want 2: %v", len(finished), kinds(events))
+	}
+	var se *toolrun.StreamError
+	if f := finished[0].Result; !f.Ran || !errors.Is(f.Err, toolrun.ErrInterrupted) || !errors.As(f.Err, &se) || se.Attempt != 1 {
+		t.Errorf("first ToolFinished = %+v, want a run interrupted by the failed stream of attempt 1", f)
+	}
+	if f := finished[1].Result; f.Err != nil || f.IsError {
+		t.Errorf("second ToolFinished = %+v, want success", f)
+	}
+	mu.Lock()
+	if len(causes) != 1 || !errors.As(causes[0], &se) {
+		t.Errorf("the cancelled tool saw causes %v, want the stream's failure", causes)
+	}
+	mu.Unlock()
+	retried := all[toolrun.StreamRetried](events)
+	if len(retried) != 1 || len(retried[0].Discarded) != 1 || !errors.Is(retried[0].Discarded[0].Err, toolrun.ErrInterrupted) {
+		t.Fatalf("StreamRetried = %+v, want one with the interrupted call discarded", retried)
+	}
+	if index(events, "ToolFinished t1") > index(events, "StreamRetried") {
+		t.Errorf("the interrupted call was reported after the retry: %v", kinds(events))
+	}
+	if got := runs.get("slow"); got != 2 {
+		t.Errorf("tool ran %d times, want 2: cut off once, then whole", got)
+	}
+	results := toolResults(s.Requests()[2])
+	if len(results) != 1 || results[0].IsError || results[0].ResultText() != "slow done" {
+		t.Errorf("results sent = %+v, want t1's result of the second run only", results)
+	}
+	if res.ToolCalls != 1 || res.ToolFailures != 0 || res.Turns != 2 {
+		t.Errorf("ToolCalls, ToolFailures, Turns = %d, %d, %d, want 1, 0, 2", res.ToolCalls, res.ToolFailures, res.Turns)
+	}
+	checkHistory(t, res.Messages)
+}
+
+func TestEarlyToolStartWaits(t *testing.T) {
+	t.Run("exclusive", func(t *testing.T) {
+		plainStarted := make(chan struct{})
+		var once sync.Once
+		var runs counter
+		exclusive := gatedTool("exclusive", &runs, nil, nil, nil).(*toolrun.FuncTool)
+		exclusive.Exclusive = true
+		tools := []toolrun.Tool{gatedTool("plain", &runs, func() { once.Do(func() { close(plainStarted) }) }, nil, nil), exclusive}
+		s := newServer(t,
+			toolruntest.Message(toolruntest.ToolUse("a", "plain", nil), toolruntest.ToolUse("x", "exclusive", nil), toolruntest.ToolUse("b", "plain", nil)),
+			toolruntest.Message(toolruntest.Text("ok")),
+		)
+		c := s.Client(option.WithMiddleware(holdUntil("event: message_delta", plainStarted)))
+		var observed eventLog
+		res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
+			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
+		}).Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := observed.all()
+		order := []int{index(events, "ToolStarted a"), index(events, "ResponseReceived"), index(events, "ToolStarted x"),
+			index(events, "ToolFinished x"), index(events, "ToolStarted b")}
+		for i := 1; i < len(order); i++ {
+			if order[i-1] >= order[i] {
+				t.Fatalf("want a started early, then the response, then x alone, then b; got %v", kinds(events))
+			}
+		}
+		checkHistory(t, res.Messages)
+	})
+
+	t.Run("deferred", func(t *testing.T) {
+		var runs, asked counter
+		tools := []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil), gatedTool("guarded", &runs, nil, nil, nil)}
+		s := newServer(t,
+			toolruntest.Message(toolruntest.ToolUse("g", "guarded", nil), toolruntest.ToolUse("a", "plain", nil)),
+			toolruntest.Message(toolruntest.Text("ok")),
+		)
+		var observed eventLog
+		r := toolrun.New(client(s), userParams("go"), tools, &toolrun.Options{
+			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
+			Decide: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+				asked.inc(call.ID)
+				if call.Name == "guarded" {
+					return toolrun.DeferCall("needs a person")
+				}
+				return toolrun.AllowCall()
+			},
+		})
+		res, err := r.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1 || res.Pending[0].Call.ID != "g" {
+			t.Fatalf("got %q with pending %+v, want awaiting approval of g", res.StopReason, res.Pending)
+		}
+		if runs.get("plain") != 1 || runs.get("guarded") != 0 {
+			t.Errorf("runs: plain %d, guarded %d; want 1, 0", runs.get("plain"), runs.get("guarded"))
+		}
+		if err := r.Decide("g", toolrun.AllowCall()); err != nil {
+			t.Fatal(err)
+		}
+		res, err = r.Run(t.Context())
+		if err != nil || res.StopReason != toolrun.StopEndTurn {
+			t.Fatalf("after the decision: %v, %v; want end_turn", res.StopReason, err)
+		}
+		if runs.get("plain") != 1 || runs.get("guarded") != 1 {
+			t.Errorf("runs: plain %d, guarded %d; want 1 each", runs.get("plain"), runs.get("guarded"))
+		}
+		if asked.get("g") != 1 || asked.get("a") != 1 {
+			t.Errorf("Decide asked about g %d times and a %d times, want once each", asked.get("g"), asked.get("a"))
+		}
+		if n := len(all[toolrun.ToolDecided](observed.all())); n != 3 {
+			t.Errorf("got %d ToolDecided, want 3 (a, g deferred, g approved)", n)
+		}
+		checkHistory(t, res.Messages)
+	})
+
+	t.Run("last turn", func(t *testing.T) {
+		var runs counter
+		s := newServer(t, toolruntest.Message(toolruntest.ToolUse("a", "plain", nil)))
+		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil)}, &toolrun.Options{
+			Logger: discard(), Stream: true, EarlyToolStart: true, MaxTurns: 1,
+		}).Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StopReason != toolrun.StopMaxTurns || runs.get("plain") != 0 {
+			t.Errorf("got %q with %d runs, want max_turns with the call left pending", res.StopReason, runs.get("plain"))
+		}
+	})
+}
+
+func ExampleRunner_Events() {
+	s := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.Text("Let me check."), toolruntest.ToolUse("toolu_1", "get_weather", map[string]string{"city": "Paris"})),
+		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
+	)
+	defer s.Close()
+	weather := toolrun.NewTool("get_weather", "Current weather for a city",
+		func(ctx context.Context, in struct {
+			City string `json:"city"`
+		}) (string, error) {
+			return "sunny, 21°C in " + in.City, nil
+		})
+	r := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Weather in Paris?"))},
+	}, []toolrun.Tool{weather}, &toolrun.Options{Stream: true})
+	for e, err := range r.Events(context.Background()) {
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		switch e := e.(type) {
+		case toolrun.TextDelta:
+			fmt.Print(e.Text)
+		case toolrun.ToolCallReady:
+			fmt.Printf("\n-> %s %s\n", e.Call.Name, e.Call.Input)
+		case toolrun.ToolFinished:
+			fmt.Printf("<- %s\n", e.Result.Content[0].OfText.Text)
+		case toolrun.RunStopped:
+			fmt.Printf("\n[%s after %d turns]\n", e.Result.StopReason, e.Result.Turns)
+		}
+	}
+	// Output:
+	// Let me check.
+	// -> get_weather {"city":"Paris"}
+	// <- sunny, 21°C in Paris
+	// It is sunny in Paris.
+	// [end_turn after 2 turns]
+}

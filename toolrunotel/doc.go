@@ -1,0 +1,82 @@
+// Package toolrunotel records the runs of a [toolrun.Runner] as
+// OpenTelemetry spans and metrics, in the GenAI semantic conventions
+// (go.opentelemetry.io/otel/semconv/v1.41.0). It is one more observer of the
+// runner's [toolrun.Event] stream: plug an [Observer] into
+// [toolrun.Options.OnEvent].
+//
+//	obs := toolrunotel.New(toolrunotel.Options{AgentName: "weather-bot"})
+//	r := toolrun.New(client, params, tools, &toolrun.Options{OnEvent: obs.Observe})
+//	res, err := r.Run(ctx)
+//
+// The package uses only the OpenTelemetry API; the application chooses the
+// SDK and exporters, and [Options] takes its providers (the global ones if
+// nil). It is a module of its own, github.com/toolrun/toolrun/toolrunotel,
+// so programs that do not import it never build OpenTelemetry beyond what
+// the anthropic client brings.
+//
+// # Spans
+//
+// Each run is one span, with a child span for each model request and one
+// for each tool call:
+//
+//   - "invoke_agent" (or "invoke_agent {AgentName}"), kind internal, a child
+//     of the span in the context of the run's first event: gen_ai.operation.name
+//     invoke_agent, gen_ai.provider.name anthropic, gen_ai.agent.name,
+//     gen_ai.request.model of its first request; when it ends, the token
+//     counts of its responses (as on the chat spans) and toolrun.stop_reason,
+//     plus toolrun.pending_calls for a run awaiting approval. A run that
+//     stops with [toolrun.StopError] has an error status, an exception event
+//     and error.type: the request's error type ("api_error", "529", ...),
+//     "hook" for a hook's error, or "_OTHER". A cancelled run has no status.
+//   - "chat {model}", kind client, from [toolrun.RequestSent] to
+//     [toolrun.ResponseReceived], the client's retries included:
+//     gen_ai.operation.name chat, gen_ai.provider.name, gen_ai.request.model,
+//     gen_ai.request.max_tokens, gen_ai.request.stream, toolrun.turn,
+//     gen_ai.response.id, gen_ai.response.model,
+//     gen_ai.response.finish_reasons (the stop_reason),
+//     gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
+//     gen_ai.usage.cache_read.input_tokens,
+//     gen_ai.usage.cache_creation.input_tokens, and, for a streamed
+//     response, gen_ai.response.time_to_first_chunk and a
+//     toolrun.stream_retried event for each attempt streamed again. As the
+//     conventions define it, gen_ai.usage.input_tokens counts the tokens read
+//     from and written to the cache too, which the API's input_tokens
+//     leaves out. A request that fails has an error status.
+//   - "execute_tool {tool}", kind internal, for every call answered, from
+//     [toolrun.ToolStarted] to [toolrun.ToolFinished]: gen_ai.operation.name
+//     execute_tool, gen_ai.tool.name, gen_ai.tool.call.id, gen_ai.tool.type
+//     function, toolrun.turn, toolrun.decision and toolrun.decided_by (when
+//     the call was decided), and toolrun.tool.ran. A call answered without
+//     running (denied, skipped, unknown tool, invalid input, not run) has a
+//     span too, of no length, with toolrun.tool.ran false, so that every
+//     tool_result the model receives has a span. A call deferred to a person
+//     has none until it is answered, in the run span of the run that
+//     answers it.
+//
+// A tool span has an error status exactly when the model received an
+// is_error result, with error.type one of "panic", "timeout",
+// "invalid_input", "unknown_tool", "denied", "not_run", "interrupted" or
+// "tool_error" (the tool's own error, or a result a hook made an error), and
+// an exception event with the error when there is one.
+//
+// The runner does not hand its context to observers to change, so the
+// anthropic client's own spans of each request ("anthropic.messages.create")
+// are children of the caller's span, not of the chat spans here.
+//
+// Tool inputs and results and the messages are not recorded: they may hold
+// anything.
+//
+// # Metrics
+//
+//   - gen_ai.client.token.usage ({token}), for each response, once with
+//     gen_ai.token.type input and once output;
+//   - gen_ai.client.operation.duration (s), for each model request, with
+//     error.type if it failed;
+//   - gen_ai.client.operation.time_to_first_chunk (s), for each streamed
+//     response;
+//   - toolrun.tool.duration (s, [ToolDurationName]), for each call that
+//     ran, with gen_ai.tool.name and error.type if it failed.
+//
+// The model metrics have gen_ai.operation.name chat, gen_ai.provider.name
+// anthropic, gen_ai.request.model and gen_ai.response.model.
+package toolrunotel
