@@ -426,8 +426,13 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 	pair.Add(2)
 	shared := toolrun.NewTool("shared", "", func(ctx context.Context, in struct {
 		N int `json:"n"`
-	}) (string, error) { note(fmt.Sprintf("start shared%d", in.N)); pair.Done(); pair.Wait(); // both shared calls must be running at once
-	note(fmt.Sprintf("end shared%d", in.N)); return "ok", nil })
+	}) (string, error) {
+		note(fmt.Sprintf("start shared%d", in.N))
+		pair.Done()
+		pair.Wait() // both shared calls must be running at once
+		note(fmt.Sprintf("end shared%d", in.N))
+		return "ok", nil
+	})
 	alone := toolrun.NewTool("alone", "", func(ctx context.Context, in struct{}) (string, error) {
 		note("start alone")
 		time.Sleep(2 * time.Millisecond)

@@ -274,7 +274,10 @@ type Runner struct {
 	opts   Options
 	log    runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
 	tools  map[string]*toolEntry
-	names  []string // sorted tool names, for messages to the model
+	order  []string // tool names in the order given to New
+	names  []string // sorted names of the tools in the run, for messages to the model
+
+	baseTools []anthropic.BetaToolUnionParam // the tool params the caller passed in params
 
 	params   anthropic.BetaMessageNewParams // Messages is the history
 	maxTurns int
@@ -323,7 +326,7 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 	}
 	r.params = params
 	r.params.Messages = slices.Clone(params.Messages)
-	r.params.Tools = slices.Clone(params.Tools)
+	r.baseTools = slices.Clone(params.Tools)
 	for _, t := range tools {
 		name := t.Name()
 		if _, dup := r.tools[name]; dup {
@@ -345,10 +348,36 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 		e.param = toolParam(t, schema)
 		r.tools[name] = e
 		r.names = append(r.names, name)
-		r.params.Tools = append(r.params.Tools, e.param)
+		r.order = append(r.order, name)
+	}
+	r.syncTools()
+	return r
+}
+
+// syncTools rebuilds the tool list sent with each request and the sorted
+// names told to the model: the caller's own tool params, then the runner's
+// tools in the order they were given.
+func (r *Runner) syncTools() {
+	r.params.Tools = slices.Clone(r.baseTools)
+	r.names = r.names[:0]
+	for _, name := range r.order {
+		if e, ok := r.tools[name]; ok {
+			r.params.Tools = append(r.params.Tools, e.param)
+			r.names = append(r.names, name)
+		}
 	}
 	sort.Strings(r.names)
-	return r
+}
+
+// RemoveTools takes tools out of the run: they are no longer sent to the
+// model, and a later call of one of them is answered as an unknown tool, so
+// a model cannot use a tool that was taken away. Names not in the run are
+// ignored.
+func (r *Runner) RemoveTools(names ...string) {
+	for _, name := range names {
+		delete(r.tools, name)
+	}
+	r.syncTools()
 }
 
 // Messages returns a copy of the history. The response of a turn handed out

@@ -97,7 +97,7 @@ func (r *Runner) State() *State {
 		Usage:        r.usage,
 	}
 	s.Params.Messages = slices.Clone(r.params.Messages)
-	s.Params.Tools = slices.Clone(r.params.Tools[:len(r.params.Tools)-len(r.tools)])
+	s.Params.Tools = slices.Clone(r.baseTools)
 	for name, ok := range r.always {
 		if ok {
 			s.AlwaysAllow = append(s.AlwaysAllow, name)

@@ -105,14 +105,18 @@ type Violation struct {
 
 // Texts of violations that do not come from a single keyword.
 const (
-	expectValidJSON     = "valid JSON"
-	expectValidOverall  = "a value valid against the schema"
-	expectNoAdditional  = "no additional properties"
-	expectNothing       = "no value (the schema allows none here)"
-	maxSchemaWalkDepth  = 64  // nesting of schemas walked before handing over to jsonschema-go
-	maxGotRunes         = 60  // length of a value rendered in Violation.Got
-	maxExpectedRunes    = 500 // length of an enum or const rendered in Violation.Expected
-	maxDelegatedGotRune = 500 // length of a jsonschema-go error in Violation.Got
+	expectValidJSON    = "valid JSON"
+	expectValidOverall = "a value valid against the schema"
+	expectNoAdditional = "no additional properties"
+	expectNothing      = "no value (the schema allows none here)"
+)
+
+// Limits of the walk and of the texts in a Violation.
+const (
+	maxSchemaWalkDepth = 64  // schema nesting walked before jsonschema-go takes over
+	maxGotRunes        = 60  // a value rendered in Got
+	maxExpectedRunes   = 500 // an enum, const, pattern or name rendered in Expected
+	maxDelegatedRunes  = 500 // a jsonschema-go error in Got
 )
 
 // validateInput checks input, the raw JSON the model sent as a tool's input,
@@ -123,9 +127,9 @@ const (
 //
 // The input is decoded with json.Decoder.UseNumber, so numbers are checked
 // exactly: 3.0 is an integer, 3.5 is not, and integers beyond 2^53 keep every
-// digit. Numbers in the schema, which jsonschema-go holds as float64, are read
-// as the shortest decimal that round-trips, so multipleOf 0.01 accepts 19.99
-// as its author meant.
+// digit. Numbers in the schema, which [jsonschema.Schema] holds as float64,
+// are read as the shortest decimal that round-trips, so multipleOf 0.01
+// accepts 19.99 as its author meant.
 //
 // validateInput walks the schema itself so that it can report all violations,
 // not only the first, for the keywords type, enum, const, required,
@@ -138,10 +142,9 @@ const (
 // patternProperties, …), or that lies deeper than 64 levels, is left to
 // jsonschema-go: if the walk found nothing, the whole input is decoded the
 // way jsonschema-go expects and checked with rs.Validate, and its error, if
-// any, becomes one violation at the root. The walk is not repeated by
-// jsonschema-go when it already found violations, to keep the model's list
-// free of duplicates; any violation only jsonschema-go sees then surfaces on
-// the model's next attempt.
+// any, becomes one violation at the root. jsonschema-go is consulted only
+// when the walk found nothing so that the model never reads one problem
+// twice; a problem only jsonschema-go sees surfaces on the model's next try.
 func validateInput(rs *jsonschema.Resolved, input json.RawMessage) error {
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
@@ -214,10 +217,10 @@ func delegateValidation(rs *jsonschema.Resolved, input []byte) (v Violation, ok 
 	if err := json.Unmarshal(input, &plain); err != nil {
 		// Only a number outside the float64 range gets here, which the
 		// tool's handler could not decode either.
-		return Violation{Expected: expectValidOverall, Got: oneLine(err.Error(), maxDelegatedGotRune)}, false
+		return Violation{Expected: expectValidOverall, Got: oneLine(err.Error(), maxDelegatedRunes)}, false
 	}
 	if err := validateRecovered(rs, plain); err != nil {
-		return Violation{Expected: expectValidOverall, Got: oneLine(err.Error(), maxDelegatedGotRune)}, false
+		return Violation{Expected: expectValidOverall, Got: oneLine(err.Error(), maxDelegatedRunes)}, false
 	}
 	return Violation{}, true
 }
@@ -236,9 +239,17 @@ func validateRecovered(rs *jsonschema.Resolved, instance any) (err error) {
 	return rs.Validate(instance)
 }
 
-// oneLine joins the lines of s with "; " and cuts it to at most n runes.
+// oneLine joins the lines of s with "; ", collapses runs of white space and
+// cuts the result to at most n runes, so that it fits on one line of Error.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+	var lines []string
+	for line := range strings.Lines(s) {
+		if line = strings.Join(strings.Fields(line), " "); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	s = strings.Join(lines, "; ")
+	s = strings.ReplaceAll(s, ":; ", ": ")
 	return truncateRunes(s, n)
 }
 
@@ -320,19 +331,24 @@ func (w *inputWalker) walk(s *jsonschema.Schema, v any, depth int) {
 		}
 	}
 
-	settled := false // enum or const failed, so the parts of v need no report
 	if s.Enum != nil || s.Const != nil {
+		failed := false
 		key, ok := appendEqualityKey(nil, v)
 		if s.Enum != nil && !(ok && enumContains(s.Enum, key)) {
 			w.add("one of "+renderLimited(s.Enum, maxExpectedRunes), describeValue(v))
-			settled = true
+			failed = true
 		}
 		if s.Const != nil {
 			ckey, cok := appendEqualityKey(nil, *s.Const)
 			if !ok || !cok || !bytes.Equal(key, ckey) {
 				w.add("exactly "+renderLimited(*s.Const, maxExpectedRunes), describeValue(v))
-				settled = true
+				failed = true
 			}
+		}
+		if failed {
+			// The allowed values are spelled out; checking the parts of v
+			// against other keywords would only add noise.
+			return
 		}
 	}
 
@@ -344,9 +360,9 @@ func (w *inputWalker) walk(s *jsonschema.Schema, v any, depth int) {
 	case string:
 		w.checkString(s, v)
 	case []any:
-		w.checkArray(s, v, depth, settled)
+		w.checkArray(s, v, depth)
 	case map[string]any:
-		w.checkObject(s, v, depth, settled)
+		w.checkObject(s, v, depth)
 	}
 }
 
@@ -388,7 +404,7 @@ func (w *inputWalker) checkString(s *jsonschema.Schema, str string) {
 	}
 }
 
-func (w *inputWalker) checkArray(s *jsonschema.Schema, arr []any, depth int, settled bool) {
+func (w *inputWalker) checkArray(s *jsonschema.Schema, arr []any, depth int) {
 	got := func() string {
 		return fmt.Sprintf("%s (%s)", renderLimited(arr, maxGotRunes), plural(len(arr), "item"))
 	}
@@ -412,9 +428,6 @@ func (w *inputWalker) checkArray(s *jsonschema.Schema, arr []any, depth int, set
 			}
 		}
 	}
-	if settled {
-		return
-	}
 	var prefix []*jsonschema.Schema
 	if !w.draft7 {
 		prefix = s.PrefixItems
@@ -435,7 +448,7 @@ func (w *inputWalker) checkArray(s *jsonschema.Schema, arr []any, depth int, set
 	}
 }
 
-func (w *inputWalker) checkObject(s *jsonschema.Schema, obj map[string]any, depth int, settled bool) {
+func (w *inputWalker) checkObject(s *jsonschema.Schema, obj map[string]any, depth int) {
 	got := func() string {
 		return fmt.Sprintf("%s (%s)", renderLimited(obj, maxGotRunes), plural(len(obj), "property"))
 	}
@@ -451,9 +464,6 @@ func (w *inputWalker) checkObject(s *jsonschema.Schema, obj map[string]any, dept
 			w.add("required property "+quoteLimited(name, maxExpectedRunes), "missing")
 			w.pop()
 		}
-	}
-	if settled {
-		return
 	}
 	for name, ps := range s.Properties {
 		if pv, ok := obj[name]; ok {
@@ -506,7 +516,7 @@ func usesDelegatedKeywords(s *jsonschema.Schema) bool {
 // an integer when its fractional part is zero; "number" includes integers.
 func typeMatches(s *jsonschema.Schema, v any, num *jsonDecimal) bool {
 	var got string
-	switch v := v.(type) {
+	switch v.(type) {
 	case nil:
 		got = "null"
 	case bool:
@@ -518,7 +528,6 @@ func typeMatches(s *jsonschema.Schema, v any, num *jsonDecimal) bool {
 		if num == nil || num.isInteger() {
 			got = "integer"
 		}
-		_ = v
 	case []any:
 		got = "array"
 	case map[string]any:
