@@ -114,6 +114,17 @@ type Options struct {
 	// OnEvent, if non-nil, receives every [Event] of the run.
 	OnEvent func(ctx context.Context, e Event)
 
+	// Store, if non-nil, keeps the run's [State] as it goes, under RunID:
+	// after each response, before each tool call starts (journaled as
+	// started), after it finishes, after each turn is committed and when the
+	// run stops. A run whose state cannot be saved stops with [StopError]
+	// rather than risk running a call twice after a crash. [Open] resumes a
+	// run from its store.
+	Store Store
+
+	// RunID names the run in Store. It is required with Store.
+	RunID string
+
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as
 	// [TextDelta], [ThinkingDelta] and [ToolInputDelta], and each tool call
@@ -294,6 +305,11 @@ type Runner struct {
 
 	stopped *Result // set while the run is stopped
 
+	stateMu sync.Mutex // guards the started and result fields of the pending turn's calls
+
+	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr
+	saveErr error      // the first failed save, which stops the run
+
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink
 	sink    *eventSink // the consumer of Events, while it runs
 
@@ -318,6 +334,9 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 	r := &Runner{client: client, always: map[string]bool{}, tools: map[string]*toolEntry{}}
 	if opts != nil {
 		r.opts = *opts
+	}
+	if r.opts.Store != nil && r.opts.RunID == "" {
+		panic("toolrun: Options.Store needs Options.RunID")
 	}
 	r.log = newRunLogger(r.opts.Logger)
 	r.maxTurns = r.opts.MaxTurns
