@@ -574,3 +574,19 @@ func TestToolTimeout(t *testing.T) {
 		t.Errorf("ToolFailures = %d, want 2", res.ToolFailures)
 	}
 }
+
+// TestToolWithoutProperties: a tool whose schema has no properties is still
+// sent with an input_schema, which the API requires.
+func TestToolWithoutProperties(t *testing.T) {
+	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong")))
+	ping := toolrun.NewRawTool("ping", "Ping", []byte(`{"type":"object"}`), func(ctx context.Context, in json.RawMessage) (string, error) {
+		return "pong", nil
+	})
+	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{ping}, nil).Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if got := string(s.Requests()[0].Params.Tools[0].InputSchema); !strings.Contains(got, `"type":"object"`) {
+		t.Errorf("input_schema = %s, want an object schema", got)
+	}
+}

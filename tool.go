@@ -244,7 +244,9 @@ func toolParam(t Tool, schema *jsonschema.Schema) anthropic.BetaToolUnionParam {
 	if err := json.Unmarshal(b, &fields); err != nil {
 		panic(fmt.Sprintf("toolrun: tool %q: decoding its input schema: %v", t.Name(), err))
 	}
-	in := anthropic.BetaToolInputSchemaParam{}
+	// Properties is always set: the client leaves out an input_schema whose
+	// fields are all empty, and the API rejects a tool without one.
+	in := anthropic.BetaToolInputSchemaParam{Properties: map[string]any{}}
 	for k, v := range fields {
 		switch k {
 		case "type", "$schema":

@@ -206,16 +206,21 @@ func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
 type faulty struct {
 	server *mcp.Server
 
-	mu    sync.Mutex // guards dials, last
-	dials int
-	last  *faultyConn
+	mu      sync.Mutex // guards dials, last, dialErr
+	dials   int
+	last    *faultyConn
+	dialErr error // if set, dial fails with it
 }
 
 func (f *faulty) dial(ctx context.Context) (mcp.Transport, error) {
 	client, server := mcp.NewInMemoryTransports()
 	f.mu.Lock()
 	f.dials++
+	err := f.dialErr
 	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := f.server.Connect(ctx, &faultyTransport{f: f, inner: server}, nil); err != nil {
 		return nil, err
 	}
@@ -226,6 +231,12 @@ func (f *faulty) dialCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.dials
+}
+
+func (f *faulty) failDials(err error) {
+	f.mu.Lock()
+	f.dialErr = err
+	f.mu.Unlock()
 }
 
 // conn returns the server side of the last connection.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,12 +23,12 @@ import (
 // A Dial that returns an *mcp.CommandTransport may leave its command's
 // Stderr nil: the Server then keeps the end of the command's standard error
 // and logs it when the command exits. If the command's WaitDelay is zero,
-// the Server sets it to [StderrWaitDelay].
+// the Server sets it to 2s, so that a child process that holds the
+// standard error open cannot keep a restart waiting.
 type Dial func(ctx context.Context) (mcp.Transport, error)
 
-// StderrWaitDelay bounds how long a command's standard error is read after
-// it exits; see [Dial].
-const StderrWaitDelay = 2 * time.Second
+// waitDelay is the WaitDelay the Server gives commands; see [Dial].
+const waitDelay = 2 * time.Second
 
 // Command returns a Dial that runs the program name with args and talks to
 // it over its standard input and output. Each connection runs a new
@@ -174,9 +175,9 @@ type call struct {
 // ending is how a connection ended, in words for the model.
 type ending struct {
 	cause error  // the transport's error, or errHung
-	what   string // "exited (exit status 3)", "closed the connection (EOF)"
-	next   string // "it will be restarted for the next call (restart 1 of 3)"
-	kind   error  // ErrServerExited, ErrNoAnswer for a hung server, ErrServerDown, ErrClosed
+	what  string // "exited (exit status 3)", "closed the connection"
+	next  string // "it will be restarted for the next call (restart 1 of 3)"
+	kind  error  // ErrServerExited, ErrNoAnswer for a hung server, ErrServerDown, ErrClosed
 }
 
 var (
@@ -251,7 +252,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 			c.cmd.Stderr = c.stderr
 		}
 		if c.cmd.WaitDelay == 0 {
-			c.cmd.WaitDelay = StderrWaitDelay
+			c.cmd.WaitDelay = waitDelay
 		}
 	}
 	session, err := s.client.Connect(ctx, t, nil)
@@ -415,6 +416,7 @@ func (s *Server) end(c *conn, cause error, hung string) *ending {
 		cl.cancel(errConnEnded)
 	}
 	c.mu.Unlock()
+	slices.Sort(inFlight)
 
 	if closing {
 		// Server.Close is closing the session, gracefully.
@@ -442,7 +444,9 @@ func (s *Server) end(c *conn, cause error, hung string) *ending {
 	case c.cmd != nil && c.cmd.ProcessState != nil:
 		e.what = fmt.Sprintf("exited (%s)", c.cmd.ProcessState)
 	default:
-		e.what = fmt.Sprintf("closed the connection (%v)", cause)
+		// The cause is in the log; which of the errors of a dropped
+		// connection comes first is down to chance.
+		e.what = "closed the connection"
 	}
 	s.mu.Lock()
 	if s.conn == c {

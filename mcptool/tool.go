@@ -110,15 +110,11 @@ func (t *Tool) Server() *Server { return t.server }
 // restarted, or not, by the next call, as [Options.Restart] says.
 func (t *Tool) Run(ctx context.Context, input json.RawMessage) ([]toolrun.Content, error) {
 	s, tool := t.server, t.def.Name
-	c, err := s.acquire(ctx, tool)
+	c, callCtx, done, err := s.begin(ctx, tool)
 	if err != nil {
 		return nil, err
 	}
-	callCtx, id, ok := c.begin(ctx, tool)
-	if !ok {
-		return nil, s.endError(s.end(c, errConnEnded, ""), tool)
-	}
-	defer c.finish(id)
+	defer done()
 	if d := s.opts.CallTimeout; d > 0 {
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeoutCause(callCtx, d, errCallTimeout)
@@ -138,6 +134,22 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) ([]toolrun.Conten
 		return content, nil
 	}
 	return nil, s.callFailed(ctx, callCtx, c, tool, err)
+}
+
+// begin returns a live connection with a call of tool registered on it,
+// and the call's context. The caller must call done when the call is over.
+func (s *Server) begin(ctx context.Context, tool string) (c *conn, callCtx context.Context, done func(), err error) {
+	for {
+		if c, err = s.acquire(ctx, tool); err != nil {
+			return nil, nil, nil, err
+		}
+		if callCtx, id, ok := c.begin(ctx, tool); ok {
+			return c, callCtx, func() { c.finish(id) }, nil
+		}
+		// The connection ended before the call was sent: the call goes to
+		// the next one, if the restart policy allows.
+		<-c.ended
+	}
 }
 
 // callFailed classifies the failure err of a call of tool on c.

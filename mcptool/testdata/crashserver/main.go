@@ -7,8 +7,9 @@
 //   - crash writes to stderr and exits with status 3 in the middle of the call;
 //   - hang never answers, though the server goes on answering pings.
 //
-// Each run writes "crashserver started" to stderr, so a test can count the
-// restarts.
+// Each run writes "crashserver started" to stderr. Run with the argument
+// -exit, it writes an error to stderr and exits with status 1 before it
+// serves anything.
 package main
 
 import (
@@ -27,6 +28,10 @@ type textIn struct {
 
 func main() {
 	fmt.Fprintln(os.Stderr, "crashserver started")
+	if len(os.Args) > 1 && os.Args[1] == "-exit" {
+		fmt.Fprintln(os.Stderr, "crashserver: bad config")
+		os.Exit(1)
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "crashserver", Version: "v1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Returns its text."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
