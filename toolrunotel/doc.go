@@ -70,13 +70,17 @@
 //
 //   - gen_ai.client.token.usage ({token}), for each response, once with
 //     gen_ai.token.type input and once output;
-//   - gen_ai.client.operation.duration (s), for each model request, with
-//     error.type if it failed;
+//   - gen_ai.client.operation.duration (s), for each model request that got
+//     a response or failed, with error.type if it failed (a request the
+//     caller cancelled is not recorded);
 //   - gen_ai.client.operation.time_to_first_chunk (s), for each streamed
 //     response;
 //   - toolrun.tool.duration (s, [ToolDurationName]), for each call that
-//     ran, with gen_ai.tool.name and error.type if it failed.
+//     ran to a result, with gen_ai.operation.name execute_tool,
+//     gen_ai.tool.name, and error.type if it failed.
 //
 // The model metrics have gen_ai.operation.name chat, gen_ai.provider.name
-// anthropic, gen_ai.request.model and gen_ai.response.model.
+// anthropic and gen_ai.request.model, and all but the time to first chunk
+// gen_ai.response.model. The histograms have the bucket boundaries the
+// conventions advise.
 package toolrunotel

@@ -1,6 +1,7 @@
 package toolrunotel_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -55,7 +56,7 @@ func newRecorder(t *testing.T) *recorder {
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	r.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
 	t.Cleanup(func() {
-		ctx := t.Context()
+		ctx := context.Background()
 		if err := r.tp.Shutdown(ctx); err != nil {
 			t.Error(err)
 		}
@@ -81,8 +82,9 @@ type span struct {
 }
 
 // ended returns the ended spans in end order, without the spans of
-// scopes other than scope. In texts, the server's URL is replaced by $URL.
-func (r *recorder) ended(t *testing.T, scope, url string) []span {
+// scopes other than scope. In texts, each old string of replace is replaced
+// by its new one, as strings.NewReplacer does.
+func (r *recorder) ended(t *testing.T, scope string, replace ...string) []span {
 	t.Helper()
 	all := r.spans.Ended()
 	count := map[string]int{}
@@ -99,7 +101,7 @@ func (r *recorder) ended(t *testing.T, scope, url string) []span {
 		}
 		labels[s.SpanContext().SpanID()] = label
 	}
-	clean := func(s string) string { return strings.ReplaceAll(s, url, "$URL") }
+	clean := strings.NewReplacer(replace...).Replace
 	var out []span
 	for _, s := range all {
 		if s.InstrumentationScope().Name != scope {

@@ -66,8 +66,8 @@ type Options struct {
 // [toolrun.Runner]; see the package documentation for what it records. Pass
 // its [Observer.Observe] method as [toolrun.Options.OnEvent].
 //
-// An Observer follows one run at a time, keyed by turn and tool_use id, so
-// give each Runner its own: [New] is cheap, since the providers hand out the
+// An Observer follows one run at a time, its open tool spans keyed by
+// tool_use id, so give each Runner its own: [New] is cheap, since the providers hand out the
 // same tracer and instruments each time. Observe is safe to call from
 // several goroutines, but the events of two runners interleaved on one
 // Observer would be recorded as one run.
@@ -85,11 +85,10 @@ type Observer struct {
 
 // runState is the open spans of the run in progress.
 type runState struct {
-	span  trace.Span
-	ctx   context.Context // holds span: the parent of the chat and tool spans
-	model string          // the first request's, once one is sent
-	usage toolrun.Usage   // this span's responses only, not a resumed run's
-	chat  *chatState      // the model request in flight, if any
+	span  trace.Span    // the parent of the chat and tool spans
+	model string        // the first request's, once one is sent
+	usage toolrun.Usage // this span's responses only, not a resumed run's
+	chat  *chatState    // the model request in flight, if any
 	tools map[string]*toolState
 	// decided holds the decision of each call by tool_use id, until the
 	// call's result arrives.
@@ -104,8 +103,7 @@ type chatState struct {
 }
 
 type toolState struct {
-	span  trace.Span
-	start time.Time
+	span trace.Span
 }
 
 // New returns an Observer that records through the providers of opts.
@@ -156,27 +154,30 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 	if o.run == nil {
 		o.run = o.startRun(ctx)
 	}
+	// The chat and tool spans are children of the run span, in the event's
+	// context: the runner's own context cannot carry the run span.
+	ctx = trace.ContextWithSpan(ctx, o.run.span)
 	run := o.run
 	switch e := e.(type) {
 	case toolrun.RequestSent:
-		o.startChat(run, e)
+		o.startChat(ctx, run, e)
 	case toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta:
-		o.firstChunk(run)
+		o.firstChunk(ctx, run)
 	case toolrun.StreamRetried:
 		if run.chat != nil {
 			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
 				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(e.Err.Error())))
 		}
 	case toolrun.ResponseReceived:
-		o.endChat(run, e)
+		o.endChat(ctx, run, e)
 	case toolrun.ToolDecided:
 		run.decided[e.Call.ID] = e
 	case toolrun.ToolStarted:
-		o.startTool(run, e.Turn, e.Call)
+		o.startTool(ctx, run, e.Turn, e.Call)
 	case toolrun.ToolFinished:
-		o.endTool(run, e)
+		o.endTool(ctx, run, e)
 	case toolrun.RunStopped:
-		o.endRun(run, e.Result)
+		o.endRun(ctx, run, e.Result)
 		o.run = nil
 	}
 }
@@ -188,26 +189,30 @@ func (o *Observer) startRun(ctx context.Context) *runState {
 		name += " " + o.agentName
 		attrs = append(attrs, semconv.GenAIAgentName(o.agentName))
 	}
-	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return &runState{span: span, ctx: ctx, tools: map[string]*toolState{}, decided: map[string]toolrun.ToolDecided{}}
+	_, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return &runState{span: span, tools: map[string]*toolState{}, decided: map[string]toolrun.ToolDecided{}}
 }
 
-func (o *Observer) startChat(run *runState, e toolrun.RequestSent) {
+func (o *Observer) startChat(ctx context.Context, run *runState, e toolrun.RequestSent) {
 	if run.chat != nil { // a request without a response: not sent by the runner
 		run.chat.span.End()
 	}
-	model := string(e.Params.Model)
+	var model string
+	var maxTokens int64
+	if p := e.Params; p != nil {
+		model, maxTokens = string(p.Model), p.MaxTokens
+	}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
 		semconv.GenAIProviderNameAnthropic,
 		semconv.GenAIRequestModel(model),
-		semconv.GenAIRequestMaxTokensKey.Int64(e.Params.MaxTokens),
+		semconv.GenAIRequestMaxTokensKey.Int64(maxTokens),
 		turnKey.Int(e.Turn),
 	}
 	if e.Streamed {
 		attrs = append(attrs, semconv.GenAIRequestStream(true))
 	}
-	_, span := o.tracer.Start(run.ctx, string(genaiconv.OperationNameChat)+" "+model,
+	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameChat)+" "+model,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	run.chat = &chatState{span: span, start: time.Now(), model: model}
 	if run.model == "" {
@@ -217,7 +222,7 @@ func (o *Observer) startChat(run *runState, e toolrun.RequestSent) {
 }
 
 // firstChunk records the time to the first chunk of a streamed response.
-func (o *Observer) firstChunk(run *runState) {
+func (o *Observer) firstChunk(ctx context.Context, run *runState) {
 	c := run.chat
 	if c == nil || c.chunked {
 		return
@@ -225,15 +230,15 @@ func (o *Observer) firstChunk(run *runState) {
 	c.chunked = true
 	d := time.Since(c.start).Seconds()
 	c.span.SetAttributes(semconv.GenAIResponseTimeToFirstChunk(d))
-	o.timeToFirstChunk.Record(trace.ContextWithSpan(run.ctx, c.span), d, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic,
+	o.timeToFirstChunk.Record(trace.ContextWithSpan(ctx, c.span), d, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic,
 		semconv.GenAIRequestModel(c.model))
 }
 
-func (o *Observer) endChat(run *runState, e toolrun.ResponseReceived) {
+func (o *Observer) endChat(ctx context.Context, run *runState, e toolrun.ResponseReceived) {
 	msg := e.Message
 	c := run.chat
 	if c == nil { // a response without a request: record it all the same
-		o.startChat(run, toolrun.RequestSent{Turn: e.Turn, Params: &anthropic.BetaMessageNewParams{Model: msg.Model}})
+		o.startChat(ctx, run, toolrun.RequestSent{Turn: e.Turn, Params: &anthropic.BetaMessageNewParams{Model: msg.Model}})
 		c = run.chat
 	}
 	run.chat = nil
@@ -251,35 +256,36 @@ func (o *Observer) endChat(run *runState, e toolrun.ResponseReceived) {
 	c.span.SetAttributes(usageAttrs(u)...)
 	c.span.End()
 
-	ctx := trace.ContextWithSpan(run.ctx, c.span)
+	ctx = trace.ContextWithSpan(ctx, c.span)
 	model := []attribute.KeyValue{semconv.GenAIRequestModel(c.model), semconv.GenAIResponseModel(string(msg.Model))}
 	o.tokenUsage.Record(ctx, inputTokens(u), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeInput, model...)
 	o.tokenUsage.Record(ctx, u.OutputTokens, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeOutput, model...)
 	o.opDuration.Record(ctx, e.Duration.Seconds(), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, model...)
 }
 
-// failChat ends the model request in flight, which the run's stop ended:
-// with err, or without a status if the run was cancelled.
-func (o *Observer) failChat(run *runState, res *toolrun.Result) {
+// failChat ends the model request in flight, which the run's stop cut
+// short: with the run's error, or without a status if the run was
+// cancelled. A cancelled request's duration is not recorded: it says
+// nothing of the model.
+func (o *Observer) failChat(ctx context.Context, run *runState, res *toolrun.Result) {
 	c := run.chat
 	run.chat = nil
-	ctx := trace.ContextWithSpan(run.ctx, c.span)
-	attrs := []attribute.KeyValue{semconv.GenAIRequestModel(c.model)}
-	if res.StopReason == toolrun.StopError && res.Err != nil {
-		err := res.Err
-		var te *toolrun.TurnError
-		if errors.As(err, &te) {
-			err = te.Err
-		}
-		et := semconv.ErrorTypeKey.String(requestErrorType(err))
-		setError(c.span, err, et)
-		attrs = append(attrs, et)
+	defer c.span.End()
+	if res.StopReason != toolrun.StopError || res.Err == nil {
+		return
 	}
-	c.span.End()
-	o.opDuration.Record(ctx, time.Since(c.start).Seconds(), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, attrs...)
+	err := res.Err
+	var te *toolrun.TurnError
+	if errors.As(err, &te) {
+		err = te.Err
+	}
+	et := semconv.ErrorTypeKey.String(requestErrorType(err))
+	setError(c.span, err, et)
+	o.opDuration.Record(trace.ContextWithSpan(ctx, c.span), time.Since(c.start).Seconds(),
+		genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, semconv.GenAIRequestModel(c.model), et)
 }
 
-func (o *Observer) startTool(run *runState, turn int, call toolrun.ToolCall) {
+func (o *Observer) startTool(ctx context.Context, run *runState, turn int, call toolrun.ToolCall) {
 	if t := run.tools[call.ID]; t != nil { // started twice: not sent by the runner
 		t.span.End()
 	}
@@ -293,16 +299,16 @@ func (o *Observer) startTool(run *runState, turn int, call toolrun.ToolCall) {
 	if d, ok := run.decided[call.ID]; ok {
 		attrs = append(attrs, decisionKey.String(d.Decision.Kind.String()), decidedByKey.String(d.By))
 	}
-	_, span := o.tracer.Start(run.ctx, string(genaiconv.OperationNameExecuteTool)+" "+call.Name,
+	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameExecuteTool)+" "+call.Name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	run.tools[call.ID] = &toolState{span: span, start: time.Now()}
+	run.tools[call.ID] = &toolState{span: span}
 }
 
-func (o *Observer) endTool(run *runState, e toolrun.ToolFinished) {
+func (o *Observer) endTool(ctx context.Context, run *runState, e toolrun.ToolFinished) {
 	res := e.Result
 	t := run.tools[res.Call.ID]
 	if t == nil { // answered without running: denied, skipped, invalid, not run
-		o.startTool(run, e.Turn, res.Call)
+		o.startTool(ctx, run, e.Turn, res.Call)
 		t = run.tools[res.Call.ID]
 	}
 	delete(run.tools, res.Call.ID)
@@ -321,15 +327,15 @@ func (o *Observer) endTool(run *runState, e toolrun.ToolFinished) {
 	}
 	t.span.End()
 	if res.Ran {
-		ctx := trace.ContextWithSpan(run.ctx, t.span)
+		ctx = trace.ContextWithSpan(ctx, t.span)
 		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(res.Call.Name))
 		o.toolDuration.Record(ctx, res.Duration.Seconds(), metric.WithAttributes(attrs...))
 	}
 }
 
-func (o *Observer) endRun(run *runState, res *toolrun.Result) {
+func (o *Observer) endRun(ctx context.Context, run *runState, res *toolrun.Result) {
 	if run.chat != nil {
-		o.failChat(run, res)
+		o.failChat(ctx, run, res)
 	}
 	// Calls still open were cut short by the stop (a cancelled run): they
 	// have no result to record.
@@ -343,12 +349,7 @@ func (o *Observer) endRun(run *runState, res *toolrun.Result) {
 		run.span.SetAttributes(pendingKey.Int(n))
 	}
 	if res.StopReason == toolrun.StopError && res.Err != nil {
-		err := res.Err
-		var te *toolrun.TurnError
-		if errors.As(err, &te) {
-			err = te.Err
-		}
-		setError(run.span, res.Err, semconv.ErrorTypeKey.String(runErrorType(res.Err, err)))
+		setError(run.span, res.Err, semconv.ErrorTypeKey.String(runErrorType(res.Err)))
 	}
 	run.span.End()
 }
@@ -426,16 +427,16 @@ func requestErrorType(err error) string {
 	return semconv.ErrorTypeOther.Value.AsString()
 }
 
-// runErrorType is the error.type of a run that stopped with err, whose
-// request's error, if a request failed, is cause.
-func runErrorType(err, cause error) string {
+// runErrorType is the error.type of a run that stopped with err: its
+// request's, if a request failed.
+func runErrorType(err error) string {
 	var he *toolrun.HookError
 	var te *toolrun.TurnError
 	switch {
 	case errors.As(err, &he):
 		return "hook"
 	case errors.As(err, &te):
-		return requestErrorType(cause)
+		return requestErrorType(te.Err)
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }

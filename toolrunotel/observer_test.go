@@ -116,9 +116,7 @@ func TestSpans(t *testing.T) {
 		opts    toolrun.Options
 		// drive runs the runner; nil means one Run that must succeed.
 		drive func(t *testing.T, ctx context.Context, r *toolrun.Runner)
-		// retries are the client's retries of a failed request.
-		retries int
-		want    []span
+		want  []span
 	}{
 		{
 			name:    "a tool that succeeds and one that fails",
@@ -172,7 +170,7 @@ func TestSpans(t *testing.T) {
 			},
 			want: []span{
 				{Name: chat, Parent: run, Kind: "client",
-					Status: `Error: POST "$URL/v1/messages": 500 Internal Server Error {"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_toolruntest_1"}`,
+					Status: "Error: $REQUEST_ERR",
 					Attrs: map[string]any{
 						"gen_ai.operation.name":     "chat",
 						"gen_ai.provider.name":      "anthropic",
@@ -181,11 +179,11 @@ func TestSpans(t *testing.T) {
 						"toolrun.turn":              int64(1),
 						"error.type":                "api_error",
 					},
-					Events: []string{`exception: POST "$URL/v1/messages": 500 Internal Server Error {"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_toolruntest_1"}`}},
+					Events: []string{"exception: $REQUEST_ERR"}},
 				{Name: run, Parent: "caller", Kind: "internal",
-					Status: `Error: toolrun: turn 1: model request failed: POST "$URL/v1/messages": 500 Internal Server Error {"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_toolruntest_1"}`,
+					Status: "Error: $RUN_ERR",
 					Attrs:  runAttrs(toolrun.StopError, 0, 0, 0, 0, map[string]any{"error.type": "api_error"}),
-					Events: []string{`exception: toolrun: turn 1: model request failed: POST "$URL/v1/messages": 500 Internal Server Error {"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_toolruntest_1"}`}},
+					Events: []string{"exception: $RUN_ERR"}},
 			},
 		},
 		{
@@ -236,7 +234,7 @@ func TestSpans(t *testing.T) {
 						m["gen_ai.response.time_to_first_chunk"] = positive
 						return m
 					}(),
-					Events: []string{"toolrun.stream_retried: toolrun: streamed response failed on attempt 1 after 4 events: received error while streaming: Overloaded"}},
+					Events: []string{"toolrun.stream_retried: $STREAM_ERR"}},
 				{Name: run, Parent: "caller", Kind: "internal", Attrs: runAttrs(toolrun.StopEndTurn, 10, 5, 0, 0, nil)},
 			},
 		},
@@ -249,8 +247,26 @@ func TestSpans(t *testing.T) {
 			opts := tt.opts
 			opts.Logger = discard()
 			opts.MaxParallelTools = 1 // spans end in call order
-			opts.OnEvent = obs.Observe
-			r := toolrun.New(s.Client(option.WithMaxRetries(tt.retries)), userParams("Weather?"), tt.tools, &opts)
+			// The errors' texts, from the client, stand in the wants as
+			// $RUN_ERR (the run's), $REQUEST_ERR (a request's) and
+			// $STREAM_ERR (a failed stream's).
+			var replace []string
+			opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
+				switch e := e.(type) {
+				case toolrun.RunStopped:
+					if err := e.Result.Err; err != nil {
+						replace = append(replace, err.Error(), "$RUN_ERR")
+						var te *toolrun.TurnError
+						if errors.As(err, &te) {
+							replace = append(replace, te.Err.Error(), "$REQUEST_ERR")
+						}
+					}
+				case toolrun.StreamRetried:
+					replace = append(replace, e.Err.Error(), "$STREAM_ERR")
+				}
+				obs.Observe(ctx, e)
+			}
+			r := toolrun.New(s.Client(option.WithMaxRetries(0)), userParams("Weather?"), tt.tools, &opts)
 
 			ctx, caller := rec.tp.Tracer("test").Start(t.Context(), "caller")
 			if tt.drive != nil {
@@ -260,7 +276,7 @@ func TestSpans(t *testing.T) {
 			}
 			caller.End()
 
-			got := rec.ended(t, toolrunotel.ScopeName, s.URL)
+			got := rec.ended(t, toolrunotel.ScopeName, replace...)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("spans (-want +got):\n%s", diff)
 			}
@@ -269,25 +285,60 @@ func TestSpans(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	rec := newRecorder(t)
-	s := newServer(t, twoTools...)
-	obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp})
-	r := toolrun.New(s.Client(), userParams("Weather?"), []toolrun.Tool{weatherTool(), lookupTool()},
-		&toolrun.Options{Logger: discard(), OnEvent: obs.Observe})
-	if _, err := r.Run(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	const model = "gen_ai.operation.name=chat gen_ai.provider.name=anthropic gen_ai.request.model=claude-test gen_ai.response.model=claude-test"
-	want := []point{
-		{Metric: "gen_ai.client.operation.duration", Attrs: model, Count: 2},
-		// Input tokens count the cache's: (100+30+5) + 50.
-		{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=input", Count: 2, Sum: 185},
-		{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=output", Count: 2, Sum: 30},
-		{Metric: toolrunotel.ToolDurationName, Attrs: "error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=lookup", Count: 1},
-		{Metric: toolrunotel.ToolDurationName, Attrs: "gen_ai.operation.name=execute_tool gen_ai.tool.name=get_weather", Count: 1},
+	tests := []struct {
+		name    string
+		replies []toolruntest.Reply
+		tools   []toolrun.Tool
+		opts    toolrun.Options
+		want    []point
+	}{
+		{
+			name:    "a tool that succeeds and one that fails",
+			replies: twoTools,
+			tools:   []toolrun.Tool{weatherTool(), lookupTool()},
+			want: []point{
+				{Metric: "gen_ai.client.operation.duration", Attrs: model, Count: 2},
+				// Input tokens count the cache's: (100+30+5) + 50.
+				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=input", Count: 2, Sum: 185},
+				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=output", Count: 2, Sum: 30},
+				{Metric: toolrunotel.ToolDurationName, Attrs: "error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=lookup", Count: 1},
+				{Metric: toolrunotel.ToolDurationName, Attrs: "gen_ai.operation.name=execute_tool gen_ai.tool.name=get_weather", Count: 1},
+			},
+		},
+		{
+			name:    "a streamed response",
+			replies: []toolruntest.Reply{{Content: []toolruntest.Block{toolruntest.Text("Sunny.")}, Usage: usage(10, 5, 0, 0)}},
+			opts:    toolrun.Options{Stream: true},
+			want: []point{
+				{Metric: "gen_ai.client.operation.duration", Attrs: model, Count: 1},
+				{Metric: "gen_ai.client.operation.time_to_first_chunk", Attrs: "gen_ai.operation.name=chat gen_ai.provider.name=anthropic gen_ai.request.model=claude-test", Count: 1},
+				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=input", Count: 1, Sum: 10},
+				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=output", Count: 1, Sum: 5},
+			},
+		},
+		{
+			name:    "a request that fails",
+			replies: []toolruntest.Reply{toolruntest.ServerError()},
+			want: []point{
+				{Metric: "gen_ai.client.operation.duration", Attrs: "error.type=api_error gen_ai.operation.name=chat gen_ai.provider.name=anthropic gen_ai.request.model=claude-test", Count: 1},
+			},
+		},
 	}
-	if diff := cmp.Diff(want, rec.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := newRecorder(t)
+			s := newServer(t, tt.replies...)
+			obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp})
+			opts := tt.opts
+			opts.Logger = discard()
+			opts.OnEvent = obs.Observe
+			r := toolrun.New(s.Client(option.WithMaxRetries(0)), userParams("Weather?"), tt.tools, &opts)
+			_, _ = r.Run(t.Context()) // failures are among the cases
+			if diff := cmp.Diff(tt.want, rec.points(t)); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -309,7 +360,7 @@ func TestGlobalProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, sp := range rec.ended(t, toolrunotel.ScopeName, s.URL) {
+	for _, sp := range rec.ended(t, toolrunotel.ScopeName) {
 		names = append(names, sp.Name+" < "+sp.Parent)
 	}
 	if diff := cmp.Diff([]string{"chat claude-test < invoke_agent", "invoke_agent < "}, names); diff != "" {
@@ -321,5 +372,49 @@ func TestGlobalProviders(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"gen_ai.client.operation.duration", "gen_ai.client.token.usage", "gen_ai.client.token.usage"}, metrics); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// TestCancelledRun checks that a run cancelled while a tool runs ends the
+// tool's span with the run's, and that neither has an error status.
+func TestCancelledRun(t *testing.T) {
+	rec := newRecorder(t)
+	s := newServer(t, toolruntest.Reply{ID: "msg_1", Content: []toolruntest.Block{toolruntest.ToolUse("t1", "block", nil)}, Usage: usage(10, 5, 0, 0)})
+	ctx, cancel := context.WithCancel(t.Context())
+	block := toolrun.NewTool("block", "", func(ctx context.Context, in struct{}) (string, error) {
+		cancel()
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp})
+	r := toolrun.New(s.Client(), userParams("Go"), []toolrun.Tool{block}, &toolrun.Options{Logger: discard(), OnEvent: obs.Observe})
+	if _, err := r.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	want := []span{
+		{Name: "chat claude-test", Parent: "invoke_agent", Kind: "client", Attrs: chatAttrs(1, "msg_1", "tool_use", 10, 5, 0, 0)},
+		{Name: "execute_tool block", Parent: "invoke_agent", Kind: "internal", Attrs: map[string]any{
+			"gen_ai.operation.name": "execute_tool",
+			"gen_ai.tool.name":      "block",
+			"gen_ai.tool.call.id":   "t1",
+			"gen_ai.tool.type":      "function",
+			"toolrun.turn":          int64(1),
+			"toolrun.decision":      "allow",
+			"toolrun.decided_by":    "default",
+		}},
+		{Name: "invoke_agent", Kind: "internal", Attrs: func() map[string]any {
+			m := runAttrs(toolrun.StopCanceled, 10, 5, 0, 0, nil)
+			delete(m, "gen_ai.agent.name")
+			return m
+		}()},
+	}
+	if diff := cmp.Diff(want, rec.ended(t, toolrunotel.ScopeName)); diff != "" {
+		t.Errorf("spans (-want +got):\n%s", diff)
+	}
+	// The tool did not finish: its duration is not recorded.
+	for _, p := range rec.points(t) {
+		if p.Metric == toolrunotel.ToolDurationName {
+			t.Errorf("tool duration recorded for a call that did not finish: %+v", p)
+		}
 	}
 }
