@@ -164,3 +164,40 @@ func (r *Runner) save(ctx context.Context) error {
 	}
 	return nil
 }
+
+// journalStart marks call as started and saves the state before the tool
+// runs, so that after a crash the call is known to have started. A call not
+// in the pending turn (started early, while its response streams in) cannot
+// be journaled; that is allowed for idempotent tools only.
+func (r *Runner) journalStart(ctx context.Context, call ToolCall, e *toolEntry) error {
+	found := false
+	r.stateMu.Lock()
+	if r.pending != nil {
+		for _, c := range r.pending.calls {
+			if c.call.ID == call.ID {
+				c.started, found = true, true
+				break
+			}
+		}
+	}
+	r.stateMu.Unlock()
+	if r.opts.Store == nil {
+		return nil
+	}
+	if !found {
+		if e.config.Idempotent {
+			return nil
+		}
+		return fmt.Errorf("toolrun: call %q of tool %q cannot be journaled before it starts", call.ID, call.Name)
+	}
+	return r.save(ctx)
+}
+
+// takeSaveErr returns, and forgets, the first failed save.
+func (r *Runner) takeSaveErr() error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	err := r.saveErr
+	r.saveErr = nil
+	return err
+}

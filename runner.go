@@ -516,6 +516,9 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 		}
 	}
 	r.edited = false
+	if err := r.takeSaveErr(); err != nil {
+		return nil, r.fail(ctx, err, "")
+	}
 	if r.maxTurns != Unlimited && r.turns >= r.maxTurns {
 		r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", r.maxTurns)})
 		return nil, nil
@@ -545,6 +548,9 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	r.usage.add(usageOf(msg))
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start)})
 	hookErr := r.setPending(ctx, newPendingTurn(n, msg))
+	if err := r.save(ctx); err != nil {
+		return nil, r.fail(ctx, err, "")
+	}
 	if !r.opts.Stream { // a streamed response sent them as its blocks arrived
 		for _, c := range r.pending.calls {
 			r.emit(ctx, ToolCallReady{Turn: n, Call: c.call})
@@ -601,6 +607,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.turns, Result: res})
+	r.save(ctx)
 }
 
 // emit hands e to the logger and OnEvent, one event at a time.

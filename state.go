@@ -68,6 +68,10 @@ type CallState struct {
 	Decided   bool      `json:"decided,omitempty"`
 	// Deferred reports that the call awaits (or awaited) a person.
 	Deferred bool `json:"deferred,omitempty"`
+	// Started reports that the tool was called. A call started and not
+	// finished when the state was saved is run again on resume only if its
+	// tool is idempotent; otherwise it is answered with [ErrInterrupted].
+	Started bool `json:"started,omitempty"`
 	// Result is the call's answer once it has one: such a call never runs
 	// again.
 	Result *ResultState `json:"result,omitempty"`
@@ -109,8 +113,10 @@ func (r *Runner) State() *State {
 	}
 	if p := r.pending; p != nil {
 		ts := &TurnState{Turn: p.turn, Message: p.param, StopReason: p.stopReason}
+		r.stateMu.Lock()
+		defer r.stateMu.Unlock()
 		for _, c := range p.calls {
-			cs := CallState{Call: c.call, DecidedBy: c.decidedBy, Decided: c.decided, Deferred: c.deferred}
+			cs := CallState{Call: c.call, DecidedBy: c.decidedBy, Decided: c.decided, Deferred: c.deferred, Started: c.started}
 			if c.decidedBy != "" || c.decided {
 				d := c.decision
 				cs.Decision = &d
@@ -154,7 +160,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if ts := s.Pending; ts != nil {
 		p := &pendingTurn{turn: ts.Turn, param: ts.Message, stopReason: ts.StopReason}
 		for _, cs := range ts.Calls {
-			c := &callState{call: cs.Call, decidedBy: cs.DecidedBy, decided: cs.Decided, deferred: cs.Deferred}
+			c := &callState{call: cs.Call, decidedBy: cs.DecidedBy, decided: cs.Decided, deferred: cs.Deferred, started: cs.Started}
 			if cs.Decision != nil {
 				c.decision = *cs.Decision
 			}

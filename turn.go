@@ -31,7 +31,11 @@ type callState struct {
 	deferred  bool // awaiting a person's decision
 	decision  Decision
 	decidedBy string
-	result    *ToolResult // nil until the call is answered
+
+	// Guarded by Runner.stateMu once the calls run, as the tools' goroutines
+	// set them while a checkpoint may read them.
+	started bool        // the tool's Run was called (journaled before it is)
+	result  *ToolResult // nil until the call is answered
 }
 
 func newPendingTurn(n int, msg *anthropic.BetaMessage) *pendingTurn {
@@ -163,6 +167,7 @@ func (r *Runner) commit(ctx context.Context) {
 		u = usageOf(p.message)
 	}
 	r.emit(ctx, TurnFinished{Turn: p.turn, Message: p.message, Results: results, Usage: u})
+	r.save(ctx)
 }
 
 // sanitizeAssistant makes a response safe to send back: a tool_use whose
@@ -207,8 +212,11 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 	if h := r.opts.AfterTool; h != nil {
 		hookErr = h(ctx, res)
 	}
+	r.stateMu.Lock()
 	c.result = res
+	r.stateMu.Unlock()
 	r.emit(ctx, ToolFinished{Turn: r.pending.turn, Result: res})
+	r.save(ctx) // a failure stops the run at its next step
 	return hookErr
 }
 
@@ -233,6 +241,17 @@ func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
 		}
 		if c.deferred && !c.decided {
 			continue // deferred already (as its response streamed in, say): not asked again
+		}
+		if c.started {
+			// It started before a crash or a cancellation and never
+			// finished: only an idempotent tool may run it again.
+			if e, ok := r.tools[c.call.Name]; !ok || !e.config.Idempotent {
+				hookErrs = append(hookErrs, r.answer(ctx, c, &ToolResult{Call: c.call, Err: fmt.Errorf(
+					"%w: it started but did not finish (the run was stopped or its process died), and tool %q is not declared idempotent, so it was not run again; its effects, if any, are unknown",
+					ErrInterrupted, c.call.Name)}))
+				continue
+			}
+			c.started = false
 		}
 		e, input, res := r.decide(ctx, c)
 		switch {
@@ -399,6 +418,9 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input
 	if ctx.Err() != nil { // a call queued behind others does not start once the run is cancelled
 		return nil
 	}
+	if err := r.journalStart(ctx, call, e); err != nil {
+		return &ToolResult{Call: call, Err: fmt.Errorf("%w: %w", ErrNotRun, err)}
+	}
 	timeout := e.config.Timeout
 	if timeout == 0 {
 		timeout = r.opts.ToolTimeout
@@ -449,10 +471,14 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input
 		}
 		res.Err = &TimeoutError{Tool: call.Name, After: timeout}
 		// A tool that ignores its ctx goes on in the background; its late
-		// result is dropped, and logged so the operator knows.
+		// result is dropped, and logged so the operator knows. A tool that
+		// stopped because of its ctx returns the ctx's error: nothing to tell.
 		go func() {
 			o := <-done
-			r.log.WarnContext(context.WithoutCancel(ctx), "toolrun: tool returned after its timeout; result dropped",
+			if o.err != nil && callCtx.Err() != nil && errors.Is(o.err, callCtx.Err()) {
+				return
+			}
+			r.log.WarnContext(context.WithoutCancel(ctx), "toolrun: tool ignored its cancellation and returned after its timeout; result dropped",
 				"tool", call.Name, "tool_use_id", call.ID, "error", o.err)
 		}()
 	}

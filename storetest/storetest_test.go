@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/toolrun/toolrun"
@@ -25,10 +26,21 @@ func (forgetful) Load(ctx context.Context, id string) (*toolrun.State, error) {
 func (forgetful) Delete(ctx context.Context, id string) error { return nil }
 
 // mixed keeps one state for every id.
-type mixed struct{ s *toolrun.State }
+type mixed struct {
+	mu sync.Mutex // guards s
+	s  *toolrun.State
+}
 
-func (m *mixed) Save(ctx context.Context, id string, s *toolrun.State) error { m.s = s; return nil }
+func (m *mixed) Save(ctx context.Context, id string, s *toolrun.State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s = s
+	return nil
+}
+
 func (m *mixed) Load(ctx context.Context, id string) (*toolrun.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.s == nil {
 		return nil, errors.New("nothing")
 	}

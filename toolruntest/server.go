@@ -20,9 +20,10 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 )
 
-// TestAPIKey is the API key that the clients of [Server.Client] send. It is
-// not a real key, so a test can look for it where it must never appear, such
-// as in logs or errors.
+// TestAPIKey is the API key that the clients of [Server.Client] send; the
+// SDK sends it in the Authorization header, as a bearer token. It is not a
+// real key, so a test can look for it where it must never appear, such as in
+// logs or errors.
 const TestAPIKey = "sk-ant-toolruntest-0000"
 
 // ErrScriptEnded is recorded in [Server.Errors] for each request that a
@@ -45,7 +46,7 @@ type Request struct {
 	Attempt int
 	// Status is the HTTP status the server answered with: 200 for a message,
 	// even one that a fault cut short. It is 0 while the server has not yet
-	// decided.
+	// decided, and stays 0 if the client went away before it answered.
 	Status int
 }
 
@@ -89,9 +90,7 @@ type Server struct {
 //
 // The caller should call Close when finished, to shut it down.
 func NewServer(replies ...Reply) *Server {
-	s := newServer()
-	s.script = slices.Clone(replies)
-	return s
+	return newServer(slices.Clone(replies), nil)
 }
 
 // NewServerFunc starts a server whose replies come from f, which is called
@@ -105,24 +104,32 @@ func NewServerFunc(f func(*Request) Reply) *Server {
 	if f == nil {
 		panic("toolruntest: NewServerFunc with nil func")
 	}
-	s := newServer()
-	s.respond = f
-	return s
+	return newServer(nil, f)
 }
 
-func newServer() *Server {
+// newServer starts a server with its script or responder set before it
+// serves its first request.
+func newServer(script []Reply, respond func(*Request) Reply) *Server {
 	s := &Server{
+		script:  script,
+		respond: respond,
 		closing: make(chan struct{}),
 		seed:    maphash.MakeSeed(),
 		bodies:  make(map[uint64][]seenBody),
 	}
 	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.ts.URL
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if ok {
+		t = t.Clone()
+	} else {
+		t = new(http.Transport) // DefaultTransport has been wrapped, by a tracer say
+	}
 	t.Proxy = nil
 	// Concurrent runs each hold a connection; keeping them idle instead of
 	// closing all but two spares the loopback a storm of fresh dials.
-	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 0 // no limit
+	t.MaxIdleConnsPerHost = 1024
 	s.client = &http.Client{Transport: t}
 	return s
 }
@@ -153,15 +160,22 @@ func (s *Server) Client(opts ...option.RequestOption) anthropic.Client {
 // Requests returns every POST /v1/messages the server has received, in the
 // order they arrived, including those it rejected or answered with a fault.
 // Each call returns new copies of the Requests, which the caller may keep;
-// their Header, Body and Params share memory with the server's record and
-// must not be modified.
+// their Header and Body share memory with the server's record and must not be
+// modified.
+//
+// The server keeps only the headers and the raw body of each request, so that
+// thousands of recorded requests cost the garbage collector little; Requests
+// decodes Params afresh on each call.
 func (s *Server) Requests() []*Request {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]*Request, len(s.requests))
 	for i, r := range s.requests {
 		c := *r
 		out[i] = &c
+	}
+	s.mu.Unlock()
+	for _, r := range out {
+		r.Params, _ = decodeParams(r.Body, false)
 	}
 	return out
 }
@@ -238,7 +252,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if invalidErr == nil {
 		invalidErr = checkConversation(p)
 	}
-	req := &Request{Header: r.Header.Clone(), Body: body, Params: p, Stream: p.Stream}
+	// The record leaves out Params, which Requests decodes again when asked.
+	req := &Request{Header: r.Header.Clone(), Body: body, Stream: p.Stream}
 
 	var (
 		reply    Reply
@@ -276,7 +291,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	case !scripted:
 		var panicked error
-		reply, panicked = s.call(req)
+		reply, panicked = s.call(req, p)
 		if panicked != nil {
 			s.recordError(fmt.Errorf("toolruntest: request %d: %w", n, panicked))
 			s.setStatus(req, http.StatusInternalServerError)
@@ -333,14 +348,16 @@ func (s *Server) attempt(body []byte) int {
 	return 1
 }
 
-// call calls the responder with a copy of req, turning a panic into an error.
-func (s *Server) call(req *Request) (reply Reply, err error) {
+// call calls the responder with a copy of req that holds p, turning a panic
+// into an error.
+func (s *Server) call(req *Request, p Params) (reply Reply, err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("responder panicked: %v\n%s", p, debug.Stack())
+		if v := recover(); v != nil {
+			err = fmt.Errorf("responder panicked: %v\n%s", v, debug.Stack())
 		}
 	}()
 	c := *req
+	c.Params = p
 	return s.respond(&c), nil
 }
 
@@ -394,8 +411,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, f Fau
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Request-Id", requestID)
 	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil {
-		return
+	if f.EventDelay > 0 {
+		// Let the client see the response start before the first delay, as
+		// it would with a slow model; otherwise the first event carries the
+		// headers along.
+		if rc.Flush() != nil {
+			return
+		}
 	}
 
 	evs := m.events()

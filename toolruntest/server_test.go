@@ -997,3 +997,36 @@ func TestResultText(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkServer measures a round trip through the SDK client and the
+// server, with many runs in flight at once.
+func BenchmarkServer(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stream=%t", stream), func(b *testing.B) {
+			s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+				return toolruntest.Message(
+					toolruntest.Text("Checking."),
+					toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"}),
+				)
+			})
+			defer s.Close()
+			client := s.Client()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if stream {
+						st := client.Beta.Messages.NewStreaming(b.Context(), question("Weather in Paris?"))
+						for st.Next() {
+						}
+						if err := st.Err(); err != nil {
+							b.Error(err)
+						}
+						st.Close()
+					} else if _, err := client.Beta.Messages.New(b.Context(), question("Weather in Paris?")); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,274 @@
+package toolrun_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// The crash tests run the run in a child process (this test binary, re-run
+// with TOOLRUN_CRASH_CHILD set), kill it with SIGKILL at a chosen point, and
+// finish the run in a fresh child from the checkpoint store. The tools count
+// their executions in a file, per tool_use id, so the count survives the
+// kill.
+
+const crashRunID = "crash-run"
+
+// TestCrashChild is the child process; it does nothing in a normal run.
+func TestCrashChild(t *testing.T) {
+	if os.Getenv("TOOLRUN_CRASH_CHILD") == "" {
+		t.Skip("helper process for the crash tests")
+	}
+	dir := os.Getenv("TOOLRUN_CRASH_DIR")
+	blockOn := os.Getenv("TOOLRUN_CRASH_BLOCK") // the tool_use id whose first execution hangs
+	record := func(name, id string) {
+		f, err := os.OpenFile(filepath.Join(dir, "executions"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(f, "%s %s\n", name, id)
+		f.Close()
+	}
+	hang := func(id string) {
+		if id == blockOn {
+			// Tell the parent the call is under way, then wait to be killed.
+			os.WriteFile(filepath.Join(dir, "started-"+id), nil, 0o644)
+			select {}
+		}
+	}
+	type in struct {
+		ID string `json:"id"`
+	}
+	charge := toolrun.NewTool("charge", "Charge a card (not idempotent)", func(ctx context.Context, in in) (string, error) {
+		record("charge", in.ID)
+		hang(in.ID)
+		return "charged " + in.ID, nil
+	})
+	fetch := toolrun.NewTool("fetch", "Fetch a page (idempotent)", func(ctx context.Context, in in) (string, error) {
+		record("fetch", in.ID)
+		hang(in.ID)
+		return "fetched " + in.ID, nil
+	})
+	fetch.Idempotent = true
+	client := anthropic.NewClient(option.WithBaseURL(os.Getenv("TOOLRUN_CRASH_URL")),
+		option.WithAPIKey(toolruntest.TestAPIKey), option.WithMaxRetries(0))
+	r, err := toolrun.Open(context.Background(), client, userParams("go"), []toolrun.Tool{charge, fetch}, &toolrun.Options{
+		Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")},
+		RunID: crashRunID,
+	})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	res, err := r.Run(context.Background())
+	fmt.Printf("stop=%s err=%v\n", res.StopReason, err)
+	os.Exit(0)
+}
+
+// startChild runs TestCrashChild against the server at url.
+func startChild(t *testing.T, url, dir, blockOn string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), "TOOLRUN_CRASH_CHILD=1", "TOOLRUN_CRASH_URL="+url,
+		"TOOLRUN_CRASH_DIR="+dir, "TOOLRUN_CRASH_BLOCK="+blockOn)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// waitFor polls until cond holds; it fails the test after a generous bound
+// so a broken child cannot hang CI.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func executions(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "executions"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for line := range strings.Lines(string(data)) {
+		got[strings.TrimSpace(line)]++
+	}
+	return got
+}
+
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	tests := []struct {
+		name     string
+		replies  []toolruntest.Reply
+		blockOn  string // the call the first child hangs in; "" to kill it during a request
+		wantRuns map[string]int
+		// wantResult is the text of the result the model got for the
+		// interrupted call, in the last request.
+		wantResult string
+	}{
+		{
+			name: "killed mid-tool, not idempotent: never run twice",
+			replies: []toolruntest.Reply{
+				toolruntest.Message(toolruntest.ToolUse("c1", "charge", map[string]string{"id": "c1"}), toolruntest.ToolUse("f0", "fetch", map[string]string{"id": "f0"})),
+				toolruntest.Message(toolruntest.Text("done")),
+			},
+			blockOn:    "c1",
+			wantRuns:   map[string]int{"charge c1": 1, "fetch f0": 1},
+			wantResult: "interrupted",
+		},
+		{
+			name: "killed mid-tool, idempotent: run again",
+			replies: []toolruntest.Reply{
+				toolruntest.Message(toolruntest.ToolUse("f1", "fetch", map[string]string{"id": "f1"})),
+				toolruntest.Message(toolruntest.Text("done")),
+			},
+			blockOn:    "f1",
+			wantRuns:   map[string]int{"fetch f1": 2},
+			wantResult: "fetched f1",
+		},
+		{
+			name: "killed mid-request: finished calls are not run again",
+			replies: []toolruntest.Reply{
+				toolruntest.Message(toolruntest.ToolUse("c2", "charge", map[string]string{"id": "c2"})),
+				// The second request hangs until the child is killed.
+				{Content: []toolruntest.Block{toolruntest.Text("never sent")}, Fault: toolruntest.Fault{EventDelay: time.Hour}},
+				toolruntest.Message(toolruntest.Text("done")),
+			},
+			wantRuns:   map[string]int{"charge c2": 1},
+			wantResult: "charged c2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, tt.replies...)
+			dir := t.TempDir()
+			child, out := startChild(t, s.URL, dir, tt.blockOn)
+			if tt.blockOn != "" {
+				waitFor(t, "the call to start", func() bool {
+					_, err := os.Stat(filepath.Join(dir, "started-"+tt.blockOn))
+					return err == nil
+				})
+			} else {
+				waitFor(t, "the second request", func() bool { return len(s.Requests()) >= 2 })
+			}
+			child.Process.Signal(syscall.SIGKILL)
+			child.Wait()
+
+			child, out = startChild(t, s.URL, dir, "")
+			if err := child.Wait(); err != nil {
+				t.Fatalf("second child: %v\n%s", err, out)
+			}
+			if !strings.Contains(out.String(), "stop=end_turn err=<nil>") {
+				t.Fatalf("second child did not finish the run:\n%s", out)
+			}
+			if diff := cmp.Diff(tt.wantRuns, executions(t, dir)); diff != "" {
+				t.Errorf("executions per tool_use id (-want +got):\n%s", diff)
+			}
+			reqs := s.Requests()
+			last := reqs[len(reqs)-1]
+			var texts []string
+			for _, m := range last.Params.Messages {
+				for _, b := range m.Content {
+					if b.Type == "tool_result" {
+						texts = append(texts, b.ResultText())
+					}
+				}
+			}
+			if !strings.Contains(strings.Join(texts, "\n"), tt.wantResult) {
+				t.Errorf("results the model saw = %q, want one containing %q", texts, tt.wantResult)
+			}
+		})
+	}
+}
+
+// TestCheckpointSaveFailureStopsRun: a run whose journal cannot be written
+// stops before running anything it could not record.
+func TestCheckpointSaveFailureStopsRun(t *testing.T) {
+	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
+	var calls counter
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger: discard(),
+		Store:  &toolrun.FileStore{Dir: filepath.Join(blocker, "store")}, // cannot be created
+		RunID:  "r1",
+	}).Run(t.Context())
+	if err == nil || res.StopReason != toolrun.StopError || !strings.Contains(err.Error(), "saving the state") {
+		t.Fatalf("Run = %q, %v; want StopError about saving the state", res.StopReason, err)
+	}
+	if calls.get("get_weather") != 0 {
+		t.Error("a call ran although its start could not be journaled")
+	}
+}
+
+// TestOpenResumesOrStarts: Open starts a new run when nothing is saved and
+// resumes the saved one otherwise.
+func TestOpenResumesOrStarts(t *testing.T) {
+	s := newServer(t,
+		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
+		toolruntest.Message(toolruntest.Text("done")),
+	)
+	store := &toolrun.FileStore{Dir: t.TempDir()}
+	var writes counter
+	tools := func() []toolrun.Tool {
+		w := writeTool(&writes)
+		w.Policy = toolrun.RequireApproval("writes")
+		return []toolrun.Tool{w}
+	}
+	opts := &toolrun.Options{Logger: discard(), Store: store, RunID: "approval-1"}
+	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), tools(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval {
+		t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
+	}
+	// Another process, a day later.
+	r2, err := toolrun.Open(t.Context(), client(s), userParams("ignored: the saved run is resumed"), tools(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.Result(); got == nil || len(got.Pending) != 1 {
+		t.Fatalf("resumed Result = %+v, want one pending call", got)
+	}
+	if err := r2.Decide("w1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r2.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn || writes.get("/tmp/x") != 1 {
+		t.Fatalf("Run = %q, %v with %d writes; want end_turn with 1", res.StopReason, err, writes.get("/tmp/x"))
+	}
+	saved, err := store.Load(t.Context(), "approval-1")
+	if err != nil || saved.StopReason != toolrun.StopEndTurn {
+		t.Errorf("saved state = %+v, %v; want the finished run", saved, err)
+	}
+}

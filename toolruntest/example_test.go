@@ -1,0 +1,148 @@
+package toolruntest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+func ExampleNewServer() {
+	s := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"})),
+		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
+	)
+	defer s.Close()
+	client := s.Client()
+	ctx := context.Background()
+
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
+			Name:        "get_weather",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}},
+		}}},
+	}
+	msg, err := client.Messages.New(ctx, params)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	call := msg.Content[0]
+	fmt.Println(msg.StopReason, call.Name, string(call.Input))
+
+	params.Messages = append(params.Messages,
+		msg.ToParam(),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock(call.ID, "sunny", false)),
+	)
+	msg, err = client.Messages.New(ctx, params)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(msg.StopReason, msg.Content[0].Text)
+
+	last := s.Requests()[1].Params.Messages[2].Content[0]
+	fmt.Println(last.Type, last.ToolUseID, last.ResultText())
+	// Output:
+	// tool_use get_weather {"city":"Paris"}
+	// end_turn It is sunny in Paris.
+	// tool_result toolu_01 sunny
+}
+
+func ExampleNewServerFunc() {
+	s := toolruntest.NewServerFunc(func(r *toolruntest.Request) toolruntest.Reply {
+		last := r.Params.Messages[len(r.Params.Messages)-1]
+		return toolruntest.Message(toolruntest.Text(strings.ToUpper(last.Content[0].Text)))
+	})
+	defer s.Close()
+	client := s.Client()
+
+	for _, q := range []string{"hello", "shout"} {
+		msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
+			Model:     anthropic.ModelClaudeSonnet4_5,
+			MaxTokens: 1024,
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(q))},
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(msg.ID, msg.Content[0].Text)
+	}
+	// Output:
+	// msg_toolruntest_1 HELLO
+	// msg_toolruntest_2 SHOUT
+}
+
+func ExampleRateLimited() {
+	s := toolruntest.NewServer(
+		toolruntest.RateLimited(10*time.Millisecond),
+		toolruntest.Message(toolruntest.Text("Worth the wait.")),
+	)
+	defer s.Close()
+	client := s.Client()
+
+	msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(msg.Content[0].Text)
+	for _, r := range s.Requests() {
+		fmt.Println("attempt", r.Attempt, "status", r.Status)
+	}
+	// Output:
+	// Worth the wait.
+	// attempt 1 status 429
+	// attempt 2 status 200
+}
+
+func ExampleFault() {
+	s := toolruntest.NewServer(toolruntest.Reply{
+		Content: []toolruntest.Block{toolruntest.Text("Half a sentence and then")},
+		Fault:   toolruntest.Fault{StreamErrorAfter: 4},
+	})
+	defer s.Close()
+	client := s.Client()
+
+	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))},
+	})
+	defer stream.Close()
+	var msg anthropic.Message
+	for stream.Next() {
+		msg.Accumulate(stream.Current())
+	}
+	var apiErr *anthropic.Error
+	if errors.As(stream.Err(), &apiErr) {
+		fmt.Println(apiErr.Type(), apiErr.Message)
+	}
+	fmt.Printf("%q\n", msg.Content[0].Text)
+	// Output:
+	// overloaded_error Overloaded
+	// "Half a s"
+}
+
+func ExampleValidate() {
+	body := `{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[
+		{"role":"user","content":"Weather?"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}]},
+		{"role":"user","content":"Well?"}]}`
+	fmt.Println(toolruntest.Validate([]byte(body)))
+	// Output:
+	// messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01. Each `tool_use` block must have a corresponding `tool_result` block in the next message.
+}
