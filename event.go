@@ -175,4 +175,8 @@ type ToolResult struct {
 	Duration time.Duration
 	// Ran reports whether the tool's Run was called.
 	Ran bool
+	// Truncated reports that Content is longer than the tool's
+	// MaxResultBytes, so the model receives it cut short, with a note.
+	// Content itself stays whole, for hooks, events and transcripts.
+	Truncated bool
 }

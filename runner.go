@@ -125,6 +125,31 @@ type Options struct {
 	// RunID names the run in Store. It is required with Store.
 	RunID string
 
+	// Budget bounds the tokens, cost, time and tool calls of the run; see
+	// [Budget]. The zero value bounds nothing.
+	Budget Budget
+
+	// Prices prices models for Budget.CostUSD and [Result.CostUSD], by
+	// model name prefix; models it lacks are priced by [DefaultPrices].
+	Prices map[string]Price
+
+	// MaxResultBytes bounds the text of each tool result sent to the model,
+	// for tools that set no [ToolConfig.MaxResultBytes]: a longer result is
+	// truncated with a note telling the model so, while hooks, events and
+	// transcripts see it whole. Zero means [DefaultMaxResultBytes]; a
+	// negative value means no bound.
+	MaxResultBytes int
+
+	// NoCache turns off prompt caching. By default every request carries a
+	// top-level cache_control (automatic caching), so each turn reads the
+	// prefix the previous turn wrote instead of paying for the whole history
+	// again; params that set CacheControl themselves are sent as they are.
+	NoCache bool
+
+	// CacheTTL is the cache's time to live: "5m" (the default) or "1h",
+	// worth it when turns are more than five minutes apart (approvals).
+	CacheTTL anthropic.BetaCacheControlEphemeralTTL
+
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as
 	// [TextDelta], [ThinkingDelta] and [ToolInputDelta], and each tool call
@@ -138,10 +163,12 @@ type Options struct {
 	// block has arrived whole, while the rest of the response streams in;
 	// the results are still sent in block order. Early start takes the
 	// calls up to the first call of an [ToolConfig.Exclusive] tool; calls
-	// from there on, calls deferred to a person and the calls of the last
-	// turn [Options.MaxTurns] allows wait for the end of the response as
-	// usual. Calls denied or skipped are decided early and answered when
-	// the response is whole.
+	// from there on, calls deferred to a person, the calls of the last turn
+	// [Options.MaxTurns] allows, all calls when Budget.ToolCalls is set, and,
+	// with Store, calls of tools not [ToolConfig.Idempotent] (they cannot be
+	// journaled before the response is whole) wait for the end of the
+	// response as usual. Calls denied or skipped are decided early and
+	// answered when the response is whole.
 	//
 	// If the response then fails mid-stream, the calls it started are
 	// cancelled and waited for; each cancelled call is reported by a
@@ -179,6 +206,9 @@ const (
 	StopAwaitingApproval StopReason = "awaiting_approval"
 	// StopHook: a hook returned [StopRun]; see Result.Detail.
 	StopHook StopReason = "hook"
+	// StopBudget: the next step could pass a bound of Options.Budget; see
+	// Result.Budget and Result.Detail.
+	StopBudget StopReason = "budget"
 	// StopCanceled: the context was cancelled.
 	StopCanceled StopReason = "canceled"
 	// StopError: a request or a hook failed; see Result.Err.
@@ -226,6 +256,13 @@ type Result struct {
 	Pending []PendingCall
 	// Usage adds up every response of the run.
 	Usage Usage
+	// CostUSD is what the responses cost, priced by Options.Prices or
+	// DefaultPrices.
+	CostUSD float64
+	// Budget names the bound of Options.Budget that stopped the run, for
+	// StopBudget: "input_tokens", "output_tokens", "cost_usd", "wall_time"
+	// or "tool_calls".
+	Budget string
 	// Turns counts the model requests that got a response.
 	Turns int
 	// ToolCalls counts the calls answered, run or not; ToolFailures those
@@ -304,6 +341,11 @@ type Runner struct {
 	last         *anthropic.BetaMessage
 
 	stopped *Result // set while the run is stopped
+
+	started       time.Time // the first step in this process, for Budget.WallTime
+	cost          float64   // in US dollars
+	lastInput     int64     // the input tokens of the last request, all kinds
+	lastInputMsgs int       // the messages the last request sent
 
 	stateMu sync.Mutex // guards the started and result fields of the pending turn's calls
 
@@ -504,6 +546,9 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 		}
 	}
 	r.stopped = nil
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, r.fail(ctx, err, "")
 	}
@@ -532,10 +577,18 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	r.emit(ctx, TurnStarted{Turn: n})
 	params := r.params
 	params.Messages = slices.Clone(r.params.Messages)
+	if !r.opts.NoCache && params.CacheControl == (anthropic.BetaCacheControlEphemeralParam{}) {
+		params.CacheControl = anthropic.NewBetaCacheControlEphemeralParam()
+		params.CacheControl.TTL = r.opts.CacheTTL
+	}
 	if h := r.opts.BeforeRequest; h != nil {
 		if err := h(ctx, n, &params); err != nil {
 			return nil, r.hookFailed(ctx, "BeforeRequest", err)
 		}
+	}
+	if res := r.checkBudget(&params); res != nil {
+		r.stop(ctx, res)
+		return nil, nil
 	}
 	start := time.Now()
 	r.emit(ctx, RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream})
@@ -546,6 +599,10 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	r.turns = n
 	r.last = msg
 	r.usage.add(usageOf(msg))
+	price, _ := priceOf(r.opts.Prices, string(msg.Model))
+	r.cost += costOf(price, msg)
+	r.lastInput = msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens
+	r.lastInputMsgs = len(params.Messages)
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start)})
 	hookErr := r.setPending(ctx, newPendingTurn(n, msg))
 	if err := r.save(ctx); err != nil {
@@ -597,6 +654,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	res.Message = r.last
 	res.Messages = slices.Clone(r.params.Messages)
 	res.Usage = r.usage
+	res.CostUSD = r.cost
 	res.Turns = r.turns
 	res.ToolCalls = r.toolCalls
 	res.ToolFailures = r.toolFailures

@@ -44,6 +44,8 @@ type State struct {
 	// ToolFailures counts the calls answered with is_error.
 	ToolFailures int   `json:"tool_failures"`
 	Usage        Usage `json:"usage"`
+	// CostUSD is what the run's responses cost so far.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 	// StopReason and Detail are how the run stopped, if it had.
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
@@ -99,6 +101,7 @@ func (r *Runner) State() *State {
 		ToolCalls:    r.toolCalls,
 		ToolFailures: r.toolFailures,
 		Usage:        r.usage,
+		CostUSD:      r.cost,
 	}
 	s.Params.Messages = slices.Clone(r.params.Messages)
 	s.Params.Tools = slices.Clone(r.baseTools)
@@ -111,7 +114,7 @@ func (r *Runner) State() *State {
 	if r.stopped != nil {
 		s.StopReason, s.Detail = r.stopped.StopReason, r.stopped.Detail
 	}
-	if p := r.pending; p != nil {
+	if p := r.pending; p != nil && !p.streaming {
 		ts := &TurnState{Turn: p.turn, Message: p.param, StopReason: p.stopReason}
 		r.stateMu.Lock()
 		defer r.stateMu.Unlock()
@@ -153,7 +156,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s.MaxTurns != 0 {
 		r.maxTurns = s.MaxTurns
 	}
-	r.turns, r.toolCalls, r.toolFailures, r.usage = s.Turns, s.ToolCalls, s.ToolFailures, s.Usage
+	r.turns, r.toolCalls, r.toolFailures, r.usage, r.cost = s.Turns, s.ToolCalls, s.ToolFailures, s.Usage, s.CostUSD
 	for _, name := range s.AlwaysAllow {
 		r.always[name] = true
 	}

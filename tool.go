@@ -90,6 +90,11 @@ type ToolConfig struct {
 	// Policy, if non-nil, decides each call of the tool before it runs, after
 	// Options.Decide has allowed it. See [Policy] and [Decision].
 	Policy Policy
+
+	// MaxResultBytes bounds the text of the tool's results sent to the
+	// model; see [Options.MaxResultBytes]. Zero means the runner's bound; a
+	// negative value means no bound.
+	MaxResultBytes int
 }
 
 // Configurable is implemented by tools that carry a [ToolConfig]. The runner

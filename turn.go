@@ -22,6 +22,7 @@ type pendingTurn struct {
 	param      anthropic.BetaMessageParam
 	stopReason anthropic.BetaStopReason
 	calls      []*callState
+	streaming  bool // a response still streaming in, whose calls may start early: not part of the State
 }
 
 // callState is the progress of one call of a pending turn.
@@ -109,6 +110,10 @@ func (r *Runner) finishTurn(ctx context.Context) (bool, error) {
 			r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %d tool calls of turn %d not run", r.maxTurns, len(p.calls), p.turn)})
 			return true, nil
 		}
+		if b := r.opts.Budget.ToolCalls; b > 0 && !p.started() && r.toolCalls+len(p.calls) > b {
+			r.stop(ctx, budgetStop("tool_calls", fmt.Sprintf("tool-call budget of %d would be exceeded: %d answered, turn %d asks for %d more; they are left pending", b, r.toolCalls, p.turn, len(p.calls))))
+			return true, nil
+		}
 		if err := r.answerCalls(ctx, p); err != nil {
 			return true, err
 		}
@@ -154,7 +159,7 @@ func (r *Runner) commit(ctx context.Context) {
 		blocks := make([]anthropic.BetaContentBlockParamUnion, len(p.calls))
 		for i, c := range p.calls {
 			results = append(results, c.result)
-			blocks[i] = resultBlock(c.result)
+			blocks[i] = r.resultBlock(c.result)
 			r.toolCalls++
 			if c.result.IsError {
 				r.toolFailures++
@@ -191,8 +196,9 @@ func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam 
 	return m
 }
 
-func resultBlock(res *ToolResult) anthropic.BetaContentBlockParamUnion {
-	b := anthropic.BetaToolResultBlockParam{ToolUseID: res.Call.ID, Content: res.Content}
+func (r *Runner) resultBlock(res *ToolResult) anthropic.BetaContentBlockParamUnion {
+	content, _ := truncateContent(res.Content, r.resultLimit(r.tools[res.Call.Name]))
+	b := anthropic.BetaToolResultBlockParam{ToolUseID: res.Call.ID, Content: content}
 	if res.IsError {
 		b.IsError = anthropic.Bool(true)
 	}
@@ -211,6 +217,11 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 	var hookErr error
 	if h := r.opts.AfterTool; h != nil {
 		hookErr = h(ctx, res)
+	}
+	if _, cut := truncateContent(res.Content, r.resultLimit(r.tools[c.call.Name])); cut {
+		res.Truncated = true
+		r.log.WarnContext(ctx, "toolrun: tool result truncated for the model", "tool", c.call.Name,
+			"tool_use_id", c.call.ID, "turn", r.pending.turn, "limit", r.resultLimit(r.tools[c.call.Name]))
 	}
 	r.stateMu.Lock()
 	c.result = res
