@@ -150,6 +150,10 @@ type Options struct {
 	// worth it when turns are more than five minutes apart (approvals).
 	CacheTTL anthropic.BetaCacheControlEphemeralTTL
 
+	// Compaction compacts a long run's history; see [Compaction]. The zero
+	// value never compacts on its own.
+	Compaction Compaction
+
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as
 	// [TextDelta], [ThinkingDelta] and [ToolInputDelta], and each tool call
@@ -346,6 +350,7 @@ type Runner struct {
 	cost          float64   // in US dollars
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
+	compactAsked  bool      // CompactBeforeNextTurn was called
 
 	stateMu sync.Mutex // guards the started and result fields of the pending turn's calls
 
@@ -567,6 +572,11 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 	if r.maxTurns != Unlimited && r.turns >= r.maxTurns {
 		r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", r.maxTurns)})
 		return nil, nil
+	}
+	if due, tokens := r.compactDue(); due {
+		if err := r.compact(ctx, tokens); err != nil {
+			return nil, r.fail(ctx, err, "")
+		}
 	}
 	return r.request(ctx)
 }

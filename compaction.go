@@ -1,0 +1,171 @@
+package toolrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// Compaction configures how a long run's history is compacted. The zero
+// value never compacts automatically; [Runner.CompactBeforeNextTurn] still
+// works.
+//
+// A compaction happens between turns, after a turn's tool results are in
+// the history and before the next request, so it never separates a tool_use
+// from its tool_result, always includes the latest turn, and keeps the
+// model's last message in what it summarises. It is not counted as a turn.
+// After a compaction the next one is due only once a later response reports
+// its own input size, so a run never compacts twice in a row.
+type Compaction struct {
+	// Threshold, if positive, compacts when the last response's input (all
+	// input tokens: uncached, cache writes and reads) reached it.
+	Threshold int64
+
+	// Instructions, if set, tell the summariser what to keep.
+	Instructions string
+
+	// ClientSide summarises with an ordinary request and replaces the
+	// history with the summary as a user message, for platforms without the
+	// compaction beta. By default the API compacts (the compact-2026-09-04
+	// beta, which the runner adds to the request's betas), as the official
+	// runner's CompactBeforeNextTurn does, and the history becomes the
+	// compaction block the API returns.
+	ClientSide bool
+}
+
+// Compacted is sent after the history was compacted.
+type Compacted struct {
+	Turn int
+	// Before and After count the history's messages.
+	Before, After int
+	// InputTokens is the last response's input size that made it due, or 0
+	// for a compaction asked for with CompactBeforeNextTurn.
+	InputTokens int64
+	ClientSide  bool
+	Summary     string
+	Usage       Usage // what the compaction request cost
+}
+
+// EventTurn returns the turn.
+func (e Compacted) EventTurn() int { return e.Turn }
+
+// CompactBeforeNextTurn asks for the history to be compacted once the
+// current turn has finished, before the next request, with the settings of
+// Options.Compaction (automatic or not).
+func (r *Runner) CompactBeforeNextTurn() { r.compactAsked = true }
+
+// compactDue reports whether the history should be compacted now, and why.
+func (r *Runner) compactDue() (bool, int64) {
+	msgs := r.params.Messages
+	if len(msgs) == 0 || msgs[len(msgs)-1].OfAssistant != nil {
+		// Nothing yet, or a paused turn that must be resumed first.
+		return false, 0
+	}
+	if r.compactAsked {
+		return true, 0
+	}
+	if t := r.opts.Compaction.Threshold; t > 0 && r.lastInput >= t {
+		return true, r.lastInput
+	}
+	return false, 0
+}
+
+// compact replaces the history with a summary of it.
+func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
+	r.compactAsked = false
+	c := r.opts.Compaction
+	before := len(r.params.Messages)
+	var (
+		msg     *anthropic.BetaMessage
+		summary string
+		history []anthropic.BetaMessageParam
+		err     error
+	)
+	if c.ClientSide {
+		msg, summary, err = r.summarise(ctx)
+		if err == nil {
+			history = []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
+				"This conversation was compacted. A summary of everything until now:\n\n" + summary +
+					"\n\nContinue the task from where it stands."))}
+		}
+	} else {
+		msg, err = r.client.Beta.Messages.New(ctx, r.compactionParams())
+		if err == nil {
+			for _, b := range msg.Content {
+				if b.Type == "compaction" && b.Content.OfString != "" {
+					summary = b.Content.OfString
+				}
+			}
+			if summary != "" {
+				// The compaction block goes back first, in place of the
+				// messages it summarises.
+				history = []anthropic.BetaMessageParam{msg.ToParam()}
+			}
+		}
+	}
+	if err != nil {
+		return &TurnError{Turn: r.turns, Err: fmt.Errorf("compacting the history: %w", err)}
+	}
+	u := usageOf(msg)
+	r.usage.add(u)
+	price, _ := priceOf(r.opts.Prices, string(msg.Model))
+	r.cost += costOf(price, msg)
+	if history == nil {
+		r.log.WarnContext(ctx, "toolrun: compaction returned no summary; the history was kept", "turn", r.turns)
+		return nil
+	}
+	r.params.Messages = history
+	r.lastInput, r.lastInputMsgs = 0, 0
+	r.emit(ctx, Compacted{Turn: r.turns, Before: before, After: len(history), InputTokens: inputTokens,
+		ClientSide: c.ClientSide, Summary: summary, Usage: u})
+	return r.save(ctx)
+}
+
+// compactionParams is the server-side compaction request: the history with
+// the compaction param, without the params the API refuses alongside it.
+func (r *Runner) compactionParams() anthropic.BetaMessageNewParams {
+	p := r.params
+	p.Messages = slices.Clone(r.params.Messages)
+	p.Compaction = anthropic.BetaCompactionConfigUnionParam{OfSummarize: &anthropic.BetaSummarizeCompactionParam{}}
+	if r.opts.Compaction.Instructions != "" {
+		p.Compaction.OfSummarize.Instructions = anthropic.String(r.opts.Compaction.Instructions)
+	}
+	if !slices.Contains(p.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
+		p.Betas = append(slices.Clone(p.Betas), anthropic.AnthropicBetaCompact2026_09_04)
+	}
+	p.ContextManagement = anthropic.BetaContextManagementConfigParam{}
+	p.StopSequences = nil
+	p.OutputFormat = anthropic.BetaJSONOutputFormatParam{}
+	p.OutputConfig.Format = anthropic.BetaJSONOutputFormatParam{}
+	if p.ToolChoice.OfAny != nil || p.ToolChoice.OfTool != nil {
+		p.ToolChoice = anthropic.BetaToolChoiceUnionParam{}
+	}
+	return p
+}
+
+// summarise asks the model, in a request of its own, for a summary of the
+// history: the client-side compaction.
+func (r *Runner) summarise(ctx context.Context) (*anthropic.BetaMessage, string, error) {
+	p := r.params
+	instructions := "Summarize the conversation so far so that it can continue from the summary alone: the task, what was done and found (tool calls and their results, including failures), decisions made, and what remains to do. Answer with the summary only."
+	if r.opts.Compaction.Instructions != "" {
+		instructions += " " + r.opts.Compaction.Instructions
+	}
+	p.Messages = append(slices.Clone(r.params.Messages), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(instructions)))
+	none := anthropic.NewBetaToolChoiceNoneParam()
+	p.ToolChoice = anthropic.BetaToolChoiceUnionParam{OfNone: &none}
+	p.StopSequences = nil
+	msg, err := r.client.Beta.Messages.New(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	summary := strings.TrimSpace(messageText(msg))
+	if summary == "" {
+		return msg, "", errors.New("the summary request returned no text")
+	}
+	return msg, summary, nil
+}

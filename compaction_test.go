@@ -1,0 +1,84 @@
+package toolrun_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// TestClientSideCompaction covers the pitfalls of the client-side
+// compaction of other SDKs: the summary request carries the whole history
+// including the latest turn and its results (nothing left out, no tool_use
+// split from its tool_result), the history afterwards is valid, and the run
+// does not compact again straight after compacting.
+func TestClientSideCompaction(t *testing.T) {
+	var summaryRequests []*toolruntest.Request
+	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+		msgs := req.Params.Messages
+		last := msgs[len(msgs)-1]
+		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
+			summaryRequests = append(summaryRequests, req)
+			return toolruntest.Message(toolruntest.Text("Checked Oslo twice; both sunny."))
+		}
+		n := 0
+		for _, m := range msgs {
+			for _, b := range m.Content {
+				if b.Type == "tool_result" {
+					n++
+				}
+			}
+		}
+		if strings.Contains(msgs[0].Content[0].Text, "compacted") || n >= 4 {
+			return toolruntest.Message(toolruntest.Text("done"))
+		}
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
+		r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
+		return r
+	})
+	var calls counter
+	var compactions []toolrun.Compacted
+	r := toolrun.New(client(s), userParams("weather twice"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger:     discard(),
+		Compaction: toolrun.Compaction{Threshold: 3000, ClientSide: true},
+		OnEvent: func(ctx context.Context, e toolrun.Event) {
+			if c, ok := e.(toolrun.Compacted); ok {
+				compactions = append(compactions, c)
+			}
+		},
+	})
+	res, err := r.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != toolrun.StopEndTurn || res.Text() != "done" {
+		t.Fatalf("Run = %q %q, want end_turn done", res.StopReason, res.Text())
+	}
+	if len(compactions) != 1 || len(summaryRequests) != 1 {
+		t.Fatalf("compacted %d times with %d summary requests, want once", len(compactions), len(summaryRequests))
+	}
+	// The summary request saw the whole history: the user's question, both
+	// tool turns with their results, then the request for a summary.
+	got := roles(summaryRequests[0])
+	want := []string{"user:text", "assistant:tool_use", "user:tool_result", "assistant:tool_use", "user:tool_result", "user:text"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("summary request history (-want +got):\n%s", diff)
+	}
+	c := compactions[0]
+	if c.Before != 5 || c.After != 1 || c.InputTokens != 3000 || !c.ClientSide || c.Summary != "Checked Oslo twice; both sunny." {
+		t.Errorf("Compacted = %+v", c)
+	}
+	reqs := s.Requests()
+	after := reqs[len(reqs)-1]
+	if len(after.Params.Messages) != 1 || !strings.Contains(after.Params.Messages[0].Content[0].Text, "Checked Oslo twice") {
+		t.Errorf("request after compaction = %v, want the summary alone", roles(after))
+	}
+	checkHistory(t, res.Messages)
+	if res.Turns != 3 {
+		t.Errorf("Turns = %d, want 3 (the compaction is not a turn)", res.Turns)
+	}
+}
