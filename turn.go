@@ -107,7 +107,7 @@ func (r *Runner) finishTurn(ctx context.Context) (bool, error) {
 		if r.maxTurns != Unlimited && r.turns >= r.maxTurns && !p.started() {
 			r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
 				"turn", p.turn, "max_turns", r.maxTurns, "pending_calls", len(p.calls))
-			r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %d tool calls of turn %d not run", r.maxTurns, len(p.calls), p.turn)})
+			r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", r.maxTurns, count(len(p.calls), "tool call"), p.turn)})
 			return true, nil
 		}
 		if b := r.opts.Budget.ToolCalls; b > 0 && !p.started() && r.toolCalls+len(p.calls) > b {
@@ -121,7 +121,7 @@ func (r *Runner) finishTurn(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		if r.undecided() > 0 {
-			r.stop(ctx, &Result{StopReason: StopAwaitingApproval, Detail: fmt.Sprintf("%d tool calls of turn %d await approval", r.undecided(), p.turn)})
+			r.stop(ctx, &Result{StopReason: StopAwaitingApproval, Detail: fmt.Sprintf("%s of turn %d awaiting approval", count(r.undecided(), "tool call"), p.turn)})
 			return true, nil
 		}
 		r.commit(ctx)
@@ -497,4 +497,12 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input
 		res.Content = nil
 	}
 	return res
+}
+
+// count renders n things, in the singular for one.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
