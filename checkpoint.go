@@ -152,6 +152,11 @@ func (r *Runner) save(ctx context.Context) error {
 	if r.opts.Store == nil {
 		return nil
 	}
+	if p := r.pending; p != nil && p.streaming {
+		// A call started early finished while its response streams in: the
+		// state before the response stands until the response is whole.
+		return nil
+	}
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	if err := r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, r.State()); err != nil {

@@ -69,6 +69,9 @@ func TestCrashChild(t *testing.T) {
 	r, err := toolrun.Open(context.Background(), client, userParams("go"), []toolrun.Tool{charge, fetch}, &toolrun.Options{
 		Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")},
 		RunID: crashRunID,
+		// One call at a time, so when a call hangs every call before it
+		// has finished and been saved, and none after it has started.
+		MaxParallelTools: 1,
 	})
 	if err != nil {
 		fmt.Println("open:", err)
@@ -135,7 +138,7 @@ func TestCrashRecovery(t *testing.T) {
 		{
 			name: "killed mid-tool, not idempotent: never run twice",
 			replies: []toolruntest.Reply{
-				toolruntest.Message(toolruntest.ToolUse("c1", "charge", map[string]string{"id": "c1"}), toolruntest.ToolUse("f0", "fetch", map[string]string{"id": "f0"})),
+				toolruntest.Message(toolruntest.ToolUse("f0", "fetch", map[string]string{"id": "f0"}), toolruntest.ToolUse("c1", "charge", map[string]string{"id": "c1"})),
 				toolruntest.Message(toolruntest.Text("done")),
 			},
 			blockOn:    "c1",

@@ -125,7 +125,8 @@ func retryAfter(resp *http.Response, err error) (time.Duration, bool) {
 type StreamError struct {
 	// Attempt counts the attempts of the turn's response, from 1.
 	Attempt int
-	// Events counts the server-sent events received before the failure.
+	// Events counts the events of the response received before the
+	// failure, pings aside.
 	Events int
 	Err    error
 }
@@ -171,12 +172,14 @@ func (e StreamRetried) EventTurn() int { return e.Turn }
 func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	for attempt := 1; ; attempt++ {
 		st := &streamAttempt{r: r, turn: turn}
-		if r.opts.EarlyToolStart && (r.maxTurns == Unlimited || turn < r.maxTurns) {
-			// The calls of the last turn a run may take are left pending
-			// (see Options.MaxTurns), so none of them starts early.
+		// The calls of the last turn a run may take are left pending (see
+		// Options.MaxTurns), and a tool-call budget is checked against all
+		// the calls of a turn before any runs: then none starts early.
+		if r.opts.EarlyToolStart && (r.maxTurns == Unlimited || turn < r.maxTurns) && r.opts.Budget.ToolCalls <= 0 {
 			st.early = r.newEarlyStart(ctx, turn)
-			// The calls' events name their turn through the pending turn.
-			r.pending = &pendingTurn{turn: turn}
+			// The calls' events name their turn through the pending turn,
+			// which stays out of the State until the response is whole.
+			r.pending = &pendingTurn{turn: turn, streaming: true}
 		}
 		msg, err := st.receive(ctx, params)
 		if err == nil {
@@ -306,7 +309,8 @@ func (st *streamAttempt) delta(ctx context.Context, msg *anthropic.BetaMessage, 
 // Only a prefix of the calls is taken: the first call of an exclusive tool
 // (which must run after the calls before it and before those after it)
 // and the first call cut off ends it, and the calls from there on are left
-// to the end of the message like any other. Of the calls taken, those
+// to the end of the message like any other. With Options.Store, calls of
+// tools that are not idempotent are left too. Of the calls taken, those
 // allowed run at once, bounded by Options.MaxParallelTools; those denied,
 // skipped or answered with an error are answered once the response is
 // whole; those deferred await a person as usual.
@@ -326,8 +330,8 @@ type earlyCall struct {
 	c       *callState
 	outcome *ToolResult // the result decided without running it, answered once the response is whole
 
-	// Set by the call's goroutine, and read after earlyStart.wg.Wait.
-	started  bool
+	// Set by the call's goroutine, and read after earlyStart.wg.Wait; so is
+	// c.started.
 	duration time.Duration
 	hookErr  error // of AfterTool
 }
@@ -347,8 +351,15 @@ func (es *earlyStart) add(ctx context.Context, call ToolCall) {
 	if es.closed {
 		return
 	}
-	if e, ok := r.tools[call.Name]; ok && e.config.Exclusive {
+	e, ok := r.tools[call.Name]
+	if ok && e.config.Exclusive {
 		es.closed = true
+		return
+	}
+	if ok && r.opts.Store != nil && !e.config.Idempotent {
+		// A call is journaled in the pending turn before it starts, and the
+		// turn is not pending until the response is whole; only an
+		// idempotent tool may run unjournaled.
 		return
 	}
 	ec := &earlyCall{c: &callState{call: call}}
@@ -378,7 +389,9 @@ func (es *earlyStart) start(ctx context.Context, ec *earlyCall, e *toolEntry, in
 		if es.ctx.Err() != nil {
 			return
 		}
-		ec.started = true
+		es.r.stateMu.Lock()
+		ec.c.started = true
+		es.r.stateMu.Unlock()
 		start := time.Now()
 		res := es.r.runTool(es.ctx, e, ec.c.call, input)
 		ec.duration = time.Since(start)
@@ -403,7 +416,7 @@ func (es *earlyStart) abort(ctx context.Context, cause error) []*ToolResult {
 	var discarded []*ToolResult
 	for _, ec := range es.calls {
 		switch {
-		case !ec.started:
+		case !ec.c.started:
 		case ec.c.result != nil:
 			discarded = append(discarded, ec.c.result)
 		default:

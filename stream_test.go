@@ -113,15 +113,17 @@ func runGoroutines() []string {
 	return out
 }
 
-// checkNoRunGoroutines fails the test if goroutines of the runner are left.
-// A tool's own goroutine may take a moment to return after its ctx is
-// cancelled, so it polls, for a bounded time, before it fails.
-func checkNoRunGoroutines(t *testing.T) {
+// checkNoRunGoroutines fails the test if more goroutines of the runner are
+// left than before, the number runGoroutines counted before the run (those
+// of other tests, which may still be ending). A tool's own goroutine may
+// take a moment to return after its ctx is cancelled, so it polls, for a
+// bounded time, before it fails.
+func checkNoRunGoroutines(t *testing.T, before int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		left := runGoroutines()
-		if len(left) == 0 {
+		if len(left) <= before {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -212,6 +214,14 @@ func releaseAfter(n int) (<-chan struct{}, func()) {
 	}
 }
 
+// bounded returns a context for a run that must end: a runner that breaks
+// ends in a failure, not a hung test.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // slow returns r with each event of its stream delayed by d.
 func slow(r toolruntest.Reply, d time.Duration) toolruntest.Reply {
 	r.Fault.EventDelay = d
@@ -233,7 +243,7 @@ func TestEventsStreamDeltas(t *testing.T) {
 		Logger: discard(), Stream: true, OnEvent: observed.add,
 	})
 	var events []toolrun.Event
-	for e, err := range r.Events(t.Context()) {
+	for e, err := range r.Events(bounded(t)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,9 +450,7 @@ func TestStreamFaultRetried(t *testing.T) {
 			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 				Logger: discard(), Stream: true, EarlyToolStart: tt.early, StreamRetry: retry, OnEvent: observed.add,
 			})
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			res, err := r.Run(ctx)
+			res, err := r.Run(bounded(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -593,8 +601,9 @@ func TestEventsConsumerBreaks(t *testing.T) {
 				}))
 			}
 			r := toolrun.New(client(s), userParams("go"), tools, &toolrun.Options{Logger: discard(), Stream: true, MaxParallelTools: 1})
+			before := len(runGoroutines())
 			broke := false
-			for e, err := range r.Events(t.Context()) {
+			for e, err := range r.Events(bounded(t)) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -606,7 +615,7 @@ func TestEventsConsumerBreaks(t *testing.T) {
 			if !broke {
 				t.Fatal("the run ended before the event to break at")
 			}
-			checkNoRunGoroutines(t)
+			checkNoRunGoroutines(t, before)
 			res := r.Result()
 			if res == nil || res.StopReason != toolrun.StopCanceled || res.Turns != tt.wantTurn {
 				t.Fatalf("after the break: Result = %+v, want canceled after %d turns", res, tt.wantTurn)
@@ -651,6 +660,7 @@ func TestCancelMidStream(t *testing.T) {
 	defer cancel()
 	deltas := 0
 	r := toolrun.New(client(s), userParams("go"), nil, &toolrun.Options{Logger: discard(), Stream: true})
+	before := len(runGoroutines())
 	var err error
 	for e, e2 := range r.Events(ctx) {
 		if _, ok := e.(toolrun.TextDelta); ok {
@@ -678,7 +688,7 @@ func TestCancelMidStream(t *testing.T) {
 		t.Errorf("State.Pending = %+v, want nil", st.Pending)
 	}
 	checkHistory(t, res.Messages)
-	checkNoRunGoroutines(t)
+	checkNoRunGoroutines(t, before)
 }
 
 // gatedTool returns a tool that calls started when it starts, then waits
@@ -729,7 +739,7 @@ func TestEarlyToolStart(t *testing.T) {
 			var observed eventLog
 			res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
 				Logger: discard(), Stream: true, EarlyToolStart: early, OnEvent: observed.add,
-			}).Run(t.Context())
+			}).Run(bounded(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -792,7 +802,7 @@ func TestEarlyToolStartInterrupted(t *testing.T) {
 	res, err := toolrun.New(c, userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{
 		Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
 		StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
-	}).Run(t.Context())
+	}).Run(bounded(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +859,7 @@ func TestEarlyToolStartWaits(t *testing.T) {
 		var observed eventLog
 		res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
 			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
-		}).Run(t.Context())
+		}).Run(bounded(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -907,6 +917,46 @@ func TestEarlyToolStartWaits(t *testing.T) {
 		}
 		if n := len(all[toolrun.ToolDecided](observed.all())); n != 3 {
 			t.Errorf("got %d ToolDecided, want 3 (a, g deferred, g approved)", n)
+		}
+		checkHistory(t, res.Messages)
+	})
+
+	t.Run("store", func(t *testing.T) {
+		// With a Store, a call is journaled before it runs, which a call of
+		// a response still streaming in cannot be: only idempotent tools
+		// start early.
+		idemStarted := make(chan struct{})
+		var runs counter
+		idem := gatedTool("idem", &runs, func() { close(idemStarted) }, nil, nil).(*toolrun.FuncTool)
+		idem.Idempotent = true
+		tools := []toolrun.Tool{idem, gatedTool("plain", &runs, nil, nil, nil)}
+		s := newServer(t,
+			toolruntest.Message(toolruntest.ToolUse("p", "plain", nil), toolruntest.ToolUse("i", "idem", nil)),
+			toolruntest.Message(toolruntest.Text("ok")),
+		)
+		c := s.Client(option.WithMiddleware(holdUntil("event: message_delta", idemStarted)))
+		store := &toolrun.FileStore{Dir: t.TempDir()}
+		var observed eventLog
+		res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
+			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add, Store: store, RunID: "run-1",
+		}).Run(bounded(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := observed.all()
+		received := index(events, "ResponseReceived")
+		if index(events, "ToolStarted i") > received || index(events, "ToolStarted p") < received {
+			t.Errorf("want i started early and p after the response; got %v", kinds(events))
+		}
+		if res.ToolFailures != 0 || runs.get("idem") != 1 || runs.get("plain") != 1 {
+			t.Errorf("ToolFailures %d, runs idem %d, plain %d; want 0, 1, 1", res.ToolFailures, runs.get("idem"), runs.get("plain"))
+		}
+		saved, err := store.Load(t.Context(), "run-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if saved.StopReason != toolrun.StopEndTurn || saved.Pending != nil || len(saved.Params.Messages) != len(res.Messages) {
+			t.Errorf("saved state: stop %q, pending %+v, %d messages; want end_turn, none, %d", saved.StopReason, saved.Pending, len(saved.Params.Messages), len(res.Messages))
 		}
 		checkHistory(t, res.Messages)
 	})
