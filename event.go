@@ -15,6 +15,8 @@ import (
 //   - [TurnStarted], [RequestSent], [ResponseReceived], [TurnFinished] for each turn;
 //   - [TextDelta], [ThinkingDelta], [ToolInputDelta], [ToolCallReady] while a streamed turn arrives;
 //   - [ToolDecided], [ToolStarted], [ToolFinished] for each tool call;
+//   - [StreamRetried] when a streamed response failed midway and is asked for again;
+//   - [Compacted] when the history was compacted;
 //   - [RunStopped] once, when the run stops.
 //
 // A run that does not stream sends no deltas, but sends [ToolCallReady] for
