@@ -85,6 +85,16 @@
 // decided, started and finished, turn finished, run stopped; and, while a
 // streamed response arrives, text, thinking and tool input deltas.
 //
+// # Debugging
+//
+// The environment variable ANTHROPIC_LOG ([LogEnv]) turns a runner's
+// logging up: "info" logs each request, response, tool call and stop at
+// Info, and "debug" adds the request and response bodies; every record is
+// passed through [Redact] first, so keys and tokens never reach the log.
+// Package [github.com/toolrun/toolrun/transcript] records a run as JSON
+// Lines, replays it offline against the tools, and renders it as an HTML
+// report.
+//
 // # Testing
 //
 // Package [github.com/toolrun/toolrun/toolruntest] is a fake Messages API
