@@ -146,3 +146,41 @@ func ExampleValidate() {
 	// Output:
 	// messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01. Each `tool_use` block must have a corresponding `tool_result` block in the next message.
 }
+
+// ExampleNewServerWithOptions caches a long system prompt, and lets the
+// cached prefix expire by moving the server's clock on.
+func ExampleNewServerWithOptions() {
+	clock := new(toolruntest.Clock)
+	ok := toolruntest.Message(toolruntest.Text("Ok"))
+	s := toolruntest.NewServerWithOptions(&toolruntest.Options{Now: clock.Now}, ok, ok, ok)
+	defer s.Close()
+	client := s.Client()
+
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		// 4100 bytes up to the end of the block: 1025 tokens, over the
+		// minimum of 1024 that this model can cache.
+		System: []anthropic.BetaTextBlockParam{{
+			Text:         strings.Repeat("a", 4074),
+			CacheControl: anthropic.NewBetaCacheControlEphemeralParam(),
+		}},
+		Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Hi"))},
+	}
+	for _, wait := range []time.Duration{0, time.Minute, 10 * time.Minute} {
+		clock.Advance(wait)
+		msg, err := client.Beta.Messages.New(context.Background(), params)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		u := msg.Usage
+		fmt.Printf("written %d, read %d, uncached %d\n", u.CacheCreationInputTokens, u.CacheReadInputTokens, u.InputTokens)
+	}
+	fmt.Println("billed as", toolruntest.BilledInputTokens(s.Usage()), "uncached input tokens")
+	// Output:
+	// written 1025, read 0, uncached 15
+	// written 0, read 1025, uncached 15
+	// written 1025, read 0, uncached 15
+	// billed as 2710 uncached input tokens
+}

@@ -13,7 +13,7 @@ import (
 // The zero Reply is a message with no content and stop reason "end_turn".
 type Reply struct {
 	// Content holds the assistant content blocks to return, built with
-	// [Text], [ToolUse] and [Thinking]. A tool_use block may name a tool the
+	// [Text], [ToolUse], [Thinking] and [Compaction]. A tool_use block may name a tool the
 	// request did not define: the server sends it all the same, as the real
 	// model can.
 	Content []Block
@@ -32,12 +32,29 @@ type Reply struct {
 	Fault Fault
 }
 
-// Usage is the token usage a reply reports.
+// Usage is the token usage a reply reports, and what [Server.Usage] and
+// [Request].Usage add up.
 type Usage struct {
 	InputTokens              int64
 	OutputTokens             int64
 	CacheCreationInputTokens int64
 	CacheReadInputTokens     int64
+	// CacheCreation1hInputTokens is the part of CacheCreationInputTokens
+	// written with the 1-hour TTL; the rest was written with the 5-minute
+	// TTL. It is sent as usage.cache_creation, when CacheCreationInputTokens
+	// is not 0.
+	CacheCreation1hInputTokens int64
+}
+
+// add returns the sum of u and v.
+func (u Usage) add(v Usage) Usage {
+	return Usage{
+		InputTokens:                u.InputTokens + v.InputTokens,
+		OutputTokens:               u.OutputTokens + v.OutputTokens,
+		CacheCreationInputTokens:   u.CacheCreationInputTokens + v.CacheCreationInputTokens,
+		CacheReadInputTokens:       u.CacheReadInputTokens + v.CacheReadInputTokens,
+		CacheCreation1hInputTokens: u.CacheCreation1hInputTokens + v.CacheCreation1hInputTokens,
+	}
 }
 
 // Fault makes a reply fail in a chosen way. The zero Fault is no fault.
@@ -106,6 +123,14 @@ func ToolUse(id, name string, input any) Block {
 // signature.
 func Thinking(text, signature string) Block {
 	return Block{Type: "thinking", Text: text, Signature: signature}
+}
+
+// Compaction returns a compaction block for a [Reply], with its summary and
+// signature, such as a response to a request whose compact_20260112 edit
+// was triggered starts with. The server writes the compaction block of a
+// compaction request itself.
+func Compaction(summary, signature string) Block {
+	return Block{Type: "compaction", Text: summary, Signature: signature}
 }
 
 // Message returns a Reply with the given content: a shorthand for
@@ -207,9 +232,18 @@ func ceilQuarter(n int) int64 {
 	return int64((n + 3) / 4)
 }
 
-// inputTokens approximates the input tokens of p.
+// inputTokens approximates the input tokens of p, as the package
+// documentation describes.
 func inputTokens(p Params) int64 {
-	return ceilQuarter(len(p.Raw["system"]) + len(p.Raw["messages"]) + len(p.Raw["tools"]))
+	in := inputFor(p)
+	if !in.special() {
+		return ceilQuarter(len(in.tools) + len(in.system) + len(in.messages))
+	}
+	pr, err := render(in)
+	if err != nil {
+		return ceilQuarter(len(in.tools) + len(in.system) + len(in.messages))
+	}
+	return pr.tokens()
 }
 
 // outputTokens approximates the output tokens of content: at least 1.
@@ -217,7 +251,7 @@ func outputTokens(content []Block) int64 {
 	n := 0
 	for _, b := range content {
 		switch b.Type {
-		case "text", "thinking":
+		case "text", "thinking", "compaction":
 			n += len(b.Text)
 		case "tool_use":
 			n += len(b.Input)
@@ -229,10 +263,64 @@ func outputTokens(content []Block) int64 {
 // The wire types below marshal to the API's JSON, fields in the API's order.
 
 type wireUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
+	InputTokens              int64              `json:"input_tokens"`
+	CacheCreationInputTokens int64              `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64              `json:"cache_read_input_tokens"`
+	CacheCreation            *wireCacheCreation `json:"cache_creation,omitempty"`
+	OutputTokens             int64              `json:"output_tokens"`
+	Iterations               []wireIteration    `json:"iterations,omitempty"`
+}
+
+type wireCacheCreation struct {
+	Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+}
+
+// wireIteration is one entry of usage.iterations.
+type wireIteration struct {
+	Type                     string            `json:"type"` // "compaction" or "message"
+	Model                    string            `json:"model,omitempty"`
+	InputTokens              int64             `json:"input_tokens"`
+	CacheCreationInputTokens int64             `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64             `json:"cache_read_input_tokens"`
+	CacheCreation            wireCacheCreation `json:"cache_creation"`
+	OutputTokens             int64             `json:"output_tokens"`
+}
+
+// wireUsageOf returns u as the API sends it, with usage.cache_creation when
+// u wrote to the cache.
+func wireUsageOf(u Usage) wireUsage {
+	w := wireUsage{
+		InputTokens:              u.InputTokens,
+		CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheReadInputTokens:     u.CacheReadInputTokens,
+		OutputTokens:             u.OutputTokens,
+	}
+	if u.CacheCreationInputTokens != 0 {
+		c := cacheCreationOf(u)
+		w.CacheCreation = &c
+	}
+	return w
+}
+
+func cacheCreationOf(u Usage) wireCacheCreation {
+	return wireCacheCreation{
+		Ephemeral5mInputTokens: u.CacheCreationInputTokens - u.CacheCreation1hInputTokens,
+		Ephemeral1hInputTokens: u.CacheCreation1hInputTokens,
+	}
+}
+
+// iterationOf returns u as an entry of usage.iterations of type typ.
+func iterationOf(typ, model string, u Usage) wireIteration {
+	return wireIteration{
+		Type:                     typ,
+		Model:                    model,
+		InputTokens:              u.InputTokens,
+		CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheReadInputTokens:     u.CacheReadInputTokens,
+		CacheCreation:            cacheCreationOf(u),
+		OutputTokens:             u.OutputTokens,
+	}
 }
 
 type wireMessage struct {
@@ -244,6 +332,8 @@ type wireMessage struct {
 	StopReason   *string           `json:"stop_reason"`
 	StopSequence *string           `json:"stop_sequence"`
 	Usage        wireUsage         `json:"usage"`
+	// ContextManagement is sent for a request with context_management.
+	ContextManagement *wireContextManagement `json:"context_management,omitempty"`
 }
 
 type wireText struct {
@@ -264,9 +354,21 @@ type wireThinking struct {
 	Signature string `json:"signature"`
 }
 
+type wireCompaction struct {
+	Type      string  `json:"type"`
+	Content   string  `json:"content"`
+	Signature *string `json:"signature,omitempty"`
+}
+
 type wireErrorDetail struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
+	Type    string            `json:"type"`
+	Message string            `json:"message"`
+	Details *wireErrorDetails `json:"details,omitempty"`
+}
+
+type wireErrorDetails struct {
+	ErrorCode   string   `json:"error_code"`
+	Unsupported []string `json:"unsupported,omitempty"`
 }
 
 type wireError struct {
@@ -311,6 +413,15 @@ func blockJSON(b Block, full bool) json.RawMessage {
 			w.Thinking, w.Signature = b.Text, b.Signature
 		}
 		return mustMarshal(w)
+	case "compaction":
+		w := wireCompaction{Type: b.Type}
+		if full {
+			w.Content = b.Text
+			if b.Signature != "" {
+				w.Signature = &b.Signature
+			}
+		}
+		return mustMarshal(w)
 	}
 	return mustMarshal(struct {
 		Type string `json:"type"`
@@ -322,10 +433,33 @@ type message struct {
 	id, model, stopReason string
 	content               []Block
 	usage                 Usage
+	// iterations, if non-nil, is sent as usage.iterations.
+	iterations        []wireIteration
+	contextManagement *wireContextManagement
 }
 
-// resolve applies the defaults of r for the n-th request, req.
-func resolve(r Reply, n int, req Params) message {
+// billed returns the usage that m is billed: that of its iterations, when
+// it has any, else its own.
+func (m message) billed() Usage {
+	if m.iterations == nil {
+		return m.usage
+	}
+	var u Usage
+	for _, it := range m.iterations {
+		u = u.add(Usage{
+			InputTokens:                it.InputTokens,
+			OutputTokens:               it.OutputTokens,
+			CacheCreationInputTokens:   it.CacheCreationInputTokens,
+			CacheReadInputTokens:       it.CacheReadInputTokens,
+			CacheCreation1hInputTokens: it.CacheCreation.Ephemeral1hInputTokens,
+		})
+	}
+	return u
+}
+
+// resolve applies the defaults of r for the n-th request, req, whose
+// input the server counted as in.
+func resolve(r Reply, n int, req Params, in Usage) message {
 	m := message{id: r.ID, model: r.Model, stopReason: r.StopReason, content: r.Content}
 	if m.id == "" {
 		m.id = fmt.Sprintf("msg_toolruntest_%d", n)
@@ -342,7 +476,8 @@ func resolve(r Reply, n int, req Params) message {
 	if r.Usage != nil {
 		m.usage = *r.Usage
 	} else {
-		m.usage = Usage{InputTokens: inputTokens(req), OutputTokens: outputTokens(r.Content)}
+		m.usage = in
+		m.usage.OutputTokens = outputTokens(r.Content)
 	}
 	return m
 }
@@ -356,17 +491,14 @@ func (m message) wire(streamed bool) wireMessage {
 		Role:    "assistant",
 		Model:   m.model,
 		Content: []json.RawMessage{},
-		Usage: wireUsage{
-			InputTokens:              m.usage.InputTokens,
-			CacheCreationInputTokens: m.usage.CacheCreationInputTokens,
-			CacheReadInputTokens:     m.usage.CacheReadInputTokens,
-			OutputTokens:             m.usage.OutputTokens,
-		},
+		Usage:   wireUsageOf(m.usage),
 	}
 	if streamed {
 		w.Usage.OutputTokens = 1
 		return w
 	}
+	w.Usage.Iterations = m.iterations
+	w.ContextManagement = m.contextManagement
 	stop := m.stopReason
 	w.StopReason = &stop
 	for _, b := range m.content {

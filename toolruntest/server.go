@@ -3,6 +3,7 @@ package toolruntest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -48,6 +49,18 @@ type Request struct {
 	// even one that a fault cut short. It is 0 while the server has not yet
 	// decided, and stays 0 if the client went away before it answered.
 	Status int
+	// Conversation is the whole conversation the request stands for: for a
+	// request that continues a message thread, the thread's history
+	// followed by Params.Messages; for any other, Params.Messages.
+	Conversation []MessageParam
+	// Usage is the usage the server billed the request: that of the message
+	// it answered with, or for a compaction, that of its iterations. It is
+	// nil for a request answered with an error.
+	Usage *Usage
+
+	// conversation is the raw conversation of a request that continues a
+	// thread, or nil.
+	conversation json.RawMessage
 }
 
 // seenBody counts the requests with one body.
@@ -66,6 +79,7 @@ type Server struct {
 
 	ts      *httptest.Server
 	client  *http.Client         // shared by the clients of Client, for connection reuse
+	opts    Options              // with its defaults filled in
 	respond func(*Request) Reply // nil for a scripted server
 	closing chan struct{}        // closed when Close starts
 	close   sync.Once            // guards closing
@@ -74,11 +88,15 @@ type Server struct {
 	aux     atomic.Int64         // numbers the requests that are not recorded
 	script  []Reply              // the replies of a scripted server
 
-	mu       sync.Mutex // guards next, requests, bodies and errs
+	mu       sync.Mutex // guards next, requests, bodies, errs, cache, threads, usage and the records' Status, Usage and conversation
 	next     int        // index of the next reply of script
 	requests []*Request
 	bodies   map[uint64][]seenBody // by the hash of the body
 	errs     []error
+	cache    promptCache
+	writes   int                    // counts cache writes, to prune expired entries now and then
+	threads  map[string]*threadTurn // by the id of the reply they end with
+	usage    Usage
 }
 
 // NewServer starts a server that answers the n-th valid POST /v1/messages
@@ -90,7 +108,13 @@ type Server struct {
 //
 // The caller should call Close when finished, to shut it down.
 func NewServer(replies ...Reply) *Server {
-	return newServer(slices.Clone(replies), nil)
+	return newServer(nil, slices.Clone(replies), nil)
+}
+
+// NewServerWithOptions is like [NewServer], with the options opts; a nil
+// opts is the zero Options.
+func NewServerWithOptions(opts *Options, replies ...Reply) *Server {
+	return newServer(opts, slices.Clone(replies), nil)
 }
 
 // NewServerFunc starts a server whose replies come from f, which is called
@@ -104,18 +128,30 @@ func NewServerFunc(f func(*Request) Reply) *Server {
 	if f == nil {
 		panic("toolruntest: NewServerFunc with nil func")
 	}
-	return newServer(nil, f)
+	return newServer(nil, nil, f)
 }
 
-// newServer starts a server with its script or responder set before it
-// serves its first request.
-func newServer(script []Reply, respond func(*Request) Reply) *Server {
+// NewServerFuncWithOptions is like [NewServerFunc], with the options opts; a
+// nil opts is the zero Options.
+func NewServerFuncWithOptions(opts *Options, f func(*Request) Reply) *Server {
+	if f == nil {
+		panic("toolruntest: NewServerFuncWithOptions with nil func")
+	}
+	return newServer(opts, nil, f)
+}
+
+// newServer starts a server with its options and its script or responder
+// set before it serves its first request.
+func newServer(opts *Options, script []Reply, respond func(*Request) Reply) *Server {
 	s := &Server{
+		opts:    withDefaults(opts),
 		script:  script,
 		respond: respond,
 		closing: make(chan struct{}),
 		seed:    maphash.MakeSeed(),
 		bodies:  make(map[uint64][]seenBody),
+		cache:   make(promptCache),
+		threads: make(map[string]*threadTurn),
 	}
 	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.ts.URL
@@ -171,19 +207,40 @@ func (s *Server) Requests() []*Request {
 	out := make([]*Request, len(s.requests))
 	for i, r := range s.requests {
 		c := *r
+		if r.Usage != nil {
+			u := *r.Usage
+			c.Usage = &u
+		}
 		out[i] = &c
 	}
 	s.mu.Unlock()
 	for _, r := range out {
 		r.Params, _ = decodeParams(r.Body, false)
+		r.Conversation = r.Params.Messages
+		if r.conversation != nil {
+			full := Params{Raw: map[string]json.RawMessage{"messages": r.conversation}}
+			decodeMessages(&full)
+			r.Conversation = full.Messages
+		}
 	}
 	return out
+}
+
+// Usage returns the usage the server has billed so far: the sum of the
+// Usage of [Server.Requests]. Pass it to [BilledInputTokens] to weigh cache
+// reads and writes as the API prices them.
+func (s *Server) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage
 }
 
 // Errors returns what went wrong on the server's side, in order: one error
 // for each request that failed validation (the HTTP 400s it sent), each
 // request past the end of a script, each panic of a responder, and each
-// request for a path the server does not serve.
+// request for a path the server does not serve. The thread_not_found and
+// thread_unsupported_request answers to thread requests are not errors: a
+// client meets them in the normal course.
 func (s *Server) Errors() []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -248,25 +305,64 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // The client has gone.
 	}
-	p, invalidErr := decodeParams(body, false)
-	if invalidErr == nil {
-		invalidErr = checkConversation(p)
+	p, rejected := decodeParams(body, false)
+	var f features
+	if rejected == nil {
+		f, rejected = parseFeatures(r.Header, p, &s.opts)
 	}
 	// The record leaves out Params, which Requests decodes again when asked.
 	req := &Request{Header: r.Header.Clone(), Body: body, Stream: p.Stream}
 
+	s.mu.Lock()
+	n := len(s.requests) + 1
+	req.Attempt = s.attempt(body)
+	s.requests = append(s.requests, req)
+	var prev *threadTurn // the thread turn that the request continues
+	if rejected == nil && f.thread != nil && f.thread.Type == "continue" {
+		prev, rejected = s.lookupThread(f.thread.PreviousMessageID, p)
+	}
+	s.mu.Unlock()
+
+	// full is the request as the API sees it, with a thread's history.
+	full := p
+	if rejected == nil && prev != nil {
+		full, rejected = continued(prev, p)
+		s.mu.Lock()
+		req.conversation = full.Raw["messages"]
+		s.mu.Unlock()
+	}
+	if rejected == nil {
+		rejected = checkConversation(full)
+	}
+	var pl *plan
+	if rejected == nil {
+		pl, rejected = s.plan(full, f)
+	}
+	id := "req_toolruntest_" + strconv.Itoa(n)
+	if rejected != nil {
+		s.reject(w, req, n, id, rejected)
+		return
+	}
+
+	// The server answers a compaction itself.
+	compacts := f.compaction != nil || (pl.compactEdit != nil && pl.compactEdit.pause)
 	var (
 		reply    Reply
 		scripted bool
 		ended    bool
 	)
 	s.mu.Lock()
-	n := len(s.requests) + 1
-	req.Attempt = s.attempt(body)
-	s.requests = append(s.requests, req)
+	if prev != nil {
+		// Another request may have continued the thread meanwhile.
+		if _, err := s.lookupThread(f.thread.PreviousMessageID, p); err != nil {
+			s.mu.Unlock()
+			s.reject(w, req, n, id, err)
+			return
+		}
+		prev.inFlight = true
+	}
 	switch {
-	case invalidErr != nil:
-		s.errs = append(s.errs, fmt.Errorf("toolruntest: request %d: %w", n, invalidErr))
+	case compacts:
 	case s.respond != nil:
 	case s.next < len(s.script):
 		reply, scripted = s.script[s.next], true
@@ -277,60 +373,98 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	id := "req_toolruntest_" + strconv.Itoa(n)
 	noRetry := http.Header{"X-Should-Retry": {"false"}}
 	switch {
-	case invalidErr != nil:
-		s.setStatus(req, http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, "invalid_request_error", invalidErr.Error(), id, nil)
-		return
 	case ended:
-		s.setStatus(req, http.StatusInternalServerError)
+		s.finish(req, prev, http.StatusInternalServerError)
 		msg := fmt.Sprintf("toolruntest: the script ran out: request %d has no reply (the script has %d)", n, len(s.script))
 		writeError(w, http.StatusInternalServerError, "api_error", msg, id, noRetry)
 		return
-	case !scripted:
+	case !compacts && !scripted:
 		var panicked error
-		reply, panicked = s.call(req, p)
+		reply, panicked = s.call(req, p, full.Messages)
 		if panicked != nil {
 			s.recordError(fmt.Errorf("toolruntest: request %d: %w", n, panicked))
-			s.setStatus(req, http.StatusInternalServerError)
+			s.finish(req, prev, http.StatusInternalServerError)
 			writeError(w, http.StatusInternalServerError, "api_error", panicked.Error(), id, noRetry)
 			return
 		}
 	}
 
-	f := reply.Fault
-	if f.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatFloat(f.RetryAfter.Seconds(), 'f', -1, 64))
-		w.Header().Set("Retry-After-Ms", strconv.FormatFloat(float64(f.RetryAfter)/float64(time.Millisecond), 'f', -1, 64))
+	f2 := reply.Fault
+	if f2.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatFloat(f2.RetryAfter.Seconds(), 'f', -1, 64))
+		w.Header().Set("Retry-After-Ms", strconv.FormatFloat(float64(f2.RetryAfter)/float64(time.Millisecond), 'f', -1, 64))
 	}
-	m := resolve(reply, n, p)
-	if !p.Stream || f.Status != 0 {
-		if !s.pause(r.Context(), f.EventDelay) {
+	var m message
+	if f2.Status == 0 {
+		m = s.answer(req, n, p, full, f, pl, reply, prev)
+	}
+	if !p.Stream || f2.Status != 0 {
+		if !s.pause(r.Context(), f2.EventDelay) {
+			if f2.Status != 0 {
+				s.finish(req, prev, 0)
+			}
 			abort(w)
 			return
 		}
 	}
 	switch {
-	case f.Status != 0:
-		errorType := f.ErrorType
+	case f2.Status != 0:
+		errorType := f2.ErrorType
 		if errorType == "" {
-			errorType = errorTypeFor(f.Status)
+			errorType = errorTypeFor(f2.Status)
 		}
-		msg := f.Message
+		msg := f2.Message
 		if msg == "" {
 			msg = errorMessageFor(errorType)
 		}
-		s.setStatus(req, f.Status)
-		writeError(w, f.Status, errorType, msg, id, nil)
+		s.finish(req, prev, f2.Status)
+		writeError(w, f2.Status, errorType, msg, id, nil)
 	case p.Stream:
 		s.setStatus(req, http.StatusOK)
-		s.stream(w, r, m, f, id)
+		s.stream(w, r, m, f2, id)
 	default:
 		s.setStatus(req, http.StatusOK)
-		writeMessage(w, m, f, id)
+		writeMessage(w, m, f2, id)
 	}
+}
+
+// reject answers req, the n-th request, with the error err.
+func (s *Server) reject(w http.ResponseWriter, req *Request, n int, requestID string, err error) {
+	ae, ok := err.(*apiError)
+	if !ok {
+		ae = &apiError{status: http.StatusBadRequest, errorType: "invalid_request_error", message: err.Error()}
+	}
+	s.mu.Lock()
+	req.Status = ae.status
+	if !ae.expected {
+		s.errs = append(s.errs, fmt.Errorf("toolruntest: request %d: %w", n, err))
+	}
+	s.mu.Unlock()
+	var details *wireErrorDetails
+	if ae.code != "" {
+		details = &wireErrorDetails{ErrorCode: ae.code, Unsupported: ae.unsupported}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", requestID)
+	w.WriteHeader(ae.status)
+	w.Write(mustMarshal(wireError{
+		Type:      "error",
+		Error:     wireErrorDetail{Type: ae.errorType, Message: ae.message, Details: details},
+		RequestID: requestID,
+	}))
+}
+
+// finish records that req, which continues the thread turn prev if non-nil,
+// was answered with status and no message.
+func (s *Server) finish(req *Request, prev *threadTurn, status int) {
+	s.mu.Lock()
+	req.Status = status
+	if prev != nil {
+		prev.inFlight = false
+	}
+	s.mu.Unlock()
 }
 
 // attempt counts body as seen once more and returns how many times it has
@@ -348,16 +482,19 @@ func (s *Server) attempt(body []byte) int {
 	return 1
 }
 
-// call calls the responder with a copy of req that holds p, turning a panic
-// into an error.
-func (s *Server) call(req *Request, p Params) (reply Reply, err error) {
+// call calls the responder with a copy of req that holds p and the
+// conversation conv, turning a panic into an error.
+func (s *Server) call(req *Request, p Params, conv []MessageParam) (reply Reply, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("responder panicked: %v\n%s", v, debug.Stack())
 		}
 	}()
+	s.mu.Lock()
 	c := *req
+	s.mu.Unlock()
 	c.Params = p
+	c.Conversation = conv
 	return s.respond(&c), nil
 }
 

@@ -109,7 +109,8 @@ var replyCases = []struct {
 		},
 		want: `{"id":"msg_custom","type":"message","role":"assistant","model":"claude-custom",
 			"content":[{"type":"text","text":"Cut"}],"stop_reason":"max_tokens","stop_sequence":null,
-			"usage":{"input_tokens":10,"cache_creation_input_tokens":30,"cache_read_input_tokens":40,"output_tokens":20}}`,
+			"usage":{"input_tokens":10,"cache_creation_input_tokens":30,"cache_read_input_tokens":40,
+				"cache_creation":{"ephemeral_5m_input_tokens":30,"ephemeral_1h_input_tokens":0},"output_tokens":20}}`,
 	},
 	{
 		name: "raw block",

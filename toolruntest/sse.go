@@ -61,13 +61,21 @@ type wireStop struct {
 }
 
 type wireDeltaUsage struct {
-	OutputTokens int64 `json:"output_tokens"`
+	OutputTokens int64           `json:"output_tokens"`
+	Iterations   []wireIteration `json:"iterations,omitempty"`
 }
 
 type wireMessageDelta struct {
-	Type  string         `json:"type"`
-	Delta wireStop       `json:"delta"`
-	Usage wireDeltaUsage `json:"usage"`
+	Type              string                 `json:"type"`
+	Delta             wireStop               `json:"delta"`
+	Usage             wireDeltaUsage         `json:"usage"`
+	ContextManagement *wireContextManagement `json:"context_management,omitempty"`
+}
+
+type wireCompactionDelta struct {
+	Type             string `json:"type"`
+	Content          string `json:"content"`
+	EncryptedContent string `json:"encrypted_content"`
 }
 
 type wireType struct {
@@ -105,15 +113,21 @@ func (m message) events() []event {
 					delta(i, wireThinkingDelta{Type: "thinking_delta", Thinking: s})
 				}
 				delta(i, wireSignatureDelta{Type: "signature_delta", Signature: b.Signature})
+			case "compaction":
+				delta(i, wireCompactionDelta{Type: "compaction_delta", Content: b.Text})
+				if b.Signature != "" {
+					delta(i, wireSignatureDelta{Type: "signature_delta", Signature: b.Signature})
+				}
 			}
 		}
 		evs = append(evs, event{"content_block_stop", mustMarshal(wireBlockStop{Type: "content_block_stop", Index: i})})
 	}
 	evs = append(evs,
 		event{"message_delta", mustMarshal(wireMessageDelta{
-			Type:  "message_delta",
-			Delta: wireStop{StopReason: m.stopReason},
-			Usage: wireDeltaUsage{OutputTokens: m.usage.OutputTokens},
+			Type:              "message_delta",
+			Delta:             wireStop{StopReason: m.stopReason},
+			Usage:             wireDeltaUsage{OutputTokens: m.usage.OutputTokens, Iterations: m.iterations},
+			ContextManagement: m.contextManagement,
 		})},
 		event{"message_stop", mustMarshal(wireType{Type: "message_stop"})},
 	)

@@ -22,6 +22,8 @@ type Params struct {
 	Messages []MessageParam
 	Tools    []ToolDef
 	Stream   bool
+	// Thread is the thread field, or nil when the request has none.
+	Thread *ThreadParam
 	// Raw maps every top-level field of the body to its value as sent.
 	Raw map[string]json.RawMessage
 }
@@ -40,9 +42,9 @@ type MessageParam struct {
 //
 // Fields that don't apply to a block's Type are zero.
 type Block struct {
-	Type      string          // "text", "tool_use", "tool_result", "thinking", "image", "document", ...
-	Text      string          // text; thinking: the thinking text
-	Signature string          // thinking
+	Type      string          // "text", "tool_use", "tool_result", "thinking", "compaction", "image", "document", ...
+	Text      string          // text; thinking: the thinking text; compaction: the summary
+	Signature string          // thinking, compaction
 	ID        string          // tool_use
 	Name      string          // tool_use
 	Input     json.RawMessage // tool_use
@@ -161,6 +163,13 @@ func decodeParams(body []byte, countTokens bool) (Params, error) {
 			return p, err
 		}
 		p.System = raw
+	}
+
+	if raw, ok := p.Raw["thread"]; ok && !isNull(raw) {
+		p.Thread = new(ThreadParam)
+		if json.Unmarshal(raw, p.Thread) != nil {
+			return p, invalid("thread", "Input should be a valid dictionary")
+		}
 	}
 
 	if err := decodeMessages(&p); err != nil {
@@ -297,6 +306,11 @@ func decodeBlock(path string, raw json.RawMessage) (Block, error) {
 			return b, err
 		}
 		return b, str("signature", &b.Signature)
+	case "compaction":
+		// A compaction block whose content is null stands for one that
+		// produced no summary; parseFeatures checks the rest.
+		json.Unmarshal(fields["content"], &b.Text)
+		json.Unmarshal(fields["signature"], &b.Signature)
 	case "tool_use":
 		if err := str("id", &b.ID); err != nil {
 			return b, err
@@ -412,7 +426,7 @@ func decodeTools(p *Params) error {
 // request to each other.
 func checkConversation(p Params) error {
 	msgs := p.Messages
-	if msgs[0].Role != "user" {
+	if msgs[0].Role != "user" && !startsWithCompaction(msgs[0]) {
 		return invalid("messages", "first message must use the \"user\" role")
 	}
 	last := len(msgs) - 1
@@ -537,4 +551,11 @@ func checkToolUses(path string, m, next MessageParam) error {
 		return invalid(path, "`tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// startsWithCompaction reports whether m is an assistant message whose first
+// block is a compaction block: the first message of a conversation that was
+// compacted, in place of the messages it summarizes.
+func startsWithCompaction(m MessageParam) bool {
+	return m.Role == "assistant" && len(m.Content) > 0 && m.Content[0].Type == "compaction"
 }

@@ -1,0 +1,73 @@
+package toolruntest
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Options configure a server made by [NewServerWithOptions] or
+// [NewServerFuncWithOptions]. The zero value, like a nil *Options, gives the
+// server of [NewServer] and [NewServerFunc].
+type Options struct {
+	// Now, if non-nil, is the server's clock, which the prompt cache and
+	// message threads expire by. If nil, it is time.Now. A [Clock] lets a
+	// test move time on by hand, to see a 5-minute cache entry expire
+	// without waiting for it.
+	Now func() time.Time
+	// MinCacheableTokens, if positive, is the minimum cacheable prompt
+	// length for every model, in place of the table of
+	// [MinCacheableTokens].
+	MinCacheableTokens int64
+	// ThreadUnsupported, if non-empty, makes the server reject every request
+	// that has a thread field with HTTP 400 and the error code
+	// thread_unsupported_request, naming these features as the ones the
+	// thread cannot hold (such as "inference_hooks"), so that a test can
+	// check that a client falls back to sending the whole history without
+	// a thread.
+	ThreadUnsupported []string
+}
+
+// Clock is a clock for [Options].Now that stands still until Advance moves
+// it. The zero Clock reads the zero time. Its methods are safe for
+// concurrent use.
+type Clock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+// Now returns the time of the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// withDefaults returns a copy of opts with its defaults filled in.
+func withDefaults(opts *Options) Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+		o.ThreadUnsupported = slices.Clone(opts.ThreadUnsupported)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// minCacheableTokens returns the minimum cacheable prompt length of model on
+// a server with these options.
+func (o *Options) minCacheableTokens(model string) int64 {
+	if o.MinCacheableTokens > 0 {
+		return o.MinCacheableTokens
+	}
+	return MinCacheableTokens(model)
+}
