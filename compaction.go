@@ -102,8 +102,12 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 			}
 			if summary != "" {
 				// The compaction block goes back first, in place of the
-				// messages it summarises.
+				// messages it summarises, and every later request that
+				// carries it needs the beta.
 				history = []anthropic.BetaMessageParam{msg.ToParam()}
+				if !slices.Contains(r.params.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
+					r.params.Betas = append(slices.Clone(r.params.Betas), anthropic.AnthropicBetaCompact2026_09_04)
+				}
 			}
 		}
 	}

@@ -82,3 +82,56 @@ func TestClientSideCompaction(t *testing.T) {
 		t.Errorf("Turns = %d, want 3 (the compaction is not a turn)", res.Turns)
 	}
 }
+
+// TestServerSideCompaction: with the default (server-side) compaction the
+// runner sends the compaction param with the beta, the history becomes the
+// compaction block the API returned, and the run goes on from it.
+func TestServerSideCompaction(t *testing.T) {
+	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+		msgs := req.Params.Messages
+		if msgs[0].Role == "assistant" { // after the compaction
+			return toolruntest.Message(toolruntest.Text("done"))
+		}
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
+		r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
+		return r
+	})
+	var calls counter
+	var compactions []toolrun.Compacted
+	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger:     discard(),
+		Compaction: toolrun.Compaction{Threshold: 3000, Instructions: "Keep the cities."},
+		OnEvent: func(ctx context.Context, e toolrun.Event) {
+			if c, ok := e.(toolrun.Compacted); ok {
+				compactions = append(compactions, c)
+			}
+		},
+	}).Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != toolrun.StopEndTurn || len(compactions) != 1 || compactions[0].ClientSide || compactions[0].Summary == "" {
+		t.Fatalf("stop %q with compactions %+v, want end_turn after one server-side compaction", res.StopReason, compactions)
+	}
+	var compactReq, after *toolruntest.Request
+	for i, r := range s.Requests() {
+		if _, ok := r.Params.Raw["compaction"]; ok {
+			compactReq, after = r, s.Requests()[i+1]
+		}
+	}
+	if compactReq == nil {
+		t.Fatal("no request carried the compaction param")
+	}
+	if got := compactReq.Header.Get("anthropic-beta"); !strings.Contains(got, "compact-2026-09-04") {
+		t.Errorf("anthropic-beta = %q, want the compaction beta", got)
+	}
+	if got := string(compactReq.Params.Raw["compaction"]); !strings.Contains(got, "Keep the cities.") {
+		t.Errorf("compaction = %s, want the instructions", got)
+	}
+	if diff := cmp.Diff([]string{"assistant:compaction"}, roles(after)); diff != "" {
+		t.Errorf("history after compaction (-want +got):\n%s", diff)
+	}
+	if calls.get("get_weather") != 2 {
+		t.Errorf("tool ran %d times, want 2", calls.get("get_weather"))
+	}
+}

@@ -154,6 +154,15 @@ type Options struct {
 	// value never compacts on its own.
 	Compaction Compaction
 
+	// Thread runs the conversation on a message thread (beta): the API keeps
+	// the history and each request sends only the messages added since the
+	// last one. Everything else works the same: the runner still holds the
+	// whole history (for State, hooks, edits and compaction), and a request
+	// the thread cannot take — a changed system prompt or tool list, say —
+	// is sent again with the whole history, without a thread, as the API
+	// advises. A resumed run starts a new thread.
+	Thread bool
+
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as
 	// [TextDelta], [ThinkingDelta] and [ToolInputDelta], and each tool call
@@ -351,6 +360,9 @@ type Runner struct {
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
 	compactAsked  bool      // CompactBeforeNextTurn was called
+
+	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
+	threadKey string                       // the system prompt and tools the thread was created with
 
 	stateMu sync.Mutex // guards the started and result fields of the pending turn's calls
 
@@ -695,6 +707,9 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	if r.opts.Stream {
 		return r.sendStream(ctx, turn, params)
+	}
+	if r.opts.Thread {
+		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{})
 	}
 	return r.client.Beta.Messages.New(ctx, *params)
 }

@@ -237,7 +237,7 @@ type streamAttempt struct {
 // returns it once message_stop has arrived.
 func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	r := st.r
-	stream := r.client.Beta.Messages.NewStreaming(ctx, *params, option.WithResponseInto(&st.resp))
+	stream := r.openStream(ctx, params, option.WithResponseInto(&st.resp))
 	defer stream.Close()
 	// An error before the stream began (an error status after the client's
 	// retries, a refused connection) leaves no response or one with an
