@@ -78,6 +78,32 @@
 // once [Runner.Decide] has the decisions. No call that already ran runs
 // again.
 //
+// # Streaming
+//
+// With [Options.Stream], responses arrive as deltas; [Runner.Events] yields
+// every event of the run on the caller's goroutine, with back-pressure, and
+// [Runner.RunStream] drains it into a [Result]. [Options.EarlyToolStart]
+// starts each call as soon as its block is whole. A stream that fails midway
+// is requested again ([Options.StreamRetry]) and nothing from it reaches the
+// history.
+//
+// # Context and cost
+//
+// Requests use prompt caching by default ([Options.NoCache],
+// [Options.CacheTTL]). [Options.Budget] stops a run before the step that
+// could pass a token, cost, time or tool-call bound ([StopBudget]).
+// [Options.Compaction] and [Runner.CompactBeforeNextTurn] compact a long
+// history between turns, on the server or client-side. [Options.Thread]
+// runs on a message thread. Oversized tool results reach the model
+// truncated ([Options.MaxResultBytes]).
+//
+// # Durable runs
+//
+// With [Options.Store] (a [FileStore], or any [Store]) the run's state is
+// saved at every step, each call journaled before it runs; [Open] resumes it
+// after a crash without running a finished call again, or a started one
+// unless its tool is [ToolConfig.Idempotent].
+//
 // # Events
 //
 // Logging, [Options.OnEvent] and [Runner.Events] all see the same typed
