@@ -13,37 +13,70 @@ import (
 
 // noTerminalReason is what the model is told when a call needing approval
 // is denied because nobody can be asked.
-const noTerminalReason = "no terminal to ask for approval; rerun with --yes"
+const noTerminalReason = "no terminal to ask for approval; rerun with --approve auto"
 
 // noAnswerReason is what the model is told when the prompt's input ended
 // before an answer.
 const noAnswerReason = "no answer at the approval prompt"
+
+// approveMode is the value of --approve: who decides the calls that need
+// approval.
+type approveMode string
+
+const (
+	approveAsk  approveMode = "ask"  // a person at the terminal
+	approveAuto approveMode = "auto" // approved without asking
+	approveDeny approveMode = "deny" // denied without asking
+)
+
+func (m *approveMode) String() string { return string(*m) }
+
+func (m *approveMode) Set(s string) error {
+	switch v := approveMode(s); v {
+	case approveAsk, approveAuto, approveDeny:
+		*m = v
+		return nil
+	}
+	return errors.New("want ask, auto or deny")
+}
+
+// denyFlagReason is what the model is told of a call denied by --approve
+// deny.
+const denyFlagReason = "calls that need approval are denied in this run (--approve deny)"
 
 // approver decides a call that awaits approval, and prints the decision.
 type approver interface {
 	approve(ctx context.Context, p toolrun.PendingCall) (toolrun.Decision, error)
 }
 
-// newApprover returns the approver for c: everything approved with yes,
-// else a prompt if a person is at stdin, else everything denied.
-func (c *cli) newApprover(yes bool) approver {
+// newApprover returns the approver for mode: everything approved (auto,
+// printed as approved by autoFlag), everything denied (deny), or a prompt
+// if a person is at stdin (ask). With ask and nobody at stdin it denies
+// every call, telling the model noTerminal, or returns nil if noTerminal is
+// empty: the run then stops awaiting approval. Decisions are printed to
+// out and the prompt's questions to ask.
+func (c *cli) newApprover(mode approveMode, autoFlag, noTerminal string, out, ask io.Writer) approver {
 	switch {
-	case yes:
-		return approveAll{w: c.stdout}
+	case mode == approveAuto:
+		return approveAll{w: out, flag: autoFlag}
+	case mode == approveDeny:
+		return denyAll{w: out, reason: denyFlagReason}
 	case c.interactive:
-		return &prompt{in: bufio.NewReader(c.stdin), out: c.stdout, ask: c.stderr}
-	default:
-		return denyAll{w: c.stdout}
+		return &prompt{in: bufio.NewReader(c.stdin), out: out, ask: ask}
+	case noTerminal != "":
+		return denyAll{w: out, reason: noTerminal}
 	}
+	return nil
 }
 
 // runWithApproval runs r to its end, asking a for a decision each time the
 // run stops to await approval. It returns the run's result; on an error of
-// a, the run stays awaiting approval and the error is returned with it.
+// a, the run stays awaiting approval and the error is returned with it. A
+// nil a leaves the run awaiting approval.
 func runWithApproval(ctx context.Context, r *toolrun.Runner, a approver) (*toolrun.Result, error) {
 	for {
 		res, err := r.Run(ctx)
-		if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
+		if err != nil || res.StopReason != toolrun.StopAwaitingApproval || a == nil {
 			return res, err
 		}
 		for _, p := range res.Pending {
@@ -58,20 +91,27 @@ func runWithApproval(ctx context.Context, r *toolrun.Runner, a approver) (*toolr
 	}
 }
 
-// approveAll approves every call, for --yes.
-type approveAll struct{ w io.Writer }
+// approveAll approves every call, for --approve auto or the demo's --yes.
+type approveAll struct {
+	w    io.Writer
+	flag string // the flag that said so
+}
 
 func (a approveAll) approve(_ context.Context, p toolrun.PendingCall) (toolrun.Decision, error) {
-	fmt.Fprintf(a.w, "  ✓ %s approved (--yes)\n", p.Call.Name)
+	fmt.Fprintf(a.w, "  ✓ %s approved (%s)\n", p.Call.Name, a.flag)
 	return toolrun.AllowCall(), nil
 }
 
-// denyAll denies every call, when nobody can be asked.
-type denyAll struct{ w io.Writer }
+// denyAll denies every call with reason: for --approve deny, or when
+// nobody can be asked.
+type denyAll struct {
+	w      io.Writer
+	reason string
+}
 
 func (a denyAll) approve(_ context.Context, p toolrun.PendingCall) (toolrun.Decision, error) {
-	fmt.Fprintf(a.w, "  ✗ %s denied: %s\n", p.Call.Name, noTerminalReason)
-	return toolrun.DenyCall(noTerminalReason), nil
+	fmt.Fprintf(a.w, "  ✗ %s denied: %s\n", p.Call.Name, a.reason)
+	return toolrun.DenyCall(a.reason), nil
 }
 
 // prompt asks a person about each call: approve, deny with a reason, or

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -34,13 +33,19 @@ prompt run against the Anthropic API.
 
 When send_report asks for approval, demo asks at the terminal: approve,
 deny with a reason sent to the model, or approve it for the rest of the
-run. With --yes it approves without asking; with no terminal and no --yes
-it denies the call and says so.`,
+run. With --approve auto (or --yes) it approves without asking, with
+--approve deny it denies; with no terminal to ask at, it denies the call
+and says so, so that the demo always runs to its end.
+
+With --record, the run is recorded as a JSON Lines transcript, for
+"toolrun replay" and "toolrun view".`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
-		var f demoFlags
-		fs.BoolVar(&f.yes, "yes", false, "approve every tool call that needs approval, without asking")
+		f := demoFlags{approve: approveAsk}
+		fs.Var(&f.approve, "approve", "who decides the calls that need approval: `ask` at the terminal, auto (approve) or deny")
+		fs.BoolVar(&f.yes, "yes", false, "approve every tool call that needs approval, without asking: --approve auto")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask when ANTHROPIC_API_KEY is set")
 		fs.IntVar(&f.maxTurns, "max-turns", 10, "stop after `n` model requests")
+		fs.StringVar(&f.record, "record", "", "record the run to `file`, a JSON Lines transcript for replay and view")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) > 0 {
 				return c.usageError("demo", "unexpected arguments: %s", strings.Join(args, " "))
@@ -48,15 +53,23 @@ it denies the call and says so.`,
 			if f.maxTurns < 1 {
 				return c.usageError("demo", "--max-turns must be at least 1")
 			}
+			if f.yes {
+				if f.approve == approveDeny {
+					return c.usageError("demo", "--yes and --approve deny contradict each other")
+				}
+				f.approve = approveAuto
+			}
 			return c.demo(ctx, f)
 		}
 	},
 }
 
 type demoFlags struct {
+	approve  approveMode
 	yes      bool
 	model    string
 	maxTurns int
+	record   string
 }
 
 // demoPrompt is the user's message that starts the demo.
@@ -89,13 +102,28 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	}
 	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(names, ", "))
 	fmt.Fprintln(c.stdout, "log: warnings and tool failures go to stderr")
+	if f.record != "" {
+		fmt.Fprintf(c.stdout, "record: %s\n", f.record)
+	}
 	fmt.Fprintf(c.stdout, "\nuser: %s\n", demoPrompt)
 
-	d := &display{w: c.stdout}
+	d := c.newDisplay("logged to stderr")
 	opts := &toolrun.Options{
-		Logger:   slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:   c.logger(d.writer(c.stderr)),
 		MaxTurns: f.maxTurns,
 		OnEvent:  d.event,
+	}
+	if f.record != "" {
+		rec, done, err := c.record(f.record, map[string]string{"name": "toolrun demo"})
+		if err != nil {
+			fmt.Fprintf(c.stderr, "toolrun demo: %v\n", err)
+			return exitError
+		}
+		defer done("demo")
+		opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
+			rec.Observe(ctx, e)
+			d.event(ctx, e)
+		}
 	}
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.Model(f.model),
@@ -108,11 +136,14 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	}
 	r := toolrun.New(client, params, list, opts)
 
-	res, err := runWithApproval(ctx, r, c.newApprover(f.yes))
-	d.summary(res)
-	if res.ToolFailures > 0 {
-		fmt.Fprintln(c.stdout, "the failed calls were logged to stderr")
+	d.start()
+	autoFlag := "--approve auto"
+	if f.yes {
+		autoFlag = "--yes"
 	}
+	res, err := runWithApproval(ctx, r, c.newApprover(f.approve, autoFlag, noTerminalReason, d.writer(c.stdout), d.writer(c.stderr)))
+	d.close()
+	d.summary(res)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(c.stderr, "toolrun demo: interrupted")

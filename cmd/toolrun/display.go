@@ -5,83 +5,410 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync"
+	"time"
 
 	"github.com/toolrun/toolrun"
 )
 
 // display prints a run as it happens, from its events: each turn, the
 // model's text, each tool call with its input, the decisions that were not
-// a plain allow, and each result. It is meant for [toolrun.Options.OnEvent],
-// which is never called concurrently.
+// a plain allow, and each result with how long it ran. Its event method is
+// meant for [toolrun.Options.OnEvent].
 //
-// Results are printed when their turn finishes, in the order of the calls,
-// so that calls run in parallel print the same way every time.
+// Without a terminal it prints plain lines, and prints results when their
+// turn finishes, in the order of the calls, so that calls run in parallel
+// print the same way every time. On a terminal (live) it prints each result
+// as it comes, failures in red, and keeps a status line at the bottom, with
+// a spinner and the time so far for the model request in flight and for
+// each tool running, redrawn in place with \r and an ANSI clear-line.
+//
+// Everything else written to the terminal while a run goes (the log, the
+// approval prompt) must go through [display.writer], so that it does not
+// land in the middle of the status line.
 type display struct {
-	w io.Writer
+	mu sync.Mutex // guards all below: events, the ticker and the writers interleave
+
+	w       io.Writer
+	live    bool   // a terminal: status line, results as they come
+	color   bool   // ANSI colours, when live
+	width   int    // the terminal's width, for the status line
+	logNote string // where tool failures are logged ("logged to stderr"); empty to say nothing
+	now     func() time.Time
+
+	turn     int
+	waiting  time.Time // when the request in flight went out; zero if none is
+	streamed bool      // the turn's text was printed as it streamed
+	calls    map[string]*callView
+	order    []*callView // the calls of the turn, in the order they arrived
+	running  []*callView // the calls running, in the order they started
+
+	text struct {
+		open     bool // a streamed text line is open
+		index    int  // its content block
+		newlines int  // newlines held back: trailing ones are dropped
+	}
+	statusShown bool // the status line is on the screen
+
+	stop, done chan struct{} // of the ticker
 }
+
+type callView struct {
+	call    toolrun.ToolCall
+	started time.Time
+	result  *toolrun.ToolResult
+	printed bool
+}
+
+// The ANSI sequences the live display uses.
+const (
+	ansiClearLine = "\r\x1b[K"
+	ansiRed       = "\x1b[31m"
+	ansiYellow    = "\x1b[33m"
+	ansiBold      = "\x1b[1m"
+	ansiReset     = "\x1b[0m"
+)
+
+// spinnerFrames turn once a second.
+var spinnerFrames = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+// tickEvery is how often the live status line is redrawn.
+const tickEvery = 100 * time.Millisecond
 
 // maxResultLen bounds the length of a successful result as printed.
 const maxResultLen = 100
 
+// newDisplay returns a display that writes to w: live if w is a terminal
+// (and TERM is not "dumb"), in colour unless NO_COLOR is set. logNote says
+// where tool failures are logged.
+func (c *cli) newDisplay(logNote string) *display {
+	d := &display{w: c.stdout, logNote: logNote, now: time.Now, calls: map[string]*callView{}}
+	if c.stdoutTerminal && c.getenv("TERM") != "dumb" {
+		d.live = true
+		d.color = c.getenv("NO_COLOR") == ""
+		d.width = 80
+		if n, err := strconv.Atoi(c.getenv("COLUMNS")); err == nil && n > 10 {
+			d.width = n
+		}
+	}
+	return d
+}
+
+// start starts redrawing the status line, for a live display. Call close
+// when the run is over.
+func (d *display) start() {
+	if !d.live {
+		return
+	}
+	d.stop, d.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(d.done)
+		t := time.NewTicker(tickEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.stop:
+				return
+			case <-t.C:
+				d.mu.Lock()
+				d.drawStatus()
+				d.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// close stops the ticker and leaves the terminal at the start of a line.
+func (d *display) close() {
+	if d.stop != nil {
+		close(d.stop)
+		<-d.done
+		d.stop = nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.clearStatus()
+	d.endText()
+}
+
+// writer returns a writer to w that takes turns with the display: on a
+// live display, the status line is cleared before each write and drawn
+// again after it.
+func (d *display) writer(w io.Writer) io.Writer { return displayWriter{d, w} }
+
+type displayWriter struct {
+	d *display
+	w io.Writer
+}
+
+func (x displayWriter) Write(p []byte) (int, error) {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	if x.d.live {
+		x.d.clearStatus()
+		x.d.endText()
+		defer x.d.drawStatus()
+	}
+	return x.w.Write(p)
+}
+
 func (d *display) event(_ context.Context, e toolrun.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	switch e := e.(type) {
 	case toolrun.TurnStarted:
-		fmt.Fprintf(d.w, "\nturn %d\n", e.Turn)
+		d.turn, d.streamed, d.order = e.Turn, false, nil
+		d.line("\n" + d.paint(ansiBold, fmt.Sprintf("turn %d", e.Turn)))
+	case toolrun.RequestSent:
+		d.waiting = d.now()
+	case toolrun.TextDelta:
+		d.streamed = true
+		d.textDelta(e.Index, e.Text)
+	case toolrun.StreamRetried:
+		d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
 	case toolrun.ResponseReceived:
-		for _, b := range e.Message.Content {
-			if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
-				d.block("  claude: ", b.Text)
+		d.waiting = time.Time{}
+		d.endText()
+		if !d.streamed {
+			for _, b := range e.Message.Content {
+				if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+					d.block("  claude: ", b.Text, "")
+				}
 			}
 		}
 	case toolrun.ToolCallReady:
-		fmt.Fprintf(d.w, "  → %s %s\n", e.Call.Name, e.Call.Input)
+		d.view(e.Call)
+		d.line(fmt.Sprintf("  → %s %s", e.Call.Name, e.Call.Input))
 	case toolrun.ToolDecided:
 		switch {
 		case e.By == "approval":
 			// The approver has printed it as it was given.
 		case e.Decision.Kind == toolrun.Defer:
-			fmt.Fprintf(d.w, "  ? %s needs approval: %s\n", e.Call.Name, e.Decision.Reason)
+			d.line(d.paint(ansiYellow, fmt.Sprintf("  ? %s needs approval: %s", e.Call.Name, e.Decision.Reason)))
 		case e.Decision.Kind == toolrun.Deny:
-			fmt.Fprintf(d.w, "  ✗ %s denied by %s: %s\n", e.Call.Name, e.By, e.Decision.Reason)
+			d.line(d.paint(ansiRed, fmt.Sprintf("  ✗ %s denied by %s: %s", e.Call.Name, e.By, e.Decision.Reason)))
 		case e.Decision.Kind == toolrun.Skip:
-			fmt.Fprintf(d.w, "  - %s skipped by %s\n", e.Call.Name, e.By)
+			d.line(fmt.Sprintf("  - %s skipped by %s", e.Call.Name, e.By))
 		case e.By == "always":
-			fmt.Fprintf(d.w, "  ✓ %s allowed: approved for the rest of the run\n", e.Call.Name)
+			d.line(fmt.Sprintf("  ✓ %s allowed: approved for the rest of the run", e.Call.Name))
+		}
+	case toolrun.ToolStarted:
+		v := d.view(e.Call)
+		v.started = d.now()
+		d.running = append(d.running, v)
+	case toolrun.ToolFinished:
+		v := d.view(e.Result.Call)
+		v.result = e.Result
+		for i, r := range d.running {
+			if r == v {
+				d.running = append(d.running[:i], d.running[i+1:]...)
+				break
+			}
+		}
+		if d.live {
+			d.result(v)
 		}
 	case toolrun.TurnFinished:
 		for _, res := range e.Results {
-			d.result(res)
+			v := d.view(res.Call)
+			v.result = res
+			d.result(v)
 		}
+	case toolrun.RunStopped:
+		// A run that stops with calls answered in a turn it did not
+		// finish (awaiting approval, say) shows their results now.
+		for _, v := range d.order {
+			d.result(v)
+		}
+		d.waiting, d.running = time.Time{}, nil
 	}
+	d.drawStatus()
 }
 
-func (d *display) result(res *toolrun.ToolResult) {
+// view returns the view of call, making it if it is new.
+func (d *display) view(call toolrun.ToolCall) *callView {
+	v, ok := d.calls[call.ID]
+	if !ok {
+		v = &callView{call: call}
+		d.calls[call.ID] = v
+		d.order = append(d.order, v)
+	}
+	return v
+}
+
+// result prints the result of v, once.
+func (d *display) result(v *callView) {
+	res := v.result
+	if res == nil || v.printed {
+		return
+	}
+	v.printed = true
+	var notes []string
+	if res.Ran {
+		notes = append(notes, formatDuration(res.Duration))
+	}
 	text := resultText(res.Content)
 	switch {
 	case !res.IsError:
-		fmt.Fprintf(d.w, "  ← %s: %s\n", res.Call.Name, shorten(text))
+		d.line(fmt.Sprintf("  ← %s%s: %s", res.Call.Name, parens(notes), shorten(text)))
 	case errors.Is(res.Err, toolrun.ErrDenied), errors.Is(res.Err, toolrun.ErrNotRun):
-		d.block(fmt.Sprintf("  ✗ %s not run: ", res.Call.Name), text)
+		d.block(fmt.Sprintf("  ✗ %s not run: ", res.Call.Name), text, ansiRed)
 	default:
-		d.block(fmt.Sprintf("  ✗ %s failed: ", res.Call.Name), text)
+		if d.logNote != "" {
+			notes = append(notes, d.logNote)
+		}
+		d.block(fmt.Sprintf("  ✗ %s failed%s: ", res.Call.Name, parens(notes)), text, ansiRed)
 	}
+}
+
+func parens(notes []string) string {
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, ", ") + ")"
+}
+
+// formatDuration rounds d for a person: milliseconds under a second, else
+// tenths of seconds.
+func formatDuration(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+// paint returns s in colour, if the display has colours.
+func (d *display) paint(color, s string) string {
+	if !d.color || color == "" {
+		return s
+	}
+	return color + s + ansiReset
+}
+
+// line prints s as a line of its own, below any open text and above the
+// status line.
+func (d *display) line(s string) {
+	d.clearStatus()
+	d.endText()
+	fmt.Fprintln(d.w, s)
 }
 
 // block prints text after prefix, with its further lines indented under
-// it.
-func (d *display) block(prefix, text string) {
-	fmt.Fprintf(d.w, "%s%s\n", prefix, strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
+// it, in color if given.
+func (d *display) block(prefix, text, color string) {
+	d.line(d.paint(color, prefix+strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      ")))
 }
 
-// summary prints how the run ended.
-func (d *display) summary(res *toolrun.Result) {
-	fmt.Fprintf(d.w, "\nstopped: %s after %d turns, %d tool calls (%d failed); tokens in=%d out=%d\n",
-		res.StopReason, res.Turns, res.ToolCalls, res.ToolFailures, res.Usage.InputTokens, res.Usage.OutputTokens)
-	if res.Detail != "" {
-		fmt.Fprintf(d.w, "  %s\n", res.Detail)
+// textDelta prints a piece of streamed text, as block would print the
+// whole: on a "claude:" line, without leading or trailing blank space,
+// further lines indented.
+func (d *display) textDelta(index int, s string) {
+	if d.text.open && d.text.index != index {
+		d.endText()
 	}
+	if !d.text.open {
+		s = strings.TrimLeft(s, " \t\r\n")
+		if s == "" {
+			return
+		}
+		d.clearStatus()
+		fmt.Fprint(d.w, "  claude: ")
+		d.text.open, d.text.index, d.text.newlines = true, index, 0
+	}
+	body := strings.TrimRight(s, "\n")
+	trailing := len(s) - len(body)
+	if body == "" {
+		d.text.newlines += trailing
+		return
+	}
+	fmt.Fprint(d.w, strings.Repeat("\n      ", d.text.newlines)+strings.ReplaceAll(body, "\n", "\n      "))
+	d.text.newlines = trailing
+}
+
+// endText ends the open text line, if there is one.
+func (d *display) endText() {
+	if d.text.open {
+		fmt.Fprintln(d.w)
+		d.text.open = false
+	}
+}
+
+// clearStatus erases the status line, if it is shown.
+func (d *display) clearStatus() {
+	if d.statusShown {
+		fmt.Fprint(d.w, ansiClearLine)
+		d.statusShown = false
+	}
+}
+
+// drawStatus draws the status line of a live display, in place of the
+// last one, unless a text line is open or nothing is going on.
+func (d *display) drawStatus() {
+	if !d.live || d.text.open {
+		return
+	}
+	s := d.status(d.now())
+	if s == "" {
+		d.clearStatus()
+		return
+	}
+	fmt.Fprint(d.w, ansiClearLine+s)
+	d.statusShown = true
+}
+
+// status returns the status line at now: the turn, then a spinner and the
+// time so far for the request in flight and for each call running, cut to
+// the terminal's width. It is empty when nothing is going on.
+func (d *display) status(now time.Time) string {
+	var parts []string
+	item := func(since time.Time, what string) {
+		el := max(now.Sub(since), 0)
+		frame := spinnerFrames[int(el/tickEvery)%len(spinnerFrames)]
+		parts = append(parts, fmt.Sprintf("%c %s %.1fs", frame, what, el.Seconds()))
+	}
+	if !d.waiting.IsZero() {
+		item(d.waiting, "model")
+	}
+	for _, v := range d.running {
+		item(v.started, v.call.Name)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("turn %d  %s", d.turn, strings.Join(parts, "  "))
+	if r := []rune(s); len(r) > d.width-1 {
+		s = string(r[:d.width-2]) + "…"
+	}
+	return s
+}
+
+// summary prints how the run ended and what it used.
+func (d *display) summary(res *toolrun.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if res == nil {
+		return
+	}
+	stopped := fmt.Sprintf("stopped: %s after %d turns, %d tool calls (%d failed)",
+		res.StopReason, res.Turns, res.ToolCalls, res.ToolFailures)
+	if res.StopReason != toolrun.StopEndTurn {
+		stopped = d.paint(ansiRed, stopped)
+	}
+	d.line("\n" + stopped)
+	if res.Detail != "" {
+		d.line("  " + res.Detail)
+	}
+	u := res.Usage
+	usage := fmt.Sprintf("usage: %d input tokens, %d output tokens", u.InputTokens, u.OutputTokens)
+	if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+		usage += fmt.Sprintf(", %d read from the cache, %d written to it", u.CacheReadInputTokens, u.CacheCreationInputTokens)
+	}
+	if res.CostUSD > 0 {
+		usage += fmt.Sprintf("; about $%.4f", res.CostUSD)
+	}
+	d.line(usage)
 }
 
 // resultText returns the text of a result's content, with a placeholder for
@@ -103,12 +430,17 @@ func resultText(content []toolrun.Content) string {
 	return strings.Join(parts, " ")
 }
 
-// shorten returns s on one line, cut to about maxResultLen characters.
+// shorten returns s on one line, cut to about maxResultLen characters:
+// its first line, with the count of the others.
 func shorten(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= maxResultLen {
-		return s
+	first, rest, multi := strings.Cut(strings.TrimSpace(s), "\n")
+	more := ""
+	if multi {
+		more = fmt.Sprintf(" … (%d lines)", strings.Count(rest, "\n")+2)
 	}
-	r := []rune(s)
-	return string(r[:maxResultLen]) + "…"
+	first = strings.Join(strings.Fields(first), " ")
+	if r := []rune(first); len(r) > maxResultLen {
+		first = string(r[:maxResultLen]) + "…"
+	}
+	return first + more
 }

@@ -3,15 +3,19 @@
 //
 // Usage:
 //
-//	toolrun <command> [flags]
+//	toolrun <command> [flags] [arguments]
 //
 // The commands are:
 //
+//	run     run a prompt against the API, with MCP servers and read-only file tools
 //	demo    run a multi-turn tool-use conversation with local tools
+//	replay  replay a recorded run offline and report where its tools now differ
+//	view    write a recorded run as a self-contained HTML report
 //	help    show help for toolrun or one of its commands
 //
-// Run "toolrun <command> --help" for a command's flags. The exit status says
-// how the run stopped: 0 when the model finished (end_turn), 2 for a usage
+// Run "toolrun <command> --help" for a command's flags; flags may come
+// before or after the arguments. The exit status of run and demo says how
+// the run stopped: 0 when the model finished (end_turn), 2 for a usage
 // error, and a distinct code for every other stop reason, listed by
 // "toolrun help".
 package main
@@ -41,11 +45,12 @@ func main() {
 // returns its exit status. Tests call it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	c := &cli{
-		stdin:       stdin,
-		stdout:      stdout,
-		stderr:      stderr,
-		getenv:      getenv,
-		interactive: isTerminal(stdin),
+		stdin:          stdin,
+		stdout:         stdout,
+		stderr:         stderr,
+		getenv:         getenv,
+		interactive:    isTerminal(stdin),
+		stdoutTerminal: isTerminal(stdout),
 	}
 	return c.run(ctx, args)
 }
@@ -59,12 +64,16 @@ type cli struct {
 	// interactive reports that stdin is a terminal, so approvals can be
 	// asked for. Tests set it to drive the prompt with a scripted reader.
 	interactive bool
+	// stdoutTerminal reports that stdout is a terminal, so a run's
+	// progress is shown live.
+	stdoutTerminal bool
 }
 
-// isTerminal reports whether r is a terminal: a character device other
-// than the null device, which is one too but has nobody behind it.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal reports whether f, a reader or a writer, is a terminal: a
+// character device other than the null device, which is one too but has
+// nobody behind it.
+func isTerminal(rw any) bool {
+	f, ok := rw.(*os.File)
 	if !ok {
 		return false
 	}
@@ -88,11 +97,24 @@ type command struct {
 	// setup defines the command's flags on fs and returns the function that
 	// runs the command once fs is parsed, with the arguments left over.
 	setup func(fs *flag.FlagSet) func(ctx context.Context, c *cli, args []string) int
+	// exits lists the command's exit statuses for its help; nil means the
+	// statuses of a run, [exitCodes].
+	exits []exitStatus
+}
+
+// exitStatus is one exit status of a command, for its help.
+type exitStatus struct {
+	code    int
+	name    string
+	meaning string
 }
 
 // commands lists the commands in the order help shows them.
 var commands = []*command{
+	runCommand,
 	demoCommand,
+	replayCommand,
+	viewCommand,
 }
 
 func lookup(name string) *command {
@@ -126,6 +148,7 @@ var exitCodes = []struct {
 	{toolrun.StopContextWindow, 6, "the model's context window was exceeded"},
 	{toolrun.StopAwaitingApproval, 7, "a tool call still awaits approval"},
 	{toolrun.StopHook, 8, "a hook stopped the run"},
+	{toolrun.StopBudget, 9, "a budget was used up"},
 	{toolrun.StopCanceled, 130, "interrupted"},
 }
 
@@ -182,7 +205,8 @@ func (c *cli) help(args []string) int {
 func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
 	fs := newFlagSet(cmd, c.stderr)
 	runCmd := cmd.setup(fs)
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.commandHelp(c.stdout, cmd)
 			return exitOK
@@ -191,7 +215,28 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
 		fmt.Fprintf(c.stderr, "run \"toolrun %s --help\" for usage\n", cmd.name)
 		return exitUsage
 	}
-	return runCmd(ctx, c, fs.Args())
+	return runCmd(ctx, c, positional)
+}
+
+// parseFlags parses args with fs, allowing flags after the arguments too
+// ("toolrun view run.jsonl -o report.html"). Everything after "--" is an
+// argument. It returns the arguments.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
 }
 
 // newFlagSet returns the command's empty flag set, which reports parse
@@ -217,7 +262,7 @@ tools the model asks for, sends their results back, and repeats until the
 model answers without tools.
 
 usage:
-  toolrun <command> [flags]
+  toolrun <command> [flags] [arguments]
 
 commands:
 `)
@@ -228,10 +273,13 @@ commands:
 	fmt.Fprintf(tw, "  %s\t%s\n", "help", "show help for toolrun or one of its commands")
 	tw.Flush()
 	fmt.Fprint(w, `
-Run "toolrun <command> --help" for a command's flags.
+Run "toolrun <command> --help" for a command's flags. The API key and base
+URL come from the environment, as the anthropic client reads them
+(ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL).
 
+The exit status of run and demo says how the run stopped:
 `)
-	printExitCodes(w)
+	printExitCodes(w, nil)
 }
 
 func (c *cli) commandHelp(w io.Writer, cmd *command) {
@@ -245,17 +293,27 @@ func (c *cli) commandHelp(w io.Writer, cmd *command) {
 		fs.PrintDefaults()
 	}
 	fmt.Fprintln(w)
-	printExitCodes(w)
+	fmt.Fprintln(w, "exit status:")
+	printExitCodes(w, cmd.exits)
 }
 
-func printExitCodes(w io.Writer) {
-	fmt.Fprintln(w, "exit status:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, e := range exitCodes {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\n", e.code, e.reason, e.meaning)
-		if e.code == exitError {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\n", exitUsage, "usage", "the command line is wrong")
+// printExitCodes prints exits, or the statuses of a run if exits is nil.
+func printExitCodes(w io.Writer, exits []exitStatus) {
+	if exits == nil {
+		for _, e := range exitCodes {
+			exits = append(exits, exitStatus{e.code, string(e.reason), e.meaning})
+			if e.code == exitError {
+				exits = append(exits, usageStatus)
+			}
 		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range exits {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", e.code, e.name, e.meaning)
 	}
 	tw.Flush()
 }
+
+// usageStatus is the exit status of every command given a wrong command
+// line.
+var usageStatus = exitStatus{exitUsage, "usage", "the command line is wrong"}

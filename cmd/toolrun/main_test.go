@@ -8,7 +8,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,7 +98,7 @@ func TestDemoOffline(t *testing.T) {
 			wantStderr: []string{
 				`error="upstream timeout"`,
 				`level=WARN msg="toolrun: tool call denied" tool=send_report tool_use_id=toolu_06`,
-				`reason="no terminal to ask for approval; rerun with --yes"`,
+				`reason="no terminal to ask for approval; rerun with --approve auto"`,
 			},
 		},
 	}
@@ -109,7 +108,7 @@ func TestDemoOffline(t *testing.T) {
 			if got.code != 0 {
 				t.Errorf("exit status %d, want 0; stderr:\n%s", got.code, got.stderr)
 			}
-			golden(t, tt.golden, got.stdout)
+			golden(t, tt.golden, normalize(got.stdout))
 			for _, want := range tt.wantStderr {
 				if !strings.Contains(got.stderr, want) {
 					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
@@ -133,7 +132,7 @@ func TestDemoPrompt(t *testing.T) {
 			input: "y\n",
 			wantStdout: []string{
 				"  ✓ send_report approved\n",
-				`  ← send_report: report "25,000 JPY in Lisbon" accepted for me@example.com`,
+				`  ← send_report (<dur>): report "25,000 JPY in Lisbon" accepted for me@example.com`,
 				"(2 failed)",
 			},
 		},
@@ -159,13 +158,13 @@ func TestDemoPrompt(t *testing.T) {
 			input: "a\n",
 			wantStdout: []string{
 				"  ✓ send_report approved, and every later call of it in this run\n",
-				"  ← send_report: report",
+				"  ← send_report (<dur>): report",
 			},
 		},
 		{
 			name:       "asks again after a wrong answer",
 			input:      "maybe\nYES\n",
-			wantStdout: []string{"  ✓ send_report approved\n", "  ← send_report: report"},
+			wantStdout: []string{"  ✓ send_report approved\n", "  ← send_report (<dur>): report"},
 			wantStderr: []string{"please answer y, n or a"},
 		},
 		{
@@ -188,7 +187,7 @@ func TestDemoPrompt(t *testing.T) {
 				}
 			}
 			for _, want := range tt.wantStdout {
-				if !strings.Contains(got.stdout, want) {
+				if !strings.Contains(normalize(got.stdout), want) {
 					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
 				}
 			}
@@ -381,6 +380,17 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"demo", "--bogus"}, []string{"flag provided but not defined: -bogus", `run "toolrun demo --help"`}},
 		{"argument", []string{"demo", "extra"}, []string{"toolrun demo: unexpected arguments: extra"}},
 		{"bad max turns", []string{"demo", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}},
+		{"yes and deny", []string{"demo", "--yes", "--approve", "deny"}, []string{"--yes and --approve deny contradict each other"}},
+		{"run without a prompt", []string{"run"}, []string{"toolrun run: no prompt given"}},
+		{"run with two prompts", []string{"run", "list", "files"}, []string{"toolrun run: the prompt is one argument, got 2; quote it"}},
+		{"run with an empty prompt", []string{"run", " "}, []string{"toolrun run: the prompt is empty"}},
+		{"run with a flag after the prompt", []string{"run", "hi", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}},
+		{"run with a bad MCP command", []string{"run", "--mcp", `x "a`, "hi"}, []string{`toolrun run: --mcp "x \"a": unterminated " quote`}},
+		{"run with a bad MCP URL", []string{"run", "--mcp-url", "ftp://x", "hi"}, []string{`--mcp-url "ftp://x": want an http:// or https:// URL`}},
+		{"replay without a file", []string{"replay"}, []string{"toolrun replay: want one transcript file, got 0 arguments"}},
+		{"view with two files", []string{"view", "a.jsonl", "b.jsonl"}, []string{"toolrun view: want one transcript file, got 2 arguments"}},
+		{"view over the transcript", []string{"view", "run.html"}, []string{"toolrun view: the report would overwrite the transcript; name it with -o"}},
+		{"arguments after --", []string{"view", "-o", "r.html", "--", "-x.jsonl", "-y"}, []string{"toolrun view: want one transcript file, got 2 arguments"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -435,32 +445,13 @@ func TestIsTerminal(t *testing.T) {
 	}
 }
 
-// TestBinary builds the command and runs the demo as a user would.
+// TestBinary runs the demo with the built command, as a user would.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	bin := filepath.Join(t.TempDir(), "toolrun")
-	build := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.CommandContext(t.Context(), bin, "demo", "--yes")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ANTHROPIC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("toolrun demo --yes: %v\nstderr:\n%s", err, stderr.String())
+	got := runBinary(t, t.TempDir(), nil, []string{"demo", "--yes"}, nil)
+	if got.code != 0 {
+		t.Fatalf("toolrun demo --yes: exit status %d\nstderr:\n%s", got.code, got.stderr)
 	}
 	if !*update {
-		golden(t, "demo_yes.golden", stdout.String())
+		golden(t, "demo_yes.golden", normalize(got.stdout))
 	}
 }

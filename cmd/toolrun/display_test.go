@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+)
+
+// visible shows the control characters of a terminal's output.
+func visible(s string) string {
+	return strings.NewReplacer("\x1b", "␛", "\r", "␍").Replace(s)
+}
+
+// clock is a fake clock for the display.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock                   { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+func call(id, name, input string) toolrun.ToolCall {
+	return toolrun.ToolCall{ID: id, Name: name, Input: json.RawMessage(input)}
+}
+
+// TestLiveDisplay feeds a live display the events of a turn, redrawing it
+// as its ticker would, and compares what the terminal receives, escape
+// codes made visible, with a golden file.
+func TestLiveDisplay(t *testing.T) {
+	ctx := t.Context()
+	var out, logOut bytes.Buffer
+	clk := newClock()
+	d := &display{w: &out, live: true, color: true, width: 60, logNote: "logged to stderr", now: clk.now, calls: map[string]*callView{}}
+	tick := func(after time.Duration) {
+		clk.advance(after)
+		d.mu.Lock()
+		d.drawStatus()
+		d.mu.Unlock()
+	}
+	grep, mcp := call("toolu_1", "grep", `{"pattern":"TODO"}`), call("toolu_2", "tracker__fail", `{"text":"no"}`)
+	msg := &anthropic.BetaMessage{Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: "Looking."}}}
+
+	d.event(ctx, toolrun.TurnStarted{Turn: 1})
+	d.event(ctx, toolrun.RequestSent{Turn: 1})
+	tick(1250 * time.Millisecond)
+	d.event(ctx, toolrun.ResponseReceived{Turn: 1, Message: msg})
+	d.event(ctx, toolrun.ToolCallReady{Turn: 1, Call: grep})
+	d.event(ctx, toolrun.ToolCallReady{Turn: 1, Call: mcp})
+	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: grep})
+	clk.advance(100 * time.Millisecond)
+	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: mcp})
+	tick(300 * time.Millisecond)
+	fmt.Fprint(d.writer(&logOut), "level=ERROR msg=\"toolrun: tool call failed\"\n")
+	failed := &toolrun.ToolResult{Call: mcp, Ran: true, IsError: true, Err: errors.New("no"), Content: []toolrun.Content{toolrun.Text("no")}, Duration: 400 * time.Millisecond}
+	d.event(ctx, toolrun.ToolFinished{Turn: 1, Result: failed})
+	tick(2 * time.Second)
+	ok := &toolrun.ToolResult{Call: grep, Ran: true, Content: []toolrun.Content{toolrun.Text("a.txt:1: TODO\nb.txt:9: TODO")}, Duration: 2400 * time.Millisecond}
+	d.event(ctx, toolrun.ToolFinished{Turn: 1, Result: ok})
+	d.event(ctx, toolrun.TurnFinished{Turn: 1, Message: msg, Results: []*toolrun.ToolResult{ok, failed}})
+	d.event(ctx, toolrun.TurnStarted{Turn: 2})
+	d.event(ctx, toolrun.RequestSent{Turn: 2})
+	d.event(ctx, toolrun.TextDelta{Turn: 2, Text: "Two "})
+	tick(time.Second) // no status line while text streams
+	d.event(ctx, toolrun.TextDelta{Turn: 2, Text: "TODOs.\n"})
+	d.event(ctx, toolrun.ResponseReceived{Turn: 2, Message: msg})
+	d.event(ctx, toolrun.RunStopped{Turn: 2, Result: &toolrun.Result{StopReason: toolrun.StopEndTurn}})
+	d.close()
+	d.summary(&toolrun.Result{StopReason: toolrun.StopEndTurn, Turns: 2, ToolCalls: 2, ToolFailures: 1,
+		Usage: toolrun.Usage{InputTokens: 1200, OutputTokens: 80}})
+
+	golden(t, "live.golden", visible(out.String()))
+	if got, want := logOut.String(), "level=ERROR msg=\"toolrun: tool call failed\"\n"; got != want {
+		t.Errorf("log got %q, want %q", got, want)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	clk := newClock()
+	start := clk.now()
+	tests := []struct {
+		name    string
+		width   int
+		waiting bool
+		tools   []string
+		after   time.Duration
+		want    string
+	}{
+		{name: "idle", width: 80},
+		{name: "model", width: 80, waiting: true, after: 0, want: "turn 3  ⠋ model 0.0s"},
+		{name: "spinner turns", width: 80, waiting: true, after: 1234 * time.Millisecond, want: "turn 3  ⠹ model 1.2s"},
+		{name: "tools", width: 80, tools: []string{"grep", "docs__search"}, after: 5 * time.Second, want: "turn 3  ⠋ grep 5.0s  ⠋ docs__search 5.0s"},
+		{name: "cut to the width", width: 24, tools: []string{"grep", "docs__search"}, after: 5 * time.Second, want: "turn 3  ⠋ grep 5.0s  ⠋…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &display{live: true, width: tt.width, turn: 3}
+			if tt.waiting {
+				d.waiting = start
+			}
+			for _, name := range tt.tools {
+				d.running = append(d.running, &callView{call: toolrun.ToolCall{Name: name}, started: start})
+			}
+			if diff := cmp.Diff(tt.want, d.status(start.Add(tt.after))); diff != "" {
+				t.Errorf("status line differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTicker checks that the ticker redraws the status line on its own,
+// with time made fake by testing/synctest.
+func TestTicker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		d := &display{w: &out, live: true, width: 80, now: time.Now, calls: map[string]*callView{}}
+		d.start()
+		d.event(context.Background(), toolrun.TurnStarted{Turn: 1})
+		d.event(context.Background(), toolrun.RequestSent{Turn: 1})
+		time.Sleep(350 * time.Millisecond)
+		d.close()
+		got := visible(out.String())
+		for _, want := range []string{"␍␛[Kturn 1  ⠙ model 0.1s", "␍␛[Kturn 1  ⠹ model 0.2s", "␍␛[Kturn 1  ⠸ model 0.3s"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("output does not contain %q; got:\n%s", want, got)
+			}
+		}
+		if !strings.HasSuffix(got, "␍␛[K") {
+			t.Errorf("output ends %q, want the status line cleared", got[max(0, len(got)-20):])
+		}
+	})
+}
+
+func TestNewDisplay(t *testing.T) {
+	tests := []struct {
+		name      string
+		terminal  bool
+		env       map[string]string
+		wantLive  bool
+		wantColor bool
+		wantWidth int
+	}{
+		{name: "no terminal", env: map[string]string{}},
+		{name: "terminal", terminal: true, env: map[string]string{}, wantLive: true, wantColor: true, wantWidth: 80},
+		{name: "NO_COLOR", terminal: true, env: map[string]string{"NO_COLOR": "1", "COLUMNS": "120"}, wantLive: true, wantWidth: 120},
+		{name: "dumb terminal", terminal: true, env: map[string]string{"TERM": "dumb"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &cli{stdout: &bytes.Buffer{}, getenv: env(tt.env), stdoutTerminal: tt.terminal}
+			d := c.newDisplay("")
+			if d.live != tt.wantLive || d.color != tt.wantColor || d.width != tt.wantWidth {
+				t.Errorf("live %v, color %v, width %d; want %v, %v, %d", d.live, d.color, d.width, tt.wantLive, tt.wantColor, tt.wantWidth)
+			}
+		})
+	}
+}
