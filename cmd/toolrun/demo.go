@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -37,15 +39,16 @@ run. With --approve auto (or --yes) it approves without asking, with
 --approve deny it denies; with no terminal to ask at, it denies the call
 and says so, so that the demo always runs to its end.
 
-With --record, the run is recorded as a JSON Lines transcript, for
-"toolrun replay" and "toolrun view".`,
+The run is recorded as a JSON Lines transcript, for "toolrun replay" and
+"toolrun view": by default to toolrun-demo.jsonl in the temporary
+directory, elsewhere with --record file, not at all with --record off.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		f := demoFlags{approve: approveAsk}
 		fs.Var(&f.approve, "approve", "who decides the calls that need approval: `ask` at the terminal, auto (approve) or deny")
 		fs.BoolVar(&f.yes, "yes", false, "approve every tool call that needs approval, without asking: --approve auto")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask when ANTHROPIC_API_KEY is set")
 		fs.IntVar(&f.maxTurns, "max-turns", 10, "stop after `n` model requests")
-		fs.StringVar(&f.record, "record", "", "record the run to `file`, a JSON Lines transcript for replay and view")
+		fs.StringVar(&f.record, "record", "auto", "record the run to `file`, a JSON Lines transcript for replay and view (auto: toolrun-demo.jsonl in the temporary directory; off: none)")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) > 0 {
 				return c.usageError("demo", "unexpected arguments: %s", strings.Join(args, " "))
@@ -102,6 +105,12 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	}
 	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(names, ", "))
 	fmt.Fprintln(c.stdout, "log: warnings and tool failures go to stderr")
+	switch f.record {
+	case "auto":
+		f.record = filepath.Join(os.TempDir(), "toolrun-demo.jsonl")
+	case "off":
+		f.record = ""
+	}
 	if f.record != "" {
 		fmt.Fprintf(c.stdout, "record: %s\n", f.record)
 	}
@@ -144,6 +153,9 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	res, err := runWithApproval(ctx, r, c.newApprover(f.approve, autoFlag, noTerminalReason, d.writer(c.stdout), d.writer(c.stderr)))
 	d.close()
 	d.summary(res)
+	if f.record != "" {
+		fmt.Fprintf(c.stdout, "transcript: %s\nsee it with: toolrun view %s -o report.html (or replay it: toolrun replay %s)\n", f.record, f.record, f.record)
+	}
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(c.stderr, "toolrun demo: interrupted")

@@ -132,7 +132,11 @@ func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, s
 var durationRE = regexp.MustCompile(`\b\d+(ms|\.\d+s)\b`)
 
 // normalize replaces the durations of out, which vary from run to run.
-func normalize(out string) string { return durationRE.ReplaceAllString(out, "<dur>") }
+// and the temporary directory the demo records to.
+func normalize(out string) string {
+	out = strings.ReplaceAll(out, os.TempDir()+string(os.PathSeparator), "$TMPDIR/")
+	return durationRE.ReplaceAllString(out, "<dur>")
+}
 
 // runScript is the model's side of the run the README shows: it lists and
 // reads files, greps, tries a file outside the working directory, and

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+// TestMain lets the test binary serve as the harness's child processes: the
+// fake server, and the phases measured in a process of their own.
+func TestMain(m *testing.M) {
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func benchServer(tb testing.TB) *fakeServer {
+	tb.Helper()
+	s, err := startServer(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return s
+}
+
+// BenchmarkHistory runs conversations of 10, 100 and 500 turns (one
+// trivial tool call a turn) through each runner. cpu-µs/turn is the
+// process's CPU time per turn; the fake server runs in a child process, so
+// it is the client's alone. Profile one runner with, say,
+//
+//	go test ./bench -run '^$' -bench 'History/turns=500/toolrun' -cpuprofile cpu.out
+//
+// The harness (go run ./bench) runs the same workloads interleaved and
+// prints ratios; these benchmarks run one after another.
+func BenchmarkHistory(b *testing.B) {
+	for _, n := range []int{10, 100, 500} {
+		for _, ct := range contenders {
+			b.Run(fmt.Sprintf("turns=%d/%s", n, ct.name), func(b *testing.B) {
+				srv := benchServer(b)
+				run := ct.setup(newClient(srv.URL), []toolSpec{echoTool()})
+				ctx := context.Background()
+				p := prompt("echo", n)
+				if _, err := run(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				m := startMeter()
+				runs := 0
+				for b.Loop() {
+					turns, err := run(ctx, p)
+					if err != nil || turns != n {
+						b.Fatalf("run = %d turns, %v; want %d turns", turns, err, n)
+					}
+					runs++
+				}
+				u := m.stop()
+				t := float64(runs * n)
+				b.ReportMetric(float64(u.CPU.Microseconds())/t, "cpu-µs/turn")
+				b.ReportMetric(float64(u.Mallocs)/t, "allocs/turn")
+				b.ReportMetric(float64(u.Bytes)/t, "B/turn")
+			})
+		}
+	}
+}
+
+// BenchmarkParallelTools runs a turn that calls a 100 ms tool 8 times.
+// turn-ms is the time from the response with the calls arriving to the
+// request with their results going out.
+func BenchmarkParallelTools(b *testing.B) {
+	for _, ct := range contenders {
+		b.Run(ct.name, func(b *testing.B) {
+			srv := benchServer(b)
+			clock := &requestClock{}
+			run := ct.setup(newClient(srv.URL, option.WithMiddleware(clock.middleware)), []toolSpec{sleepTool(100 * time.Millisecond)})
+			ctx := context.Background()
+			p := prompt("parallel", 8)
+			var turn time.Duration
+			runs := 0
+			for b.Loop() {
+				clock.reset()
+				if turns, err := run(ctx, p); err != nil || turns != 2 {
+					b.Fatalf("run = %d turns, %v; want 2 turns", turns, err)
+				}
+				turn += clock.sent[1].Sub(clock.answered[0])
+				runs++
+			}
+			b.ReportMetric(float64(turn.Microseconds())/float64(runs)/1e3, "turn-ms")
+		})
+	}
+}
+
+// BenchmarkSuspended holds every run it makes awaiting approval and reports
+// the live heap each adds. The official runner cannot suspend a run.
+func BenchmarkSuspended(b *testing.B) {
+	for _, name := range []string{"hand", "toolrun"} {
+		b.Run(name, func(b *testing.B) {
+			srv := benchServer(b)
+			suspend, err := suspender(name, newClient(srv.URL))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := suspend(); err != nil {
+				b.Fatal(err)
+			}
+			httpClient.CloseIdleConnections()
+			base := liveHeap()
+			var held []any
+			for b.Loop() {
+				h, err := suspend()
+				if err != nil {
+					b.Fatal(err)
+				}
+				held = append(held, h)
+			}
+			httpClient.CloseIdleConnections()
+			b.ReportMetric(float64(liveHeap()-base)/float64(len(held)), "heap-B/run")
+			runtime.KeepAlive(held)
+		})
+	}
+}
+
+// BenchmarkConcurrent runs 5-turn conversations from 1,000 goroutines and
+// reports turns/s.
+func BenchmarkConcurrent(b *testing.B) {
+	for _, ct := range contenders {
+		b.Run(ct.name, func(b *testing.B) {
+			srv := benchServer(b)
+			run := ct.setup(newClient(srv.URL), []toolSpec{echoTool()})
+			p := prompt("echo", 5)
+			b.SetParallelism(max(1, 1000/runtime.GOMAXPROCS(0)))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if turns, err := run(context.Background(), p); err != nil || turns != 5 {
+						b.Errorf("run = %d turns, %v; want 5 turns", turns, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*5)/time.Since(start).Seconds(), "turns/s")
+		})
+	}
+}
+
+// TestHarness runs the whole harness on tiny workloads, so that CI keeps it
+// working. It checks that every row is there, never a figure: timings say
+// nothing on a shared CI machine.
+func TestHarness(t *testing.T) {
+	cfg := config{
+		workloads:    map[string]bool{"history": true, "parallel": true, "suspended": true, "concurrent": true},
+		historySizes: []int{2, 4}, historyTurns: 4, historyRounds: []int{1, 1},
+		parallelTools: 4, toolSleep: 10 * time.Millisecond, parallelRounds: 1,
+		suspendedRuns:  20,
+		concurrentRuns: 10, concurrentTurns: 2, concurrentRounds: 1,
+	}
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(out, []byte("# Benchmarks\n\n"+beginMarker+"\nold\n"+endMarker+"\n\n## Analysis\n\nkept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, progress bytes.Buffer
+	if err := harness(context.Background(), cfg, "-test", out, &stdout, &progress); err != nil {
+		t.Fatalf("harness: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := stdout.String()
+	want := []string{
+		"| history of 2 turns | client CPU per turn |", "| allocations per turn |", "| bytes allocated per turn |",
+		"| history of 4 turns | client CPU per turn |",
+		"| growth 2 → 4 turns (history ×2) | CPU per turn grows |", "| allocations per turn grow |",
+		"| 4 tools of 10ms in one turn | turn wall time: response in → results out |", "| run wall time: both requests and the tools |",
+		"| 20 runs awaiting approval | live heap per run, run held in memory |", "| live heap per run, only its state as JSON |",
+		"| state JSON per run |", "| process RSS, runs held |",
+		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
+	}
+	for _, w := range want {
+		if !strings.Contains(table, w) {
+			t.Errorf("the table has no row %q:\n%s", w, table)
+		}
+	}
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+3; got != want {
+		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
+	}
+	for _, bad := range []string{"NaN", "Inf"} {
+		if strings.Contains(table, bad) {
+			t.Errorf("the table has %s:\n%s", bad, table)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, table) || strings.Contains(s, "\nold\n") || !strings.HasSuffix(s, "## Analysis\n\nkept\n") {
+		t.Errorf("the report was not written between the markers, the rest kept:\n%s", s)
+	}
+}

@@ -1,0 +1,47 @@
+// Command bench measures toolrun side by side with the official client's
+// tool runner (BetaToolRunner) and with a hand-written loop on the same
+// client that does nothing but send and append (the floor), and prints a
+// markdown table of the figures, toolrun's ratios to the other two, and the
+// targets. From the repository root:
+//
+//	go run ./bench -o BENCHMARKS.md
+//
+// writes the table into BENCHMARKS.md as well, between its markers. The run
+// takes 4–6 minutes on a busy 2-core machine. Flags:
+//
+//	-run history,parallel,suspended,concurrent   the workloads to run (all by default)
+//	-quick                                       fewer rounds and runs, to check the harness, not to quote
+//	-o file                                      also write the table into file
+//	-cpuprofile file                             CPU profile of the harness process (history, parallel)
+//	-heapprofile file                            heap profile of toolrun's suspended runs while held
+//
+// # Workloads
+//
+// Every runner runs the same scripted conversations against the same fake
+// server, [github.com/toolrun/toolrun/toolruntest], which runs in a child
+// process, so that what the harness measures in its own process is the
+// client's cost alone: the runner, the anthropic client's encoding and
+// decoding, and HTTP over loopback.
+//
+//   - history: conversations of 10, 100 and 500 turns, each turn a call of a
+//     trivial tool, the last an answer. Client CPU time (getrusage) and heap
+//     allocations (runtime.MemStats) per turn, and how they grow with the
+//     history.
+//   - parallel: one turn that calls a 100 ms tool 8 times. Wall time from
+//     the response with the calls arriving to the request with their
+//     results going out, taken by a client middleware.
+//   - suspended: 10,000 runs whose second turn calls a tool that needs
+//     approval, held in memory, in a child process: live heap per run, held
+//     as runners and as serialised state. The official runner cannot suspend
+//     a run.
+//   - concurrent: 1,000 runs of 5 turns at once, each runner in a child
+//     process of its own: turns per second, client CPU per turn, peak RSS.
+//
+// The three runners run interleaved, in an order that rotates each round,
+// and the table shows medians over the rounds.
+//
+// The same workloads are go test benchmarks, one runner at a time, for
+// profiling:
+//
+//	go test ./bench -run '^$' -bench 'History/turns=500/toolrun' -cpuprofile cpu.out
+package main
