@@ -93,7 +93,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 					"\n\nContinue the task from where it stands."))}
 		}
 	} else {
-		msg, err = r.client.Beta.Messages.New(ctx, r.compactionParams())
+		msg, err = r.messages.New(ctx, r.compactionParams())
 		if err == nil {
 			for _, b := range msg.Content {
 				if b.Type == "compaction" && b.Content.OfString != "" {
@@ -163,7 +163,7 @@ func (r *Runner) summarise(ctx context.Context) (*anthropic.BetaMessage, string,
 	none := anthropic.NewBetaToolChoiceNoneParam()
 	p.ToolChoice = anthropic.BetaToolChoiceUnionParam{OfNone: &none}
 	p.StopSequences = nil
-	msg, err := r.client.Beta.Messages.New(ctx, p)
+	msg, err := r.messages.New(ctx, p)
 	if err != nil {
 		return nil, "", err
 	}

@@ -102,7 +102,9 @@ type Options struct {
 
 	// BeforeRequest, if non-nil, is called before each request with the
 	// params about to be sent, including the messages. Its changes apply to
-	// that request only; the runner's own history is not changed. Returning
+	// that request only; the runner's own history is not changed. The tool
+	// definitions in params.Tools are shared with other runners: replace an
+	// element rather than change what it points to. Returning
 	// an error ends the run as for AfterTool.
 	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
 
@@ -331,7 +333,10 @@ type Turn struct {
 // [Resume]. A Runner is not safe for concurrent use: call its methods from
 // one goroutine at a time (the loop body of [Runner.Turns] included).
 type Runner struct {
-	client anthropic.Client
+	// messages is the client's Messages service: all the runner needs of
+	// the client, a fraction of its size, which matters for runs held by
+	// the thousand while they await approval.
+	messages anthropic.BetaMessageService
 	opts   Options
 	log    runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
 	tools  map[string]*toolEntry
@@ -390,7 +395,7 @@ type toolEntry struct {
 // New panics if two tools share a name or a tool's schema does not resolve:
 // those are mistakes in the program.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
-	r := &Runner{client: client, always: map[string]bool{}, tools: map[string]*toolEntry{}}
+	r := &Runner{messages: client.Beta.Messages, always: map[string]bool{}, tools: map[string]*toolEntry{}}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -414,16 +419,15 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 		if c, ok := t.(Configurable); ok {
 			e.config = c.Config()
 		}
-		schema := t.InputSchema()
-		if schema == nil {
-			schema = &jsonschema.Schema{Type: "object"}
+		var err error
+		if ft, ok := t.(*FuncTool); ok {
+			e.resolved, e.param, err = ft.prepare()
+		} else {
+			e.resolved, e.param, err = prepareTool(t)
 		}
-		rs, err := schema.Resolve(nil)
 		if err != nil {
-			panic(fmt.Sprintf("toolrun: tool %q: resolving its input schema: %v", name, err))
+			panic(err.Error())
 		}
-		e.resolved = rs
-		e.param = toolParam(t, schema)
 		r.tools[name] = e
 		r.names = append(r.names, name)
 		r.order = append(r.order, name)
@@ -598,7 +602,10 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	n := r.turns + 1
 	r.emit(ctx, TurnStarted{Turn: n})
 	params := r.params
-	params.Messages = slices.Clone(r.params.Messages)
+	if r.opts.BeforeRequest != nil {
+		// The hook may change the messages of this request only.
+		params.Messages = slices.Clone(r.params.Messages)
+	}
 	if !r.opts.NoCache && params.CacheControl == (anthropic.BetaCacheControlEphemeralParam{}) {
 		params.CacheControl = anthropic.NewBetaCacheControlEphemeralParam()
 		params.CacheControl.TTL = r.opts.CacheTTL
@@ -711,5 +718,5 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 	if r.opts.Thread {
 		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{})
 	}
-	return r.client.Beta.Messages.New(ctx, *params)
+	return r.messages.New(ctx, *params)
 }

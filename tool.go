@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sync"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -112,6 +113,31 @@ type FuncTool struct {
 	description string
 	schema      *jsonschema.Schema
 	run         func(ctx context.Context, input json.RawMessage) ([]Content, error)
+
+	// The resolved schema and the definition sent to the API, made once for
+	// all the runners that use the tool.
+	prepOnce  sync.Once
+	prepRS    *jsonschema.Resolved
+	prepParam anthropic.BetaToolUnionParam
+	prepErr   error
+}
+
+func (t *FuncTool) prepare() (*jsonschema.Resolved, anthropic.BetaToolUnionParam, error) {
+	t.prepOnce.Do(func() { t.prepRS, t.prepParam, t.prepErr = prepareTool(t) })
+	return t.prepRS, t.prepParam, t.prepErr
+}
+
+// prepareTool resolves t's input schema and builds its definition.
+func prepareTool(t Tool) (*jsonschema.Resolved, anthropic.BetaToolUnionParam, error) {
+	schema := t.InputSchema()
+	if schema == nil {
+		schema = &jsonschema.Schema{Type: "object"}
+	}
+	rs, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, anthropic.BetaToolUnionParam{}, fmt.Errorf("toolrun: tool %q: resolving its input schema: %w", t.Name(), err)
+	}
+	return rs, toolParam(t, schema), nil
 }
 
 // Name returns the tool's name.

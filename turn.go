@@ -288,23 +288,29 @@ func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
 				j++
 			}
 		}
-		var g errgroup.Group
-		g.SetLimit(limit)
-		for _, jb := range jobs[i:j] {
-			g.Go(func() error {
-				res := r.runTool(ctx, jb.e, jb.c.call, jb.input)
-				if res == nil { // cancelled: left unanswered, to run again on resume
-					return nil
-				}
-				if err := r.answer(ctx, jb.c, res); err != nil {
-					mu.Lock()
-					hookErrs = append(hookErrs, err)
-					mu.Unlock()
-				}
+		run := func(jb job) error {
+			res := r.runTool(ctx, jb.e, jb.c.call, jb.input)
+			if res == nil { // cancelled: left unanswered, to run again on resume
 				return nil
-			})
+			}
+			if err := r.answer(ctx, jb.c, res); err != nil {
+				mu.Lock()
+				hookErrs = append(hookErrs, err)
+				mu.Unlock()
+			}
+			return nil
 		}
-		g.Wait()
+		if j-i == 1 {
+			// One call: runTool already isolates it in a goroutine of its own.
+			run(jobs[i])
+		} else {
+			var g errgroup.Group
+			g.SetLimit(limit)
+			for _, jb := range jobs[i:j] {
+				g.Go(func() error { return run(jb) })
+			}
+			g.Wait()
+		}
 		i = j
 		if ctx.Err() != nil {
 			break
@@ -478,6 +484,11 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input
 	case <-callCtx.Done():
 		res.Duration = time.Since(start)
 		if ctx.Err() != nil {
+			// Cancelled with the run, or with a response that failed as it
+			// streamed in: the call is waited for (Run honours ctx), so that
+			// it cannot overlap a run of the same call from the retried
+			// response or on resume.
+			<-done
 			return nil
 		}
 		res.Err = &TimeoutError{Tool: call.Name, After: timeout}

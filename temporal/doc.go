@@ -1,0 +1,76 @@
+// Package temporal runs toolrun's tool loop as a Temporal workflow, for runs
+// that must outlive a process: a worker that dies mid-run is replaced and
+// the run goes on where it was, no finished tool call runs again, and a run
+// can wait days for a person's approval.
+//
+// It is a Go module of its own, github.com/toolrun/toolrun/temporal, so
+// that toolrun's users who do not use Temporal never build it. Its package
+// name is temporal, like the SDK's go.temporal.io/sdk/temporal; import one
+// of them under another name when both are needed.
+//
+// # Design
+//
+// [Workflow] holds the run's [toolrun.State], plain data, and never sends a
+// request or runs a tool itself. It drives the run with two activities,
+// which a worker serves with the client, the tools and the
+// [toolrun.Options] it was given ([NewActivities]):
+//
+//   - [Activities.Step] resumes a runner from the state and calls
+//     [toolrun.Runner.Advance]: it decides the pending turn's calls (the
+//     Allow and Deny lists, Options.Decide, the tools' policies), answers
+//     the denied and skipped ones, and once every call is answered, commits
+//     the turn and sends one model request. It returns the new state and
+//     the calls to run.
+//   - [Activities.RunTool] runs one call with [toolrun.Runner.ExecuteCall]:
+//     validated, panic-safe, with the tool's timeout and Options.AfterTool,
+//     exactly as in process. The workflow writes each result into its
+//     state with [toolrun.State.SetResult].
+//
+// The hooks and events of [toolrun.Options] are called in the worker that
+// runs the activity, with the activity's context.
+//
+// # Retries and crashes
+//
+// The anthropic client's own retries are off inside the activities; the
+// step's retry policy ([RunOptions.ModelRetry]) retries instead, honouring
+// the API's retry-after, and does not retry what the client would not (a
+// bad request). Activities heartbeat while they run, so a worker that dies
+// is noticed within [RunOptions.HeartbeatTimeout]. A call of a tool that is
+// [toolrun.ToolConfig.Idempotent] is then run again elsewhere; a call of
+// any other tool is never attempted twice: the model is told it was
+// interrupted ([toolrun.ErrInterrupted]), the same rule as toolrun's
+// checkpoint stores.
+//
+// # Approvals
+//
+// A call deferred to a person ([toolrun.DeferCall], [toolrun.RequireApproval])
+// makes the workflow wait. [PendingQuery] (or [Pending]) lists the calls
+// awaiting a decision; [DecideUpdate] (or [Decide]) and [DecideSignal]
+// carry one [Approval] per call. The update is rejected for a call that
+// does not await approval.
+//
+// # Long runs
+//
+// Every [RunOptions.ContinueAsNewAfter] turns, or when the server suggests
+// it, the workflow continues as new with its state, so that its event
+// history stays small.
+//
+// # Use
+//
+// A worker:
+//
+//	c, err := client.Dial(client.Options{})
+//	w := worker.New(c, "agents", worker.Options{})
+//	temporal.Register(w, temporal.NewActivities(anthropic.NewClient(), tools, &toolrun.Options{}))
+//	err = w.Run(worker.InterruptCh())
+//
+// A starter:
+//
+//	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: "order-1234", TaskQueue: "agents"},
+//		anthropic.BetaMessageNewParams{Model: anthropic.ModelClaudeSonnet5_5, MaxTokens: 1024, Messages: msgs}, nil)
+//	var out temporal.Outcome
+//	err = run.Get(ctx, &out)
+//	fmt.Println(out.StopReason, out.Text)
+//
+// The directory examples/ holds both as whole programs.
+package temporal
