@@ -1,0 +1,206 @@
+// Command cost compares what the same 40-turn task costs in input tokens
+// through the official tool runner and through toolrun, each with its
+// default settings, against one fake server that accounts tokens and prompt
+// caching by the API's rules (toolruntest):
+//
+//	go run ./bench/cost -o BENCHMARKS.md
+//
+// The task: the model calls a tool 39 times, each result longer than the
+// last (200 more bytes each turn), then answers. The official runner runs
+// with its defaults except DisableThread, so that both send the whole
+// history with every request. Billed input-token equivalents are
+// uncached + 1.25 × cache writes + 0.1 × cache reads (the API's prices
+// relative to uncached input). A third run, toolrun with compaction at a
+// threshold, shows the context size at the end.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/toolrunner"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+const (
+	turns  = 40
+	model  = anthropic.ModelClaudeSonnet5_5
+	prompt = "Read the 39 pages of the log, one after another, then say what went wrong."
+	answer = "The disk filled up on page 23."
+	begin  = "<!-- cost:begin -->"
+	end    = "<!-- cost:end -->"
+)
+
+// script returns the model: a call per turn until turn 40, then the
+// answer. It counts the requests it answers (the fake server answers
+// compaction requests itself), so a compacted history does not confuse it.
+func script() func(*toolruntest.Request) toolruntest.Reply {
+	var mu sync.Mutex
+	calls := 0
+	return func(req *toolruntest.Request) toolruntest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls >= turns-1 {
+			return toolruntest.Message(toolruntest.Text(answer))
+		}
+		calls++
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Reading page %d.", calls)),
+			toolruntest.ToolUse(fmt.Sprintf("toolu_%02d", calls), "read_page", map[string]int{"page": calls}))
+	}
+}
+
+type pageIn struct {
+	Page int `json:"page" jsonschema:"the page to read, from 1"`
+}
+
+// page is the tool: page n is n × 200 bytes of log lines.
+func page(in pageIn) string {
+	var b strings.Builder
+	for i := 0; b.Len() < in.Page*200; i++ {
+		fmt.Fprintf(&b, "page %d line %d: ok\n", in.Page, i)
+	}
+	return b.String()
+}
+
+type outcome struct {
+	name     string
+	usage    toolruntest.Usage
+	requests int
+	text     string
+	context  int64 // input tokens of the last request, all kinds
+}
+
+func (o outcome) billed() float64 { return toolruntest.BilledInputTokens(o.usage) }
+
+func lastContext(s *toolruntest.Server) int64 {
+	reqs := s.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if u := reqs[i].Usage; u != nil {
+			return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+		}
+	}
+	return 0
+}
+
+func newParams() anthropic.BetaMessageNewParams {
+	return anthropic.BetaMessageNewParams{
+		Model:     model,
+		MaxTokens: 1024,
+		System:    []anthropic.BetaTextBlockParam{{Text: "You are a careful log reader. Read every page you are asked to before you answer."}},
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))},
+	}
+}
+
+func official(ctx context.Context) (outcome, error) {
+	s := toolruntest.NewServerFunc(script())
+	defer s.Close()
+	tool, err := toolrunner.NewBetaToolFromJSONSchema("read_page", "Read one page of the log",
+		func(ctx context.Context, in pageIn) (anthropic.BetaToolResultBlockParamContentUnion, error) {
+			return anthropic.BetaToolResultBlockParamContentUnion{OfText: &anthropic.BetaTextBlockParam{Text: page(in)}}, nil
+		})
+	if err != nil {
+		return outcome{}, err
+	}
+	client := s.Client()
+	r := client.Beta.Messages.NewToolRunner([]anthropic.BetaTool{tool}, anthropic.BetaToolRunnerParams{
+		BetaMessageNewParams: newParams(),
+		DisableThread:        true,
+	})
+	msg, err := r.RunToCompletion(ctx)
+	if err != nil {
+		return outcome{}, err
+	}
+	text := ""
+	for _, c := range msg.Content {
+		text += c.Text
+	}
+	return outcome{name: "official BetaToolRunner", usage: s.Usage(), requests: len(s.Requests()), text: text, context: lastContext(s)}, nil
+}
+
+func withToolrun(ctx context.Context, name string, opts toolrun.Options) (outcome, error) {
+	s := toolruntest.NewServerFunc(script())
+	defer s.Close()
+	tool := toolrun.NewTool("read_page", "Read one page of the log", func(ctx context.Context, in pageIn) (string, error) {
+		return page(in), nil
+	})
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.MaxTurns = turns + 5
+	res, err := toolrun.New(s.Client(), newParams(), []toolrun.Tool{tool}, &opts).Run(ctx)
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{name: name, usage: s.Usage(), requests: len(s.Requests()), text: res.Text(), context: lastContext(s)}, nil
+}
+
+func report(w io.Writer, off, tr, compacted outcome) {
+	fmt.Fprintf(w, "Command: `go run ./bench/cost -o BENCHMARKS.md` — a %d-turn task, each tool result 200 bytes longer than the last, against `toolruntest`'s token and prompt-cache accounting.\n\n", turns)
+	fmt.Fprintln(w, "| runner | requests | uncached input | cache writes | cache reads | output | billed input-token equivalents | context at the end | final answer |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, o := range []outcome{off, tr, compacted} {
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %.0f | %d | %q |\n", o.name, o.requests, o.usage.InputTokens,
+			o.usage.CacheCreationInputTokens, o.usage.CacheReadInputTokens, o.usage.OutputTokens, o.billed(), o.context, o.text)
+	}
+	ratio := tr.billed() / off.billed()
+	mark := "✓"
+	if ratio > 0.2 {
+		mark = "✗"
+	}
+	fmt.Fprintf(w, "\ntoolrun / official = **%.3f** of the billed input (target ≤ 0.2: %s); same final answer: %v. With compaction at 20,000 input tokens, the context at the end is %.2f× that without.\n",
+		ratio, mark, tr.text == off.text, float64(compacted.context)/float64(tr.context))
+}
+
+func main() {
+	out := flag.String("o", "", "also write the table into `file` (BENCHMARKS.md), between its cost markers")
+	flag.Parse()
+	ctx := context.Background()
+	off, err := official(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cost: official runner:", err)
+		os.Exit(1)
+	}
+	tr, err := withToolrun(ctx, "toolrun (defaults)", toolrun.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cost: toolrun:", err)
+		os.Exit(1)
+	}
+	compacted, err := withToolrun(ctx, "toolrun, compaction at 20k tokens", toolrun.Options{Compaction: toolrun.Compaction{Threshold: 20_000}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cost: toolrun with compaction:", err)
+		os.Exit(1)
+	}
+	var b bytes.Buffer
+	report(&b, off, tr, compacted)
+	os.Stdout.Write(b.Bytes())
+	if *out != "" {
+		if err := writeInto(*out, b.String()); err != nil {
+			fmt.Fprintln(os.Stderr, "cost:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeInto replaces what stands between the cost markers of path, or
+// appends a section with them.
+func writeInto(path, table string) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	s := string(data)
+	section := begin + "\n" + table + end
+	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
+		s = s[:i] + section + s[j+len(end):]
+	} else {
+		s += "\n## Cost of a 40-turn task\n\n" + section + "\n"
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/toolrun/toolrun"
+)
+
+// TestCost runs the cost comparison. Token counts are deterministic (the
+// fake server's accounting, not timings), so the target is checked here.
+func TestCost(t *testing.T) {
+	ctx := t.Context()
+	off, err := official(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := withToolrun(ctx, "toolrun", toolrun.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.text != off.text || tr.text != answer {
+		t.Errorf("final answers %q and %q, want both %q", off.text, tr.text, answer)
+	}
+	if ratio := tr.billed() / off.billed(); ratio > 0.2 {
+		t.Errorf("toolrun costs %.3f of the official runner's billed input, want at most 0.2", ratio)
+	}
+	compacted, err := withToolrun(ctx, "compacted", toolrun.Options{Compaction: toolrun.Compaction{Threshold: 20_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compacted.text != answer || compacted.context >= tr.context {
+		t.Errorf("with compaction: answer %q, context %d; want %q and less than %d", compacted.text, compacted.context, answer, tr.context)
+	}
+}
