@@ -23,7 +23,7 @@ func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNe
 	if r.opts.Thread {
 		return r.threadFor(params).SendStreaming(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
 	}
-	return r.client.Beta.Messages.NewStreaming(ctx, *params, opts...)
+	return r.messages.NewStreaming(ctx, *params, opts...)
 }
 
 // threadFor returns the run's thread, set to send params: the thread works
@@ -39,7 +39,7 @@ func (r *Runner) threadFor(params *anthropic.BetaMessageNewParams) *anthropic.Be
 		Tools  any `json:"tools"`
 	}{params.System, params.Tools})
 	if r.thread == nil || err != nil || string(key) != r.threadKey {
-		r.thread = r.client.Beta.Messages.NewThread(tp)
+		r.thread = r.messages.NewThread(tp)
 		r.threadKey = string(key)
 	} else {
 		r.thread.Params = tp
