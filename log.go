@@ -192,7 +192,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			"stop_reason", string(e.Message.StopReason), "input_tokens", e.Message.Usage.InputTokens,
 			"output_tokens", e.Message.Usage.OutputTokens, "duration", e.Duration)
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
-			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(messageJSON(e.Message)))
+			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(ResponseJSON(e.Message)))
 		}
 	case ToolDecided:
 		switch e.Decision.Kind {
@@ -247,10 +247,11 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 	}
 }
 
-// messageJSON returns m as the API sent it: the raw JSON of a response
+// ResponseJSON returns m as the API sent it: the raw JSON of a response
 // received whole, or, for one accumulated from a stream (whose raw JSON is
-// that of its message_start), the message rebuilt from its fields.
-func messageJSON(m *anthropic.BetaMessage) []byte {
+// that of its message_start), the message rebuilt from its fields. Loggers
+// and recorders use it for the body of a [ResponseReceived].
+func ResponseJSON(m *anthropic.BetaMessage) []byte {
 	raw := []byte(m.RawJSON())
 	var head struct {
 		Content    []json.RawMessage `json:"content"`

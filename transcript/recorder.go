@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 )
 
@@ -104,7 +103,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Body = r.redactJSON(body)
 	case toolrun.ResponseReceived:
 		en.Type = TypeResponse
-		en.Body = r.redactJSON(messageJSON(e.Message))
+		en.Body = r.redactJSON(toolrun.ResponseJSON(e.Message))
 		en.DurationMS = ms(e.Duration)
 	case toolrun.ToolDecided:
 		en.Type = TypeDecision
@@ -286,40 +285,3 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // now is the time of a line.
 func now() time.Time { return time.Now().UTC() }
-
-// messageJSON returns m as the API sent it: the raw JSON of a response
-// received whole, or, for one accumulated from a stream (whose raw JSON is
-// that of its message_start), the message rebuilt from its fields.
-func messageJSON(m *anthropic.BetaMessage) []byte {
-	raw := []byte(m.RawJSON())
-	var head struct {
-		Content    []json.RawMessage `json:"content"`
-		StopReason *string           `json:"stop_reason"`
-	}
-	if json.Unmarshal(raw, &head) == nil && len(head.Content) == len(m.Content) && head.StopReason != nil {
-		return raw
-	}
-	content := []anthropic.BetaContentBlockParamUnion{}
-	if p := m.ToParam(); p.OfAssistant != nil {
-		content = append(content, p.OfAssistant.Content...)
-	}
-	b, err := json.Marshal(struct {
-		ID           string                                 `json:"id"`
-		Type         string                                 `json:"type"`
-		Role         string                                 `json:"role"`
-		Model        string                                 `json:"model"`
-		Content      []anthropic.BetaContentBlockParamUnion `json:"content"`
-		StopReason   string                                 `json:"stop_reason"`
-		StopSequence string                                 `json:"stop_sequence,omitempty"`
-		Usage        toolrun.Usage                          `json:"usage"`
-	}{m.ID, "message", "assistant", string(m.Model), content, string(m.StopReason), m.StopSequence, toolrun.Usage{
-		InputTokens:              m.Usage.InputTokens,
-		OutputTokens:             m.Usage.OutputTokens,
-		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
-		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
-	}})
-	if err != nil {
-		return mustJSON(map[string]string{"error": "transcript: encoding the response: " + err.Error()})
-	}
-	return b
-}
