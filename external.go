@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
 // This file holds the API for running a run's tool calls outside the
@@ -89,16 +88,6 @@ func (r *Runner) halted() bool {
 	return s.StopReason != StopAwaitingApproval || r.undecided() > 0
 }
 
-// isToolTurn reports whether a response's calls are to be answered, as
-// opposed to answered as not run because the response is final.
-func isToolTurn(reason anthropic.BetaStopReason) bool {
-	switch reason {
-	case anthropic.BetaStopReasonToolUse, anthropic.BetaStopReasonPauseTurn, anthropic.BetaStopReasonCompaction:
-		return true
-	}
-	return false
-}
-
 // wouldSend reports whether Next would send a request now, as opposed to
 // stopping the run without one. It mirrors finishTurn for a pending turn
 // whose calls are all answered or awaiting a person.
@@ -122,11 +111,8 @@ func (r *Runner) planCalls(ctx context.Context) ([]PlannedCall, error) {
 	if p == nil || r.edited || len(p.calls) == 0 || !isToolTurn(p.stopReason) {
 		return nil, nil
 	}
-	if r.maxTurns != Unlimited && r.turns >= r.maxTurns && !p.started() {
-		return nil, nil // Next stops the run with StopMaxTurns
-	}
-	if b := r.opts.Budget.ToolCalls; b > 0 && !p.started() && r.toolCalls+len(p.calls) > b {
-		return nil, nil // Next stops the run at its tool-call budget
+	if r.heldBack(p) != nil {
+		return nil, nil // Next stops the run, at its turn limit or tool-call budget
 	}
 	var plans []PlannedCall
 	var hookErrs []error

@@ -337,11 +337,11 @@ type Runner struct {
 	// the client, a fraction of its size, which matters for runs held by
 	// the thousand while they await approval.
 	messages anthropic.BetaMessageService
-	opts   Options
-	log    runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	tools  map[string]*toolEntry
-	order  []string // tool names in the order given to New
-	names  []string // sorted names of the tools in the run, for messages to the model
+	opts     Options
+	log      runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	tools    map[string]*toolEntry
+	order    []string // tool names in the order given to New
+	names    []string // sorted names of the tools in the run, for messages to the model
 
 	baseTools []anthropic.BetaToolUnionParam // the tool params the caller passed in params
 
@@ -561,10 +561,8 @@ func (r *Runner) Result() *Result { return r.stopped }
 // says why. On an error the run stops with StopError or StopCanceled and
 // keeps its state: calling Next again tries again.
 func (r *Runner) Next(ctx context.Context) (*Turn, error) {
-	if r.stopped != nil && r.stopped.StopReason != StopError && r.stopped.StopReason != StopCanceled {
-		if r.stopped.StopReason != StopAwaitingApproval || r.undecided() > 0 {
-			return nil, nil
-		}
+	if r.halted() {
+		return nil, nil
 	}
 	r.stopped = nil
 	if r.started.IsZero() {

@@ -447,13 +447,9 @@ func (r *Runner) setPending(ctx context.Context, p *pendingTurn) error {
 	for _, ec := range es.calls {
 		taken[ec.c.call.ID] = ec
 	}
-	// As in finishTurn: only these stop reasons answer the calls; for the
-	// others, finishTurn answers the calls that have no result as not run.
-	answers := false
-	switch p.stopReason {
-	case anthropic.BetaStopReasonToolUse, anthropic.BetaStopReasonPauseTurn, anthropic.BetaStopReasonCompaction:
-		answers = true
-	}
+	// As in finishTurn: only a tool turn answers its calls; for the others,
+	// finishTurn answers the calls that have no result as not run.
+	answers := isToolTurn(p.stopReason)
 	var errs []error
 	for i, c := range p.calls {
 		ec := taken[c.call.ID]

@@ -96,22 +96,19 @@ func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
 // it to the history, or stops the run. It reports whether the run stopped.
 func (r *Runner) finishTurn(ctx context.Context) (bool, error) {
 	p := r.pending
-	switch p.stopReason {
-	case anthropic.BetaStopReasonToolUse, anthropic.BetaStopReasonPauseTurn, anthropic.BetaStopReasonCompaction:
+	if isToolTurn(p.stopReason) {
 		if len(p.calls) == 0 {
 			// pause_turn and compaction are sent back as they are, so the
 			// server resumes the turn.
 			r.commit(ctx)
 			return false, nil
 		}
-		if r.maxTurns != Unlimited && r.turns >= r.maxTurns && !p.started() {
-			r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
-				"turn", p.turn, "max_turns", r.maxTurns, "pending_calls", len(p.calls))
-			r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", r.maxTurns, count(len(p.calls), "tool call"), p.turn)})
-			return true, nil
-		}
-		if b := r.opts.Budget.ToolCalls; b > 0 && !p.started() && r.toolCalls+len(p.calls) > b {
-			r.stop(ctx, budgetStop("tool_calls", fmt.Sprintf("tool-call budget of %d would be exceeded: %d answered, turn %d asks for %d more; they are left pending", b, r.toolCalls, p.turn, len(p.calls))))
+		if res := r.heldBack(p); res != nil {
+			if res.StopReason == StopMaxTurns {
+				r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
+					"turn", p.turn, "max_turns", r.maxTurns, "pending_calls", len(p.calls))
+			}
+			r.stop(ctx, res)
 			return true, nil
 		}
 		if err := r.answerCalls(ctx, p); err != nil {
@@ -136,6 +133,33 @@ func (r *Runner) finishTurn(ctx context.Context) (bool, error) {
 	r.commit(ctx)
 	r.stop(ctx, &Result{StopReason: reason, Detail: detail})
 	return true, nil
+}
+
+// heldBack returns the stop for a tool turn whose calls must not start: the
+// run is at its turn limit (the calls wait for it to be raised) or they
+// would pass the tool-call budget. A turn some of whose calls were answered
+// or decided already goes on.
+func (r *Runner) heldBack(p *pendingTurn) *Result {
+	if p.started() {
+		return nil
+	}
+	if r.maxTurns != Unlimited && r.turns >= r.maxTurns {
+		return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", r.maxTurns, count(len(p.calls), "tool call"), p.turn)}
+	}
+	if b := r.opts.Budget.ToolCalls; b > 0 && r.toolCalls+len(p.calls) > b {
+		return budgetStop("tool_calls", fmt.Sprintf("tool-call budget of %d would be exceeded: %d answered, turn %d asks for %d more; they are left pending", b, r.toolCalls, p.turn, len(p.calls)))
+	}
+	return nil
+}
+
+// isToolTurn reports whether a response's calls are to be answered, as
+// opposed to answered as not run because the response is final.
+func isToolTurn(reason anthropic.BetaStopReason) bool {
+	switch reason {
+	case anthropic.BetaStopReasonToolUse, anthropic.BetaStopReasonPauseTurn, anthropic.BetaStopReasonCompaction:
+		return true
+	}
+	return false
 }
 
 // started reports whether any call of the turn was answered or decided.
@@ -247,32 +271,14 @@ func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
 		if c.result != nil {
 			continue
 		}
-		if c.deferred && !c.decided && r.always[c.call.Name] {
-			c.decision, c.decided, c.decidedBy = AllowCall(), true, "always"
-		}
-		if c.deferred && !c.decided {
-			continue // deferred already (as its response streamed in, say): not asked again
-		}
-		if c.started {
-			// It started before a crash or a cancellation and never
-			// finished: only an idempotent tool may run it again.
-			if e, ok := r.tools[c.call.Name]; !ok || !e.config.Idempotent {
-				hookErrs = append(hookErrs, r.answer(ctx, c, &ToolResult{Call: c.call, Err: fmt.Errorf(
-					"%w: it started but did not finish (the run was stopped or its process died), and tool %q is not declared idempotent, so it was not run again; its effects, if any, are unknown",
-					ErrInterrupted, c.call.Name)}))
-				continue
-			}
-			c.started = false
-		}
-		e, input, res := r.decide(ctx, c)
+		e, input, res, ok := r.prepare(ctx, c, true)
 		switch {
 		case res != nil:
 			hookErrs = append(hookErrs, r.answer(ctx, c, res))
-		case c.deferred && !c.decided:
-			// awaits a person
-		default:
+		case ok:
 			jobs = append(jobs, job{c, e, input})
 		}
+		// Otherwise it awaits a person.
 	}
 	// Consecutive non-exclusive calls run together, bounded; an exclusive
 	// call runs alone.
