@@ -1,0 +1,867 @@
+package toolrun_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+var (
+	faultSeed = flag.Uint64("faults.seed", 1, "seed of TestFaultInjection; 0 picks one at random and logs it")
+	faultRun  = flag.Int("faults.run", -1, "run only this run of TestFaultInjection, to reproduce a failure")
+)
+
+// The numbers of TestFaultInjection.
+const (
+	faultRuns      = 1000 // runs of a full test
+	faultRunsShort = 200  // runs with -short
+	faultParallel  = 16   // runs at once
+)
+
+// TestFaultInjection runs many tool loops against a server that fails at
+// random, in every way the fake server can, and checks what must hold
+// whatever happens:
+//
+//   - every run ends with a defined StopReason, and returns an error exactly
+//     when it stopped with StopError or StopCanceled; a run that no fault
+//     stopped ends as its script says, after as many turns and with as many
+//     messages;
+//   - every history the runner sends passes the server's validation, and so
+//     does each run's final history;
+//   - no tool_use id runs twice (see below);
+//   - no goroutine outlives the runs.
+//
+// What "no tool_use id runs twice" means: without Options.EarlyToolStart, a
+// call's tool is entered at most once, whatever the faults and however often
+// the run is resumed after an error. With early start, a call starts while
+// its response is still streaming in; if the response then fails, the call is
+// cancelled, reported, and started afresh from the retried response (which
+// carries the same ids), so its tool may be entered once per attempt of the
+// response; that is the documented behaviour (see StreamRetried.Discarded).
+// What is promised there, and checked for every call of every run, is that
+// (1) the tool is entered at most once per response of the call's turn
+// that began (the server counts them), and never while an earlier entry of
+// the same call is still running; (2) each entry is reported by a
+// ToolFinished with Ran set, so no execution goes unaccounted for; and (3)
+// the one result the model receives for the id comes from the last entry,
+// the one of the response that arrived whole: no result of an attempt that
+// failed reaches the model. Each tool result names its id and the entry it
+// came from to check that.
+//
+// Each run's replies and faults come from its own PCG, seeded with the
+// test's seed and the run's number, which the responder reads from the
+// run's first message ("run 17"): concurrent runs interleave their requests
+// in any order, but each run sees the same sequence of replies and faults
+// every time. A failure names the seed and the run; -faults.seed and
+// -faults.run replay it alone.
+func TestFaultInjection(t *testing.T) {
+	seed := *faultSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	runs := faultRuns
+	if testing.Short() {
+		runs = faultRunsShort
+	}
+	first, last := 0, runs
+	if *faultRun >= 0 {
+		first, last = *faultRun, *faultRun+1
+	}
+	t.Logf("seed %d, runs %d to %d", seed, first, last-1)
+
+	before := runtime.NumGoroutine()
+	states := make([]*faultRunState, last)
+	for i := first; i < last; i++ {
+		states[i] = &faultRunState{plan: newFaultPlan(seed, i), faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|1))}
+	}
+	s := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+		n, ok := faultRunOf(req)
+		if !ok || n < first || n >= last {
+			panic(fmt.Sprintf("a request of no run: %s", req.Body))
+		}
+		return states[n].respond(req)
+	})
+	ledger := newFaultLedger()
+	tools := faultTools(ledger)
+
+	var mu sync.Mutex // guards failed, failures, tally
+	failed := 0
+	var failures []string
+	var tally faultTally
+	sem := make(chan struct{}, faultParallel)
+	var wg sync.WaitGroup
+	for i := first; i < last; i++ {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			problems, ran := states[i].run(t.Context(), s, tools, ledger)
+			mu.Lock()
+			defer mu.Unlock()
+			tally.add(ran)
+			if len(problems) == 0 {
+				return
+			}
+			failed++
+			if len(failures) < 10 {
+				failures = append(failures, fmt.Sprintf("seed %d, run %d (%s; replay with -run 'TestFaultInjection$' -faults.seed=%d -faults.run=%d):\n\t%s",
+					seed, i, states[i].plan, seed, i, strings.Join(problems, "\n\t")))
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%v", &tally)
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if failed > len(failures) {
+		t.Errorf("seed %d: %d runs failed, the first %d shown", seed, failed, len(failures))
+	}
+
+	// Close waits for the handlers and closes the client's idle
+	// connections, so that what is left is what the runs left.
+	s.Close()
+	for i, err := range s.Errors() {
+		if i == 10 {
+			t.Errorf("seed %d: %d requests rejected in all", seed, len(s.Errors()))
+			break
+		}
+		t.Errorf("seed %d: fake server rejected a request: %v", seed, err)
+	}
+	checkGoroutines(t, before)
+}
+
+// checkGoroutines fails the test if more goroutines are running than
+// before, once those ending have had up to five seconds to end.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			var dump strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&dump, 1)
+			t.Fatalf("got %d goroutines after the runs, want at most %d as before them:\n%s", runtime.NumGoroutine(), before, dump.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// faultRunOf reads the number of the run that sent req from its first
+// message, "run 17".
+func faultRunOf(req *toolruntest.Request) (int, bool) {
+	msgs := req.Params.Messages
+	if len(msgs) == 0 || len(msgs[0].Content) == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(msgs[0].Content[0].Text, "run "))
+	return n, err == nil
+}
+
+// The ways a run streams.
+const (
+	unstreamed = iota
+	streamed
+	earlyStart // streamed, with Options.EarlyToolStart
+)
+
+// faultPlan is what one run is: how it runs, and the script of its model.
+type faultPlan struct {
+	seed       uint64
+	run        int
+	mode       int  // unstreamed, streamed or earlyStart
+	viaEvents  bool // run with RunStream, which ranges over Events
+	turns      int  // the response of this turn is final
+	final      string
+	maxTurns   int // Options.MaxTurns
+	parallel   int // Options.MaxParallelTools
+	cancelAt   int // the request of the run that cancels it as it arrives; 0 for none
+	attempts   int // Run calls: a run that stops with an error is run again, as its caller may
+	stopReason toolrun.StopReason
+}
+
+func (p *faultPlan) String() string {
+	mode := [...]string{"unstreamed", "streamed", "early start"}[p.mode]
+	if p.viaEvents {
+		mode += " via RunStream"
+	}
+	s := fmt.Sprintf("%s, %d turns ending in %s, MaxTurns %d, MaxParallelTools %d, %d Run calls at most",
+		mode, p.turns, p.final, p.maxTurns, p.parallel, p.attempts)
+	if p.cancelAt > 0 {
+		s += fmt.Sprintf(", cancelled at request %d", p.cancelAt)
+	}
+	return s
+}
+
+func newFaultPlan(seed uint64, run int) *faultPlan {
+	rng := rand.New(rand.NewPCG(seed, uint64(run)<<16))
+	p := &faultPlan{seed: seed, run: run, mode: rng.IntN(3), turns: 1 + rng.IntN(4), parallel: 1 + rng.IntN(4), attempts: 1 + rng.IntN(3)}
+	p.viaEvents = p.mode != unstreamed && rng.IntN(2) == 0
+	switch x := rng.IntN(100); {
+	case x < 80:
+		p.final, p.stopReason = "end_turn", toolrun.StopEndTurn
+	case x < 92:
+		p.final, p.stopReason = "max_tokens", toolrun.StopMaxTokens
+	default:
+		p.final, p.stopReason = "refusal", toolrun.StopRefusal
+	}
+	if rng.IntN(100) < 15 {
+		p.maxTurns = 1 + rng.IntN(p.turns)
+	}
+	if rng.IntN(100) < 4 {
+		p.cancelAt = 1 + rng.IntN(4)
+	}
+	return p
+}
+
+// reply returns the model's response to the request of turn: the same for
+// every attempt of the turn, as a retried response is, with the same ids.
+func (p *faultPlan) reply(turn int) toolruntest.Reply {
+	rng := rand.New(rand.NewPCG(p.seed, uint64(p.run)<<16|uint64(turn+1)))
+	if turn >= p.turns {
+		switch p.final {
+		case "max_tokens":
+			id := fmt.Sprintf("r%d_t%d_1", p.run, turn)
+			return toolruntest.Reply{StopReason: "max_tokens", Content: []toolruntest.Block{
+				toolruntest.Text("Checking the last"), toolruntest.ToolUse(id, "echo", faultInput{ID: id, Mode: "ok"}),
+			}}
+		case "refusal":
+			return toolruntest.Reply{StopReason: "refusal", Content: []toolruntest.Block{toolruntest.Text("I can't help with that.")}}
+		}
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done after %d turns.", turn)))
+	}
+	if rng.IntN(100) < 10 {
+		return toolruntest.Reply{StopReason: "pause_turn", Content: []toolruntest.Block{toolruntest.Text("Still working.")}}
+	}
+	var blocks []toolruntest.Block
+	if rng.IntN(2) == 0 {
+		blocks = append(blocks, toolruntest.Text(fmt.Sprintf("Step %d.", turn)))
+	}
+	for k := range 1 + rng.IntN(3) {
+		id := fmt.Sprintf("r%d_t%d_%d", p.run, turn, k+1)
+		in := faultInput{ID: id, Mode: "ok"}
+		var name string
+		switch x := rng.IntN(100); {
+		case x < 35:
+			name = "echo"
+		case x < 60:
+			name, in.Mode = "flaky", [...]string{"ok", "error", "panic"}[rng.IntN(3)]
+		case x < 80:
+			name, in.Mode = "slow", "slow"
+		case x < 90:
+			name = "exclusive"
+		case x < 95:
+			name = "nosuch" // answered as an unknown tool
+		default:
+			blocks = append(blocks, toolruntest.ToolUse(id, "echo", map[string]int{"id": 5})) // fails validation
+			continue
+		}
+		blocks = append(blocks, toolruntest.ToolUse(id, name, in))
+	}
+	return toolruntest.Message(blocks...)
+}
+
+// messages returns how many messages the history of a run holds when it
+// stops as planned after turns turns: the user's, then each turn committed
+// with its tool results, if any. A turn whose calls the turn limit left
+// pending is not committed.
+func (p *faultPlan) messages(turns int) int {
+	n := 1
+	for turn := 1; turn <= turns; turn++ {
+		r := p.reply(turn)
+		calls := false
+		for _, b := range r.Content {
+			calls = calls || b.Type == "tool_use"
+		}
+		if turn == turns && p.maxTurns == turns && turns < p.turns && calls {
+			break
+		}
+		n++
+		if calls {
+			n++
+		}
+	}
+	return n
+}
+
+// faultRunState is a run's side of the server: its plan and the PCG its
+// faults come from, drawn one per request in the order the run sends them.
+type faultRunState struct {
+	plan *faultPlan
+
+	mu       sync.Mutex // guards faults, requests, began, cancel
+	faults   *rand.Rand
+	requests int
+	began    map[int]int // the responses answered with a message (whole or not), by turn
+	cancel   context.CancelFunc
+}
+
+// respond answers a request of the run.
+func (st *faultRunState) respond(req *toolruntest.Request) toolruntest.Reply {
+	turn := 1
+	for _, m := range req.Params.Messages {
+		if m.Role == "assistant" {
+			turn++
+		}
+	}
+	r := st.plan.reply(turn)
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.requests++
+	if st.requests == st.plan.cancelAt {
+		st.cancel()
+		// Slow enough that the client gives up first; its leaving ends the
+		// wait.
+		r.Fault.EventDelay = time.Minute
+		return r
+	}
+	ms := time.Millisecond
+	switch x := st.faults.IntN(100); {
+	case x < 45:
+	case x < 55:
+		r.Fault = toolruntest.Fault{Status: http.StatusTooManyRequests, RetryAfter: ms}
+	case x < 63:
+		r.Fault = toolruntest.Fault{Status: 529, RetryAfter: ms}
+	case x < 70:
+		r.Fault = toolruntest.Fault{Status: http.StatusInternalServerError, RetryAfter: ms}
+	case x < 80: // no fault for a reply that is not streamed
+		r.Fault = toolruntest.Fault{StreamErrorAfter: 1 + st.faults.IntN(24)}
+	case x < 90:
+		if req.Stream {
+			r.Fault = toolruntest.Fault{DropAfter: 1 + st.faults.IntN(24)}
+		} else {
+			r.Fault = toolruntest.Fault{DropAfter: 1 + st.faults.IntN(300), RetryAfter: ms}
+		}
+	case x < 95:
+		r.Fault = toolruntest.Fault{EventDelay: ms}
+	default:
+		r.Fault = toolruntest.Fault{EventDelay: ms, StreamErrorAfter: 1 + st.faults.IntN(24)}
+	}
+	if r.Fault.Status == 0 {
+		if st.began == nil {
+			st.began = map[int]int{}
+		}
+		st.began[turn]++
+	}
+	return r
+}
+
+// responses returns the responses of turn that began: the calls of the
+// turn can have started from those only.
+func (st *faultRunState) responses(turn int) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.began[turn]
+}
+
+// faultInput is the input of the tools of TestFaultInjection: the call's
+// own id, which the tool cannot otherwise know, and what to do.
+type faultInput struct {
+	ID   string `json:"id"`
+	Mode string `json:"mode"` // "ok", "error", "panic" or "slow"
+}
+
+// faultLedger counts the times a tool was entered, by tool_use id; ids
+// name their run, so runs do not share them.
+type faultLedger struct {
+	mu      sync.Mutex // guards n, running, overlap
+	n       map[string]int
+	running map[string]bool
+	overlap map[string]bool // entered while an earlier entry was still running
+}
+
+func newFaultLedger() *faultLedger {
+	return &faultLedger{n: map[string]int{}, running: map[string]bool{}, overlap: map[string]bool{}}
+}
+
+// enter counts an entry of the call id and returns its number, from 1, and
+// the func to call when the entry returns.
+func (l *faultLedger) enter(id string) (int, func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running[id] {
+		l.overlap[id] = true
+	}
+	l.n[id]++
+	l.running[id] = true
+	return l.n[id], func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.running[id] = false
+	}
+}
+
+// entered returns the times the call id was entered, and whether an entry
+// began while another was running.
+func (l *faultLedger) entered(id string) (n int, overlap bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[id], l.overlap[id]
+}
+
+// faultMark is what the result of the entry n of the call id says,
+// whether it succeeded, failed or panicked.
+func faultMark(id string, n int) string { return fmt.Sprintf("ran %s #%d", id, n) }
+
+// faultTools returns the tools of TestFaultInjection, shared by its runs,
+// which count their entries in l:
+// echo succeeds at once; flaky succeeds, fails or panics as its input says;
+// slow takes a millisecond unless its ctx is cancelled first; exclusive
+// runs alone, and ends what early start takes of a response.
+func faultTools(l *faultLedger) []toolrun.Tool {
+	run := func(ctx context.Context, in faultInput) (string, error) {
+		n, done := l.enter(in.ID)
+		defer done()
+		mark := faultMark(in.ID, n)
+		switch in.Mode {
+		case "error":
+			return "", errors.New(mark + " and failed")
+		case "panic":
+			panic(mark + " and panicked")
+		case "slow":
+			timer := time.NewTimer(time.Millisecond)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		return mark, nil
+	}
+	exclusive := toolrun.NewTool("exclusive", "Runs alone.", run)
+	exclusive.Exclusive = true
+	return []toolrun.Tool{
+		toolrun.NewTool("echo", "Succeeds.", run),
+		toolrun.NewTool("flaky", "Succeeds, fails or panics.", run),
+		toolrun.NewTool("slow", "Takes a moment.", run),
+		exclusive,
+	}
+}
+
+// faultTally adds up what happened in the runs, to show in the log that
+// the faults were met.
+type faultTally struct {
+	requests  int
+	stops     map[toolrun.StopReason]int
+	resumed   int // runs run again after an error
+	retried   int // streams retried
+	reentered int // calls whose tool early start entered more than once
+}
+
+func (t *faultTally) add(u faultTally) {
+	if t.stops == nil {
+		t.stops = map[toolrun.StopReason]int{}
+	}
+	for k, v := range u.stops {
+		t.stops[k] += v
+	}
+	t.requests += u.requests
+	t.resumed += u.resumed
+	t.retried += u.retried
+	t.reentered += u.reentered
+}
+
+func (t *faultTally) String() string {
+	return fmt.Sprintf("%d requests; stops %v; %d runs resumed after an error, %d streams retried, %d calls entered again after early start",
+		t.requests, t.stops, t.resumed, t.retried, t.reentered)
+}
+
+// run runs the run to its end and returns what went wrong.
+func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools []toolrun.Tool, ledger *faultLedger) ([]string, faultTally) {
+	p := st.plan
+	// A runner that hangs ends in a failure, not a hung test.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st.mu.Lock()
+	st.cancel = cancel
+	st.mu.Unlock()
+
+	var mu sync.Mutex            // guards reported, tally
+	reported := map[string]int{} // ToolFinished with Ran, by id
+	var tally faultTally
+	opts := &toolrun.Options{
+		Logger:           discard(),
+		MaxTurns:         p.maxTurns,
+		MaxParallelTools: p.parallel,
+		Stream:           p.mode != unstreamed,
+		EarlyToolStart:   p.mode == earlyStart,
+		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
+		OnEvent: func(_ context.Context, e toolrun.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e := e.(type) {
+			case toolrun.ToolFinished:
+				if e.Result.Ran {
+					reported[e.Result.Call.ID]++
+				}
+			case toolrun.StreamRetried:
+				tally.retried++
+			}
+		},
+	}
+	r := toolrun.New(s.Client(option.WithMaxRetries(2)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
+	var (
+		res *toolrun.Result
+		err error
+	)
+	for i := range p.attempts {
+		if i > 0 {
+			tally.resumed++
+		}
+		if p.viaEvents {
+			res, err = r.RunStream(ctx)
+		} else {
+			res, err = r.Run(ctx)
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+
+	var problems []string
+	failf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if res == nil {
+		return []string{fmt.Sprintf("got a nil Result, with error %v", err)}, tally
+	}
+	tally.stops = map[toolrun.StopReason]int{res.StopReason: 1}
+	st.mu.Lock()
+	tally.requests = st.requests
+	st.mu.Unlock()
+	switch res.StopReason {
+	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
+		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError:
+	default:
+		failf("got StopReason %q, which is none of the defined ones", res.StopReason)
+	}
+	cancelled := st.cancelled()
+	var te *toolrun.TurnError
+	switch {
+	case err == nil && (res.StopReason == toolrun.StopError || res.StopReason == toolrun.StopCanceled):
+		failf("got %q with no error", res.StopReason)
+	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled:
+		failf("got %q with the error %v, want StopError or StopCanceled", res.StopReason, err)
+	case cancelled:
+		if res.StopReason != toolrun.StopCanceled || !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
+			failf("got %q, %v; want StopCanceled with a *TurnError wrapping context.Canceled", res.StopReason, err)
+		}
+	case err != nil:
+		// Only requests fail here, and each failure had its retries.
+		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
+			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			failf("the run hung: %v", err)
+		}
+	default:
+		want, turns := p.stopReason, p.turns
+		if p.maxTurns != 0 && p.maxTurns < p.turns {
+			want, turns = toolrun.StopMaxTurns, p.maxTurns
+		}
+		if res.StopReason != want || res.Turns != turns || len(res.Messages) != p.messages(turns) {
+			failf("got %q after %d turns with %d messages, want %q after %d turns with %d messages",
+				res.StopReason, res.Turns, len(res.Messages), want, turns, p.messages(turns))
+		}
+	}
+	if err := historyError(res.Messages); err != nil {
+		failf("%v", err)
+	}
+
+	// The results the model received, by id.
+	results := map[string]string{}
+	for _, m := range res.Messages {
+		if m.OfUser == nil {
+			continue
+		}
+		for _, b := range m.OfUser.Content {
+			if b.OfToolResult == nil {
+				continue
+			}
+			var text strings.Builder
+			for _, c := range b.OfToolResult.Content {
+				if c.OfText != nil {
+					text.WriteString(c.OfText.Text)
+				}
+			}
+			results[b.OfToolResult.ToolUseID] = text.String()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for turn := 1; turn <= p.turns; turn++ {
+		for _, b := range p.reply(turn).Content {
+			if b.Type != "tool_use" {
+				continue
+			}
+			id := b.ID
+			entered, overlap := ledger.entered(id)
+			if overlap {
+				failf("%s: its tool was entered again while an earlier entry was still running", id)
+			}
+			if entered > reported[id] {
+				failf("%s: its tool was entered %d times, and %d reported by a ToolFinished that ran", id, entered, reported[id])
+			}
+			if entered > 1 {
+				tally.reentered++
+			}
+			if p.mode != earlyStart && entered > 1 {
+				failf("%s: its tool was entered %d times, want at most 1 without early start", id, entered)
+			}
+			if began := st.responses(turn); entered > began {
+				failf("%s: its tool was entered %d times, from %d responses that began", id, entered, began)
+			}
+			result, answered := results[id]
+			switch {
+			case !answered && entered > 0 && (err == nil || p.mode != earlyStart):
+				failf("%s: its tool was entered %d times, but no result was sent", id, entered)
+			case answered && entered > 0 && !strings.Contains(result, faultMark(id, entered)):
+				failf("%s: the model got %q, want the result of the last of %d entries", id, result, entered)
+			case answered && entered == 0 && strings.Contains(result, "ran "+id+" #"):
+				failf("%s: the model got %q, from a run never entered", id, result)
+			}
+		}
+	}
+	return problems, tally
+}
+
+// cancelled reports whether the responder cancelled the run.
+func (st *faultRunState) cancelled() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.plan.cancelAt > 0 && st.requests >= st.plan.cancelAt
+}
+
+// historyError returns the fake server's objection to msgs, if any.
+func historyError(msgs []anthropic.BetaMessageParam) error {
+	body, err := json.Marshal(anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1, Messages: msgs})
+	if err != nil {
+		return err
+	}
+	if err := toolruntest.Validate(body); err != nil {
+		return fmt.Errorf("history is not valid: %w\n%s", err, body)
+	}
+	return nil
+}
+
+// TestFaultKinds runs one tool loop per kind of fault and checks exactly how
+// it ends.
+func TestFaultKinds(t *testing.T) {
+	ms := time.Millisecond
+	fault := func(r toolruntest.Reply, f toolruntest.Fault) toolruntest.Reply {
+		r.Fault = f
+		return r
+	}
+	status := func(code int) toolruntest.Reply {
+		return toolruntest.Reply{Fault: toolruntest.Fault{Status: code, RetryAfter: ms}}
+	}
+	final := toolruntest.Message(toolruntest.Text("It is sunny in Paris."))
+
+	// outcome is how a run ended, in comparable form.
+	type outcome struct {
+		Stop      toolrun.StopReason
+		TurnError int // the turn a *TurnError names, or 0
+		Status    int // the status of an *anthropic.Error in the error, or 0
+		Stream    int // the attempt a *StreamError names, or 0
+		Requests  int
+		Runs      int // of the tool
+		Retried   int // StreamRetried events
+	}
+	tests := []struct {
+		name   string
+		mode   int
+		script []toolruntest.Reply
+		want   outcome
+	}{
+		{
+			name:   "429 twice, then the reply",
+			script: []toolruntest.Reply{status(429), status(429), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 4, Runs: 1},
+		},
+		{
+			name:   "500 once, streamed",
+			mode:   streamed,
+			script: []toolruntest.Reply{status(500), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1},
+		},
+		{
+			// The client's retries are spent; the runner does not retry a
+			// failure before the stream began.
+			name:   "529 three times, streamed",
+			mode:   streamed,
+			script: []toolruntest.Reply{status(529), status(529), status(529)},
+			want:   outcome{Stop: toolrun.StopError, TurnError: 1, Status: 529, Requests: 3},
+		},
+		{
+			name:   "529 three times in the second turn",
+			script: []toolruntest.Reply{toolMessage(), status(529), status(529), status(529)},
+			want:   outcome{Stop: toolrun.StopError, TurnError: 2, Status: 529, Requests: 4, Runs: 1},
+		},
+		{
+			name:   "JSON body cut short",
+			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{DropAfter: 40, RetryAfter: ms}), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1},
+		},
+		{
+			name:   "error event in a tool_use block",
+			mode:   streamed,
+			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: inToolBlock}), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
+		},
+		{
+			name:   "error event in a tool_use block, early start",
+			mode:   earlyStart,
+			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: inToolBlock}), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
+		},
+		{
+			name:   "connection dropped in a tool_use block, early start",
+			mode:   earlyStart,
+			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{DropAfter: inToolBlock}), toolMessage(), final},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
+		},
+		{
+			name: "error events exhaust the stream's attempts",
+			mode: streamed,
+			script: []toolruntest.Reply{
+				fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: 3}),
+				fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: 3}),
+				fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: 3}),
+			},
+			want: outcome{Stop: toolrun.StopError, TurnError: 1, Stream: 3, Requests: 3, Retried: 2},
+		},
+		{
+			name:   "slow streams",
+			mode:   earlyStart,
+			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{EventDelay: ms}), fault(final, toolruntest.Fault{EventDelay: ms})},
+			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 2, Runs: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, tt.script...)
+			var calls counter
+			var observed eventLog
+			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger: discard(), OnEvent: observed.add,
+				Stream: tt.mode != unstreamed, EarlyToolStart: tt.mode == earlyStart,
+				StreamRetry: toolrun.RetryPolicy{InitialBackoff: ms},
+			})
+			res, err := r.Run(bounded(t))
+			got := outcome{
+				Stop:     res.StopReason,
+				Requests: len(s.Requests()),
+				Runs:     calls.get("get_weather"),
+				Retried:  len(all[toolrun.StreamRetried](observed.all())),
+			}
+			if te := (*toolrun.TurnError)(nil); errors.As(err, &te) {
+				got.TurnError = te.Turn
+			}
+			if se := (*toolrun.StreamError)(nil); errors.As(err, &se) {
+				got.Stream = se.Attempt
+			} else if ae := (*anthropic.Error)(nil); errors.As(err, &ae) {
+				got.Status = ae.StatusCode
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			if (err != nil) != (res.StopReason == toolrun.StopError) {
+				t.Errorf("got %q with the error %v, want an error exactly with StopError", res.StopReason, err)
+			}
+			checkHistory(t, res.Messages)
+		})
+	}
+}
+
+// TestEarlyStartAbortWaitsForTool checks that a call started early from a
+// response that then fails is cancelled and waited for, as
+// Options.EarlyToolStart promises: the runner reports it interrupted, and
+// runs it again from the retried response, only once its first run has
+// returned. Otherwise the same call runs twice at once.
+func TestEarlyStartAbortWaitsForTool(t *testing.T) {
+	started := make(chan struct{})
+	again := make(chan struct{}) // closed when the tool is entered again
+	var (
+		mu      sync.Mutex // guards running, entries, overlap, early
+		running bool
+		entries int
+		overlap bool // entered while the first run was still running
+		early   bool // reported interrupted while still running
+	)
+	tool := toolrun.NewTool("cleanup", "", func(ctx context.Context, in struct{}) (string, error) {
+		mu.Lock()
+		overlap = overlap || running
+		running = true
+		entries++
+		first := entries == 1
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running = false
+			mu.Unlock()
+		}()
+		if !first {
+			close(again)
+			return "cleaned up", nil
+		}
+		close(started)
+		<-ctx.Done()
+		// Cleaning up takes a while, during which the call is still running.
+		// A runner that waits for the call does not run it again before
+		// then, so the wait is bounded; it gives a runner that does not wait
+		// the time to show it.
+		select {
+		case <-again:
+		case <-time.After(100 * time.Millisecond):
+		}
+		return "", ctx.Err()
+	})
+	first := toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text."))
+	first.Fault.StreamErrorAfter = 8 // after the tool_use block; held back below until the call has started
+	s := newServer(t, first,
+		toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text.")),
+		toolruntest.Message(toolruntest.Text("done")),
+	)
+	c := s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: error", started)))
+	res, err := toolrun.New(c, userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{
+		Logger: discard(), Stream: true, EarlyToolStart: true,
+		StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
+		OnEvent: func(_ context.Context, e toolrun.Event) {
+			if f, ok := e.(toolrun.ToolFinished); ok && errors.Is(f.Result.Err, toolrun.ErrInterrupted) {
+				mu.Lock()
+				early = early || running
+				mu.Unlock()
+			}
+		},
+	}).Run(bounded(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if early {
+		t.Errorf("the interrupted call was reported while its tool was still running")
+	}
+	if overlap {
+		t.Errorf("the call ran again from the retried response while its first run was still running")
+	}
+	if entries != 2 || res.StopReason != toolrun.StopEndTurn {
+		t.Errorf("got %d runs of the tool and %q, want 2 and end_turn", entries, res.StopReason)
+	}
+	checkHistory(t, res.Messages)
+}
