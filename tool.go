@@ -21,7 +21,10 @@ import (
 // Run returns the content of the tool_result sent back to the model. A
 // non-nil error is sent as an is_error result with the error's text, and is
 // logged. Run must honour ctx: it is cancelled when the run is cancelled or
-// the call's timeout passes.
+// the call's timeout passes. A cancelled run waits for its running calls to
+// return, so that no call can overlap a second run of itself on resume; a
+// call that only times out is not waited for, and its late result is
+// dropped and logged.
 //
 // Most tools are built with [NewTool] or [NewRawTool]; implement Tool
 // directly to wrap something else (an MCP server, a remote service). A Tool
