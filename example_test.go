@@ -179,3 +179,65 @@ func ExampleRunner_Decide() {
 	// send_mail wants {"to":"ceo@example.com"}: sends e-mail
 	// end_turn Mail sent.
 }
+
+func ExampleOpen() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]int{"cents": 1200})),
+		toolruntest.Message(toolruntest.Text("Charged $12.")),
+	)
+	defer server.Close()
+
+	dir, _ := os.MkdirTemp("", "runs")
+	defer os.RemoveAll(dir)
+	charge := toolrun.NewTool("charge", "Charge the card", func(ctx context.Context, in struct {
+		Cents int `json:"cents"`
+	}) (string, error) {
+		return fmt.Sprintf("charged %d cents", in.Cents), nil
+	})
+	charge.Policy = toolrun.RequireApproval("moves money")
+
+	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Charge $12"))},
+	}
+	r, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason)
+
+	// The process may exit here. Later, Open finds the saved run.
+	r, _ = toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	_ = r.Decide("toolu_1", toolrun.AllowCall())
+	res, _ = r.Run(context.Background())
+	fmt.Println(res.StopReason, res.Text())
+	// Output:
+	// awaiting_approval
+	// end_turn Charged $12.
+}
+
+func ExampleBudget() {
+	// The scripted model never stops calling its tool.
+	server := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
+		r.Usage = &toolruntest.Usage{InputTokens: 2000, OutputTokens: 20}
+		return r
+	})
+	defer server.Close()
+
+	poll := toolrun.NewTool("poll", "Poll the job", func(ctx context.Context, in struct{}) (string, error) {
+		return "still running", nil
+	})
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 256,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Wait for the job"))},
+	}, []toolrun.Tool{poll}, &toolrun.Options{
+		Budget: toolrun.Budget{InputTokens: 7000},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason, res.Budget, res.Turns)
+	// Output:
+	// budget input_tokens 3
+}
