@@ -19,7 +19,10 @@ import (
 // from its tool_result, always includes the latest turn, and keeps the
 // model's last message in what it summarises. It is not counted as a turn.
 // After a compaction the next one is due only once a later response reports
-// its own input size, so a run never compacts twice in a row.
+// its own input size, so a run never compacts twice in a row; and only once
+// the input has doubled from its size right after the compaction, so a
+// threshold below what the summary itself takes does not compact every
+// turn (the pitfall of client-side compaction in other SDKs).
 type Compaction struct {
 	// Threshold, if positive, compacts when the last response's input (all
 	// input tokens: uncached, cache writes and reads) reached it.
@@ -68,7 +71,7 @@ func (r *Runner) compactDue() (bool, int64) {
 	if r.compactAsked {
 		return true, 0
 	}
-	if t := r.opts.Compaction.Threshold; t > 0 && r.lastInput >= t {
+	if t := r.opts.Compaction.Threshold; t > 0 && r.lastInput >= t && r.lastInput >= 2*r.compactFloor {
 		return true, r.lastInput
 	}
 	return false, 0
@@ -124,6 +127,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	}
 	r.params.Messages = history
 	r.lastInput, r.lastInputMsgs = 0, 0
+	r.compactFloor, r.measureFloor = 0, true
 	r.emit(ctx, Compacted{Turn: r.turns, Before: before, After: len(history), InputTokens: inputTokens,
 		ClientSide: c.ClientSide, Summary: summary, Usage: u})
 	return r.save(ctx)

@@ -135,3 +135,37 @@ func TestServerSideCompaction(t *testing.T) {
 		t.Errorf("tool ran %d times, want 2", calls.get("get_weather"))
 	}
 }
+
+// TestCompactionLowThreshold: a threshold below what the compacted history
+// itself takes compacts once, not on every turn.
+func TestCompactionLowThreshold(t *testing.T) {
+	summaries, turns := 0, 0
+	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+		msgs := req.Params.Messages
+		last := msgs[len(msgs)-1]
+		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
+			summaries++
+			return toolruntest.Message(toolruntest.Text("Still checking Oslo."))
+		}
+		turns++
+		var r toolruntest.Reply
+		if turns >= 6 {
+			r = toolruntest.Message(toolruntest.Text("done"))
+		} else {
+			r = toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", turns), "get_weather", map[string]any{"city": "Oslo"}))
+		}
+		r.Usage = &toolruntest.Usage{InputTokens: 1000, OutputTokens: 10}
+		return r
+	})
+	var calls counter
+	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger: discard(), MaxTurns: 20, Compaction: toolrun.Compaction{Threshold: 10, ClientSide: true},
+	}).Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if summaries != 1 {
+		t.Errorf("compacted %d times over %d turns, want once: the input never grew after the compaction", summaries, res.Turns)
+	}
+	checkHistory(t, res.Messages)
+}

@@ -365,6 +365,8 @@ type Runner struct {
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
 	compactAsked  bool      // CompactBeforeNextTurn was called
+	compactFloor  int64     // the input of the first response after the last compaction
+	measureFloor  bool      // the next response's input is compactFloor
 
 	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
 	threadKey string                       // the system prompt and tools the thread was created with
@@ -629,6 +631,9 @@ func (r *Runner) request(ctx context.Context) (*Turn, error) {
 	price, _ := priceOf(r.opts.Prices, string(msg.Model))
 	r.cost += costOf(price, msg)
 	r.lastInput = msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens
+	if r.measureFloor {
+		r.compactFloor, r.measureFloor = r.lastInput, false
+	}
 	r.lastInputMsgs = len(params.Messages)
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start)})
 	hookErr := r.setPending(ctx, newPendingTurn(n, msg))
