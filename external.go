@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
 )
 
 // This file holds the API for running a run's tool calls outside the
