@@ -15,7 +15,7 @@ import (
 // budgets below can be computed: each response reports 1,000 input tokens
 // (600 uncached, 300 read from the cache, 100 written to it) and 50 output.
 func loopServer(t *testing.T) *toolruntest.Server {
-	return newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+	return toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Params.Messages)), "get_weather", map[string]any{"city": "Oslo"}))
 		r.Usage = &toolruntest.Usage{InputTokens: 600, CacheReadInputTokens: 300, CacheCreationInputTokens: 100, OutputTokens: 50}
 		return r
@@ -69,7 +69,7 @@ func TestBudgets(t *testing.T) {
 }
 
 func TestCostIsPriced(t *testing.T) {
-	s := newServer(t, toolruntest.Reply{
+	s := toolruntest.Start(t, toolruntest.Reply{
 		Content: []toolruntest.Block{toolruntest.Text("hi")},
 		Usage:   &toolruntest.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000, CacheReadInputTokens: 1_000_000, CacheCreationInputTokens: 1_000_000},
 	})
@@ -118,7 +118,7 @@ func TestCachingByDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, toolruntest.Message(toolruntest.Text("hi")))
+			s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("hi")))
 			if _, err := toolrun.New(client(s), userParams("go"), nil, &tt.opts).Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestCachingByDefault(t *testing.T) {
 
 func TestResultTruncation(t *testing.T) {
 	big := strings.Repeat("é", 100) // 200 bytes
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "big", nil), toolruntest.ToolUse("t2", "unbounded", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
 	)

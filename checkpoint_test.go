@@ -169,7 +169,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.replies...)
+			s := toolruntest.Start(t, tt.replies...)
 			dir := t.TempDir()
 			child, out := startChild(t, s.URL, dir, tt.blockOn)
 			if tt.blockOn != "" {
@@ -213,7 +213,7 @@ func TestCrashRecovery(t *testing.T) {
 // TestCheckpointSaveFailureStopsRun: a run whose journal cannot be written
 // stops before running anything it could not record.
 func TestCheckpointSaveFailureStopsRun(t *testing.T) {
-	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
 	var calls counter
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "not-a-dir")
@@ -236,7 +236,7 @@ func TestCheckpointSaveFailureStopsRun(t *testing.T) {
 // TestOpenResumesOrStarts: Open starts a new run when nothing is saved and
 // resumes the saved one otherwise.
 func TestOpenResumesOrStarts(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("done")),
 	)

@@ -18,7 +18,7 @@ import (
 // does not compact again straight after compacting.
 func TestClientSideCompaction(t *testing.T) {
 	var summaryRequests []*toolruntest.Request
-	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
@@ -87,7 +87,7 @@ func TestClientSideCompaction(t *testing.T) {
 // runner sends the compaction param with the beta, the history becomes the
 // compaction block the API returned, and the run goes on from it.
 func TestServerSideCompaction(t *testing.T) {
-	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		if msgs[0].Role == "assistant" { // after the compaction
 			return toolruntest.Message(toolruntest.Text("done"))
@@ -140,7 +140,7 @@ func TestServerSideCompaction(t *testing.T) {
 // itself takes compacts once, not on every turn.
 func TestCompactionLowThreshold(t *testing.T) {
 	summaries, turns := 0, 0
-	s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {

@@ -125,7 +125,7 @@ func TestDecisions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/a", Text: "hi"})),
 				toolruntest.Message(toolruntest.Text("ok")),
 			)
@@ -171,7 +171,7 @@ func TestDecisions(t *testing.T) {
 // and a client: the call that needed no decision ran once, before the
 // suspension, and never again.
 func TestSuspendAndResumeFromJSON(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.Text("Reading and writing."),
 			toolruntest.ToolUse("t_read", "read_file", map[string]any{"path": "a.txt"}),
@@ -267,7 +267,7 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 }
 
 func TestApproveWithEditedInputAndAlways(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
 		toolruntest.Message(toolruntest.ToolUse("w2", "write_file", writeIn{Path: "/tmp/two", Text: "2"})),
 		toolruntest.Message(toolruntest.Text("done")),
@@ -302,7 +302,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 
 // TestHookOrder pins the documented order of the hooks for one tool turn.
 func TestHookOrder(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/a", Text: "x"})),
 		toolruntest.Message(toolruntest.Text("ok")),
 	)
@@ -366,7 +366,7 @@ func TestHookOrder(t *testing.T) {
 
 func TestRequestHooks(t *testing.T) {
 	t.Run("BeforeRequest changes one request only", func(t *testing.T) {
-		s := newServer(t,
+		s := toolruntest.Start(t,
 			toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
 			toolruntest.Message(toolruntest.Text("ok")),
 		)
@@ -394,7 +394,7 @@ func TestRequestHooks(t *testing.T) {
 		}
 	})
 	t.Run("AfterResponse ends the run", func(t *testing.T) {
-		s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
+		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
 		var calls counter
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 			Logger: discard(),
@@ -445,7 +445,7 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 		note("end other")
 		return "ok", nil
 	})
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.ToolUse("a", "shared", map[string]int{"n": 1}), toolruntest.ToolUse("b", "shared", map[string]int{"n": 2}),
 			toolruntest.ToolUse("c", "alone", nil),

@@ -255,7 +255,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.replies...)
+			s := toolruntest.Start(t, tt.replies...)
 			var calls counter
 			tools := func() []toolrun.Tool {
 				w := writeTool(&calls)
@@ -311,7 +311,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 // TestAdvanceAsksHooksOnce checks that a call allowed by a hook in one
 // Advance is not decided again when it runs elsewhere or the step is redone.
 func TestAdvanceAsksHooksOnce(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("Sunny.")),
 	)
@@ -461,7 +461,7 @@ func TestExecuteCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", tt.input)))
+			s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", tt.input)))
 			var calls counter
 			tool := toolrun.NewTool("calc", "Doubles", func(ctx context.Context, v in) (string, error) {
 				calls.inc("calc")
@@ -546,7 +546,7 @@ var errAny = errors.New("any error")
 // TestExecuteCallAfterCancelRunsAgain checks that a call cut off by a
 // cancelled ctx is left unanswered and runs when executed again.
 func TestExecuteCallAfterCancelRunsAgain(t *testing.T) {
-	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{})))
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{})))
 	var calls counter
 	block := true
 	tool := toolrun.NewTool("wait", "Waits", func(ctx context.Context, in struct{}) (string, error) {
@@ -735,7 +735,7 @@ func TestExecuteCallStartedBefore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", map[string]any{})))
+			s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", map[string]any{})))
 			var calls counter
 			tool := toolrun.NewTool("calc", "Counts", func(ctx context.Context, in struct{}) (string, error) {
 				calls.inc("calc")

@@ -754,7 +754,7 @@ func TestFaultKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.script...)
+			s := toolruntest.Start(t, tt.script...)
 			var calls counter
 			var observed eventLog
 			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
@@ -833,7 +833,7 @@ func TestEarlyStartAbortWaitsForTool(t *testing.T) {
 	})
 	first := toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text."))
 	first.Fault.StreamErrorAfter = 8 // after the tool_use block; held back below until the call has started
-	s := newServer(t, first,
+	s := toolruntest.Start(t, first,
 		toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text.")),
 		toolruntest.Message(toolruntest.Text("done")),
 	)

@@ -39,7 +39,7 @@ func golden(t *testing.T, name string, got []byte) {
 // request bodies, with the tool definitions, the assistant turn sent back
 // and the tool results (one failed), and the summary of the result.
 func TestGoldenTwoTurnRun(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.Text("Checking both."),
 			toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Paris", "units": "celsius"}),

@@ -14,33 +14,6 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// newServer starts a scripted fake server for the test and checks, at the
-// end, that it rejected no request: every history the runner sent was valid.
-func newServer(t *testing.T, replies ...toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServer(replies...)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
-
-// newFuncServer is newServer for a server whose replies come from f.
-func newFuncServer(t *testing.T, f func(*toolruntest.Request) toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServerFunc(f)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
-
 // client returns the server's client with fast retries.
 func client(s *toolruntest.Server) anthropic.Client {
 	return s.Client(option.WithMaxRetries(2))

@@ -48,7 +48,7 @@ func TestRedact(t *testing.T) {
 // logging to logger.
 func logRun(t *testing.T, logger *slog.Logger, toolOutput string) {
 	t.Helper()
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "ok", nil), toolruntest.ToolUse("t2", "fail", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
 	)

@@ -32,7 +32,7 @@ func weatherTool(calls *counter) *toolrun.FuncTool {
 
 func TestRunToolLoop(t *testing.T) {
 	var calls counter
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.Text("Let me check."), toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
 	)
@@ -99,7 +99,7 @@ func TestToolOutputs(t *testing.T) {
 		toolrun.NewRawTool("raw", "", []byte(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
 			func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }),
 	}
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.ToolUse("t1", "text", nil),
 			toolruntest.ToolUse("t2", "json", nil),
@@ -183,7 +183,7 @@ func TestToolFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(tt.call),
 				toolruntest.Message(toolruntest.Text("I see.")),
 			)
@@ -238,7 +238,7 @@ func TestToolFailures(t *testing.T) {
 }
 
 func TestFailureErrorsAreTyped(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.ToolUse("t1", "boom", nil),
 			toolruntest.ToolUse("t2", "nope", nil),
@@ -277,7 +277,7 @@ func TestAfterToolHook(t *testing.T) {
 		return "", errors.New("secret token abc123 rejected")
 	})
 	t.Run("replace result", func(t *testing.T) {
-		s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)), toolruntest.Message(toolruntest.Text("ok")))
+		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)), toolruntest.Message(toolruntest.Text("ok")))
 		_, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fail}, &toolrun.Options{
 			Logger: discard(),
 			AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
@@ -297,7 +297,7 @@ func TestAfterToolHook(t *testing.T) {
 		}
 	})
 	t.Run("end run", func(t *testing.T) {
-		s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)))
+		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)))
 		stopErr := errors.New("tool failures are fatal here")
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fail}, &toolrun.Options{
 			Logger: discard(),
@@ -337,7 +337,7 @@ func TestStopReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.reply)
+			s := toolruntest.Start(t, tt.reply)
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()})
 			res, err := r.Run(t.Context())
 			if err != nil {
@@ -355,7 +355,7 @@ func TestStopReasons(t *testing.T) {
 }
 
 func TestPauseTurnResumed(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Searching the web...")}, StopReason: "pause_turn"},
 		toolruntest.Message(toolruntest.Text("Found it.")),
 	)
@@ -380,7 +380,7 @@ func TestTurnLimit(t *testing.T) {
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", n), "get_weather", map[string]any{"city": "Rome"}))
 	}
 	t.Run("default is bounded", func(t *testing.T) {
-		s := newFuncServer(t, loop)
+		s := toolruntest.StartFunc(t, loop)
 		log, logs := newLogger()
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: log}).Run(t.Context())
 		if err != nil {
@@ -398,7 +398,7 @@ func TestTurnLimit(t *testing.T) {
 		checkHistory(t, res.Messages)
 	})
 	t.Run("raised and resumed", func(t *testing.T) {
-		s := newFuncServer(t, func(req *toolruntest.Request) toolruntest.Reply {
+		s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
 			if len(req.Params.Messages) >= 7 {
 				return toolruntest.Message(toolruntest.Text("enough"))
 			}
@@ -435,7 +435,7 @@ func TestParallelToolsKeepOrder(t *testing.T) {
 			return name + " done", nil
 		})
 	}
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("a1", "slow", nil), toolruntest.ToolUse("b2", "medium", nil), toolruntest.ToolUse("c3", "fast", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
 	)
@@ -463,7 +463,7 @@ func TestCancelDuringTool(t *testing.T) {
 		sawCancel <- ctx.Err()
 		return "", ctx.Err()
 	})
-	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "block", nil)))
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "block", nil)))
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{block}, &toolrun.Options{Logger: discard()}).Run(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
@@ -482,7 +482,7 @@ func TestCancelDuringTool(t *testing.T) {
 
 func TestCancelDuringRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	s := newServer(t, toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("slow")}, Fault: toolruntest.Fault{EventDelay: time.Minute}})
+	s := toolruntest.Start(t, toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("slow")}, Fault: toolruntest.Fault{EventDelay: time.Minute}})
 	go func() {
 		for len(s.Requests()) == 0 {
 			time.Sleep(time.Millisecond)
@@ -500,7 +500,7 @@ func TestCancelDuringRequest(t *testing.T) {
 }
 
 func TestRetriesVisibleInRequests(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.RateLimited(5*time.Millisecond),
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 529, RetryAfter: 5 * time.Millisecond}},
 		toolruntest.Message(toolruntest.Text("finally")),
@@ -522,7 +522,7 @@ func TestRetriesVisibleInRequests(t *testing.T) {
 }
 
 func TestAPIErrorKeepsRunResumable(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
@@ -553,7 +553,7 @@ func TestToolTimeout(t *testing.T) {
 		return "late", nil
 	})
 	stubborn.Timeout = 20 * time.Millisecond
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.ToolUse("t2", "stubborn", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
 	)
@@ -578,7 +578,7 @@ func TestToolTimeout(t *testing.T) {
 // TestToolWithoutProperties: a tool whose schema has no properties is still
 // sent with an input_schema, which the API requires.
 func TestToolWithoutProperties(t *testing.T) {
-	s := newServer(t, toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong")))
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong")))
 	ping := toolrun.NewRawTool("ping", "Ping", []byte(`{"type":"object"}`), func(ctx context.Context, in json.RawMessage) (string, error) {
 		return "pong", nil
 	})

@@ -17,7 +17,7 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 	names := []string{"WRITE_FILE", "Write_File", " write_file", "write_file ", "write_file\n", "write_file\u200b", "write-file"}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(toolruntest.ToolUse("t1", name, writeIn{Path: "/etc/passwd", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("ok")),
 			)
@@ -43,7 +43,7 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 }
 
 func TestRemovedToolCannotBeCalled(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
 		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("ok")),

@@ -230,7 +230,7 @@ func slow(r toolruntest.Reply, d time.Duration) toolruntest.Reply {
 
 func TestEventsStreamDeltas(t *testing.T) {
 	var calls counter
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		slow(toolruntest.Message(
 			toolruntest.Thinking("The user wants the weather.", "sig_1"),
 			toolruntest.Text("Let me check."),
@@ -362,7 +362,7 @@ func TestRunStreamMatchesRun(t *testing.T) {
 			run := func(stream bool) (summary, map[string]int) {
 				var calls counter
 				var observed eventLog
-				s := newServer(t, tt.script...)
+				s := toolruntest.Start(t, tt.script...)
 				r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 					Logger: discard(), OnEvent: observed.add,
 				})
@@ -440,7 +440,7 @@ func TestStreamFaultRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			faulty := toolMessage()
 			faulty.Fault = tt.fault
-			s := newServer(t, faulty, toolMessage(), toolruntest.Message(toolruntest.Text("It is sunny in Paris.")))
+			s := toolruntest.Start(t, faulty, toolMessage(), toolruntest.Message(toolruntest.Text("It is sunny in Paris.")))
 			retry := tt.retry
 			if retry == (toolrun.RetryPolicy{}) {
 				retry.InitialBackoff = time.Millisecond
@@ -499,7 +499,7 @@ func TestStreamRetriesExhausted(t *testing.T) {
 		r.Fault.StreamErrorAfter = 4
 		return r
 	}
-	s := newServer(t, toolMessage(), broken(), broken(), toolruntest.Message(toolruntest.Text("It is sunny.")))
+	s := toolruntest.Start(t, toolMessage(), broken(), broken(), toolruntest.Message(toolruntest.Text("It is sunny.")))
 	var calls counter
 	tools := []toolrun.Tool{weatherTool(&calls)}
 	opts := &toolrun.Options{Logger: discard(), Stream: true, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond}}
@@ -591,7 +591,7 @@ func TestEventsConsumerBreaks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.script...)
+			s := toolruntest.Start(t, tt.script...)
 			var runs counter
 			var tools []toolrun.Tool
 			for _, name := range tt.tools {
@@ -655,7 +655,7 @@ func TestCancelMidStream(t *testing.T) {
 		blocks = append(blocks, toolruntest.Text(fmt.Sprintf("Paragraph %d. ", i)))
 	}
 	const total = 30
-	s := newServer(t, slow(toolruntest.Message(blocks...), 20*time.Millisecond))
+	s := toolruntest.Start(t, slow(toolruntest.Message(blocks...), 20*time.Millisecond))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	deltas := 0
@@ -727,7 +727,7 @@ func TestEarlyToolStart(t *testing.T) {
 				gatedTool("second", &runs, started, nil, nil),
 				gatedTool("third", &runs, started, nil, func() { close(thirdDone) }),
 			}
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(toolruntest.Text("Three things."), toolruntest.ToolUse("t1", "first", nil),
 					toolruntest.ToolUse("t2", "second", nil), toolruntest.ToolUse("t3", "third", nil)),
 				toolruntest.Message(toolruntest.Text("All done.")),
@@ -793,7 +793,7 @@ func TestEarlyToolStartInterrupted(t *testing.T) {
 	// text block's start and a delta; then the error, held back until the
 	// tool has started.
 	first.Fault.StreamErrorAfter = 8
-	s := newServer(t, first,
+	s := toolruntest.Start(t, first,
 		toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.Text("And then some more text.")),
 		toolruntest.Message(toolruntest.Text("done")),
 	)
@@ -851,7 +851,7 @@ func TestEarlyToolStartWaits(t *testing.T) {
 		exclusive := gatedTool("exclusive", &runs, nil, nil, nil).(*toolrun.FuncTool)
 		exclusive.Exclusive = true
 		tools := []toolrun.Tool{gatedTool("plain", &runs, func() { once.Do(func() { close(plainStarted) }) }, nil, nil), exclusive}
-		s := newServer(t,
+		s := toolruntest.Start(t,
 			toolruntest.Message(toolruntest.ToolUse("a", "plain", nil), toolruntest.ToolUse("x", "exclusive", nil), toolruntest.ToolUse("b", "plain", nil)),
 			toolruntest.Message(toolruntest.Text("ok")),
 		)
@@ -877,7 +877,7 @@ func TestEarlyToolStartWaits(t *testing.T) {
 	t.Run("deferred", func(t *testing.T) {
 		var runs, asked counter
 		tools := []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil), gatedTool("guarded", &runs, nil, nil, nil)}
-		s := newServer(t,
+		s := toolruntest.Start(t,
 			toolruntest.Message(toolruntest.ToolUse("g", "guarded", nil), toolruntest.ToolUse("a", "plain", nil)),
 			toolruntest.Message(toolruntest.Text("ok")),
 		)
@@ -930,7 +930,7 @@ func TestEarlyToolStartWaits(t *testing.T) {
 		idem := gatedTool("idem", &runs, func() { close(idemStarted) }, nil, nil).(*toolrun.FuncTool)
 		idem.Idempotent = true
 		tools := []toolrun.Tool{idem, gatedTool("plain", &runs, nil, nil, nil)}
-		s := newServer(t,
+		s := toolruntest.Start(t,
 			toolruntest.Message(toolruntest.ToolUse("p", "plain", nil), toolruntest.ToolUse("i", "idem", nil)),
 			toolruntest.Message(toolruntest.Text("ok")),
 		)
@@ -963,7 +963,7 @@ func TestEarlyToolStartWaits(t *testing.T) {
 
 	t.Run("last turn", func(t *testing.T) {
 		var runs counter
-		s := newServer(t, toolruntest.Message(toolruntest.ToolUse("a", "plain", nil)))
+		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("a", "plain", nil)))
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil)}, &toolrun.Options{
 			Logger: discard(), Stream: true, EarlyToolStart: true, MaxTurns: 1,
 		}).Run(t.Context())

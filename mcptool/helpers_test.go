@@ -20,20 +20,6 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// newModel starts a scripted fake Messages API and checks, at the end, that
-// it rejected no request.
-func newModel(t *testing.T, replies ...toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServer(replies...)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
-
 func client(s *toolruntest.Server) anthropic.Client {
 	return s.Client(option.WithMaxRetries(0))
 }

@@ -99,7 +99,7 @@ func TestTwoServers(t *testing.T) {
 	}
 	check(t, "tool names", names(all), []string{"docs__search", "code__search"})
 
-	model := newModel(t,
+	model := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "code__search", nil), toolruntest.ToolUse("t2", "docs__search", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
 	)
@@ -250,7 +250,7 @@ func TestResults(t *testing.T) {
 	}
 	log, logs := newLogger()
 	s := connect(t, "s", mcptool.InMemory(srv), nil)
-	model := newModel(t, toolruntest.Message(calls...), toolruntest.Message(toolruntest.Text("done")))
+	model := toolruntest.Start(t, toolruntest.Message(calls...), toolruntest.Message(toolruntest.Text("done")))
 	var toolErrs []*mcptool.ToolError
 	opts := &toolrun.Options{Logger: log, AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
 		if te := (*mcptool.ToolError)(nil); errors.As(r.Err, &te) {
@@ -312,7 +312,7 @@ func TestRunnerConfig(t *testing.T) {
 			return toolrun.ToolConfig{}
 		},
 	})
-	model := newModel(t,
+	model := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "s__list", nil), toolruntest.ToolUse("t2", "s__slow", nil), toolruntest.ToolUse("t3", "s__delete", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
 	)

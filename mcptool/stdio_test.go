@@ -35,7 +35,7 @@ func TestStdio(t *testing.T) {
 	t.Run("end to end", func(t *testing.T) {
 		log, logs := newLogger()
 		s := connect(t, "srv", mcptool.Command(bin), &mcptool.Options{Logger: log, Restart: mcptool.RestartPolicy{MaxRestarts: 1}})
-		model := newModel(t,
+		model := toolruntest.Start(t,
 			toolruntest.Message(toolruntest.ToolUse("t1", "srv__echo", map[string]string{"text": "hi"})),
 			toolruntest.Message(toolruntest.ToolUse("t2", "srv__fail", map[string]string{"text": "boom"})),
 			toolruntest.Message(toolruntest.ToolUse("t3", "srv__crash", nil)),

@@ -17,21 +17,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 )
 
-// newServer starts a scripted fake model for the test and checks, at the
-// end, that it rejected no request: every history the workflow sent was
-// valid.
-func newServer(t *testing.T, replies ...toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServer(replies...)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
-
 func userParams(text string) anthropic.BetaMessageNewParams {
 	return anthropic.BetaMessageNewParams{
 		Model:     "claude-test",

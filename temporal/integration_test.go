@@ -231,7 +231,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	}
 	c := dialTemporal(t)
 	dir := t.TempDir()
-	model := newServer(t,
+	model := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.Text("Working."),
 			toolruntest.ToolUse("toolu_quick", "quick", map[string]any{}),
 			toolruntest.ToolUse("toolu_charge", "charge", map[string]any{}),

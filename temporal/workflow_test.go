@@ -141,7 +141,7 @@ func TestWorkflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, tt.replies...)
+			s := toolruntest.Start(t, tt.replies...)
 			var calls counter
 			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, tt.policy)}
 			opts := tt.opts
@@ -205,7 +205,7 @@ func TestWorkflowApproval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", cityIn{City: "Paris"}),
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
@@ -271,7 +271,7 @@ func TestWorkflowApproval(t *testing.T) {
 }
 
 func TestWorkflowContinuesAsNew(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", cityIn{City: "Paris"})),
 		toolruntest.Message(toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Oslo"})),
 		toolruntest.Message(toolruntest.Text("Done.")),
@@ -358,7 +358,7 @@ func TestLostToolActivity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t,
+			s := toolruntest.Start(t,
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
 			)
@@ -402,7 +402,7 @@ func TestLostToolActivity(t *testing.T) {
 // TestParallelAndExclusiveCalls checks that calls of non-exclusive tools run
 // together and a call of an exclusive tool runs alone.
 func TestParallelAndExclusiveCalls(t *testing.T) {
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.ToolUse("a", "meet", map[string]any{}),
 			toolruntest.ToolUse("b", "meet", map[string]any{}),

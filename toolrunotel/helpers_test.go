@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/toolrun/toolrun/toolruntest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -17,20 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
-
-// newServer starts a scripted fake server for the test and checks, at the
-// end, that it rejected no request.
-func newServer(t *testing.T, replies ...toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServer(replies...)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
 
 func userParams(text string) anthropic.BetaMessageNewParams {
 	return anthropic.BetaMessageNewParams{

@@ -94,7 +94,7 @@ func browserRun(t *testing.T) *transcript.Transcript {
 			return "", nil
 		}),
 	}
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.Text("I'll look around. "+scriptPayload),
 			toolruntest.ToolUse("toolu_01", "search", map[string]string{"q": "weather " + scriptPayload}),
 			toolruntest.ToolUse("toolu_02", "fetch_page", map[string]string{"url": "https://example.com"}),

@@ -46,20 +46,6 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// newServer starts a scripted fake server and checks, at the end, that it
-// rejected no request.
-func newServer(t *testing.T, replies ...toolruntest.Reply) *toolruntest.Server {
-	t.Helper()
-	s := toolruntest.NewServer(replies...)
-	t.Cleanup(func() {
-		s.Close()
-		for _, err := range s.Errors() {
-			t.Errorf("fake server rejected a request: %v", err)
-		}
-	})
-	return s
-}
-
 func client(s *toolruntest.Server) anthropic.Client { return s.Client(option.WithMaxRetries(0)) }
 
 func userParams(text string) anthropic.BetaMessageNewParams {
@@ -156,7 +142,7 @@ func record(t *testing.T, tools []toolrun.Tool, opts *transcript.RecorderOptions
 	t.Helper()
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, opts)
-	s := newServer(t, script()...)
+	s := toolruntest.Start(t, script()...)
 	res, err := toolrun.New(client(s), userParams("What's the weather, and is the database up?"), tools, runOptions(rec.Observe)).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
 )
 
@@ -150,7 +151,7 @@ func (w *writes) Write(p []byte) (int, error) {
 func TestRecorderWriteError(t *testing.T) {
 	w := &failingWriter{after: 3}
 	rec := transcript.NewRecorder(w, nil)
-	s := newServer(t, script()...)
+	s := toolruntest.Start(t, script()...)
 	res, err := toolrun.New(client(s), userParams("go"), recordedTools().list(), runOptions(rec.Observe)).Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopEndTurn {
 		t.Fatalf("Run = %v, %v; want end_turn and no error", res.StopReason, err)

@@ -190,7 +190,7 @@ func TestReplayKilledRun(t *testing.T) {
 func TestReplayStreamedRecording(t *testing.T) {
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, nil)
-	s := newServer(t, script()...)
+	s := toolruntest.Start(t, script()...)
 	opts := runOptions(rec.Observe)
 	opts.Stream = true
 	if _, err := toolrun.New(client(s), userParams("go"), recordedTools().list(), opts).Run(t.Context()); err != nil {
@@ -252,7 +252,7 @@ func TestReplayApprovedCall(t *testing.T) {
 		send.Policy = toolrun.RequireApproval("sends e-mail")
 		return []toolrun.Tool{send}
 	}
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "send_mail", map[string]string{"to": "ceo@example.com"})),
 		toolruntest.Message(toolruntest.Text("Sent.")),
 	)

@@ -30,7 +30,7 @@ func TestNoSecretsAnywhere(t *testing.T) {
 	var out syncBuffer
 	rec := transcript.NewRecorder(&out, &transcript.RecorderOptions{Meta: map[string]string{"key": toolruntest.TestAPIKey}})
 
-	s := newServer(t,
+	s := toolruntest.Start(t,
 		toolruntest.Message(
 			toolruntest.Text("I will use the key "+toolruntest.TestAPIKey+"."),
 			toolruntest.ToolUse("toolu_1", "show_env", map[string]string{"key": toolruntest.TestAPIKey}),
