@@ -344,6 +344,7 @@ type Runner struct {
 	names    []string // sorted names of the tools in the run, for messages to the model
 
 	baseTools []anthropic.BetaToolUnionParam // the tool params the caller passed in params
+	removed   []string                       // the names given to RemoveTools, kept in State
 
 	params   anthropic.BetaMessageNewParams // Messages is the history
 	maxTurns int
@@ -460,6 +461,9 @@ func (r *Runner) syncTools() {
 func (r *Runner) RemoveTools(names ...string) {
 	for _, name := range names {
 		delete(r.tools, name)
+		if !slices.Contains(r.removed, name) {
+			r.removed = append(r.removed, name)
+		}
 	}
 	r.syncTools()
 }

@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -70,4 +71,43 @@ func TestRemovedToolCannotBeCalled(t *testing.T) {
 		t.Errorf("result = %+v, want an unknown-tool error listing get_weather", results)
 	}
 	checkHistory(t, r.Result().Messages)
+}
+
+// TestRemovedToolStaysRemovedAfterResume: a tool taken out of a run stays
+// out when the run is resumed from its State, even if the tools given to
+// Resume include it.
+func TestRemovedToolStaysRemovedAfterResume(t *testing.T) {
+	s := toolruntest.Start(t,
+		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
+		toolruntest.Message(toolruntest.Text("ok")),
+	)
+	var writes counter
+	w := writeTool(&writes)
+	w.Policy = toolrun.RequireApproval("writes")
+	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()})
+	if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval {
+		t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
+	}
+	r.RemoveTools("write_file")
+	data, _ := json.Marshal(r.State())
+	var st toolrun.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := toolrun.Resume(client(s), &st, []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Decide("t1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes.n) != 0 {
+		t.Fatal("a tool removed before the run was saved ran after it was resumed")
+	}
+	if got := toolResults(s.Requests()[1]); len(got) != 1 || !strings.Contains(got[0].ResultText(), "unknown tool") {
+		t.Errorf("result = %+v, want an unknown-tool error", got)
+	}
 }

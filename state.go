@@ -38,9 +38,12 @@ type State struct {
 	Edited bool `json:"edited,omitempty"`
 	// AlwaysAllow lists the tools a person allowed for the rest of the run.
 	AlwaysAllow []string `json:"always_allow,omitempty"`
-	MaxTurns    int      `json:"max_turns"`
-	Turns       int      `json:"turns"`
-	ToolCalls   int      `json:"tool_calls"`
+	// Removed lists the tools taken out of the run with
+	// [Runner.RemoveTools]; Resume leaves them out even if it is given them.
+	Removed   []string `json:"removed,omitempty"`
+	MaxTurns  int      `json:"max_turns"`
+	Turns     int      `json:"turns"`
+	ToolCalls int      `json:"tool_calls"`
 	// ToolFailures counts the calls answered with is_error.
 	ToolFailures int   `json:"tool_failures"`
 	Usage        Usage `json:"usage"`
@@ -111,6 +114,7 @@ func (r *Runner) State() *State {
 		}
 	}
 	slices.Sort(s.AlwaysAllow)
+	s.Removed = slices.Clone(r.removed)
 	if r.stopped != nil {
 		s.StopReason, s.Detail = r.stopped.StopReason, r.stopped.Detail
 	}
@@ -160,6 +164,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	for _, name := range s.AlwaysAllow {
 		r.always[name] = true
 	}
+	r.RemoveTools(s.Removed...)
 	if ts := s.Pending; ts != nil {
 		p := &pendingTurn{turn: ts.Turn, param: ts.Message, stopReason: ts.StopReason}
 		for _, cs := range ts.Calls {
