@@ -82,6 +82,10 @@
 //     for again: "attempt" (from 2), "error", "delay_ms", and "discarded",
 //     the ids of the calls of the failed response whose results were
 //     dropped.
+//   - "compacted": the history was compacted between turns: "summary" is
+//     the summary that replaced it, "before" and "after" count its
+//     messages, "client_side" says the runner summarised it with a request
+//     of its own, and "usage" is what the compaction cost.
 //   - "run_stopped": the run stopped. "stop_reason" is a
 //     [toolrun.StopReason], "detail" says more, "error" is the error for
 //     "error" and "canceled", "usage" is the run's total, and "turns",

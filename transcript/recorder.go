@@ -149,6 +149,12 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		for _, d := range e.Discarded {
 			en.Discarded = append(en.Discarded, d.Call.ID)
 		}
+	case toolrun.Compacted:
+		en.Type = TypeCompacted
+		en.Summary = r.redact(e.Summary)
+		en.Before, en.After, en.ClientSide = e.Before, e.After, e.ClientSide
+		u := e.Usage
+		en.Usage = &u
 	case toolrun.RunStopped:
 		en.Type = TypeRunStopped
 		res := e.Result

@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -196,5 +199,47 @@ func TestRecorderRedactOption(t *testing.T) {
 				t.Errorf("output = %q, want %q", got, want)
 			}
 		}
+	}
+}
+
+// TestRecordsCompaction: a compaction is recorded with its summary.
+func TestRecordsCompaction(t *testing.T) {
+	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+		msgs := req.Params.Messages
+		if last := msgs[len(msgs)-1]; last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize") {
+			return toolruntest.Message(toolruntest.Text("The user asked for the time twice."))
+		}
+		if strings.Contains(msgs[0].Content[0].Text, "compacted") {
+			return toolruntest.Message(toolruntest.Text("done"))
+		}
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "clock", nil))
+		r.Usage = &toolruntest.Usage{InputTokens: 5000, OutputTokens: 5}
+		return r
+	})
+	clock := toolrun.NewTool("clock", "The time", func(ctx context.Context, in struct{}) (string, error) { return "noon", nil })
+	var buf bytes.Buffer
+	rec := transcript.NewRecorder(&buf, nil)
+	_, err := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
+		Model: "claude-test", MaxTokens: 100,
+		Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("time?"))},
+	}, []toolrun.Tool{clock}, &toolrun.Options{
+		Logger: slog.New(slog.DiscardHandler), OnEvent: rec.Observe,
+		Compaction: toolrun.Compaction{Threshold: 4000, ClientSide: true},
+	}).Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []transcript.Entry
+	for _, e := range tr.Entries {
+		if e.Type == transcript.TypeCompacted {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 1 || got[0].Summary != "The user asked for the time twice." || got[0].Before != 3 || got[0].After != 1 || !got[0].ClientSide || got[0].Usage == nil {
+		t.Errorf("compacted lines = %+v, want one with the summary, 3 → 1 messages", got)
 	}
 }

@@ -41,6 +41,8 @@ const (
 	// TypeStreamRetried is a streamed response that failed and is asked
 	// for again.
 	TypeStreamRetried = "stream_retried"
+	// TypeCompacted is the history compacted, with the summary.
+	TypeCompacted = "compacted"
 	// TypeRunStopped is the run stopped, with its stop reason and totals.
 	TypeRunStopped = "run_stopped"
 	// TypeEvent is an event of a kind this version does not record in
@@ -137,6 +139,15 @@ type Entry struct {
 	Attempt   int      `json:"attempt,omitempty"`
 	DelayMS   float64  `json:"delay_ms,omitempty"`
 	Discarded []string `json:"discarded,omitempty"`
+
+	// Summary, Before, After and ClientSide are a compacted line's: the
+	// summary that replaced the history, the history's messages before and
+	// after, and whether the runner summarised it itself. Its Usage is what
+	// the compaction cost.
+	Summary    string `json:"summary,omitempty"`
+	Before     int    `json:"before,omitempty"`
+	After      int    `json:"after,omitempty"`
+	ClientSide bool   `json:"client_side,omitempty"`
 
 	// Event is the Go type of an event line's event.
 	Event string `json:"event,omitempty"`
