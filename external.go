@@ -113,28 +113,13 @@ func (r *Runner) planCalls(ctx context.Context) ([]PlannedCall, error) {
 	if r.heldBack(p) != nil {
 		return nil, nil // Next stops the run, at its turn limit or tool-call budget
 	}
+	jobs, hookErrs := r.decideCalls(ctx, p)
 	var plans []PlannedCall
-	var hookErrs []error
-	for _, c := range p.calls {
-		if c.result != nil {
-			continue
-		}
-		e, input, res, ok := r.prepare(ctx, c, true)
-		switch {
-		case res != nil:
-			hookErrs = append(hookErrs, r.answer(ctx, c, res))
-		case ok:
-			timeout := e.config.Timeout
-			if timeout == 0 {
-				timeout = r.opts.ToolTimeout
-			}
-			if timeout < 0 {
-				timeout = 0
-			}
-			call := c.call
-			call.Input = input
-			plans = append(plans, PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: timeout})
-		}
+	for _, jb := range jobs {
+		call := jb.c.call
+		call.Input = jb.input
+		plans = append(plans, PlannedCall{Call: call, Exclusive: jb.e.config.Exclusive,
+			Idempotent: jb.e.config.Idempotent, Timeout: r.timeoutOf(jb.e)})
 	}
 	if err := firstErr(hookErrs); err != nil {
 		return nil, r.hookFailed(ctx, "AfterTool", err)

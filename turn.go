@@ -255,18 +255,21 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 	return hookErr
 }
 
-// answerCalls decides the unanswered calls of p, answers the ones that need
-// no running, and runs the allowed ones.
-func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
-	type job struct {
-		c     *callState
-		e     *toolEntry
-		input json.RawMessage
-	}
+// job is a call decided to run, with its tool and the input to run it with.
+type job struct {
+	c     *callState
+	e     *toolEntry
+	input json.RawMessage
+}
+
+// decideCalls decides the unanswered calls of p, answers those that need no
+// running, and returns those to run, with the errors of AfterTool for the
+// answered ones. Calls awaiting a person are neither. Decisions are taken
+// one call at a time, in order, so a hook that asks a person asks about one
+// call at a time.
+func (r *Runner) decideCalls(ctx context.Context, p *pendingTurn) ([]job, []error) {
 	var jobs []job
 	var hookErrs []error
-	// Decisions are taken one call at a time, in order, so a hook that asks
-	// a person asks about one call at a time.
 	for _, c := range p.calls {
 		if c.result != nil {
 			continue
@@ -278,8 +281,23 @@ func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
 		case ok:
 			jobs = append(jobs, job{c, e, input})
 		}
-		// Otherwise it awaits a person.
 	}
+	return jobs, hookErrs
+}
+
+// timeoutOf returns the timeout of a call of e, or 0 for none.
+func (r *Runner) timeoutOf(e *toolEntry) time.Duration {
+	t := e.config.Timeout
+	if t == 0 {
+		t = r.opts.ToolTimeout
+	}
+	return max(t, 0)
+}
+
+// answerCalls decides the unanswered calls of p, answers the ones that need
+// no running, and runs the allowed ones.
+func (r *Runner) answerCalls(ctx context.Context, p *pendingTurn) error {
+	jobs, hookErrs := r.decideCalls(ctx, p)
 	// Consecutive non-exclusive calls run together, bounded; an exclusive
 	// call runs alone.
 	limit := r.opts.MaxParallelTools
@@ -444,10 +462,7 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, call ToolCall, input
 	if err := r.journalStart(ctx, call, e); err != nil {
 		return &ToolResult{Call: call, Err: fmt.Errorf("%w: %w", ErrNotRun, err)}
 	}
-	timeout := e.config.Timeout
-	if timeout == 0 {
-		timeout = r.opts.ToolTimeout
-	}
+	timeout := r.timeoutOf(e)
 	var callCtx context.Context
 	var cancel context.CancelFunc
 	if timeout > 0 {
