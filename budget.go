@@ -17,17 +17,24 @@ import (
 // ToolCalls — and [Result.Budget] names the bound.
 //
 // Input tokens count every input token of a request: uncached, written to
-// the cache and read from it. The next request's input is estimated as the
-// last request's input plus a quarter of the bytes added to the history
-// since (a request with no previous one: a quarter of its bytes), which is
-// close to the API's count for English text and JSON.
+// the cache and read from it. The next request's input is bounded from
+// above by the last request's input plus one token per byte added to the
+// history since (a request with no previous one: one per byte of it), so
+// the bound holds for any script.
+//
+// WallTime is a deadline on everything in flight — requests and tools are
+// cancelled when it passes, and the run stops with [StopBudget] — counted
+// from the run's first step in this process. A cost budget for a model
+// with no price (see [DefaultPrices]) is an error at the first request,
+// never a silent $0.
 type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
 	// [Options.Prices] (or [DefaultPrices]) by model.
 	CostUSD float64
-	// WallTime bounds the run's time from its first step in this process.
+	// WallTime bounds the run's time from its first step in this process,
+	// as a deadline on its requests and tools.
 	WallTime time.Duration
 	// ToolCalls bounds the tool calls answered.
 	ToolCalls int
@@ -47,32 +54,80 @@ type Price struct {
 	CacheReadPerMTok    float64
 }
 
-// DefaultPrices prices the models by name prefix; the longest prefix that
-// matches a model wins. The figures are list prices per million tokens and
-// may lag behind the price list: set [Options.Prices] to override them.
-var DefaultPrices = map[string]Price{
-	"claude-opus":   {InputPerMTok: 5, OutputPerMTok: 25},
-	"claude-sonnet": {InputPerMTok: 3, OutputPerMTok: 15},
-	"claude-haiku":  {InputPerMTok: 1, OutputPerMTok: 5},
-	"claude-fable":  {InputPerMTok: 3, OutputPerMTok: 15},
-	"claude-mythos": {InputPerMTok: 15, OutputPerMTok: 75},
+// DefaultPrices returns the list prices of today's model families, by model
+// name prefix, per million tokens. A model's name is matched after its
+// platform's wrapping is taken off: Bedrock's region prefix ("us.",
+// "global.", …), "anthropic." and version suffix ("-v1:0"), an ARN's path,
+// and Vertex's "@date", so that "claude-sonnet-4-5-20250929",
+// "us.anthropic.claude-sonnet-4-5-20250929-v1:0" and
+// "claude-sonnet-4-5@20250929" are one model. The longest prefix that
+// matches wins. The figures may lag behind the price list: set
+// [Options.Prices] to override them. Each call returns a new map.
+func DefaultPrices() map[string]Price {
+	return map[string]Price{
+		"claude-opus":       {InputPerMTok: 5, OutputPerMTok: 25},
+		"claude-opus-4":     {InputPerMTok: 15, OutputPerMTok: 75}, // 4 and 4.1
+		"claude-opus-4-5":   {InputPerMTok: 5, OutputPerMTok: 25},
+		"claude-opus-4-6":   {InputPerMTok: 5, OutputPerMTok: 25},
+		"claude-opus-4-7":   {InputPerMTok: 5, OutputPerMTok: 25},
+		"claude-opus-4-8":   {InputPerMTok: 5, OutputPerMTok: 25},
+		"claude-sonnet":     {InputPerMTok: 3, OutputPerMTok: 15},
+		"claude-haiku":      {InputPerMTok: 1, OutputPerMTok: 5},
+		"claude-fable":      {InputPerMTok: 3, OutputPerMTok: 15},
+		"claude-mythos":     {InputPerMTok: 15, OutputPerMTok: 75},
+		"claude-3-opus":     {InputPerMTok: 15, OutputPerMTok: 75},
+		"claude-3-sonnet":   {InputPerMTok: 3, OutputPerMTok: 15},
+		"claude-3-5-sonnet": {InputPerMTok: 3, OutputPerMTok: 15},
+		"claude-3-7-sonnet": {InputPerMTok: 3, OutputPerMTok: 15},
+		"claude-3-haiku":    {InputPerMTok: 0.25, OutputPerMTok: 1.25},
+		"claude-3-5-haiku":  {InputPerMTok: 0.8, OutputPerMTok: 4},
+	}
+}
+
+// defaultPrices is DefaultPrices, made once for the runners' lookups.
+var defaultPrices = DefaultPrices()
+
+// modelKey takes a platform's wrapping off a model name (see
+// DefaultPrices).
+func modelKey(model string) string {
+	m := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndexByte(m, '/'); i >= 0 { // an ARN or a Vertex resource path
+		m = m[i+1:]
+	}
+	if i := strings.Index(m, "anthropic."); i >= 0 && !strings.Contains(m[:i], "claude") {
+		m = m[i+len("anthropic."):] // Bedrock: [region.]anthropic.claude-…
+	}
+	if i := strings.IndexByte(m, '@'); i >= 0 { // Vertex: claude-…@date
+		m = m[:i]
+	}
+	if i := strings.LastIndex(m, "-v"); i >= 0 && strings.Contains(m[i:], ":") { // Bedrock: …-v1:0
+		m = m[:i]
+	}
+	return m
 }
 
 // priceOf returns the price of model from prices, else DefaultPrices, by
-// longest prefix, with the cache prices filled in.
+// longest prefix, with the cache prices filled in, and whether it found
+// one.
 func priceOf(prices map[string]Price, model string) (Price, bool) {
+	key := modelKey(model)
 	find := func(table map[string]Price) (Price, bool) {
 		best, found := "", false
 		for prefix := range table {
-			if strings.HasPrefix(model, prefix) && len(prefix) >= len(best) {
-				best, found = prefix, true
+			if p := modelKey(prefix); strings.HasPrefix(key, p) && len(p) >= len(best) {
+				best, found = p, true
 			}
 		}
-		return table[best], found
+		for prefix, price := range table {
+			if modelKey(prefix) == best {
+				return price, found
+			}
+		}
+		return Price{}, false
 	}
 	p, ok := find(prices)
 	if !ok {
-		p, ok = find(DefaultPrices)
+		p, ok = find(defaultPrices)
 	}
 	if p.CacheWrite5mPerMTok == 0 {
 		p.CacheWrite5mPerMTok = 1.25 * p.InputPerMTok
@@ -99,55 +154,65 @@ func costOf(p Price, m *anthropic.BetaMessage) float64 {
 }
 
 // checkBudget returns a stop for the request params is about to make, if
-// it could pass a bound, or nil.
-func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams) *Result {
+// it could pass a bound, or nil. Every request is checked: the turns',
+// their retries and compaction's. lastInput and lastMsgs are the input
+// tokens and messages of the last request whose history params extends
+// (zero for none). The error is for a cost budget the model has no price
+// for.
+func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) (*Result, error) {
 	b := r.opts.Budget
 	if b == (Budget{}) {
-		return nil
+		return nil, nil
 	}
 	if b.WallTime > 0 && time.Since(r.started) >= b.WallTime {
-		return budgetStop("wall_time", fmt.Sprintf("wall-time budget of %s used up (%s so far)", b.WallTime, time.Since(r.started).Round(time.Millisecond)))
+		return wallTimeStop(b.WallTime), nil
 	}
 	if b.InputTokens == 0 && b.OutputTokens == 0 && b.CostUSD == 0 {
-		return nil
+		return nil, nil
 	}
-	in := r.estimateInput(params)
+	in := estimateInput(params, lastInput, lastMsgs)
 	out := params.MaxTokens
-	used := r.usage.InputTokens + r.usage.CacheCreationInputTokens + r.usage.CacheReadInputTokens
-	if b.InputTokens > 0 && used+in > b.InputTokens {
-		return budgetStop("input_tokens", fmt.Sprintf("input-token budget of %d would be exceeded: %d used, the next request has about %d", b.InputTokens, used, in))
+	u := r.st.Usage
+	if b.InputTokens > 0 && u.inputTotal()+in > b.InputTokens {
+		return budgetStop(BudgetInputTokens, fmt.Sprintf("input-token budget of %d would be exceeded: %d used, the next request has at most %d", b.InputTokens, u.inputTotal(), in)), nil
 	}
-	if b.OutputTokens > 0 && r.usage.OutputTokens+out > b.OutputTokens {
-		return budgetStop("output_tokens", fmt.Sprintf("output-token budget of %d could be exceeded: %d used, the next request may write up to %d (max_tokens)", b.OutputTokens, r.usage.OutputTokens, out))
+	if b.OutputTokens > 0 && u.OutputTokens+out > b.OutputTokens {
+		return budgetStop(BudgetOutputTokens, fmt.Sprintf("output-token budget of %d could be exceeded: %d used, the next request may write up to %d (max_tokens)", b.OutputTokens, u.OutputTokens, out)), nil
 	}
 	if b.CostUSD > 0 {
-		p, _ := priceOf(r.opts.Prices, string(params.Model))
+		p, ok := priceOf(r.opts.Prices, string(params.Model))
+		if !ok {
+			return nil, fmt.Errorf("%w %q: Budget.CostUSD cannot bound it; price it in Options.Prices", ErrUnknownPrice, params.Model)
+		}
 		// Priced as uncached input: the most the request can cost.
 		next := (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6
-		if r.cost+next > b.CostUSD {
-			return budgetStop("cost_usd", fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, r.cost, next))
+		if r.st.CostUSD+next > b.CostUSD {
+			return budgetStop(BudgetCostUSD, fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, r.st.CostUSD, next)), nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-func budgetStop(name, detail string) *Result {
-	return &Result{StopReason: StopBudget, Budget: name, Detail: detail}
+func budgetStop(kind BudgetKind, detail string) *Result {
+	return &Result{StopReason: StopBudget, Budget: kind, Detail: detail}
 }
 
-// estimateInput estimates the input tokens of the request params would make.
-func (r *Runner) estimateInput(params *anthropic.BetaMessageNewParams) int64 {
-	if r.lastInput > 0 && r.lastInputMsgs <= len(params.Messages) {
-		b, err := json.Marshal(params.Messages[r.lastInputMsgs:])
-		if err == nil {
-			return r.lastInput + int64(len(b)+3)/4
+// estimateInput bounds from above the input tokens of the request params
+// would make: the last request's input, counted by the API, plus one token
+// per UTF-8 byte of what was added since (no tokenizer makes more tokens
+// than bytes, in any script); with no last request, one per byte of the
+// whole request.
+func estimateInput(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) int64 {
+	if lastInput > 0 && lastMsgs <= len(params.Messages) {
+		if b, err := json.Marshal(params.Messages[lastMsgs:]); err == nil {
+			return lastInput + int64(len(b))
 		}
 	}
 	b, err := json.Marshal(params)
 	if err != nil {
 		return 0
 	}
-	return int64(len(b)+3) / 4
+	return int64(len(b))
 }
 
 // DefaultMaxResultBytes bounds the text of a tool result sent to the model

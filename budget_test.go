@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestBudgets(t *testing.T) {
 		name       string
 		budget     toolrun.Budget
 		maxTokens  int64
-		wantBudget string
+		wantBudget toolrun.BudgetKind
 		wantTurns  int
 	}{
 		// Each request has ~1,000 input tokens: after 3 turns 3,000 are used
@@ -53,8 +54,8 @@ func TestBudgets(t *testing.T) {
 			res, err := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 				Logger: log, Budget: tt.budget, MaxTurns: toolrun.Unlimited,
 			}).Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
+			if !errors.Is(err, toolrun.ErrBudget) {
+				t.Fatalf("got error %v, want one wrapping ErrBudget", err)
 			}
 			if res.StopReason != toolrun.StopBudget || res.Budget != tt.wantBudget || res.Turns != tt.wantTurns {
 				t.Errorf("stop = %q (%q) after %d turns, want budget (%q) after %d; detail %q",
@@ -96,8 +97,8 @@ func TestWallTimeBudget(t *testing.T) {
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{slow}, &toolrun.Options{
 		Logger: discard(), Budget: toolrun.Budget{WallTime: 10 * time.Millisecond}, MaxTurns: 50,
 	}).Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, toolrun.ErrBudget) {
+		t.Fatalf("got error %v, want one wrapping ErrBudget", err)
 	}
 	// The first request always goes out; the tool then takes longer than
 	// the whole budget, so the run stops before the second.

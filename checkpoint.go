@@ -145,57 +145,40 @@ func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMes
 	return Resume(client, s, tools, opts)
 }
 
-// save writes the run's state to Options.Store, if set. A failure is kept
-// and stops the run at its next step, since a run whose journal cannot be
-// written could run a call twice after a crash.
+// save writes the run's state to Options.Store, if set, signed with
+// Options.StateKey. A failure is kept and stops the run at its next step,
+// since a run whose journal cannot be written could run a call twice after
+// a crash.
 func (r *Runner) save(ctx context.Context) error {
 	if r.opts.Store == nil {
 		return nil
 	}
-	if p := r.pending; p != nil && p.streaming {
-		// A call started early finished while its response streams in: the
-		// state before the response stands until the response is whole.
-		return nil
-	}
+	s := r.snapshot()
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	if err := r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, r.State()); err != nil {
+	if r.saveErr != nil {
+		return r.saveErr
+	}
+	s.Version = r.version + 1
+	err := s.sign(r.opts.StateKey)
+	if err == nil {
+		err = r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s)
+	}
+	if err != nil {
 		err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)
-		if r.saveErr == nil {
-			r.saveErr = err
-		}
+		r.saveErr = err
 		r.log.ErrorContext(ctx, "toolrun: checkpoint failed", "run_id", r.opts.RunID, "error", err.Error())
 		return err
 	}
+	r.version = s.Version
 	return nil
 }
 
-// journalStart marks call as started and saves the state before the tool
-// runs, so that after a crash the call is known to have started. A call not
-// in the pending turn (started early, while its response streams in) cannot
-// be journaled; that is allowed for idempotent tools only.
-func (r *Runner) journalStart(ctx context.Context, call ToolCall, e *toolEntry) error {
-	found := false
-	r.stateMu.Lock()
-	if r.pending != nil {
-		for _, c := range r.pending.calls {
-			if c.call.ID == call.ID {
-				c.started, found = true, true
-				break
-			}
-		}
-	}
-	r.stateMu.Unlock()
-	if r.opts.Store == nil {
-		return nil
-	}
-	if !found {
-		if e.config.Idempotent {
-			return nil
-		}
-		return fmt.Errorf("toolrun: call %q of tool %q cannot be journaled before it starts", call.ID, call.Name)
-	}
-	return r.save(ctx)
+// hasSaveErr reports whether a save failed.
+func (r *Runner) hasSaveErr() bool {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	return r.saveErr != nil
 }
 
 // takeSaveErr returns, and forgets, the first failed save.

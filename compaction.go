@@ -63,7 +63,7 @@ func (r *Runner) CompactBeforeNextTurn() { r.compactAsked = true }
 
 // compactDue reports whether the history should be compacted now, and why.
 func (r *Runner) compactDue() (bool, int64) {
-	msgs := r.params.Messages
+	msgs := r.st.Params.Messages
 	if len(msgs) == 0 || msgs[len(msgs)-1].OfAssistant != nil {
 		// Nothing yet, or a paused turn that must be resumed first.
 		return false, 0
@@ -81,22 +81,35 @@ func (r *Runner) compactDue() (bool, int64) {
 func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	r.compactAsked = false
 	c := r.opts.Compaction
-	before := len(r.params.Messages)
+	before := len(r.st.Params.Messages)
 	var (
 		msg     *anthropic.BetaMessage
 		summary string
 		history []anthropic.BetaMessageParam
 		err     error
 	)
+	// The compaction's request is bounded by the budget like any other.
+	var params anthropic.BetaMessageNewParams
 	if c.ClientSide {
-		msg, summary, err = r.summarise(ctx)
+		params = r.summaryParams()
+	} else {
+		params = r.compactionParams()
+	}
+	if res, err := r.checkBudget(&params, r.lastInput, r.lastInputMsgs); err != nil || res != nil {
+		if res != nil {
+			r.stop(ctx, res)
+		}
+		return err
+	}
+	if c.ClientSide {
+		msg, summary, err = r.summarise(ctx, params)
 		if err == nil {
 			history = []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
 				"This conversation was compacted. A summary of everything until now:\n\n" + summary +
 					"\n\nContinue the task from where it stands."))}
 		}
 	} else {
-		msg, err = r.messages.New(ctx, r.compactionParams())
+		msg, err = r.messages.New(ctx, params)
 		if err == nil {
 			for _, b := range msg.Content {
 				if b.Type == "compaction" && b.Content.OfString != "" {
@@ -108,27 +121,25 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 				// messages it summarises, and every later request that
 				// carries it needs the beta.
 				history = []anthropic.BetaMessageParam{msg.ToParam()}
-				if !slices.Contains(r.params.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
-					r.params.Betas = append(slices.Clone(r.params.Betas), anthropic.AnthropicBetaCompact2026_09_04)
+				if !slices.Contains(r.st.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
+					r.st.Betas = append(slices.Clone(r.st.Betas), anthropic.AnthropicBetaCompact2026_09_04)
 				}
 			}
 		}
 	}
 	if err != nil {
-		return &TurnError{Turn: r.turns, Err: fmt.Errorf("compacting the history: %w", err)}
+		return &TurnError{Turn: r.st.Turns, Err: fmt.Errorf("compacting the history: %w", err)}
 	}
 	u := usageOf(msg)
-	r.usage.add(u)
-	price, _ := priceOf(r.opts.Prices, string(msg.Model))
-	r.cost += costOf(price, msg)
+	r.account(ctx, msg)
 	if history == nil {
-		r.log.WarnContext(ctx, "toolrun: compaction returned no summary; the history was kept", "turn", r.turns)
+		r.log.WarnContext(ctx, "toolrun: compaction returned no summary; the history was kept", "turn", r.st.Turns)
 		return nil
 	}
-	r.params.Messages = history
+	r.st.Params.Messages = history
 	r.lastInput, r.lastInputMsgs = 0, 0
 	r.compactFloor, r.measureFloor = 0, true
-	r.emit(ctx, Compacted{Turn: r.turns, Before: before, After: len(history), InputTokens: inputTokens,
+	r.emit(ctx, Compacted{Turn: r.st.Turns, Before: before, After: len(history), InputTokens: inputTokens,
 		ClientSide: c.ClientSide, Summary: summary, Usage: u})
 	return r.save(ctx)
 }
@@ -136,8 +147,8 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 // compactionParams is the server-side compaction request: the history with
 // the compaction param, without the params the API refuses alongside it.
 func (r *Runner) compactionParams() anthropic.BetaMessageNewParams {
-	p := r.params
-	p.Messages = slices.Clone(r.params.Messages)
+	p := r.requestParams()
+	p.Messages = slices.Clone(p.Messages)
 	p.Compaction = anthropic.BetaCompactionConfigUnionParam{OfSummarize: &anthropic.BetaSummarizeCompactionParam{}}
 	if r.opts.Compaction.Instructions != "" {
 		p.Compaction.OfSummarize.Instructions = anthropic.String(r.opts.Compaction.Instructions)
@@ -155,18 +166,24 @@ func (r *Runner) compactionParams() anthropic.BetaMessageNewParams {
 	return p
 }
 
-// summarise asks the model, in a request of its own, for a summary of the
-// history: the client-side compaction.
-func (r *Runner) summarise(ctx context.Context) (*anthropic.BetaMessage, string, error) {
-	p := r.params
+// summaryParams is the client-side compaction's request: the history and a
+// request for its summary, with no tool use.
+func (r *Runner) summaryParams() anthropic.BetaMessageNewParams {
+	p := r.requestParams()
 	instructions := "Summarize the conversation so far so that it can continue from the summary alone: the task, what was done and found (tool calls and their results, including failures), decisions made, and what remains to do. Answer with the summary only."
 	if r.opts.Compaction.Instructions != "" {
 		instructions += " " + r.opts.Compaction.Instructions
 	}
-	p.Messages = append(slices.Clone(r.params.Messages), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(instructions)))
+	p.Messages = append(slices.Clone(p.Messages), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(instructions)))
 	none := anthropic.NewBetaToolChoiceNoneParam()
 	p.ToolChoice = anthropic.BetaToolChoiceUnionParam{OfNone: &none}
 	p.StopSequences = nil
+	return p
+}
+
+// summarise asks the model, in a request of its own, for a summary of the
+// history: the client-side compaction.
+func (r *Runner) summarise(ctx context.Context, p anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, string, error) {
 	msg, err := r.messages.New(ctx, p)
 	if err != nil {
 		return nil, "", err

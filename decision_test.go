@@ -295,7 +295,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if got := r.State().AlwaysAllow; !cmp.Equal(got, []string{"write_file"}) {
 		t.Errorf("AlwaysAllow = %v, want [write_file]", got)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != toolrun.ErrStopped {
+	if err := r.Decide("w1", toolrun.AllowCall()); err != toolrun.ErrNotAwaitingApproval {
 		t.Errorf("Decide on a finished run = %v, want ErrStopped", err)
 	}
 }

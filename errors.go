@@ -35,9 +35,29 @@ var (
 	// run again.
 	ErrInterrupted = errors.New("tool call interrupted")
 
-	// ErrStopped is returned by [Runner.Decide] and similar calls that need
-	// a run in a particular state when the run is not in it.
-	ErrStopped = errors.New("toolrun: run is not suspended")
+	// ErrNotAwaitingApproval is returned by [Runner.Decide] when the run is
+	// not suspended awaiting approval.
+	ErrNotAwaitingApproval = errors.New("toolrun: run is not awaiting approval")
+	// ErrAlreadyDecided is returned by [Runner.Decide] and [State.Decide]
+	// for a call that a person decided already: a decision, once given,
+	// stands, whoever sends another one and however.
+	ErrAlreadyDecided = errors.New("toolrun: tool call already decided")
+	// ErrMaxTurns is wrapped by the error of a run that stopped at
+	// Options.MaxTurns ([StopMaxTurns]).
+	ErrMaxTurns = errors.New("toolrun: turn limit reached")
+	// ErrBudget is wrapped by the error of a run that stopped at a bound of
+	// Options.Budget ([StopBudget]).
+	ErrBudget = errors.New("toolrun: budget reached")
+	// ErrMalformedResponse is wrapped by the error of a run that received,
+	// twice in a row, a response it cannot answer validly
+	// ([StopMalformedResponse]).
+	ErrMalformedResponse = errors.New("toolrun: malformed response")
+	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
+	// state whose signature does not match Options.StateKey.
+	ErrStateSignature = errors.New("toolrun: state signature does not match")
+	// ErrUnknownPrice is wrapped by the error of a run with a cost budget
+	// whose model has no price in Options.Prices or [DefaultPrices].
+	ErrUnknownPrice = errors.New("toolrun: no price for the model")
 )
 
 // PanicError is the failure of a tool that panicked. The runner recovers the
@@ -51,6 +71,9 @@ type PanicError struct {
 
 // Error returns a text without the stack, fit to send to the model.
 func (e *PanicError) Error() string {
+	if e.Tool == "" {
+		return fmt.Sprintf("panic: %v", e.Value)
+	}
 	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
 }
 
@@ -87,9 +110,10 @@ func (e *TurnError) Error() string {
 // Unwrap returns the request's error.
 func (e *TurnError) Unwrap() error { return e.Err }
 
-// HookError is returned when a hook ends the run with an error of its own.
+// HookError is returned when a hook ends the run with an error of its own,
+// or panics (Err is then a *[PanicError] whose Tool is empty).
 type HookError struct {
-	Hook string // the Options field: "AfterTool", "BeforeRequest", "AfterResponse"
+	Hook string // the Options field: "AfterTool", "BeforeRequest", "AfterResponse", "Decide", "Policy", "OnEvent"
 	Err  error
 }
 

@@ -177,15 +177,15 @@ func faultRunOf(req *toolruntest.Request) (int, bool) {
 const (
 	unstreamed = iota
 	streamed
-	earlyStart // streamed, with Options.EarlyToolStart
+	streamed2 // streamed (early start, gone, was this mode)
 )
 
 // faultPlan is what one run is: how it runs, and the script of its model.
 type faultPlan struct {
 	seed       uint64
 	run        int
-	mode       int  // unstreamed, streamed or earlyStart
-	viaEvents  bool // run with RunStream, which ranges over Events
+	mode       int  // unstreamed, streamed or streamed2
+	viaEvents  bool // run by ranging over Events
 	turns      int  // the response of this turn is final
 	final      string
 	maxTurns   int // Options.MaxTurns
@@ -196,9 +196,9 @@ type faultPlan struct {
 }
 
 func (p *faultPlan) String() string {
-	mode := [...]string{"unstreamed", "streamed", "early start"}[p.mode]
+	mode := [...]string{"unstreamed", "streamed", "streamed"}[p.mode]
 	if p.viaEvents {
-		mode += " via RunStream"
+		mode += " via Events"
 	}
 	s := fmt.Sprintf("%s, %d turns ending in %s, MaxTurns %d, MaxParallelTools %d, %d Run calls at most",
 		mode, p.turns, p.final, p.maxTurns, p.parallel, p.attempts)
@@ -501,7 +501,6 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		MaxTurns:         p.maxTurns,
 		MaxParallelTools: p.parallel,
 		Stream:           p.mode != unstreamed,
-		EarlyToolStart:   p.mode == earlyStart,
 		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
 		OnEvent: func(_ context.Context, e toolrun.Event) {
 			mu.Lock()
@@ -526,7 +525,13 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 			tally.resumed++
 		}
 		if p.viaEvents {
-			res, err = r.RunStream(ctx)
+			err = nil
+			for _, e := range r.Events(ctx) {
+				if e != nil {
+					err = e
+				}
+			}
+			res = r.Result()
 		} else {
 			res, err = r.Run(ctx)
 		}
@@ -555,13 +560,17 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	switch {
 	case err == nil && (res.StopReason == toolrun.StopError || res.StopReason == toolrun.StopCanceled):
 		failf("got %q with no error", res.StopReason)
-	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled:
-		failf("got %q with the error %v, want StopError or StopCanceled", res.StopReason, err)
+	case err != nil && res.StopReason == toolrun.StopMaxTurns && !errors.Is(err, toolrun.ErrMaxTurns):
+		failf("got %q with the error %v, want one wrapping ErrMaxTurns", res.StopReason, err)
+	case err == nil && res.StopReason == toolrun.StopMaxTurns:
+		failf("got %q with no error, want one wrapping ErrMaxTurns", res.StopReason)
+	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns:
+		failf("got %q with the error %v, want StopError, StopCanceled or StopMaxTurns", res.StopReason, err)
 	case cancelled:
 		if res.StopReason != toolrun.StopCanceled || !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
 			failf("got %q, %v; want StopCanceled with a *TurnError wrapping context.Canceled", res.StopReason, err)
 		}
-	case err != nil:
+	case err != nil && res.StopReason != toolrun.StopMaxTurns:
 		// Only requests fail here, and each failure had its retries.
 		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
 			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)
@@ -620,15 +629,15 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 			if entered > 1 {
 				tally.reentered++
 			}
-			if p.mode != earlyStart && entered > 1 {
-				failf("%s: its tool was entered %d times, want at most 1 without early start", id, entered)
+			if entered > 1 {
+				failf("%s: its tool was entered %d times, want at most 1", id, entered)
 			}
 			if began := st.responses(turn); entered > began {
 				failf("%s: its tool was entered %d times, from %d responses that began", id, entered, began)
 			}
 			result, answered := results[id]
 			switch {
-			case !answered && entered > 0 && (err == nil || p.mode != earlyStart):
+			case !answered && entered > 0:
 				failf("%s: its tool was entered %d times, but no result was sent", id, entered)
 			case answered && entered > 0 && !strings.Contains(result, faultMark(id, entered)):
 				failf("%s: the model got %q, want the result of the last of %d entries", id, result, entered)
@@ -724,14 +733,8 @@ func TestFaultKinds(t *testing.T) {
 			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
 		},
 		{
-			name:   "error event in a tool_use block, early start",
-			mode:   earlyStart,
-			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{StreamErrorAfter: inToolBlock}), toolMessage(), final},
-			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
-		},
-		{
-			name:   "connection dropped in a tool_use block, early start",
-			mode:   earlyStart,
+			name:   "connection dropped in a tool_use block",
+			mode:   streamed,
 			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{DropAfter: inToolBlock}), toolMessage(), final},
 			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 3, Runs: 1, Retried: 1},
 		},
@@ -747,7 +750,7 @@ func TestFaultKinds(t *testing.T) {
 		},
 		{
 			name:   "slow streams",
-			mode:   earlyStart,
+			mode:   streamed,
 			script: []toolruntest.Reply{fault(toolMessage(), toolruntest.Fault{EventDelay: ms}), fault(final, toolruntest.Fault{EventDelay: ms})},
 			want:   outcome{Stop: toolrun.StopEndTurn, Requests: 2, Runs: 1},
 		},
@@ -759,7 +762,7 @@ func TestFaultKinds(t *testing.T) {
 			var observed eventLog
 			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 				Logger: discard(), OnEvent: observed.add,
-				Stream: tt.mode != unstreamed, EarlyToolStart: tt.mode == earlyStart,
+				Stream:      tt.mode != unstreamed,
 				StreamRetry: toolrun.RetryPolicy{InitialBackoff: ms},
 			})
 			res, err := r.Run(bounded(t))
@@ -786,82 +789,4 @@ func TestFaultKinds(t *testing.T) {
 			checkHistory(t, res.Messages)
 		})
 	}
-}
-
-// TestEarlyStartAbortWaitsForTool checks that a call started early from a
-// response that then fails is cancelled and waited for, as
-// Options.EarlyToolStart promises: the runner reports it interrupted, and
-// runs it again from the retried response, only once its first run has
-// returned. Otherwise the same call runs twice at once.
-func TestEarlyStartAbortWaitsForTool(t *testing.T) {
-	started := make(chan struct{})
-	again := make(chan struct{}) // closed when the tool is entered again
-	var (
-		mu      sync.Mutex // guards running, entries, overlap, early
-		running bool
-		entries int
-		overlap bool // entered while the first run was still running
-		early   bool // reported interrupted while still running
-	)
-	tool := toolrun.NewTool("cleanup", "", func(ctx context.Context, in struct{}) (string, error) {
-		mu.Lock()
-		overlap = overlap || running
-		running = true
-		entries++
-		first := entries == 1
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			running = false
-			mu.Unlock()
-		}()
-		if !first {
-			close(again)
-			return "cleaned up", nil
-		}
-		close(started)
-		<-ctx.Done()
-		// Cleaning up takes a while, during which the call is still running.
-		// A runner that waits for the call does not run it again before
-		// then, so the wait is bounded; it gives a runner that does not wait
-		// the time to show it.
-		select {
-		case <-again:
-		case <-time.After(100 * time.Millisecond):
-		}
-		return "", ctx.Err()
-	})
-	first := toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text."))
-	first.Fault.StreamErrorAfter = 8 // after the tool_use block; held back below until the call has started
-	s := toolruntest.Start(t, first,
-		toolruntest.Message(toolruntest.ToolUse("t1", "cleanup", nil), toolruntest.Text("And then some more text.")),
-		toolruntest.Message(toolruntest.Text("done")),
-	)
-	c := s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: error", started)))
-	res, err := toolrun.New(c, userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{
-		Logger: discard(), Stream: true, EarlyToolStart: true,
-		StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
-		OnEvent: func(_ context.Context, e toolrun.Event) {
-			if f, ok := e.(toolrun.ToolFinished); ok && errors.Is(f.Result.Err, toolrun.ErrInterrupted) {
-				mu.Lock()
-				early = early || running
-				mu.Unlock()
-			}
-		},
-	}).Run(bounded(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if early {
-		t.Errorf("the interrupted call was reported while its tool was still running")
-	}
-	if overlap {
-		t.Errorf("the call ran again from the retried response while its first run was still running")
-	}
-	if entries != 2 || res.StopReason != toolrun.StopEndTurn {
-		t.Errorf("got %d runs of the tool and %q, want 2 and end_turn", entries, res.StopReason)
-	}
-	checkHistory(t, res.Messages)
 }

@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -138,6 +139,9 @@ func TestAppendingEveryTurnIsBounded(t *testing.T) {
 	var calls counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), MaxTurns: 4})
 	for _, err := range r.Turns(t.Context()) {
+		if errors.Is(err, toolrun.ErrMaxTurns) {
+			break
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

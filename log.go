@@ -226,7 +226,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		}
 	case StreamRetried:
 		log.WarnContext(ctx, "toolrun: streamed response failed; retrying", "turn", e.Turn, "attempt", e.Attempt,
-			"delay", e.Delay, "error", e.Err.Error(), "discarded_calls", len(e.Discarded))
+			"delay", e.Delay, "error", e.Err.Error())
 	case RunStopped:
 		res := e.Result
 		attrs := []any{"stop_reason", string(res.StopReason), "turns", res.Turns, "tool_calls", res.ToolCalls,
@@ -239,7 +239,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			log.Log(ctx, log.routine, "toolrun: run stopped", attrs...)
 		case StopAwaitingApproval, StopHook, StopCanceled:
 			log.InfoContext(ctx, "toolrun: run stopped", attrs...)
-		case StopError:
+		case StopError, StopMalformedResponse:
 			log.ErrorContext(ctx, "toolrun: run stopped", append(attrs, "error", res.Err.Error())...)
 		default: // limits, refusals: the run did not finish its task
 			log.WarnContext(ctx, "toolrun: run stopped", attrs...)

@@ -79,6 +79,10 @@ func levels(t *testing.T, b *logBuffer) map[string]string {
 	return out
 }
 
+// noPrice is the warning for a model with no price: the tests' model has
+// none.
+const noPrice = "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Options.Prices)"
+
 func TestAnthropicLog(t *testing.T) {
 	common := map[string]string{
 		"toolrun: tool call failed": "ERROR",
@@ -136,7 +140,7 @@ func TestAnthropicLog(t *testing.T) {
 			t.Setenv(toolrun.LogEnv, tt.env)
 			logger, logs := newLogger()
 			logRun(t, logger, "fine")
-			want := map[string]string{}
+			want := map[string]string{noPrice: "WARN"}
 			for k, v := range common {
 				want[k] = v
 			}
@@ -157,7 +161,7 @@ func TestAnthropicLogKeepsLoggerLevel(t *testing.T) {
 	t.Setenv(toolrun.LogEnv, "debug")
 	logs := &logBuffer{}
 	logRun(t, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})), "fine")
-	want := map[string]string{"toolrun: tool call failed": "ERROR"}
+	want := map[string]string{"toolrun: tool call failed": "ERROR", noPrice: "WARN"}
 	if diff := cmp.Diff(want, levels(t, logs)); diff != "" {
 		t.Errorf("record levels (-want +got):\n%s", diff)
 	}

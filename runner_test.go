@@ -383,8 +383,8 @@ func TestTurnLimit(t *testing.T) {
 		s := toolruntest.StartFunc(t, loop)
 		log, logs := newLogger()
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: log}).Run(t.Context())
-		if err != nil {
-			t.Fatal(err)
+		if !errors.Is(err, toolrun.ErrMaxTurns) {
+			t.Fatalf("got error %v, want one wrapping ErrMaxTurns", err)
 		}
 		if res.StopReason != toolrun.StopMaxTurns || res.Turns != toolrun.DefaultMaxTurns {
 			t.Errorf("stop = %q after %d turns, want max_turns after %d", res.StopReason, res.Turns, toolrun.DefaultMaxTurns)

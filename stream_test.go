@@ -250,7 +250,7 @@ func TestEventsStreamDeltas(t *testing.T) {
 		events = append(events, e)
 	}
 	want := []string{
-		"TurnStarted", "RequestSent", "ThinkingDelta", "TextDelta", "ToolInputDelta", "ToolCallReady toolu_1", "ResponseReceived",
+		"TurnStarted", "RequestSent", "ThinkingDelta", "TextDelta", "ToolInputDelta", "ResponseReceived", "ToolCallReady toolu_1",
 		"ToolDecided toolu_1", "ToolStarted toolu_1", "ToolFinished toolu_1", "TurnFinished",
 		"TurnStarted", "RequestSent", "TextDelta", "ResponseReceived", "TurnFinished", "RunStopped",
 	}
@@ -332,7 +332,7 @@ func summarize(t *testing.T, res *toolrun.Result) summary {
 	return sum
 }
 
-func TestRunStreamMatchesRun(t *testing.T) {
+func TestStreamedRunMatchesRun(t *testing.T) {
 	tests := []struct {
 		name   string
 		script []toolruntest.Reply
@@ -364,13 +364,9 @@ func TestRunStreamMatchesRun(t *testing.T) {
 				var observed eventLog
 				s := toolruntest.Start(t, tt.script...)
 				r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-					Logger: discard(), OnEvent: observed.add,
+					Logger: discard(), OnEvent: observed.add, Stream: stream,
 				})
-				run := r.Run
-				if stream {
-					run = r.RunStream
-				}
-				res, err := run(t.Context())
+				res, err := r.Run(t.Context())
 				if err != nil {
 					t.Fatalf("stream %v: %v", stream, err)
 				}
@@ -391,12 +387,12 @@ func TestRunStreamMatchesRun(t *testing.T) {
 			want, wantCounts := run(false)
 			got, gotCounts := run(true)
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("RunStream's result differs from Run's (-Run +RunStream):\n%s", diff)
+				t.Errorf("the streamed run's result differs from Run's (-Run +streamed):\n%s", diff)
 			}
 			// Code written for the events of one works for the other: the
 			// same events, deltas aside.
 			if diff := cmp.Diff(wantCounts, gotCounts); diff != "" {
-				t.Errorf("events but deltas (-Run +RunStream):\n%s", diff)
+				t.Errorf("events but deltas (-Run +streamed):\n%s", diff)
 			}
 		})
 	}
@@ -416,15 +412,12 @@ func TestStreamFaultRetried(t *testing.T) {
 	tests := []struct {
 		name       string
 		fault      toolruntest.Fault
-		early      bool
 		retry      toolrun.RetryPolicy
 		wantAPIErr bool
 		wantDelay  time.Duration // if non-zero
 	}{
 		{name: "error event in a tool_use block", fault: toolruntest.Fault{StreamErrorAfter: inToolBlock}, wantAPIErr: true},
-		{name: "error event in a tool_use block, early start", fault: toolruntest.Fault{StreamErrorAfter: inToolBlock}, early: true, wantAPIErr: true},
 		{name: "connection dropped in a tool_use block", fault: toolruntest.Fault{DropAfter: inToolBlock}},
-		{name: "connection dropped in a tool_use block, early start", fault: toolruntest.Fault{DropAfter: inToolBlock}, early: true},
 		{name: "connection dropped after message_start", fault: toolruntest.Fault{DropAfter: 1}},
 		{
 			// The backoff would outlast the test; the server's retry-after
@@ -448,7 +441,7 @@ func TestStreamFaultRetried(t *testing.T) {
 			var calls counter
 			var observed eventLog
 			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: discard(), Stream: true, EarlyToolStart: tt.early, StreamRetry: retry, OnEvent: observed.add,
+				Logger: discard(), Stream: true, StreamRetry: retry, OnEvent: observed.add,
 			})
 			res, err := r.Run(bounded(t))
 			if err != nil {
@@ -471,8 +464,8 @@ func TestStreamFaultRetried(t *testing.T) {
 			}
 			rt := retried[0]
 			var se *toolrun.StreamError
-			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 || len(rt.Discarded) != 0 {
-				t.Errorf("StreamRetried = %+v, want turn 1, attempt 2, a *StreamError of attempt 1, nothing discarded", rt)
+			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 {
+				t.Errorf("StreamRetried = %+v, want turn 1, attempt 2, a *StreamError of attempt 1", rt)
 			}
 			var apiErr *anthropic.Error
 			if got := errors.As(rt.Err, &apiErr); got != tt.wantAPIErr {
@@ -710,269 +703,6 @@ func gatedTool(name string, runs *counter, started func(), wait <-chan struct{},
 			finished()
 		}
 		return name + " done", nil
-	})
-}
-
-func TestEarlyToolStart(t *testing.T) {
-	for _, early := range []bool{false, true} {
-		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
-			// With early start, the response's end is held back until all
-			// three tools have started: the run only goes on if they start
-			// before it. The first tool finishes last.
-			allStarted, started := releaseAfter(3)
-			thirdDone := make(chan struct{})
-			var runs counter
-			tools := []toolrun.Tool{
-				gatedTool("first", &runs, started, thirdDone, nil),
-				gatedTool("second", &runs, started, nil, nil),
-				gatedTool("third", &runs, started, nil, func() { close(thirdDone) }),
-			}
-			s := toolruntest.Start(t,
-				toolruntest.Message(toolruntest.Text("Three things."), toolruntest.ToolUse("t1", "first", nil),
-					toolruntest.ToolUse("t2", "second", nil), toolruntest.ToolUse("t3", "third", nil)),
-				toolruntest.Message(toolruntest.Text("All done.")),
-			)
-			c := client(s)
-			if early {
-				c = s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: message_delta", allStarted)))
-			}
-			var observed eventLog
-			res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
-				Logger: discard(), Stream: true, EarlyToolStart: early, OnEvent: observed.add,
-			}).Run(bounded(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			events := observed.all()
-			received := index(events, "ResponseReceived")
-			for _, id := range []string{"t1", "t2", "t3"} {
-				start := index(events, "ToolStarted "+id)
-				if start < index(events, "ToolCallReady "+id) {
-					t.Errorf("%s started before its call was ready: %v", id, kinds(events))
-				}
-				if got := start < received; got != early {
-					t.Errorf("%s started before the response was whole: %v, want %v; events %v", id, got, early, kinds(events))
-				}
-			}
-			var got []string
-			for _, r := range toolResults(s.Requests()[1]) {
-				got = append(got, r.ToolUseID+"="+r.ResultText())
-			}
-			if diff := cmp.Diff([]string{"t1=first done", "t2=second done", "t3=third done"}, got); diff != "" {
-				t.Errorf("results (-want +got):\n%s", diff)
-			}
-			if res.ToolCalls != 3 || res.ToolFailures != 0 {
-				t.Errorf("ToolCalls, ToolFailures = %d, %d, want 3, 0", res.ToolCalls, res.ToolFailures)
-			}
-			checkHistory(t, res.Messages)
-		})
-	}
-}
-
-func TestEarlyToolStartInterrupted(t *testing.T) {
-	// The first response fails after its call has started; the call is
-	// cancelled, reported, and runs again, whole, from the retried response.
-	started := make(chan struct{})
-	var runs counter
-	var mu sync.Mutex
-	var causes []error
-	tool := toolrun.NewTool("slow", "", func(ctx context.Context, in struct{}) (string, error) {
-		runs.inc("slow")
-		if runs.get("slow") > 1 {
-			return "slow done", nil
-		}
-		close(started)
-		<-ctx.Done()
-		mu.Lock()
-		causes = append(causes, context.Cause(ctx))
-		mu.Unlock()
-		return "", ctx.Err()
-	})
-	first := toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.Text("And then some more text."))
-	// message_start, ping, the tool_use block (start, two deltas, stop), the
-	// text block's start and a delta; then the error, held back until the
-	// tool has started.
-	first.Fault.StreamErrorAfter = 8
-	s := toolruntest.Start(t, first,
-		toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.Text("And then some more text.")),
-		toolruntest.Message(toolruntest.Text("done")),
-	)
-	c := s.Client(option.WithMaxRetries(2), option.WithMiddleware(holdUntil("event: error", started)))
-	var observed eventLog
-	res, err := toolrun.New(c, userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{
-		Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
-		StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
-	}).Run(bounded(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := observed.all()
-	finished := all[toolrun.ToolFinished](events)
-	if len(finished) != 2 {
-		t.Fatalf("got %d ToolFinished, want 2: %v", len(finished), kinds(events))
-	}
-	var se *toolrun.StreamError
-	if f := finished[0].Result; !f.Ran || !errors.Is(f.Err, toolrun.ErrInterrupted) || !errors.As(f.Err, &se) || se.Attempt != 1 {
-		t.Errorf("first ToolFinished = %+v, want a run interrupted by the failed stream of attempt 1", f)
-	}
-	if f := finished[1].Result; f.Err != nil || f.IsError {
-		t.Errorf("second ToolFinished = %+v, want success", f)
-	}
-	mu.Lock()
-	if len(causes) != 1 || !errors.As(causes[0], &se) {
-		t.Errorf("the cancelled tool saw causes %v, want the stream's failure", causes)
-	}
-	mu.Unlock()
-	retried := all[toolrun.StreamRetried](events)
-	if len(retried) != 1 || len(retried[0].Discarded) != 1 || !errors.Is(retried[0].Discarded[0].Err, toolrun.ErrInterrupted) {
-		t.Fatalf("StreamRetried = %+v, want one with the interrupted call discarded", retried)
-	}
-	if index(events, "ToolFinished t1") > index(events, "StreamRetried") {
-		t.Errorf("the interrupted call was reported after the retry: %v", kinds(events))
-	}
-	if got := runs.get("slow"); got != 2 {
-		t.Errorf("tool ran %d times, want 2: cut off once, then whole", got)
-	}
-	results := toolResults(s.Requests()[2])
-	if len(results) != 1 || results[0].IsError || results[0].ResultText() != "slow done" {
-		t.Errorf("results sent = %+v, want t1's result of the second run only", results)
-	}
-	if res.ToolCalls != 1 || res.ToolFailures != 0 || res.Turns != 2 {
-		t.Errorf("ToolCalls, ToolFailures, Turns = %d, %d, %d, want 1, 0, 2", res.ToolCalls, res.ToolFailures, res.Turns)
-	}
-	checkHistory(t, res.Messages)
-}
-
-func TestEarlyToolStartWaits(t *testing.T) {
-	t.Run("exclusive", func(t *testing.T) {
-		plainStarted := make(chan struct{})
-		var once sync.Once
-		var runs counter
-		exclusive := gatedTool("exclusive", &runs, nil, nil, nil).(*toolrun.FuncTool)
-		exclusive.Exclusive = true
-		tools := []toolrun.Tool{gatedTool("plain", &runs, func() { once.Do(func() { close(plainStarted) }) }, nil, nil), exclusive}
-		s := toolruntest.Start(t,
-			toolruntest.Message(toolruntest.ToolUse("a", "plain", nil), toolruntest.ToolUse("x", "exclusive", nil), toolruntest.ToolUse("b", "plain", nil)),
-			toolruntest.Message(toolruntest.Text("ok")),
-		)
-		c := s.Client(option.WithMiddleware(holdUntil("event: message_delta", plainStarted)))
-		var observed eventLog
-		res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
-			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
-		}).Run(bounded(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := observed.all()
-		order := []int{index(events, "ToolStarted a"), index(events, "ResponseReceived"), index(events, "ToolStarted x"),
-			index(events, "ToolFinished x"), index(events, "ToolStarted b")}
-		for i := 1; i < len(order); i++ {
-			if order[i-1] >= order[i] {
-				t.Fatalf("want a started early, then the response, then x alone, then b; got %v", kinds(events))
-			}
-		}
-		checkHistory(t, res.Messages)
-	})
-
-	t.Run("deferred", func(t *testing.T) {
-		var runs, asked counter
-		tools := []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil), gatedTool("guarded", &runs, nil, nil, nil)}
-		s := toolruntest.Start(t,
-			toolruntest.Message(toolruntest.ToolUse("g", "guarded", nil), toolruntest.ToolUse("a", "plain", nil)),
-			toolruntest.Message(toolruntest.Text("ok")),
-		)
-		var observed eventLog
-		r := toolrun.New(client(s), userParams("go"), tools, &toolrun.Options{
-			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add,
-			Decide: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
-				asked.inc(call.ID)
-				if call.Name == "guarded" {
-					return toolrun.DeferCall("needs a person")
-				}
-				return toolrun.AllowCall()
-			},
-		})
-		res, err := r.Run(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1 || res.Pending[0].Call.ID != "g" {
-			t.Fatalf("got %q with pending %+v, want awaiting approval of g", res.StopReason, res.Pending)
-		}
-		if runs.get("plain") != 1 || runs.get("guarded") != 0 {
-			t.Errorf("runs: plain %d, guarded %d; want 1, 0", runs.get("plain"), runs.get("guarded"))
-		}
-		if err := r.Decide("g", toolrun.AllowCall()); err != nil {
-			t.Fatal(err)
-		}
-		res, err = r.Run(t.Context())
-		if err != nil || res.StopReason != toolrun.StopEndTurn {
-			t.Fatalf("after the decision: %v, %v; want end_turn", res.StopReason, err)
-		}
-		if runs.get("plain") != 1 || runs.get("guarded") != 1 {
-			t.Errorf("runs: plain %d, guarded %d; want 1 each", runs.get("plain"), runs.get("guarded"))
-		}
-		if asked.get("g") != 1 || asked.get("a") != 1 {
-			t.Errorf("Decide asked about g %d times and a %d times, want once each", asked.get("g"), asked.get("a"))
-		}
-		if n := len(all[toolrun.ToolDecided](observed.all())); n != 3 {
-			t.Errorf("got %d ToolDecided, want 3 (a, g deferred, g approved)", n)
-		}
-		checkHistory(t, res.Messages)
-	})
-
-	t.Run("store", func(t *testing.T) {
-		// With a Store, a call is journaled before it runs, which a call of
-		// a response still streaming in cannot be: only idempotent tools
-		// start early.
-		idemStarted := make(chan struct{})
-		var runs counter
-		idem := gatedTool("idem", &runs, func() { close(idemStarted) }, nil, nil).(*toolrun.FuncTool)
-		idem.Idempotent = true
-		tools := []toolrun.Tool{idem, gatedTool("plain", &runs, nil, nil, nil)}
-		s := toolruntest.Start(t,
-			toolruntest.Message(toolruntest.ToolUse("p", "plain", nil), toolruntest.ToolUse("i", "idem", nil)),
-			toolruntest.Message(toolruntest.Text("ok")),
-		)
-		c := s.Client(option.WithMiddleware(holdUntil("event: message_delta", idemStarted)))
-		store := &toolrun.FileStore{Dir: t.TempDir()}
-		var observed eventLog
-		res, err := toolrun.New(c, userParams("go"), tools, &toolrun.Options{
-			Logger: discard(), Stream: true, EarlyToolStart: true, OnEvent: observed.add, Store: store, RunID: "run-1",
-		}).Run(bounded(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := observed.all()
-		received := index(events, "ResponseReceived")
-		if index(events, "ToolStarted i") > received || index(events, "ToolStarted p") < received {
-			t.Errorf("want i started early and p after the response; got %v", kinds(events))
-		}
-		if res.ToolFailures != 0 || runs.get("idem") != 1 || runs.get("plain") != 1 {
-			t.Errorf("ToolFailures %d, runs idem %d, plain %d; want 0, 1, 1", res.ToolFailures, runs.get("idem"), runs.get("plain"))
-		}
-		saved, err := store.Load(t.Context(), "run-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if saved.StopReason != toolrun.StopEndTurn || saved.Pending != nil || len(saved.Params.Messages) != len(res.Messages) {
-			t.Errorf("saved state: stop %q, pending %+v, %d messages; want end_turn, none, %d", saved.StopReason, saved.Pending, len(saved.Params.Messages), len(res.Messages))
-		}
-		checkHistory(t, res.Messages)
-	})
-
-	t.Run("last turn", func(t *testing.T) {
-		var runs counter
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("a", "plain", nil)))
-		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{gatedTool("plain", &runs, nil, nil, nil)}, &toolrun.Options{
-			Logger: discard(), Stream: true, EarlyToolStart: true, MaxTurns: 1,
-		}).Run(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.StopReason != toolrun.StopMaxTurns || runs.get("plain") != 0 {
-			t.Errorf("got %q with %d runs, want max_turns with the call left pending", res.StopReason, runs.get("plain"))
-		}
 	})
 }
 

@@ -18,11 +18,11 @@ import (
 func pendingState(t *testing.T, name string) *toolrun.State {
 	t.Helper()
 	var s toolrun.State
-	err := json.Unmarshal([]byte(`{"version":1,
+	err := json.Unmarshal([]byte(`{"format":2,
 		"params":{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"go"}]}]},
 		"pending":{"turn":1,"stop_reason":"tool_use",
 			"message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"`+name+`","input":{}}]},
-			"calls":[{"call":{"id":"t1","name":"`+name+`","input":{}}}]},
+			"calls":[{"call":{"id":"t1","name":"`+name+`","input":{}},"phase":"new"}]},
 		"turns":1}`), &s)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,10 @@
 package toolrun
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"iter"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -19,9 +22,8 @@ import (
 //   - [Compacted] when the history was compacted;
 //   - [RunStopped] once, when the run stops.
 //
-// A run that does not stream sends no deltas, but sends [ToolCallReady] for
-// each call once the response has arrived, so code written for one works for
-// the other.
+// A run that does not stream sends no deltas; everything else is the same,
+// so code written for one works for the other.
 type Event interface {
 	// EventTurn returns the turn the event belongs to, counting from 1.
 	EventTurn() int
@@ -70,8 +72,8 @@ type ToolInputDelta struct {
 	PartialJSON string
 }
 
-// ToolCallReady is sent when a tool call has arrived whole: for a streamed
-// response at its content_block_stop, otherwise when the response arrives.
+// ToolCallReady is sent for each tool call of a response once the response
+// has arrived whole (streamed or not), before any call is decided.
 type ToolCallReady struct {
 	Turn int
 	Call ToolCall
@@ -83,7 +85,7 @@ type ToolDecided struct {
 	Turn     int
 	Call     ToolCall
 	Decision Decision
-	By       string // "options" (Allow/Deny lists or Decide), "policy", "approval", "always"
+	By       DecidedBy
 }
 
 // ToolStarted is sent when a call starts to run.
@@ -177,8 +179,136 @@ type ToolResult struct {
 	Duration time.Duration
 	// Ran reports whether the tool's Run was called.
 	Ran bool
+	// CacheControl, if set, puts a cache breakpoint on the tool_result
+	// block: an AfterTool hook sets it on a large result that later turns
+	// should read from the cache.
+	CacheControl anthropic.BetaCacheControlEphemeralParam
 	// Truncated reports that Content is longer than the tool's
 	// MaxResultBytes, so the model receives it cut short, with a note.
 	// Content itself stays whole, for hooks, events and transcripts.
 	Truncated bool
+}
+
+// emit hands e to the logger, OnEvent and the consumer of Events, one event
+// at a time. A panic in OnEvent is recovered, logged with its stack, and
+// stops the run at its next step.
+func (r *Runner) emit(ctx context.Context, e Event) {
+	r.eventMu.Lock()
+	defer r.eventMu.Unlock()
+	logEvent(ctx, r.log, e)
+	if r.opts.OnEvent != nil {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					pe := &PanicError{Value: v, Stack: stack()}
+					r.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", "OnEvent", "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+					if r.observerErr == nil {
+						r.observerErr = &HookError{Hook: "OnEvent", Err: pe}
+					}
+				}
+			}()
+			r.opts.OnEvent(ctx, e)
+		}()
+	}
+	if r.sink != nil {
+		r.sink.deliver(e)
+	}
+}
+
+// takeObserverErr returns, and forgets, the panic of an OnEvent observer.
+func (r *Runner) takeObserverErr() error {
+	r.eventMu.Lock()
+	defer r.eventMu.Unlock()
+	err := r.observerErr
+	r.observerErr = nil
+	return err
+}
+
+// errEventsStopped is the cause of the cancellation of a run whose
+// consumer stopped ranging over Runner.Events.
+var errEventsStopped = fmt.Errorf("toolrun: the consumer of Runner.Events stopped reading: %w", context.Canceled)
+
+// Events runs the loop as [Runner.Run] does and returns an iterator over
+// its events, each yielded as it happens: the events [Options.OnEvent]
+// receives, in the same order, and, when [Options.Stream] is set, the
+// deltas of each response as it arrives. The iterator ends after
+// [RunStopped]; if the run stopped with an error (as Run returns one), it
+// then yields that error.
+//
+// The run goes on in a goroutine of its own, and the tools in theirs, but
+// every event is yielded on the caller's goroutine, one at a time, and the
+// run waits while the loop body handles it: a slow consumer slows the run
+// rather than letting events pile up. The loop body must not call the
+// runner's methods; after the loop they may be called again.
+//
+// Leaving the loop early cancels the run, which stops with [StopCanceled]
+// and stays resumable, as after a cancelled Run. No goroutine of the run
+// is left when the loop has ended (a tool that ignores its context is
+// abandoned after Options.CancelGrace). A panic in the loop body is the
+// caller's own and is not recovered.
+func (r *Runner) Events(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		sink := &eventSink{events: make(chan Event), next: make(chan struct{}), done: make(chan struct{})}
+		r.eventMu.Lock()
+		r.sink = sink
+		r.eventMu.Unlock()
+
+		finished := make(chan error, 1)
+		go func() {
+			_, err := r.Run(ctx)
+			finished <- err
+		}()
+
+		ended := false
+		defer func() {
+			if !ended { // the consumer left the loop, or panicked
+				cancel(errEventsStopped)
+			}
+			close(sink.done)
+			if !ended {
+				<-finished
+			}
+			r.eventMu.Lock()
+			r.sink = nil
+			r.eventMu.Unlock()
+		}()
+		for {
+			select {
+			case e := <-sink.events:
+				if !yield(e, nil) {
+					return
+				}
+				sink.next <- struct{}{}
+			case err := <-finished:
+				ended = true
+				if err != nil {
+					yield(nil, err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// eventSink hands the events of a run to the consumer of Runner.Events.
+type eventSink struct {
+	events chan Event    // to the consumer
+	next   chan struct{} // from the consumer: done with the event
+	done   chan struct{} // closed when the consumer has left
+}
+
+// deliver hands e to the consumer and waits until it is done with it or
+// has left. The caller holds Runner.eventMu, so events go one at a time.
+func (s *eventSink) deliver(e Event) {
+	select {
+	case s.events <- e:
+	case <-s.done:
+		return
+	}
+	select {
+	case <-s.next:
+	case <-s.done:
+	}
 }

@@ -1,0 +1,790 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// This file holds the engine: a run is one state machine, [Runner.step],
+// which looks at the run's [State] and says what happens next — hand out a
+// turn, run these calls, or stopped. Every way of driving a run is a short
+// loop over it: Next, Turns and Run here, Events in events.go, Advance and
+// ExecuteCall (for runs whose calls go elsewhere, such as Temporal
+// activities) at the end of this file. The calls go to the one executor in
+// executor.go; the decision order is in decision.go.
+
+// Runner runs the tool loop of one conversation. Build it with [New],
+// [Resume] or [Open]. A Runner is not safe for concurrent use: call its
+// methods from one goroutine at a time (the loop body of [Runner.Turns]
+// included).
+type Runner struct {
+	// messages is the client's Messages service: all the runner needs of
+	// the client, a fraction of its size, which matters for runs held by
+	// the thousand while they await approval.
+	messages anthropic.BetaMessageService
+	opts     Options
+	log      runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	tools    map[string]*toolEntry
+	order    []string // tool names in the order given to New
+	names    []string // sorted names of the tools in the run, for messages to the model
+	toolDefs []anthropic.BetaToolUnionParam
+
+	// mu guards st.Pending's calls while the executor's goroutines answer
+	// them and a checkpoint reads them; everything else in st is changed
+	// by the engine's goroutine alone.
+	mu sync.Mutex
+	st State // the run's data: the only copy
+
+	stopped *Result                // set while the run is stopped
+	last    *anthropic.BetaMessage // the last response, for Result.Message
+
+	// seen holds, for the pending turn's calls, what this runner has done
+	// with them: decided them under its own Options (a call decided by
+	// another runner, before a Resume, is decided again, so that this
+	// runner's deny rules hold), and announced a person's decision.
+	seen map[string]seenFlags
+	// live holds the pending turn's results answered in this process,
+	// with their errors as the tools returned them.
+	live map[string]*ToolResult
+
+	started       time.Time // the first step in this process, for Budget.WallTime
+	lastInput     int64     // the input tokens of the last request, all kinds
+	lastInputMsgs int       // the messages the last request sent
+	compactAsked  bool      // CompactBeforeNextTurn was called
+	compactFloor  int64     // the input of the first response after the last compaction
+	measureFloor  bool      // the next response's input is compactFloor
+	warnedPrice   map[string]bool
+
+	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
+	threadKey string                       // the system prompt and tools the thread was created with
+
+	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr and version
+	saveErr error      // the first failed save, which stops the run
+	version uint64     // the version of the state last loaded from or saved to the store
+
+	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
+	sink    *eventSink // the consumer of Events, while it runs
+	// observerErr is the panic of an OnEvent observer, which stops the run
+	// at its next step.
+	observerErr error
+}
+
+type seenFlags uint8
+
+const (
+	seenDecided   seenFlags = 1 << iota // decided under this runner's Options
+	seenAnnounced                       // a person's decision was announced
+)
+
+// New returns a runner for the conversation in params (model, max_tokens,
+// system, messages and any other request fields) with tools. Tools already
+// in params.Tools are sent as they are (server tools, say); tools given here
+// are added to them and run by the runner. opts may be nil.
+//
+// New panics if two tools share a name, a tool's schema cannot be used, or
+// Options.Store is set without Options.RunID: those are mistakes in the
+// program.
+func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
+	r := newRunner(client, tools, opts)
+	r.st = State{Format: StateFormat, Params: params}
+	r.st.Params.Messages = slices.Clone(params.Messages)
+	r.st.Params.Tools = slices.Clone(params.Tools)
+	r.st.Betas = slices.Clone(params.Betas)
+	r.syncTools()
+	return r
+}
+
+func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
+	r := &Runner{messages: client.Beta.Messages, tools: map[string]*toolEntry{},
+		seen: map[string]seenFlags{}, live: map[string]*ToolResult{}}
+	if opts != nil {
+		r.opts = *opts
+	}
+	if r.opts.Store != nil && r.opts.RunID == "" {
+		panic("toolrun: Options.Store needs Options.RunID")
+	}
+	r.log = newRunLogger(r.opts.Logger)
+	for _, t := range tools {
+		name := t.Name()
+		if _, dup := r.tools[name]; dup {
+			panic(fmt.Sprintf("toolrun: two tools are named %q", name))
+		}
+		e, err := newToolEntry(t)
+		if err != nil {
+			panic(err.Error())
+		}
+		r.tools[name] = e
+		r.order = append(r.order, name)
+	}
+	return r
+}
+
+// syncTools rebuilds the tool list sent with each request and the sorted
+// names told to the model: the caller's own tool params, then the runner's
+// tools in the order they were given, less those removed.
+func (r *Runner) syncTools() {
+	for _, name := range r.st.Removed {
+		delete(r.tools, name)
+	}
+	r.toolDefs = slices.Clone(r.st.Params.Tools)
+	r.names = r.names[:0]
+	for _, name := range r.order {
+		if e, ok := r.tools[name]; ok {
+			r.toolDefs = append(r.toolDefs, e.param)
+			r.names = append(r.names, name)
+		}
+	}
+	sort.Strings(r.names)
+}
+
+// RemoveTools takes tools out of the run: they are no longer sent to the
+// model, and a later call of one of them is answered as an unknown tool, so
+// a model cannot use a tool that was taken away. The removal is kept in the
+// run's [State]. Names not in the run are ignored.
+func (r *Runner) RemoveTools(names ...string) {
+	for _, name := range names {
+		if !slices.Contains(r.st.Removed, name) {
+			r.st.Removed = append(r.st.Removed, name)
+		}
+	}
+	r.syncTools()
+}
+
+// State returns a copy of the run's data, signed with Options.StateKey if
+// set. It shares nothing with the runner.
+func (r *Runner) State() *State {
+	s := r.snapshot()
+	var out State
+	if b, err := json.Marshal(s); err == nil && json.Unmarshal(b, &out) == nil {
+		out.Params.Betas = slices.Clone(s.Params.Betas)
+		s = &out
+	}
+	if err := s.sign(r.opts.StateKey); err != nil {
+		r.log.Error("toolrun: signing the state failed", "error", err)
+	}
+	return s
+}
+
+// snapshot returns a copy of the run's data that shares no slice the
+// runner changes.
+func (r *Runner) snapshot() *State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.clone()
+}
+
+// Messages returns a copy of the history. The response of a turn handed out
+// by Next is not in it until the next call of Next commits it.
+func (r *Runner) Messages() []anthropic.BetaMessageParam {
+	return slices.Clone(r.st.Params.Messages)
+}
+
+// SetMessages replaces the history. Called while a turn is handed out, it
+// takes over that turn: the runner will not append the turn's response or
+// run its tools. If the run had stopped, it may go on.
+func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
+	r.st.Params.Messages = slices.Clone(messages)
+	r.markEdited()
+}
+
+// AppendMessages appends messages to the history, with the same effect on a
+// handed-out turn as [Runner.SetMessages].
+func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
+	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), messages...)
+	r.markEdited()
+}
+
+// RetryTurn discards the turn handed out by Next: its response is not
+// appended and its tools do not run, and the next call of Next sends the
+// same history again.
+func (r *Runner) RetryTurn() { r.markEdited() }
+
+func (r *Runner) markEdited() {
+	if r.st.Pending != nil {
+		r.st.Edited = true
+	}
+	if r.stopped != nil && r.stopped.StopReason != StopAwaitingApproval {
+		r.clearStop()
+	}
+}
+
+// SetMaxTurns changes the turn limit; see [Options.MaxTurns]. A run stopped
+// at its limit may go on after it is raised.
+func (r *Runner) SetMaxTurns(n int) {
+	if n == 0 {
+		n = DefaultMaxTurns
+	}
+	r.st.MaxTurns = n
+	if r.stopped != nil && r.stopped.StopReason == StopMaxTurns {
+		r.clearStop()
+	}
+}
+
+// Params returns the request params the runner sends, with the history as
+// Messages and every tool's definition.
+func (r *Runner) Params() anthropic.BetaMessageNewParams {
+	p := r.st.Params
+	p.Messages = slices.Clone(p.Messages)
+	p.Tools = slices.Clone(r.toolDefs)
+	p.Betas = slices.Clone(r.st.Betas)
+	return p
+}
+
+// Result returns how the run stopped, or nil while it has not.
+func (r *Runner) Result() *Result { return r.stopped }
+
+// Run runs the loop until it stops and returns how it ended. The result is
+// never nil. The error is nil when the model finished (or refused, or ran
+// out of max_tokens or context: Result.StopReason says which), when a hook
+// stopped the run, and when the run awaits approval. It is non-nil when
+// the run stopped short of the model's answer: a failure ([StopError],
+// [StopCanceled], [StopMalformedResponse]) or a limit the caller set
+// ([ErrMaxTurns], [ErrBudget]).
+//
+// With Options.Stream, Run streams every response (and retries faults
+// mid-stream) without handing out its events; use [Runner.Events] to see
+// them.
+func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	for {
+		turn, err := r.Next(ctx)
+		if err != nil || turn == nil {
+			return r.stopped, err
+		}
+	}
+}
+
+// Turns returns an iterator over the run's turns: each response, before the
+// runner acts on it (see [Turn]). It ends when the run stops, after yielding
+// the error if it stopped with one (as Run returns it). Leaving the loop
+// with break keeps the run as it is; ranging over Turns again picks it up
+// where it was.
+func (r *Runner) Turns(ctx context.Context) iter.Seq2[*Turn, error] {
+	return func(yield func(*Turn, error) bool) {
+		for {
+			turn, err := r.Next(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if turn == nil || !yield(turn, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Next takes one step: it answers the turn handed out before, if any (see
+// [Turn]), then sends the next request and returns the response as a turn.
+// It returns a nil turn once the run has stopped, with the error Run would
+// return; [Runner.Result] says why. A run stopped with an error keeps its
+// state: calling Next again tries again.
+func (r *Runner) Next(ctx context.Context) (*Turn, error) {
+	ctx, cancel := r.runContext(ctx)
+	defer cancel()
+	for {
+		s := r.step(ctx, true)
+		switch s.kind {
+		case stepTurn:
+			return s.turn, nil
+		case stepCalls:
+			if err := r.execute(ctx, s.calls); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, r.stopErr()
+		}
+	}
+}
+
+// stepKind is what the engine says happens next.
+type stepKind int
+
+const (
+	stepStopped stepKind = iota // the run stopped; Runner.stopped says how
+	stepTurn                    // a response arrived: hand it out
+	stepCalls                   // run these calls, then step again
+	stepYield                   // a request is due, and the driver asked for none
+)
+
+type step struct {
+	kind  stepKind
+	turn  *Turn
+	calls []*CallState // allowed, not started, in the order of the response
+}
+
+// step takes the run one step from its state: it commits a pending turn
+// whose calls are all answered, decides the calls that have no decision
+// (answering those that need no running), and sends the next request when
+// one is due — unless request is false, for a driver that sends at most
+// one request at a time.
+func (r *Runner) step(ctx context.Context, request bool) step {
+	if r.halted() {
+		return step{}
+	}
+	r.clearStop()
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
+	for {
+		if err := r.takeSaveErr(); err != nil {
+			r.fail(ctx, err, "")
+			return step{}
+		}
+		if err := r.takeObserverErr(); err != nil {
+			r.fail(ctx, err, "an OnEvent observer panicked")
+			return step{}
+		}
+		if ctx.Err() != nil {
+			r.fail(ctx, context.Cause(ctx), "")
+			return step{}
+		}
+		p := r.st.Pending
+		if p != nil && r.st.Edited {
+			r.log.DebugContext(ctx, "toolrun: history changed by the caller; turn left out", "turn", p.Turn)
+			r.setPending(nil)
+			continue
+		}
+		if p == nil {
+			if limit := r.maxTurns(); limit != Unlimited && r.st.Turns >= limit {
+				r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", limit)})
+				return step{}
+			}
+			if !request {
+				return step{kind: stepYield}
+			}
+			if due, tokens := r.compactDue(); due {
+				if err := r.compact(ctx, tokens); err != nil {
+					r.fail(ctx, err, "")
+					return step{}
+				}
+				if r.stopped != nil { // over budget
+					return step{}
+				}
+			}
+			turn := r.request(ctx)
+			if turn == nil {
+				return step{}
+			}
+			return step{kind: stepTurn, turn: turn}
+		}
+		if !isToolTurn(p.StopReason) {
+			// A final response: calls in it are answered as not run, never
+			// executed with input that may be cut off.
+			reason, detail := modelStop(p.StopReason)
+			for i := range p.Calls {
+				if c := &p.Calls[i]; c.Phase != PhaseAnswered {
+					r.answer(ctx, c, &ToolResult{Call: c.Call, Err: fmt.Errorf("%w: %s", ErrNotRun, detail)})
+				}
+			}
+			r.commit(ctx)
+			r.stop(ctx, &Result{StopReason: reason, Detail: detail})
+			return step{}
+		}
+		if len(p.Calls) == 0 {
+			// pause_turn and compaction are sent back as they are, so the
+			// server resumes the turn.
+			r.commit(ctx)
+			continue
+		}
+		if res := r.heldBack(p); res != nil {
+			if res.StopReason == StopMaxTurns {
+				r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
+					"turn", p.Turn, "max_turns", r.maxTurns(), "pending_calls", len(p.Calls))
+			}
+			r.stop(ctx, res)
+			return step{}
+		}
+		calls, err := r.decideTurn(ctx, p)
+		if err != nil {
+			r.hookFailed(ctx, err)
+			return step{}
+		}
+		if len(calls) > 0 {
+			return step{kind: stepCalls, calls: calls}
+		}
+		if n := len(r.st.AwaitingApproval()); n > 0 {
+			r.stop(ctx, &Result{StopReason: StopAwaitingApproval, Detail: fmt.Sprintf("%s of turn %d awaiting approval", count(n, "tool call"), p.Turn)})
+			return step{}
+		}
+		r.commit(ctx)
+	}
+}
+
+// maxTurns returns the turn limit in force.
+func (r *Runner) maxTurns() int {
+	switch {
+	case r.st.MaxTurns != 0:
+		return r.st.MaxTurns
+	case r.opts.MaxTurns != 0:
+		return r.opts.MaxTurns
+	}
+	return DefaultMaxTurns
+}
+
+// heldBack returns the stop for a tool turn whose calls must not start: the
+// run is at its turn limit (the calls wait for it to be raised) or they
+// would pass the tool-call budget. A turn some of whose calls were decided
+// or answered already goes on.
+func (r *Runner) heldBack(p *TurnState) *Result {
+	for _, c := range p.Calls {
+		if c.Phase != PhaseNew {
+			return nil
+		}
+	}
+	if limit := r.maxTurns(); limit != Unlimited && r.st.Turns >= limit {
+		return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", limit, count(len(p.Calls), "tool call"), p.Turn)}
+	}
+	if b := r.opts.Budget.ToolCalls; b > 0 && r.st.ToolCalls+len(p.Calls) > b {
+		return budgetStop(BudgetToolCalls, fmt.Sprintf("tool-call budget of %d would be exceeded: %d answered, turn %d asks for %d more; they are left pending", b, r.st.ToolCalls, p.Turn, len(p.Calls)))
+	}
+	return nil
+}
+
+// isToolTurn reports whether a response's calls are to be answered, as
+// opposed to answered as not run because the response is final.
+func isToolTurn(reason anthropic.BetaStopReason) bool {
+	switch reason {
+	case anthropic.BetaStopReasonToolUse, anthropic.BetaStopReasonPauseTurn, anthropic.BetaStopReasonCompaction:
+		return true
+	}
+	return false
+}
+
+// modelStop maps the stop_reason of a final response to the run's.
+func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
+	switch reason {
+	case anthropic.BetaStopReasonEndTurn, anthropic.BetaStopReasonStopSequence:
+		return StopEndTurn, ""
+	case anthropic.BetaStopReasonMaxTokens:
+		return StopMaxTokens, "the response was cut off at max_tokens"
+	case anthropic.BetaStopReasonRefusal:
+		return StopRefusal, "the model refused"
+	case anthropic.BetaStopReasonModelContextWindowExceeded:
+		return StopContextWindow, "the model's context window was exceeded"
+	}
+	return StopEndTurn, fmt.Sprintf("the model stopped with %q", reason)
+}
+
+// setPending makes p the pending turn and forgets what this runner knew of
+// the previous one.
+func (r *Runner) setPending(p *TurnState) {
+	r.mu.Lock()
+	r.st.Pending, r.st.Edited = p, false
+	r.mu.Unlock()
+	clear(r.seen)
+	clear(r.live)
+}
+
+// commit appends the pending turn's assistant message and tool results to
+// the history.
+func (r *Runner) commit(ctx context.Context) {
+	p := r.st.Pending
+	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), sanitizeAssistant(p.Message))
+	var results []*ToolResult
+	if len(p.Calls) > 0 {
+		blocks := make([]anthropic.BetaContentBlockParamUnion, len(p.Calls))
+		for i := range p.Calls {
+			c := &p.Calls[i]
+			res := r.live[c.Call.ID]
+			if res == nil {
+				res = c.toolResult()
+			}
+			results = append(results, res)
+			blocks[i] = r.resultBlock(c)
+			r.st.ToolCalls++
+			if c.Result.IsError {
+				r.st.ToolFailures++
+			}
+		}
+		r.st.Params.Messages = append(r.st.Params.Messages, anthropic.NewBetaUserMessage(blocks...))
+	}
+	var msg *anthropic.BetaMessage
+	var u Usage
+	if r.last != nil && r.st.Turns == p.Turn {
+		msg, u = r.last, usageOf(r.last)
+	}
+	r.setPending(nil)
+	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
+	r.save(ctx)
+}
+
+// sanitizeAssistant makes a response safe to send back: a tool_use whose
+// input was cut off (max_tokens) is not valid JSON, and would make every
+// later request fail. m is not changed.
+func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam {
+	if m.OfAssistant == nil {
+		return m
+	}
+	var content []anthropic.BetaContentBlockParamUnion
+	for i, b := range m.OfAssistant.Content {
+		if b.OfToolUse == nil {
+			continue
+		}
+		raw, ok := b.OfToolUse.Input.(json.RawMessage)
+		if ok && !json.Valid(raw) {
+			if content == nil {
+				content = slices.Clone(m.OfAssistant.Content)
+			}
+			tu := *b.OfToolUse
+			tu.Input = map[string]any{}
+			content[i].OfToolUse = &tu
+		}
+	}
+	if content != nil {
+		a := *m.OfAssistant
+		a.Content = content
+		m.OfAssistant = &a
+	}
+	return m
+}
+
+// resultBlock is the tool_result block of an answered call.
+func (r *Runner) resultBlock(c *CallState) anthropic.BetaContentBlockParamUnion {
+	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tools[c.Call.Name]))
+	b := anthropic.BetaToolResultBlockParam{ToolUseID: c.Call.ID, Content: content, CacheControl: c.Result.CacheControl}
+	if c.Result.IsError {
+		b.IsError = anthropic.Bool(true)
+	}
+	return anthropic.BetaContentBlockParamUnion{OfToolResult: &b}
+}
+
+// halted reports whether the run has stopped in a way that a step would not
+// go on from: everything but a failure (tried again) and a suspension whose
+// calls have all been decided.
+func (r *Runner) halted() bool {
+	s := r.stopped
+	if s == nil || s.StopReason == StopError || s.StopReason == StopCanceled || s.StopReason == StopMalformedResponse {
+		return false
+	}
+	if s.StopReason == StopBudget && s.Budget == BudgetWallTime {
+		return false // a new Run gets a new wall-time budget
+	}
+	return s.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
+}
+
+func (r *Runner) clearStop() {
+	r.stopped = nil
+	r.st.StopReason, r.st.Detail = "", ""
+}
+
+// stopErr is the error a driver returns for the run's stop.
+func (r *Runner) stopErr() error {
+	if r.stopped == nil {
+		return nil
+	}
+	return r.stopped.Err
+}
+
+// hookFailed stops the run for a hook's error: with StopHook for StopRun,
+// with StopError otherwise.
+func (r *Runner) hookFailed(ctx context.Context, err error) {
+	var sr *stopRunError
+	if errors.As(err, &sr) {
+		r.stop(ctx, &Result{StopReason: StopHook, Detail: sr.reason})
+		return
+	}
+	var he *HookError
+	detail := "a hook failed"
+	if errors.As(err, &he) {
+		detail = he.Hook + " hook failed"
+	}
+	r.fail(ctx, err, detail)
+}
+
+// fail stops the run with err: StopCanceled if the context is done,
+// StopBudget if Budget.WallTime ended it, StopError otherwise.
+func (r *Runner) fail(ctx context.Context, err error, detail string) {
+	if errors.Is(context.Cause(ctx), errWallTime) || errors.Is(err, errWallTime) {
+		r.stop(ctx, wallTimeStop(r.opts.Budget.WallTime))
+		return
+	}
+	reason := StopError
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		reason = StopCanceled
+	}
+	if errors.Is(err, ErrMalformedResponse) {
+		reason = StopMalformedResponse
+	}
+	if detail == "" {
+		detail = err.Error()
+	}
+	r.stop(ctx, &Result{StopReason: reason, Detail: detail, Err: err})
+}
+
+// stop fills in res and marks the run stopped.
+func (r *Runner) stop(ctx context.Context, res *Result) {
+	switch res.StopReason {
+	case StopMaxTurns:
+		res.Err = fmt.Errorf("%w: %s", ErrMaxTurns, res.Detail)
+	case StopBudget:
+		res.Err = fmt.Errorf("%w: %s", ErrBudget, res.Detail)
+	}
+	res.Message = r.last
+	res.Messages = slices.Clone(r.st.Params.Messages)
+	res.Usage = r.st.Usage
+	res.CostUSD, res.CostComplete = r.st.CostUSD, !r.st.CostIncomplete
+	res.Turns = r.st.Turns
+	res.ToolCalls = r.st.ToolCalls
+	res.ToolFailures = r.st.ToolFailures
+	if res.StopReason == StopAwaitingApproval {
+		res.Pending = r.st.AwaitingApproval()
+	}
+	r.stopped = res
+	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
+	// The event is sent with a detached context so observers record it even
+	// when the run stopped because ctx was cancelled.
+	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
+	r.save(ctx)
+}
+
+// errWallTime is the cause of the context of a run whose Budget.WallTime
+// has passed.
+var errWallTime = errors.New("toolrun: wall-time budget used up")
+
+func wallTimeStop(b time.Duration) *Result {
+	return budgetStop(BudgetWallTime, fmt.Sprintf("wall-time budget of %s used up", b))
+}
+
+// runContext returns the context of one call of a driver: with
+// Budget.WallTime, a deadline on everything in flight (requests, tools),
+// counted from the run's first step in this process.
+func (r *Runner) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
+	if b := r.opts.Budget.WallTime; b > 0 {
+		return context.WithDeadlineCause(ctx, r.started.Add(b), errWallTime)
+	}
+	return ctx, func() {}
+}
+
+// Advance takes the run as far as it goes without running a tool, and
+// returns the calls that must run before it can go further, in the order of
+// the response. The caller runs them, here or elsewhere, with
+// [Runner.ExecuteCall] (on this runner, or on one resumed from its [State]
+// whose results are then recorded with [State.SetResult]), then calls
+// Advance again; [Batches] says which of them may run together. When
+// Advance returns no calls and no error, the run has either stopped
+// ([Runner.Result] is non-nil) or sent a request whose response needs no
+// tool to run (a pause_turn, say, or calls that were all denied), and the
+// caller calls Advance again.
+//
+// Advance is the engine's step, as Next takes it, with at most one model
+// request per call (and a compaction's, when one is due), so that each call
+// of Advance is a bounded piece of work that can be retried from the State
+// it started from. It returns the error Run would return.
+func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
+	ctx, cancel := r.runContext(ctx)
+	defer cancel()
+	request := true
+	for {
+		s := r.step(ctx, request)
+		switch s.kind {
+		case stepTurn:
+			request = false
+		case stepCalls:
+			plans := make([]PlannedCall, len(s.calls))
+			for i, c := range s.calls {
+				plans[i] = r.plan(c)
+			}
+			return plans, nil
+		case stepYield:
+			return nil, nil
+		default:
+			return nil, r.stopErr()
+		}
+	}
+}
+
+// ExecuteCall answers one call of the pending turn, by its tool_use id, as
+// [Runner.Next] would, through the same executor: it decides the call if
+// this runner has not (a decision taken before stands unless this runner's
+// deny rules say otherwise), runs it if it is allowed, records the result
+// in the pending turn and returns it. A call answered already is not run
+// again: its result is returned as it is.
+//
+// It returns [ErrAwaitingApproval] for a call deferred to a person, and an
+// error if the pending turn has no call with that id. If ctx is cancelled
+// while the tool runs, the call is left started (see [PhaseStarted]) and
+// ctx's error is returned. If AfterTool ends the run, the result is
+// returned with the hook's error (nil for [StopRun]) and [Runner.Result]
+// says how the run stopped.
+//
+// Like the rest of Runner it is not safe for concurrent use, so calls of one
+// turn run in parallel on runners of their own, each resumed from the run's
+// [State].
+func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult, error) {
+	ctx, cancel := r.runContext(ctx)
+	defer cancel()
+	if !r.halted() {
+		r.clearStop() // a failure is tried again, as by a step
+	}
+	c := r.st.callState(toolUseID)
+	if c == nil {
+		return nil, fmt.Errorf("toolrun: execute call: no call %q in the pending turn", toolUseID)
+	}
+	if c.Phase != PhaseAnswered {
+		run, err := r.decideCall(ctx, c)
+		if err != nil {
+			r.hookFailed(ctx, err)
+			return nil, r.stopErr()
+		}
+		if c.awaiting() {
+			return nil, fmt.Errorf("%w: %s (%s)", ErrAwaitingApproval, toolUseID, c.Call.Name)
+		}
+		if run {
+			if err := r.execute(ctx, []*CallState{c}); err != nil && c.Phase != PhaseAnswered {
+				return nil, err
+			}
+		}
+	}
+	if c.Phase != PhaseAnswered {
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, r.stopErr()
+	}
+	res := r.live[toolUseID]
+	if res == nil {
+		res = c.toolResult()
+	}
+	if r.stopped != nil {
+		return res, r.stopErr()
+	}
+	return res, nil
+}
+
+// ErrAwaitingApproval is returned by [Runner.ExecuteCall] for a call
+// deferred to a person and not decided yet.
+var ErrAwaitingApproval = errors.New("toolrun: tool call awaits approval")
+
+// PlannedCall is a call of the pending turn that is decided and allowed,
+// ready to be run with [Runner.ExecuteCall], with what a scheduler needs to
+// know about its tool.
+type PlannedCall struct {
+	// Call is the call; its Input is the input the tool will run with (the
+	// decision's, if it replaced the model's).
+	Call ToolCall `json:"call"`
+	// Exclusive, Idempotent and Timeout come from the tool's [ToolConfig];
+	// Timeout is the call's effective timeout ([Options.ToolTimeout] for a
+	// tool that sets none), zero for none.
+	Exclusive  bool          `json:"exclusive,omitempty"`
+	Idempotent bool          `json:"idempotent,omitempty"`
+	Timeout    time.Duration `json:"timeout,omitempty"`
+}
+
+func (r *Runner) plan(c *CallState) PlannedCall {
+	call := c.Call
+	call.Input = c.input()
+	e := r.tools[call.Name]
+	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e)}
+}

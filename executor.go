@@ -1,0 +1,239 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// This file holds the executor: the one place where calls run. Next, Run,
+// Events and ExecuteCall all hand it the calls the engine allowed; the
+// Temporal module schedules its activities with the same Batches rule.
+
+// Batches splits the allowed calls of a turn, in the order of the response,
+// into the groups that may run at once: consecutive calls of tools that are
+// not [ToolConfig.Exclusive] form one group, and each call of an exclusive
+// tool is a group of its own, so it runs after the calls before it have
+// finished and before any after it start. The groups run one after another.
+// This is the only statement of the rule: the runner's executor and the
+// Temporal workflow both follow it.
+func Batches(calls []PlannedCall) [][]PlannedCall {
+	var out [][]PlannedCall
+	for i := 0; i < len(calls); {
+		j := i + 1
+		if !calls[i].Exclusive {
+			for j < len(calls) && !calls[j].Exclusive {
+				j++
+			}
+		}
+		out = append(out, calls[i:j:j])
+		i = j
+	}
+	return out
+}
+
+// execute runs calls, which the engine allowed, in the groups Batches
+// gives, each group bounded by Options.MaxParallelTools, and answers them.
+// Each call is journaled as started before its tool runs. It returns the
+// run's error if the run stopped meanwhile (cancelled, a hook, a failed
+// checkpoint); calls not started then stay as they were.
+func (r *Runner) execute(ctx context.Context, calls []*CallState) error {
+	plans := make([]PlannedCall, len(calls))
+	byID := make(map[string]*CallState, len(calls))
+	for i, c := range calls {
+		plans[i] = r.plan(c)
+		byID[c.Call.ID] = c
+	}
+	var (
+		mu       sync.Mutex // guards hookErrs
+		hookErrs []error
+	)
+	for _, batch := range Batches(plans) {
+		var g errgroup.Group
+		g.SetLimit(r.opts.maxParallel())
+		for _, pc := range batch {
+			c := byID[pc.Call.ID]
+			g.Go(func() error {
+				if err := r.runCall(ctx, c, pc); err != nil {
+					mu.Lock()
+					hookErrs = append(hookErrs, err)
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+		g.Wait()
+		if ctx.Err() != nil || len(hookErrs) > 0 || r.hasSaveErr() {
+			break
+		}
+	}
+	switch {
+	case len(hookErrs) > 0:
+		r.hookFailed(ctx, hookErrs[0])
+	case ctx.Err() != nil:
+		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.Pending.Turn))
+	case r.hasSaveErr():
+		r.fail(ctx, r.takeSaveErr(), "")
+	default:
+		return nil
+	}
+	return r.stopErr()
+}
+
+// runCall journals c as started, runs it and answers it. It returns the
+// error of AfterTool, if any.
+func (r *Runner) runCall(ctx context.Context, c *CallState, pc PlannedCall) error {
+	if ctx.Err() != nil || r.hasSaveErr() {
+		return nil // a call queued behind others does not start once the run is stopping
+	}
+	r.mu.Lock()
+	c.Phase = PhaseStarted
+	r.mu.Unlock()
+	if err := r.save(ctx); err != nil {
+		// Not journaled, so not run: it stays decided, and the run stops.
+		r.mu.Lock()
+		c.Phase = PhaseDecided
+		r.mu.Unlock()
+		return nil
+	}
+	e := r.tools[pc.Call.Name]
+	r.emit(ctx, ToolStarted{Turn: r.st.Pending.Turn, Call: c.Call})
+	res := r.runTool(ctx, e, pc)
+	if res == nil {
+		return nil // cut off by the run's end: it stays started
+	}
+	return r.answer(ctx, c, res)
+}
+
+// runTool runs one call, recovering a panic and enforcing its timeout. It
+// returns nil if the run's ctx ended before the call finished: the call
+// then stays started, and is answered as interrupted unless its tool is
+// idempotent. A tool that ignores its ctx is waited for CancelGrace at
+// most, then abandoned and logged at Error.
+func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *ToolResult {
+	call := pc.Call
+	callCtx, cancel := context.WithCancel(ctx)
+	if pc.Timeout > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, pc.Timeout)
+	}
+	defer cancel()
+
+	type outcome struct {
+		content []Content
+		err     error
+	}
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		// The tool is the caller's code: a panic in it must not take the
+		// process down, so it is recovered here and sent to the model and the
+		// log as a failure of that one call.
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{err: &PanicError{Tool: call.Name, Value: v, Stack: stack()}}
+			}
+		}()
+		content, err := e.tool.Run(callCtx, call.Input)
+		done <- outcome{content, err}
+	}()
+	res := &ToolResult{Call: call, Ran: true}
+	select {
+	case o := <-done:
+		res.Duration = time.Since(start)
+		if ctx.Err() != nil {
+			return nil
+		}
+		res.Content, res.Err = o.content, o.err
+		if o.err != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+			res.Content, res.Err = nil, &TimeoutError{Tool: call.Name, After: pc.Timeout}
+		}
+	case <-callCtx.Done():
+		res.Duration = time.Since(start)
+		if ctx.Err() != nil {
+			// The run ended: wait a little for the tool to notice, so it
+			// cannot overlap a run of the same call on resume, then give up.
+			t := time.NewTimer(r.opts.cancelGrace())
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+				r.log.ErrorContext(context.WithoutCancel(ctx), "toolrun: tool ignored its cancellation; abandoned, and answered as interrupted unless idempotent",
+					"tool", call.Name, "tool_use_id", call.ID, "grace", r.opts.cancelGrace())
+			}
+			return nil
+		}
+		res.Err = &TimeoutError{Tool: call.Name, After: pc.Timeout}
+		// A tool that ignores its ctx goes on in the background; its late
+		// result is dropped, and logged so the operator knows. A tool that
+		// stopped because of its ctx returns the ctx's error: nothing to tell.
+		go func() {
+			o := <-done
+			if o.err != nil && errors.Is(o.err, callCtx.Err()) {
+				return
+			}
+			r.log.WarnContext(context.WithoutCancel(ctx), "toolrun: tool ignored its cancellation and returned after its timeout; result dropped",
+				"tool", call.Name, "tool_use_id", call.ID, "error", o.err)
+		}()
+	}
+	if res.Err != nil {
+		res.Content = nil
+	}
+	return res
+}
+
+// answer records res as the result of c: a failure becomes an is_error
+// result with the error's text, AfterTool may change it, and it is
+// journaled and announced. It returns the error of AfterTool.
+func (r *Runner) answer(ctx context.Context, c *CallState, res *ToolResult) error {
+	if res.Err != nil && len(res.Content) == 0 {
+		res.IsError = true
+		res.Content = []Content{Text(res.Err.Error())}
+	}
+	if c.Decision != nil {
+		res.Decision = *c.Decision
+	}
+	var hookErr error
+	if h := r.opts.AfterTool; h != nil {
+		hookErr = r.callHook(ctx, "AfterTool", func() error { return h(ctx, res) })
+	}
+	e := r.tools[c.Call.Name]
+	if _, cut := truncateContent(res.Content, r.resultLimit(e)); cut {
+		res.Truncated = true
+		r.log.WarnContext(ctx, "toolrun: tool result truncated for the model", "tool", c.Call.Name,
+			"tool_use_id", c.Call.ID, "turn", r.st.Pending.Turn, "limit", r.resultLimit(e))
+	}
+	r.mu.Lock()
+	c.Result, c.Phase = resultState(res), PhaseAnswered
+	r.live[c.Call.ID] = res
+	r.mu.Unlock()
+	r.emit(ctx, ToolFinished{Turn: r.st.Pending.Turn, Result: res})
+	r.save(ctx) // a failure stops the run at its next step
+	return hookErr
+}
+
+// input returns the input the call runs with: the decision's, if it
+// replaced the model's.
+func (c *CallState) input() json.RawMessage {
+	if c.Decision != nil && len(c.Decision.Input) > 0 {
+		return c.Decision.Input
+	}
+	return c.Call.Input
+}
+
+// timeoutOf returns the timeout of a call of e, or 0 for none.
+func (r *Runner) timeoutOf(e *toolEntry) time.Duration {
+	t := e.config.Timeout
+	if t == 0 {
+		t = r.opts.ToolTimeout
+	}
+	return max(t, 0)
+}
+
+// stack returns the stack of the calling goroutine, for a recovered panic.
+func stack() []byte { return debug.Stack() }

@@ -1,0 +1,244 @@
+package toolrun
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// DefaultMaxTurns is the turn limit when [Options.MaxTurns] is zero.
+const DefaultMaxTurns = 25
+
+// Unlimited, as [Options.MaxTurns], lets a run take any number of turns.
+const Unlimited = -1
+
+// DefaultMaxParallelTools bounds the calls of one turn that run at once when
+// [Options.MaxParallelTools] is zero.
+const DefaultMaxParallelTools = 8
+
+// DefaultRequestTimeout bounds each attempt of a model request that is not
+// streamed, when [Options.RequestTimeout] is zero.
+const DefaultRequestTimeout = 10 * time.Minute
+
+// DefaultStreamIdleTimeout is how long a streamed response may send nothing
+// before the attempt counts as failed, when [Options.StreamIdleTimeout] is
+// zero. The API sends a ping at least every few seconds while it works.
+const DefaultStreamIdleTimeout = 90 * time.Second
+
+// DefaultCancelGrace is how long a cancelled run waits for its running tool
+// calls to return, when [Options.CancelGrace] is zero.
+const DefaultCancelGrace = 5 * time.Second
+
+// Options configures a [Runner]. The zero value is ready to use: it logs to
+// slog.Default(), stops after [DefaultMaxTurns] turns, runs up to
+// [DefaultMaxParallelTools] calls of a turn at once, with no tool timeout,
+// and allows every call. The runner copies Options when it is built.
+//
+// # Hooks
+//
+// Hooks are function fields called, when non-nil, at fixed points of a turn.
+// Each that may change the run has one job:
+//
+//   - BeforeRequest may change the params of one request;
+//   - AfterResponse may end the run when a response arrives;
+//   - Decide and each tool's [ToolConfig.Policy] decide the calls (see
+//     [Policy] for the order);
+//   - AfterTool may change a call's result before it is sent.
+//
+// OnEvent only observes. Decide and the policies are called for the calls of
+// a turn one at a time, in order; AfterTool is called as each call
+// finishes, so it may be called concurrently for the calls of one turn;
+// OnEvent is never called concurrently with itself. A panic in any hook is
+// recovered: the run stops with a *[HookError] and the stack is logged.
+type Options struct {
+	// Logger receives the run's records: each tool failure at Error with its
+	// tool, tool_use id, turn, duration, error and, for a panic, the stack;
+	// denials, skips and limit stops at Warn; routine records (request
+	// sent, response received, tool call finished, run stopped) at Debug.
+	// Nil means slog.Default().
+	//
+	// The environment variable ANTHROPIC_LOG ([LogEnv]), read by [New],
+	// turns the routine records up: with "info" they are logged at Info,
+	// and with "debug" at Info too, with each request and response body
+	// logged at Debug. If Logger is nil, ANTHROPIC_LOG also makes the
+	// runner log to a text handler on stderr at that level instead of
+	// slog.Default(). Every record is passed through [Redact] first.
+	Logger *slog.Logger
+
+	// MaxTurns bounds the model requests of a run. Zero means
+	// [DefaultMaxTurns]; [Unlimited] means no bound. A run that reaches it
+	// stops with [StopMaxTurns] and an error wrapping [ErrMaxTurns]; the
+	// calls of the last turn are left pending, not run, so raising the
+	// limit with [Runner.SetMaxTurns] and running again picks up where it
+	// stopped.
+	MaxTurns int
+
+	// MaxParallelTools bounds the calls of one turn that run at once. Zero
+	// means [DefaultMaxParallelTools]; 1 runs them one after another.
+	MaxParallelTools int
+
+	// ToolTimeout bounds each call of a tool that sets no
+	// [ToolConfig.Timeout]. Zero means no timeout.
+	ToolTimeout time.Duration
+
+	// CancelGrace bounds how long a cancelled run (its context done, or
+	// Budget.WallTime passed) waits for its running calls to return. A call
+	// still running after it is abandoned: it stays journaled as started, so
+	// it is answered as interrupted ([ErrInterrupted]) and never run again
+	// unless its tool is idempotent, and it is logged at Error. Zero means
+	// [DefaultCancelGrace].
+	CancelGrace time.Duration
+
+	// Allow, if non-nil, lists the only tool names that may run; calls of
+	// other tools are denied.
+	Allow []string
+
+	// Deny lists tool names whose calls are denied.
+	Deny []string
+
+	// Decide, if non-nil, decides each call, before the tool's own policy.
+	// See [Policy] for how the decisions of the lists, Decide, the tool's
+	// policy, a person and a remembered Always approval combine.
+	Decide Policy
+
+	// AfterTool, if non-nil, is called with each call's result before it is
+	// sent: for calls that ran, failed, were denied, skipped or not run. It
+	// may change the result's Content, IsError and CacheControl (redact,
+	// truncate, turn an error into a result, set a cache breakpoint).
+	// Returning an error ends the run with that error, wrapped in a
+	// *[HookError]; returning [StopRun] ends it with [StopHook].
+	AfterTool func(ctx context.Context, r *ToolResult) error
+
+	// BeforeRequest, if non-nil, is called before each request with the
+	// params about to be sent, including the messages. Its changes apply to
+	// that request only; the runner's own history is not changed. The tool
+	// definitions in params.Tools are shared with other runners: replace an
+	// element rather than change what it points to. Returning an error ends
+	// the run as for AfterTool.
+	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
+
+	// AfterResponse, if non-nil, is called with each response before the
+	// turn is handed to the caller. Returning [StopRun] ends the run with
+	// [StopHook]; another error ends it with that error.
+	AfterResponse func(ctx context.Context, turn int, message *anthropic.BetaMessage) error
+
+	// OnEvent, if non-nil, receives every [Event] of the run. It observes
+	// only: it cannot change the run. A panic in it stops the run with a
+	// *[HookError] at the next step.
+	OnEvent func(ctx context.Context, e Event)
+
+	// Store, if non-nil, keeps the run's [State] as it goes, under RunID:
+	// after each response, before each tool call starts (journaled as
+	// started), after it finishes, after each turn is committed and when the
+	// run stops. A run whose state cannot be saved stops with [StopError]
+	// rather than risk running a call twice after a crash, and a run that
+	// another runner saved since this one loaded it stops with an error
+	// wrapping [ErrRunBusy] before it runs anything more. [Open] resumes a
+	// run from its store.
+	Store Store
+
+	// RunID names the run in Store. It is required with Store.
+	RunID string
+
+	// StateKey, if set, signs every [State] the runner exports or saves
+	// (HMAC-SHA256 over its canonical JSON, in State.Signature), and
+	// [Resume] and [Open] refuse a state whose signature does not match
+	// with an error wrapping [ErrStateSignature]. Without it, states are
+	// not signed and are trusted as they are: whoever can write a saved
+	// state can change what a resumed run does.
+	StateKey []byte
+
+	// Budget bounds the tokens, cost, time and tool calls of the run; see
+	// [Budget]. The zero value bounds nothing.
+	Budget Budget
+
+	// Prices prices models for Budget.CostUSD and [Result.CostUSD], by
+	// model name prefix; models it lacks are priced by [DefaultPrices].
+	Prices map[string]Price
+
+	// MaxResultBytes bounds the text of each tool result sent to the model,
+	// for tools that set no [ToolConfig.MaxResultBytes]: a longer result is
+	// truncated with a note telling the model so, while hooks, events and
+	// transcripts see it whole. Zero means [DefaultMaxResultBytes]; a
+	// negative value means no bound.
+	MaxResultBytes int
+
+	// NoCache turns off prompt caching. By default every request carries a
+	// top-level cache_control (automatic caching), so each turn reads the
+	// prefix the previous turn wrote instead of paying for the whole history
+	// again; params that set CacheControl themselves are sent as they are.
+	NoCache bool
+
+	// CacheTTL is the cache's time to live: "5m" (the default) or "1h",
+	// worth it when turns are more than five minutes apart (approvals).
+	CacheTTL anthropic.BetaCacheControlEphemeralTTL
+
+	// Compaction compacts a long run's history; see [Compaction]. The zero
+	// value never compacts on its own.
+	Compaction Compaction
+
+	// Thread runs the conversation on a message thread (beta): the API keeps
+	// the history and each request sends only the messages added since the
+	// last one. The runner still holds the whole history (for State, hooks,
+	// edits and compaction), and a request the thread cannot take — a
+	// changed system prompt or tool list, say — is sent again with the
+	// whole history, without a thread, as the API advises. A resumed run
+	// starts a new thread.
+	Thread bool
+
+	// Stream, if true, streams every response: while it arrives, OnEvent
+	// and [Runner.Events] receive its text, thinking and tool input as
+	// [TextDelta], [ThinkingDelta] and [ToolInputDelta]. A stream that fails
+	// after it began (an error event, a dropped connection, no bytes for
+	// StreamIdleTimeout) is requested again per StreamRetry. No call starts
+	// before its response is whole, so a response that ends in max_tokens
+	// or refusal, or fails and is retried, never runs a call.
+	Stream bool
+
+	// StreamRetry says how a streamed response that fails after it began
+	// is requested again. The zero value means [RetryPolicy]'s defaults.
+	StreamRetry RetryPolicy
+
+	// StreamIdleTimeout is how long a streamed response may send no bytes
+	// (not even a ping) before the attempt fails and is retried like any
+	// other stream fault. Zero means [DefaultStreamIdleTimeout]; a negative
+	// value means no bound.
+	StreamIdleTimeout time.Duration
+
+	// RequestTimeout bounds each attempt of a request that is not streamed,
+	// from sending it to the end of the response body; an attempt that
+	// passes it is retried by the anthropic client like a dropped
+	// connection. Zero means [DefaultRequestTimeout]; a negative value
+	// means no bound.
+	RequestTimeout time.Duration
+}
+
+// maxParallel returns the bound on the calls of a turn that run at once.
+func (o *Options) maxParallel() int {
+	if o.MaxParallelTools <= 0 {
+		return DefaultMaxParallelTools
+	}
+	return o.MaxParallelTools
+}
+
+// cancelGrace returns how long a cancelled run waits for its running calls.
+func (o *Options) cancelGrace() time.Duration {
+	if o.CancelGrace <= 0 {
+		return DefaultCancelGrace
+	}
+	return o.CancelGrace
+}
+
+// orDefault returns d for zero, no bound (0) for a negative value, and v
+// otherwise.
+func orDefault(v, d time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return d
+	case v < 0:
+		return 0
+	}
+	return v
+}

@@ -1,0 +1,196 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+// request sends the next turn's request, makes its response the pending
+// turn and returns it as a turn to hand out; or stops the run and returns
+// nil. A response the runner cannot answer validly (see checkResponse) is
+// asked for once more, and then stops the run with
+// [StopMalformedResponse]: it never reaches the history.
+func (r *Runner) request(ctx context.Context) *Turn {
+	n := r.st.Turns + 1
+	r.emit(ctx, TurnStarted{Turn: n})
+	params := r.requestParams()
+	if h := r.opts.BeforeRequest; h != nil {
+		// The hook may change the messages of this request only.
+		params.Messages = slices.Clone(params.Messages)
+		if err := r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, &params) }); err != nil {
+			r.hookFailed(ctx, err)
+			return nil
+		}
+	}
+	var msg *anthropic.BetaMessage
+	for attempt := 1; ; attempt++ {
+		if res, err := r.checkBudget(&params, r.lastInput, r.lastInputMsgs); err != nil {
+			r.fail(ctx, err, "")
+			return nil
+		} else if res != nil {
+			r.stop(ctx, res)
+			return nil
+		}
+		start := time.Now()
+		r.emit(ctx, RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream})
+		m, err := r.send(ctx, n, &params)
+		if err != nil {
+			r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
+			return nil
+		}
+		r.account(ctx, m)
+		bad := checkResponse(m)
+		if bad == nil {
+			msg = m
+			r.emit(ctx, ResponseReceived{Turn: n, Message: m, Duration: time.Since(start)})
+			break
+		}
+		if attempt < 2 {
+			r.log.WarnContext(ctx, "toolrun: malformed response; asking again", "turn", n, "error", bad.Error())
+			continue
+		}
+		err = fmt.Errorf("%w: turn %d: %v", ErrMalformedResponse, n, bad)
+		r.log.ErrorContext(ctx, "toolrun: malformed response twice; the run stops", "turn", n, "error", err.Error(),
+			"response", string(ResponseJSON(m)))
+		r.fail(ctx, err, "")
+		return nil
+	}
+	r.st.Turns = n
+	r.last = msg
+	r.lastInput = usageOf(msg).inputTotal()
+	if r.measureFloor {
+		r.compactFloor, r.measureFloor = r.lastInput, false
+	}
+	r.lastInputMsgs = len(params.Messages)
+	p := newTurnState(n, msg)
+	r.setPending(p)
+	if err := r.save(ctx); err != nil {
+		r.fail(ctx, err, "")
+		return nil
+	}
+	for _, c := range p.Calls {
+		r.emit(ctx, ToolCallReady{Turn: n, Call: c.Call})
+	}
+	if h := r.opts.AfterResponse; h != nil {
+		if err := r.callHook(ctx, "AfterResponse", func() error { return h(ctx, n, msg) }); err != nil {
+			r.hookFailed(ctx, err)
+			return nil
+		}
+	}
+	calls := make([]ToolCall, len(p.Calls))
+	for i, c := range p.Calls {
+		calls[i] = c.Call
+	}
+	return &Turn{Number: n, Message: msg, ToolCalls: calls}
+}
+
+// requestParams are the params of the next request: the history, every
+// tool, and the default cache breakpoint.
+func (r *Runner) requestParams() anthropic.BetaMessageNewParams {
+	params := r.st.Params
+	params.Tools = r.toolDefs
+	params.Betas = r.st.Betas
+	if !r.opts.NoCache && params.CacheControl == (anthropic.BetaCacheControlEphemeralParam{}) {
+		params.CacheControl = anthropic.NewBetaCacheControlEphemeralParam()
+		params.CacheControl.TTL = r.opts.CacheTTL
+	}
+	return params
+}
+
+// newTurnState is the pending turn of a response, each call new.
+func newTurnState(n int, msg *anthropic.BetaMessage) *TurnState {
+	p := &TurnState{Turn: n, Message: msg.ToParam(), StopReason: msg.StopReason}
+	for _, c := range msg.Content {
+		if c.Type != "tool_use" {
+			continue
+		}
+		input := c.Input
+		if len(input) == 0 {
+			input = json.RawMessage("{}")
+		}
+		p.Calls = append(p.Calls, CallState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: PhaseNew})
+	}
+	return p
+}
+
+// checkResponse returns why a response cannot be answered validly, or nil:
+// every tool_use needs an id of its own, since each gets exactly one
+// tool_result by that id.
+func checkResponse(m *anthropic.BetaMessage) error {
+	ids := map[string]bool{}
+	for _, c := range m.Content {
+		if c.Type != "tool_use" {
+			continue
+		}
+		switch {
+		case c.ID == "":
+			return fmt.Errorf("a tool_use block of tool %q has no id", c.Name)
+		case ids[c.ID]:
+			return fmt.Errorf("two tool_use blocks share the id %q", c.ID)
+		}
+		ids[c.ID] = true
+	}
+	return nil
+}
+
+// account adds a response's usage and cost to the run's.
+func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
+	r.st.Usage.add(usageOf(m))
+	price, ok := priceOf(r.opts.Prices, string(m.Model))
+	if !ok {
+		r.st.CostIncomplete = true
+		if r.warnedPrice == nil {
+			r.warnedPrice = map[string]bool{}
+		}
+		if !r.warnedPrice[string(m.Model)] {
+			r.warnedPrice[string(m.Model)] = true
+			r.log.WarnContext(ctx, "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Options.Prices)",
+				"model", string(m.Model))
+		}
+		return
+	}
+	r.st.CostUSD += costOf(price, m)
+}
+
+// send sends one turn's request and returns the whole response.
+func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
+	if r.opts.Stream {
+		return r.sendStream(ctx, turn, params)
+	}
+	var opts []option.RequestOption
+	if d := orDefault(r.opts.RequestTimeout, DefaultRequestTimeout); d > 0 {
+		opts = append(opts, option.WithRequestTimeout(d))
+	}
+	if r.opts.Thread {
+		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
+	}
+	return r.messages.New(ctx, *params, opts...)
+}
+
+// callHook calls a hook, turning a panic in it into a *HookError that
+// carries the stack, and an error into a *HookError naming the hook
+// ([StopRun] passes through).
+func (r *Runner) callHook(ctx context.Context, hook string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: stack()}
+			r.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", hook, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+			err = &HookError{Hook: hook, Err: pe}
+		}
+	}()
+	if err := f(); err != nil {
+		var sr *stopRunError
+		if errors.As(err, &sr) {
+			return err
+		}
+		return &HookError{Hook: hook, Err: err}
+	}
+	return nil
+}

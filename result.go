@@ -1,0 +1,178 @@
+package toolrun
+
+import (
+	"fmt"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// StopReason says why a run stopped. Every way out of a run has one.
+type StopReason string
+
+// The reasons a run stops.
+const (
+	// StopEndTurn: the model answered without calling tools (end_turn or a
+	// stop sequence).
+	StopEndTurn StopReason = "end_turn"
+	// StopMaxTurns: the run reached Options.MaxTurns. The run's error
+	// wraps [ErrMaxTurns].
+	StopMaxTurns StopReason = "max_turns"
+	// StopMaxTokens: a response was cut off at max_tokens. Tool calls in it
+	// are answered as not run, since their input may be incomplete.
+	StopMaxTokens StopReason = "max_tokens"
+	// StopRefusal: the model refused. Tool calls in the response are
+	// answered as not run.
+	StopRefusal StopReason = "refusal"
+	// StopContextWindow: the model's context window was exceeded.
+	StopContextWindow StopReason = "model_context_window_exceeded"
+	// StopAwaitingApproval: a call was deferred; see Result.Pending. It is
+	// a suspension, not an error.
+	StopAwaitingApproval StopReason = "awaiting_approval"
+	// StopHook: a hook returned [StopRun]; see Result.Detail.
+	StopHook StopReason = "hook"
+	// StopBudget: the next step could pass a bound of Options.Budget; see
+	// Result.Budget and Result.Detail. The run's error wraps [ErrBudget].
+	StopBudget StopReason = "budget"
+	// StopMalformedResponse: the model sent a response the runner cannot
+	// answer validly (two tool_use blocks with one id, say), twice in a
+	// row. The run's error wraps [ErrMalformedResponse]; the history is
+	// left as it was before the response.
+	StopMalformedResponse StopReason = "malformed_response"
+	// StopCanceled: the context was cancelled.
+	StopCanceled StopReason = "canceled"
+	// StopError: a request, a hook or a checkpoint failed; see Result.Err.
+	StopError StopReason = "error"
+)
+
+// BudgetKind names a bound of [Budget].
+type BudgetKind string
+
+// The bounds of a [Budget], as [Result.Budget] names them.
+const (
+	BudgetInputTokens  BudgetKind = "input_tokens"
+	BudgetOutputTokens BudgetKind = "output_tokens"
+	BudgetCostUSD      BudgetKind = "cost_usd"
+	BudgetWallTime     BudgetKind = "wall_time"
+	BudgetToolCalls    BudgetKind = "tool_calls"
+)
+
+// Usage adds up the tokens of a run's responses.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func (u *Usage) add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheCreationInputTokens += v.CacheCreationInputTokens
+	u.CacheReadInputTokens += v.CacheReadInputTokens
+}
+
+// inputTotal is every input token: uncached, written to the cache and read
+// from it.
+func (u Usage) inputTotal() int64 {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+func usageOf(m *anthropic.BetaMessage) Usage {
+	return Usage{
+		InputTokens:              m.Usage.InputTokens,
+		OutputTokens:             m.Usage.OutputTokens,
+		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
+		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
+	}
+}
+
+// Result is how a run ended and what it cost.
+type Result struct {
+	StopReason StopReason
+	// Detail says more about the stop in words: the limit reached, the
+	// hook's reason, the failed turn.
+	Detail string
+	// Err is the error that stopped the run, as Run returns it: for
+	// StopError, StopCanceled, StopMalformedResponse and the limits the
+	// caller set (StopMaxTurns wraps [ErrMaxTurns], StopBudget
+	// [ErrBudget]). It is nil for the model's own stops, StopHook and
+	// StopAwaitingApproval.
+	Err error
+	// Message is the last response received, or nil if none was.
+	Message *anthropic.BetaMessage
+	// Messages is the history as it stands: valid to send again, with every
+	// tool_use answered by its tool_result.
+	Messages []anthropic.BetaMessageParam
+	// Pending lists the calls awaiting a decision, for StopAwaitingApproval.
+	Pending []PendingCall
+	// Usage adds up every response of the run, compactions included.
+	Usage Usage
+	// CostUSD is what the responses cost, priced by Options.Prices or
+	// [DefaultPrices]. It is complete only if CostComplete is true.
+	CostUSD float64
+	// CostComplete reports that every response's model had a price. A
+	// response of a model with no known price adds nothing to CostUSD and
+	// is logged at Warn.
+	CostComplete bool
+	// Budget names the bound of Options.Budget that stopped the run, for
+	// StopBudget.
+	Budget BudgetKind
+	// Turns counts the model requests that got a response.
+	Turns int
+	// ToolCalls counts the calls answered, run or not; ToolFailures those
+	// answered with is_error.
+	ToolCalls, ToolFailures int
+}
+
+// Text returns the text blocks of the last response, joined.
+func (r *Result) Text() string {
+	if r == nil || r.Message == nil {
+		return ""
+	}
+	return messageText(r.Message)
+}
+
+func messageText(m *anthropic.BetaMessage) string {
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// PendingCall is a call awaiting a person's decision.
+type PendingCall struct {
+	Call ToolCall `json:"call"`
+	// Reason is why it needs approval, from the decision that deferred it.
+	Reason string `json:"reason"`
+}
+
+// Turn is one model response handed to the caller by [Runner.Next] and
+// [Runner.Turns], before the runner acts on it.
+//
+// After the caller is done with a turn, the next call of Next answers its
+// tool calls (running the tools) and appends the response and the results
+// to the history, unless the caller changed the history in between with
+// [Runner.SetMessages], [Runner.AppendMessages] or [Runner.RetryTurn]: then
+// the runner leaves the turn out and sends the history as the caller left
+// it, as the official tool runners do. The caller who wants the turn in the
+// history then appends it (Message.ToParam()) and its tool results.
+type Turn struct {
+	// Number counts the run's turns from 1.
+	Number int
+	// Message is the model's response.
+	Message *anthropic.BetaMessage
+	// ToolCalls are the client tool calls of Message, in order.
+	ToolCalls []ToolCall
+}
+
+// count renders n things, in the singular for one.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
