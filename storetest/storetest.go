@@ -97,7 +97,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 func sample(n int) *toolrun.State {
 	d := toolrun.DeferCall("needs approval")
 	return &toolrun.State{
-		Version: toolrun.StateVersion,
+		Format: toolrun.StateFormat,
 		Params: anthropic.BetaMessageNewParams{
 			Model:     "claude-test",
 			MaxTokens: 1024,
@@ -113,7 +113,7 @@ func sample(n int) *toolrun.State {
 			StopReason: anthropic.BetaStopReasonToolUse,
 			Calls: []toolrun.CallState{{
 				Call:     toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
-				Decision: &d, Deferred: true,
+				Phase: toolrun.PhaseDecided, Decision: &d, DecidedBy: toolrun.ByPolicy,
 			}},
 		},
 		Turns: n,

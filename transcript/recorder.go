@@ -109,7 +109,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Type = TypeDecision
 		r.setCall(&en, e.Call)
 		en.Decision = r.redactDecision(e.Decision)
-		en.By = e.By
+		en.By = string(e.By)
 	case toolrun.ToolStarted:
 		en.Type = TypeToolStarted
 		r.setCall(&en, e.Call)
@@ -146,9 +146,6 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 			en.Error = r.redact(e.Err.Error())
 		}
 		en.DelayMS = ms(e.Delay)
-		for _, d := range e.Discarded {
-			en.Discarded = append(en.Discarded, d.Call.ID)
-		}
 	case toolrun.Compacted:
 		en.Type = TypeCompacted
 		en.Summary = r.redact(e.Summary)

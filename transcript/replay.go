@@ -238,8 +238,8 @@ func oneLine(s string) string {
 // starts from the params of the first recorded request (tools named like
 // one of tools are replaced by it), and each call is decided as it was in
 // the recording: a call that was denied, skipped or deferred is again,
-// through [toolrun.Options].Decide, and a call a person approved runs
-// without asking again. A call allowed by default or by its tool's policy
+// through [toolrun.Options].Decide, and a person's decision is given again
+// with [toolrun.Runner.Decide] when the replay awaits it. A call allowed by default or by its tool's policy
 // is put to the tool's policy again. Model requests that failed in the
 // recording are not replayed.
 //
@@ -283,24 +283,24 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 	turns := t.Turns()
 	recStop := t.Stop()
 	decisions := map[string]toolrun.Decision{}
+	approvals := map[string]toolrun.Decision{}
 	for _, tn := range turns {
 		for _, c := range tn.Calls {
 			if c.Decision == nil || c.Decision.Decision == nil || c.Discarded {
 				continue
 			}
 			d := *c.Decision.Decision
-			if d.Kind == toolrun.Allow && len(d.Input) == 0 {
-				if c.Decision.By != "approval" && c.Decision.By != "always" {
-					continue // allowed by default or by the tool's policy: asked again
-				}
-				// A person allowed it: an allow with input is final, so the
-				// tool's policy does not ask again.
-				d.Input = c.Input
-				if len(d.Input) == 0 {
-					d.Input = json.RawMessage("{}")
-				}
+			switch {
+			case c.Decision.By == string(toolrun.ByApproval):
+				// A person's decision is given again when the replay
+				// awaits it, as the person gave it.
+				approvals[c.ID] = d
+			case d.Kind == toolrun.Allow && len(d.Input) == 0:
+				// allowed by default, by the tool's policy or by an Always
+				// approval: asked again
+			default:
+				decisions[c.ID] = d
 			}
-			decisions[c.ID] = d
 		}
 	}
 
@@ -330,10 +330,6 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 				order = append(order, e.Result.Call.ID)
 			}
 			replayed[e.Result.Call.ID] = e.Result
-		case toolrun.StreamRetried:
-			for _, d := range e.Discarded {
-				delete(replayed, d.Call.ID)
-			}
 		}
 		mu.Unlock()
 		if observe != nil {
@@ -343,6 +339,18 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 
 	r := toolrun.New(s.Client(option.WithMaxRetries(0)), params, tools, &runOpts)
 	res, _ := r.Run(ctx) // how the run ended is in res, and compared below
+	for res.StopReason == toolrun.StopAwaitingApproval {
+		given := 0
+		for _, p := range res.Pending {
+			if d, ok := approvals[p.Call.ID]; ok && r.Decide(p.Call.ID, d) == nil {
+				given++
+			}
+		}
+		if given < len(res.Pending) {
+			break // the recording awaited a person here too, or diverged
+		}
+		res, _ = r.Run(ctx)
+	}
 
 	rep := &ReplayReport{Result: res, ReplayedStop: res.StopReason}
 	if recStop != nil {

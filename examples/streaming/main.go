@@ -1,7 +1,6 @@
 // Command streaming prints a toolrun run live in the terminal: the model's
-// text as it streams in, each tool call as soon as its block is whole, the
-// tools starting while the rest of the response still streams
-// (Options.EarlyToolStart), their results, and how the run ended.
+// text as it streams in, each tool call once its response is whole, the
+// tools running in parallel, their results, and how the run ended.
 //
 // Without ANTHROPIC_API_KEY the model is a scripted one on a local fake
 // server that streams slowly, so the example runs offline; with it, the same
@@ -62,7 +61,7 @@ type weatherIn struct {
 }
 
 // weather is the example's tool. It takes a while, longer for far-away
-// cities, so that starting it early shows.
+// cities, so that the calls running in parallel show.
 func weather() toolrun.Tool {
 	return toolrun.NewTool("get_weather", "Reports the current weather in a city.",
 		func(ctx context.Context, in weatherIn) (string, error) {
@@ -125,10 +124,9 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 		MaxTokens: 1024,
 		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))},
 	}, []toolrun.Tool{weather()}, &toolrun.Options{
-		Logger:         slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError})),
-		Stream:         true,
-		EarlyToolStart: true,
-		StreamRetry:    toolrun.RetryPolicy{InitialBackoff: 200 * time.Millisecond},
+		Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError})),
+		Stream:      true,
+		StreamRetry: toolrun.RetryPolicy{InitialBackoff: 200 * time.Millisecond},
 	})
 	fmt.Fprintf(out, "user: %s\n", prompt)
 	start := time.Now()

@@ -16,17 +16,17 @@ func TestRun(t *testing.T) {
 	}{
 		{"streams", false, []string{
 			"claude: I'll look up both cities at once.",
+			"(response complete: tool_use)",
 			`→ get_weather {"city":"Paris"}`,
 			`→ get_weather {"city":"Tokyo"}`,
-			"(response complete: tool_use)",
 			"← toolu_01: Paris: 21°C",
 			"claude: Right now Paris is sunny",
 			"stopped: end_turn after 2 turns, 2 tool calls",
 		}},
 		{"retries a broken stream", true, []string{
-			`→ get_weather {"city":"Paris"}`,
 			"✗ the response broke off",
 			"claude: I'll look up both cities at once.",
+			`→ get_weather {"city":"Paris"}`,
 			"stopped: end_turn after 2 turns, 2 tool calls",
 		}},
 	}
