@@ -38,8 +38,11 @@
 //
 // Every run ends with a [StopReason] in its [Result]: the model finished,
 // the turn limit ([Options.MaxTurns], 25 by default), max_tokens, a refusal,
-// the context window, a call awaiting approval, a hook, cancellation or an
-// error. Reaching a limit is logged, never silent.
+// the context window, a call awaiting approval, a hook, a budget, a
+// malformed response, cancellation or an error. A run that stops short of
+// the model's answer returns an error with the Result — a failure, or a
+// limit the caller set ([ErrMaxTurns], [ErrBudget]) — so a caller who checks
+// only err cannot miss it; awaiting approval is a suspension, not an error.
 //
 // To drive the loop turn by turn, range over [Runner.Turns] or call
 // [Runner.Next]. Each [Turn] is the model's response before the runner acts
@@ -70,28 +73,56 @@
 // # Approval and policy
 //
 // Before a call runs, the Allow and Deny lists, [Options.Decide] and the
-// tool's [ToolConfig.Policy] decide it: allow (possibly with other input),
-// deny with a reason the model receives, skip with a result the caller
-// supplies, or defer to a person. A deferred call suspends the run with
-// [StopAwaitingApproval]; [Runner.State] is plain data that round-trips
-// through JSON, and [Resume] continues it — in another process if need be —
-// once [Runner.Decide] has the decisions. No call that already ran runs
-// again.
+// tool's [ToolConfig.Policy] decide it, in one order written once (see
+// [Policy]): allow (possibly with other input), deny with a reason the
+// model receives, skip with a result the caller supplies, or defer to a
+// person. Deny rules from every source win; a person's decision and a
+// remembered Always approval only answer a deferral. A deferred call
+// suspends the run with [StopAwaitingApproval]; [Runner.State] is plain
+// data that round-trips through JSON (signed with [Options.StateKey]), and
+// [Resume] continues it — in another process if need be — once
+// [Runner.Decide] has the decisions. No call that already ran runs again.
+//
+// # How a turn flows
+//
+// A run is one state machine. The engine looks at the run's [State] and
+// says what happens next: hand out a turn, run these calls, or stopped.
+// Every driver is a short loop over it: [Runner.Next], [Runner.Turns],
+// [Runner.Run], [Runner.Events], and [Runner.Advance] with
+// [Runner.ExecuteCall] for runs whose calls go elsewhere (the Temporal
+// module). The calls go to one executor, a bounded errgroup that runs them
+// in the groups [Batches] gives (an exclusive tool's call alone), journals
+// each as started before it runs, and answers it. A call's life is one
+// [CallPhase]: new, decided, started, answered.
+//
+//	drivers:  Run · Turns · Next · Events · Advance/ExecuteCall
+//	             │ each a short loop over
+//	             ▼
+//	engine:   step(State) → hand out a turn │ run these calls │ stopped
+//	             │ calls to run
+//	             ▼
+//	executor: one bounded errgroup; batches from Batches
+//	             │ results
+//	             ▼
+//	state:    State (plain data, JSON, optionally signed) — the only copy
 //
 // # Streaming
 //
 // With [Options.Stream], responses arrive as deltas; [Runner.Events] yields
 // every event of the run on the caller's goroutine, with back-pressure, and
-// [Runner.RunStream] drains it into a [Result]. [Options.EarlyToolStart]
-// starts each call as soon as its block is whole. A stream that fails midway
-// is requested again ([Options.StreamRetry]) and nothing from it reaches the
-// history.
+// [Runner.Run] streams too, without handing out the events. A stream that
+// fails midway, or sends nothing for [Options.StreamIdleTimeout], is
+// requested again ([Options.StreamRetry]) and nothing from it reaches the
+// history; no call starts before its response is whole.
 //
 // # Context and cost
 //
 // Requests use prompt caching by default ([Options.NoCache],
-// [Options.CacheTTL]). [Options.Budget] stops a run before the step that
-// could pass a token, cost, time or tool-call bound ([StopBudget]).
+// [Options.CacheTTL]). [Options.Budget] stops a run before any request
+// (compaction's and retries' included) or tool calls that could pass a
+// token, cost or tool-call bound ([StopBudget]); its wall time is a
+// deadline on what is in flight. A cost budget for a model with no known
+// price is an error, never a silent $0.
 // [Options.Compaction] and [Runner.CompactBeforeNextTurn] compact a long
 // history between turns, on the server or client-side. [Options.Thread]
 // runs on a message thread. Oversized tool results reach the model
