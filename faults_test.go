@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +41,8 @@ const (
 // whatever happens:
 //
 //   - every run ends with a defined StopReason, and returns an error exactly
-//     when it stopped with StopError or StopCanceled; a run that no fault
+//     when it stopped short of the model's answer (StopError, StopCanceled,
+//     StopMalformedResponse, StopMaxTurns); a run that no fault
 //     stopped ends as its script says, after as many turns and with as many
 //     messages;
 //   - every history the runner sends passes the server's validation, and so
@@ -48,22 +50,19 @@ const (
 //   - no tool_use id runs twice (see below);
 //   - no goroutine outlives the runs.
 //
-// What "no tool_use id runs twice" means: without Options.EarlyToolStart, a
-// call's tool is entered at most once, whatever the faults and however often
-// the run is resumed after an error. With early start, a call starts while
-// its response is still streaming in; if the response then fails, the call is
-// cancelled, reported, and started afresh from the retried response (which
-// carries the same ids), so its tool may be entered once per attempt of the
-// response; that is the documented behaviour (see StreamRetried.Discarded).
-// What is promised there, and checked for every call of every run, is that
-// (1) the tool is entered at most once per response of the call's turn
-// that began (the server counts them), and never while an earlier entry of
-// the same call is still running; (2) each entry is reported by a
-// ToolFinished with Ran set, so no execution goes unaccounted for; and (3)
-// the one result the model receives for the id comes from the last entry,
-// the one of the response that arrived whole: no result of an attempt that
-// failed reaches the model. Each tool result names its id and the entry it
-// came from to check that.
+// What "no tool_use id runs twice" means: a call's tool is entered at most
+// once, whatever the faults and however often the run is resumed after an
+// error, and never while an earlier entry of the same call still runs; each
+// entry is reported by a ToolFinished with Ran set; and the one result the
+// model receives for the id comes from that entry. No call starts before
+// its response is whole, so a response that fails midway, stalls, repeats
+// a tool_use id or ends in max_tokens or refusal runs nothing.
+//
+// The faults: 429, 529 and 500 statuses; error events and dropped
+// connections mid-stream and mid-body; slow streams; stalled responses,
+// streamed or not, ended by Options.StreamIdleTimeout and
+// Options.RequestTimeout (a run still going at its 30-second deadline is a
+// hang); responses whose tool_use ids repeat; and cancellation.
 //
 // Each run's replies and faults come from its own PCG, seeded with the
 // test's seed and the run's number, which the responder reads from the
@@ -348,10 +347,23 @@ func (st *faultRunState) respond(req *toolruntest.Request) toolruntest.Reply {
 		} else {
 			r.Fault = toolruntest.Fault{DropAfter: 1 + st.faults.IntN(300), RetryAfter: ms}
 		}
-	case x < 95:
+	case x < 93:
 		r.Fault = toolruntest.Fault{EventDelay: ms}
-	default:
+	case x < 95:
 		r.Fault = toolruntest.Fault{EventDelay: ms, StreamErrorAfter: 1 + st.faults.IntN(24)}
+	case x < 97: // a stalled model: the idle or request timeout ends the attempt
+		if req.Stream {
+			r.Fault = toolruntest.Fault{StallAfter: 1 + st.faults.IntN(24)}
+		} else {
+			r.Fault = toolruntest.Fault{StallAfter: 1 + st.faults.IntN(300)}
+		}
+	default: // a response whose tool_use ids repeat: asked for again
+		for i, b := range r.Content {
+			if b.Type == "tool_use" {
+				r.Content = slices.Insert(slices.Clone(r.Content), i+1, b)
+				break
+			}
+		}
 	}
 	if r.Fault.Status == 0 {
 		if st.began == nil {
@@ -462,7 +474,7 @@ type faultTally struct {
 	stops     map[toolrun.StopReason]int
 	resumed   int // runs run again after an error
 	retried   int // streams retried
-	reentered int // calls whose tool early start entered more than once
+	reentered int // calls whose tool was entered more than once: always 0
 }
 
 func (t *faultTally) add(u faultTally) {
@@ -479,7 +491,7 @@ func (t *faultTally) add(u faultTally) {
 }
 
 func (t *faultTally) String() string {
-	return fmt.Sprintf("%d requests; stops %v; %d runs resumed after an error, %d streams retried, %d calls entered again after early start",
+	return fmt.Sprintf("%d requests; stops %v; %d runs resumed after an error, %d streams retried, %d calls run twice",
 		t.requests, t.stops, t.resumed, t.retried, t.reentered)
 }
 
@@ -502,6 +514,10 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		MaxParallelTools: p.parallel,
 		Stream:           p.mode != unstreamed,
 		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
+		// Stalled responses end fast, so that the suite stays quick; a
+		// hang would be a run that passes the suite's deadline.
+		StreamIdleTimeout: 200 * time.Millisecond,
+		RequestTimeout:    300 * time.Millisecond,
 		OnEvent: func(_ context.Context, e toolrun.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -551,7 +567,8 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	st.mu.Unlock()
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
-		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError:
+		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
+		toolrun.StopMalformedResponse:
 	default:
 		failf("got StopReason %q, which is none of the defined ones", res.StopReason)
 	}
@@ -564,20 +581,26 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		failf("got %q with the error %v, want one wrapping ErrMaxTurns", res.StopReason, err)
 	case err == nil && res.StopReason == toolrun.StopMaxTurns:
 		failf("got %q with no error, want one wrapping ErrMaxTurns", res.StopReason)
-	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns:
-		failf("got %q with the error %v, want StopError, StopCanceled or StopMaxTurns", res.StopReason, err)
+	case err != nil && res.StopReason == toolrun.StopMalformedResponse && !errors.Is(err, toolrun.ErrMalformedResponse):
+		failf("got %q with the error %v, want one wrapping ErrMalformedResponse", res.StopReason, err)
+	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns &&
+		res.StopReason != toolrun.StopMalformedResponse:
+		failf("got %q with the error %v, want StopError, StopCanceled, StopMaxTurns or StopMalformedResponse", res.StopReason, err)
 	case cancelled:
 		if res.StopReason != toolrun.StopCanceled || !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
 			failf("got %q, %v; want StopCanceled with a *TurnError wrapping context.Canceled", res.StopReason, err)
 		}
-	case err != nil && res.StopReason != toolrun.StopMaxTurns:
+	case err != nil && res.StopReason != toolrun.StopMaxTurns && res.StopReason != toolrun.StopMalformedResponse:
 		// Only requests fail here, and each failure had its retries.
 		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
 			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			failf("the run hung: %v", err)
+		if ctx.Err() != nil {
+			failf("the run hung past its 30 s deadline: %v", err)
 		}
+	case res.StopReason == toolrun.StopMalformedResponse:
+		// Two responses in a row repeated a tool_use id: the run stops
+		// with the history as it was, checked above, and nothing ran.
 	default:
 		want, turns := p.stopReason, p.turns
 		if p.maxTurns != 0 && p.maxTurns < p.turns {

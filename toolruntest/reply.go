@@ -97,6 +97,12 @@ type Fault struct {
 	// request that is not streamed. A client that goes away, or
 	// [Server.Close], ends the wait.
 	EventDelay time.Duration
+	// StallAfter, if positive, makes the server send this many server-sent
+	// events of a streamed reply, or this many bytes of the JSON body of one
+	// that is not streamed, then send nothing more, holding the connection
+	// open until the client goes away or [Server.Close]: a stalled model, to
+	// test a client's idle and request timeouts.
+	StallAfter int
 }
 
 // Text returns a text block for a [Reply].

@@ -426,7 +426,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, m, f2, id)
 	default:
 		s.setStatus(req, http.StatusOK)
-		writeMessage(w, m, f2, id)
+		if f2.StallAfter > 0 {
+			s.stallMessage(w, r, m, f2, id)
+		} else {
+			writeMessage(w, m, f2, id)
+		}
 	}
 }
 
@@ -541,6 +545,20 @@ func writeMessage(w http.ResponseWriter, m message, f Fault, requestID string) {
 	abort(w)
 }
 
+// stallMessage sends the first f.StallAfter bytes of m as a JSON body, then
+// nothing until the client leaves or the server closes.
+func (s *Server) stallMessage(w http.ResponseWriter, r *http.Request, m message, f Fault, requestID string) {
+	body := mustMarshal(m.wire(false))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", requestID)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body[:min(f.StallAfter, len(body)-1)])
+	http.NewResponseController(w).Flush()
+	s.pause(r.Context(), 24*time.Hour)
+	abort(w)
+}
+
 // stream answers with m as server-sent events, as f shapes them.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, f Fault, requestID string) {
 	rc := http.NewResponseController(w)
@@ -565,6 +583,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, f Fau
 	if f.DropAfter > 0 {
 		limit = min(limit, f.DropAfter)
 	}
+	if f.StallAfter > 0 {
+		limit = min(limit, f.StallAfter)
+	}
 	var buf []byte
 	for _, ev := range evs[:limit] {
 		if !s.pause(r.Context(), f.EventDelay) {
@@ -578,6 +599,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, f Fau
 		if rc.Flush() != nil {
 			return
 		}
+	}
+	if f.StallAfter > 0 {
+		s.pause(r.Context(), 24*time.Hour)
+		abort(w)
+		return
 	}
 	if f.DropAfter > 0 && (f.StreamErrorAfter <= 0 || f.DropAfter <= f.StreamErrorAfter) {
 		abort(w)
