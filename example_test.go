@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -236,8 +237,86 @@ func ExampleBudget() {
 		Budget: toolrun.Budget{InputTokens: 7000},
 		Logger: slog.New(slog.DiscardHandler),
 	})
-	res, _ := r.Run(context.Background())
+	res, err := r.Run(context.Background())
 	fmt.Println(res.StopReason, res.Budget, res.Turns)
+	fmt.Println(errors.Is(err, toolrun.ErrBudget))
 	// Output:
 	// budget input_tokens 3
+	// true
+}
+
+// A large tool result gets a cache breakpoint of its own, as the API's
+// docs suggest: the turns after it read it from the prompt cache.
+func ExampleToolResult_cacheControl() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "read_manual", map[string]string{})),
+		toolruntest.Message(toolruntest.Text("The manual says to restart it.")),
+	)
+	defer server.Close()
+
+	manual := toolrun.NewTool("read_manual", "Read the whole manual", func(ctx context.Context, in struct{}) (string, error) {
+		return strings.Repeat("Chapter text. ", 5000), nil
+	})
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 256,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("How do I fix it?"))},
+	}, []toolrun.Tool{manual}, &toolrun.Options{
+		Logger: slog.New(slog.DiscardHandler),
+		AfterTool: func(ctx context.Context, res *toolrun.ToolResult) error {
+			size := 0
+			for _, c := range res.Content {
+				if c.OfText != nil {
+					size += len(c.OfText.Text)
+				}
+			}
+			if size > 10_000 {
+				res.CacheControl = anthropic.NewBetaCacheControlEphemeralParam()
+			}
+			return nil
+		},
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var sent struct {
+		Messages []struct {
+			Content []struct {
+				Type         string          `json:"type"`
+				CacheControl json.RawMessage `json:"cache_control"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(server.Requests()[1].Body, &sent)
+	result := sent.Messages[2].Content[0]
+	fmt.Println(result.Type, string(result.CacheControl))
+	// Output:
+	// tool_result {"type":"ephemeral"}
+}
+
+// A turn limit the caller set is an error alongside the Result, so code
+// that checks only err cannot miss that the run did not finish.
+func ExampleErrMaxTurns() {
+	server := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
+	})
+	defer server.Close()
+	poll := toolrun.NewTool("poll", "Poll the job", func(ctx context.Context, in struct{}) (string, error) {
+		return "still running", nil
+	})
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 256,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Wait for the job"))},
+	}, []toolrun.Tool{poll}, &toolrun.Options{MaxTurns: 3, Logger: slog.New(slog.DiscardHandler)})
+	res, err := r.Run(context.Background())
+	fmt.Println(errors.Is(err, toolrun.ErrMaxTurns), res.StopReason, res.Turns)
+
+	r.SetMaxTurns(4) // raise the limit and go on
+	res, err = r.Run(context.Background())
+	fmt.Println(errors.Is(err, toolrun.ErrMaxTurns), res.StopReason, res.Turns)
+	// Output:
+	// true max_turns 3
+	// true max_turns 4
 }
