@@ -215,10 +215,10 @@ func estimateInput(params *anthropic.BetaMessageNewParams, lastInput int64, last
 	return int64(len(b))
 }
 
-// DefaultMaxResultBytes bounds the text of a tool result sent to the model
+// defaultMaxResultBytes bounds the text of a tool result sent to the model
 // when neither [ToolConfig.MaxResultBytes] nor [Options.MaxResultBytes] is
 // set.
-const DefaultMaxResultBytes = 100_000
+const defaultMaxResultBytes = 100_000
 
 // resultLimit returns the text limit of a tool's results, or 0 for none.
 func (r *Runner) resultLimit(e *toolEntry) int {
@@ -230,7 +230,7 @@ func (r *Runner) resultLimit(e *toolEntry) int {
 	case n < 0:
 		return 0
 	case n == 0:
-		return DefaultMaxResultBytes
+		return defaultMaxResultBytes
 	}
 	return n
 }

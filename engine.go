@@ -763,9 +763,6 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 	return res, nil
 }
 
-// ErrAwaitingApproval is returned by [Runner.ExecuteCall] for a call
-// deferred to a person and not decided yet.
-var ErrAwaitingApproval = errors.New("toolrun: tool call awaits approval")
 
 // PlannedCall is a call of the pending turn that is decided and allowed,
 // ready to be run with [Runner.ExecuteCall], with what a scheduler needs to

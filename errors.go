@@ -55,6 +55,12 @@ var (
 	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
 	// state whose signature does not match Options.StateKey.
 	ErrStateSignature = errors.New("toolrun: state signature does not match")
+	// ErrAwaitingApproval is returned by [Runner.ExecuteCall] for a call
+	// deferred to a person and not decided yet.
+	ErrAwaitingApproval = errors.New("toolrun: tool call awaits approval")
+	// ErrStreamIdle is wrapped by the [StreamError] of a streamed response that
+	// sent no bytes for Options.StreamIdleTimeout.
+	ErrStreamIdle = errors.New("toolrun: the stream sent nothing for too long")
 	// ErrUnknownPrice is wrapped by the error of a run with a cost budget
 	// whose model has no price in Options.Prices or [DefaultPrices].
 	ErrUnknownPrice = errors.New("toolrun: no price for the model")

@@ -18,18 +18,18 @@ const Unlimited = -1
 // [Options.MaxParallelTools] is zero.
 const DefaultMaxParallelTools = 8
 
-// DefaultRequestTimeout bounds each attempt of a model request that is not
+// defaultRequestTimeout bounds each attempt of a model request that is not
 // streamed, when [Options.RequestTimeout] is zero.
-const DefaultRequestTimeout = 10 * time.Minute
+const defaultRequestTimeout = 10 * time.Minute
 
-// DefaultStreamIdleTimeout is how long a streamed response may send nothing
+// defaultStreamIdleTimeout is how long a streamed response may send nothing
 // before the attempt counts as failed, when [Options.StreamIdleTimeout] is
 // zero. The API sends a ping at least every few seconds while it works.
-const DefaultStreamIdleTimeout = 90 * time.Second
+const defaultStreamIdleTimeout = 90 * time.Second
 
-// DefaultCancelGrace is how long a cancelled run waits for its running tool
+// defaultCancelGrace is how long a cancelled run waits for its running tool
 // calls to return, when [Options.CancelGrace] is zero.
-const DefaultCancelGrace = 5 * time.Second
+const defaultCancelGrace = 5 * time.Second
 
 // Options configures a [Runner]. The zero value is ready to use: it logs to
 // slog.Default(), stops after [DefaultMaxTurns] turns, runs up to
@@ -88,7 +88,7 @@ type Options struct {
 	// still running after it is abandoned: it stays journaled as started, so
 	// it is answered as interrupted ([ErrInterrupted]) and never run again
 	// unless its tool is idempotent, and it is logged at Error. Zero means
-	// [DefaultCancelGrace].
+	// 5 seconds.
 	CancelGrace time.Duration
 
 	// Allow, if non-nil, lists the only tool names that may run; calls of
@@ -161,7 +161,7 @@ type Options struct {
 	// MaxResultBytes bounds the text of each tool result sent to the model,
 	// for tools that set no [ToolConfig.MaxResultBytes]: a longer result is
 	// truncated with a note telling the model so, while hooks, events and
-	// transcripts see it whole. Zero means [DefaultMaxResultBytes]; a
+	// transcripts see it whole. Zero means 100,000; a
 	// negative value means no bound.
 	MaxResultBytes int
 
@@ -203,14 +203,14 @@ type Options struct {
 
 	// StreamIdleTimeout is how long a streamed response may send no bytes
 	// (not even a ping) before the attempt fails and is retried like any
-	// other stream fault. Zero means [DefaultStreamIdleTimeout]; a negative
+	// other stream fault. Zero means 90 seconds; a negative
 	// value means no bound.
 	StreamIdleTimeout time.Duration
 
 	// RequestTimeout bounds each attempt of a request that is not streamed,
 	// from sending it to the end of the response body; an attempt that
 	// passes it is retried by the anthropic client like a dropped
-	// connection. Zero means [DefaultRequestTimeout]; a negative value
+	// connection. Zero means 10 minutes; a negative value
 	// means no bound.
 	RequestTimeout time.Duration
 }
@@ -226,7 +226,7 @@ func (o *Options) maxParallel() int {
 // cancelGrace returns how long a cancelled run waits for its running calls.
 func (o *Options) cancelGrace() time.Duration {
 	if o.CancelGrace <= 0 {
-		return DefaultCancelGrace
+		return defaultCancelGrace
 	}
 	return o.CancelGrace
 }

@@ -165,7 +165,7 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 		return r.sendStream(ctx, turn, params)
 	}
 	var opts []option.RequestOption
-	if d := orDefault(r.opts.RequestTimeout, DefaultRequestTimeout); d > 0 {
+	if d := orDefault(r.opts.RequestTimeout, defaultRequestTimeout); d > 0 {
 		opts = append(opts, option.WithRequestTimeout(d))
 	}
 	if r.opts.Thread {

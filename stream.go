@@ -16,15 +16,15 @@ import (
 
 // The defaults of [RetryPolicy].
 const (
-	// DefaultStreamAttempts is the number of attempts of a streamed
+	// defaultStreamAttempts is the number of attempts of a streamed
 	// response, the first included, when [RetryPolicy.MaxAttempts] is zero.
-	DefaultStreamAttempts = 3
-	// DefaultInitialBackoff is the wait before the first retry when
+	defaultStreamAttempts = 3
+	// defaultInitialBackoff is the wait before the first retry when
 	// [RetryPolicy.InitialBackoff] is zero.
-	DefaultInitialBackoff = 500 * time.Millisecond
-	// DefaultMaxBackoff caps the waits between retries when
+	defaultInitialBackoff = 500 * time.Millisecond
+	// defaultMaxBackoff caps the waits between retries when
 	// [RetryPolicy.MaxBackoff] is zero.
-	DefaultMaxBackoff = 8 * time.Second
+	defaultMaxBackoff = 8 * time.Second
 )
 
 // RetryPolicy says how a streamed response that fails after it began is
@@ -35,28 +35,28 @@ const (
 // the anthropic client itself, per its own option.WithMaxRetries, and not
 // again here.
 //
-// The zero value means [DefaultStreamAttempts] attempts, waiting
-// [DefaultInitialBackoff] before the first retry and twice as long before
-// each next one, up to [DefaultMaxBackoff]. Each wait is shortened by a
+// The zero value means 3 attempts, waiting
+// 500 ms before the first retry and twice as long before
+// each next one, up to 8 seconds. Each wait is shortened by a
 // random part of up to a quarter, so that many runs failing at once do not
 // retry in step. A "retry-after-ms" or "retry-after" header on the failed
 // response replaces the computed wait. Every wait ends early when the run's
 // context is cancelled.
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one turn's streamed response, the
-	// first included. Zero means [DefaultStreamAttempts]; 1 or less means a
+	// first included. Zero means 3; 1 or less means a
 	// failed stream is not retried.
 	MaxAttempts int
 	// InitialBackoff is the wait before the first retry. Zero means
-	// [DefaultInitialBackoff].
+	// 500 ms.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the computed waits. Zero means [DefaultMaxBackoff].
+	// MaxBackoff caps the computed waits. Zero means 8 seconds.
 	MaxBackoff time.Duration
 }
 
 func (p RetryPolicy) attempts() int {
 	if p.MaxAttempts == 0 {
-		return DefaultStreamAttempts
+		return defaultStreamAttempts
 	}
 	return max(1, p.MaxAttempts)
 }
@@ -69,10 +69,10 @@ func (p RetryPolicy) delay(n int, resp *http.Response, err error) time.Duration 
 	}
 	initial, ceiling := p.InitialBackoff, p.MaxBackoff
 	if initial <= 0 {
-		initial = DefaultInitialBackoff
+		initial = defaultInitialBackoff
 	}
 	if ceiling <= 0 {
-		ceiling = DefaultMaxBackoff
+		ceiling = defaultMaxBackoff
 	}
 	d := initial
 	for i := 1; i < n && d < ceiling; i++ {
@@ -137,9 +137,6 @@ func (e *StreamError) Error() string {
 // Unwrap returns the attempt's failure.
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// ErrStreamIdle is wrapped by the [StreamError] of a streamed response that
-// sent no bytes for Options.StreamIdleTimeout.
-var ErrStreamIdle = errors.New("toolrun: the stream sent nothing for too long")
 
 // errStreamEnded is the failure of a stream whose body ended cleanly
 // before message_stop.
@@ -221,7 +218,7 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 	r := st.r
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idle := orDefault(r.opts.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	idle := orDefault(r.opts.StreamIdleTimeout, defaultStreamIdleTimeout)
 	var watchdog *time.Timer
 	if idle > 0 {
 		watchdog = time.AfterFunc(idle, func() { cancel(ErrStreamIdle) })
