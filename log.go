@@ -8,10 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun/internal/wire"
 )
 
 // LogEnv is the environment variable that turns up a runner's logging, as
@@ -192,7 +191,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			"stop_reason", string(e.Message.StopReason), "input_tokens", e.Message.Usage.InputTokens,
 			"output_tokens", e.Message.Usage.OutputTokens, "duration", e.Duration)
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
-			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(ResponseJSON(e.Message)))
+			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(wire.ResponseJSON(e.Message)))
 		}
 	case ToolDecided:
 		switch e.Decision.Kind {
@@ -245,40 +244,6 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			log.WarnContext(ctx, "toolrun: run stopped", attrs...)
 		}
 	}
-}
-
-// ResponseJSON returns m as the API sent it: the raw JSON of a response
-// received whole, or, for one accumulated from a stream (whose raw JSON is
-// that of its message_start), the message rebuilt from its fields. Loggers
-// and recorders use it for the body of a [ResponseReceived].
-func ResponseJSON(m *anthropic.BetaMessage) []byte {
-	raw := []byte(m.RawJSON())
-	var head struct {
-		Content    []json.RawMessage `json:"content"`
-		StopReason *string           `json:"stop_reason"`
-	}
-	if json.Unmarshal(raw, &head) == nil && len(head.Content) == len(m.Content) && head.StopReason != nil {
-		return raw
-	}
-	p := m.ToParam()
-	content := []anthropic.BetaContentBlockParamUnion{}
-	if p.OfAssistant != nil {
-		content = append(content, p.OfAssistant.Content...)
-	}
-	b, err := json.Marshal(struct {
-		ID           string                                 `json:"id"`
-		Type         string                                 `json:"type"`
-		Role         string                                 `json:"role"`
-		Model        string                                 `json:"model"`
-		Content      []anthropic.BetaContentBlockParamUnion `json:"content"`
-		StopReason   string                                 `json:"stop_reason"`
-		StopSequence string                                 `json:"stop_sequence,omitempty"`
-		Usage        Usage                                  `json:"usage"`
-	}{m.ID, "message", "assistant", string(m.Model), content, string(m.StopReason), m.StopSequence, usageOf(m)})
-	if err != nil {
-		return []byte(strconv.Quote(err.Error()))
-	}
-	return b
 }
 
 func decisionVerb(k DecisionKind) string {

@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/toolrun/toolrun/internal/wire"
 )
 
 // request sends the next turn's request, makes its response the pending
@@ -58,7 +59,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		}
 		err = fmt.Errorf("%w: turn %d: %v", ErrMalformedResponse, n, bad)
 		r.log.ErrorContext(ctx, "toolrun: malformed response twice; the run stops", "turn", n, "error", err.Error(),
-			"response", string(ResponseJSON(m)))
+			"response", string(wire.ResponseJSON(m)))
 		r.fail(ctx, err, "")
 		return nil
 	}

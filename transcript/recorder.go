@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/wire"
 )
 
 // RecorderOptions configures a [Recorder]. The zero value is ready to use.
@@ -103,7 +104,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Body = r.redactJSON(body)
 	case toolrun.ResponseReceived:
 		en.Type = TypeResponse
-		en.Body = r.redactJSON(toolrun.ResponseJSON(e.Message))
+		en.Body = r.redactJSON(wire.ResponseJSON(e.Message))
 		en.DurationMS = ms(e.Duration)
 	case toolrun.ToolDecided:
 		en.Type = TypeDecision
