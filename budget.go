@@ -31,13 +31,17 @@ type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
-	// [Options.Prices] (or [DefaultPrices]) by model.
+	// [Budget.Prices] (or [DefaultPrices]) by model.
 	CostUSD float64
 	// WallTime bounds the run's time from its first step in this process,
 	// as a deadline on its requests and tools.
 	WallTime time.Duration
 	// ToolCalls bounds the tool calls answered.
 	ToolCalls int
+	// Prices prices models for CostUSD and [Result.CostUSD], by model name
+	// prefix (see [DefaultPrices] for how names match); models it lacks are
+	// priced by DefaultPrices.
+	Prices map[string]Price
 }
 
 // Price is what a model costs, in US dollars per million tokens. Cache
@@ -62,7 +66,7 @@ type Price struct {
 // "us.anthropic.claude-sonnet-4-5-20250929-v1:0" and
 // "claude-sonnet-4-5@20250929" are one model. The longest prefix that
 // matches wins. The figures may lag behind the price list: set
-// [Options.Prices] to override them. Each call returns a new map.
+// [Budget.Prices] to override them. Each call returns a new map.
 func DefaultPrices() map[string]Price {
 	return map[string]Price{
 		"claude-opus":       {InputPerMTok: 5, OutputPerMTok: 25},
@@ -161,7 +165,7 @@ func costOf(p Price, m *anthropic.BetaMessage) float64 {
 // for.
 func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) (*Result, error) {
 	b := r.opts.Budget
-	if b == (Budget{}) {
+	if b.InputTokens == 0 && b.OutputTokens == 0 && b.CostUSD == 0 && b.WallTime == 0 && b.ToolCalls == 0 {
 		return nil, nil
 	}
 	if b.WallTime > 0 && time.Since(r.started) >= b.WallTime {
@@ -180,9 +184,9 @@ func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput i
 		return budgetStop(BudgetOutputTokens, fmt.Sprintf("output-token budget of %d could be exceeded: %d used, the next request may write up to %d (max_tokens)", b.OutputTokens, u.OutputTokens, out)), nil
 	}
 	if b.CostUSD > 0 {
-		p, ok := priceOf(r.opts.Prices, string(params.Model))
+		p, ok := priceOf(r.opts.Budget.Prices, string(params.Model))
 		if !ok {
-			return nil, fmt.Errorf("%w %q: Budget.CostUSD cannot bound it; price it in Options.Prices", ErrUnknownPrice, params.Model)
+			return nil, fmt.Errorf("%w %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", ErrUnknownPrice, params.Model)
 		}
 		// Priced as uncached input: the most the request can cost.
 		next := (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6

@@ -77,7 +77,7 @@ func TestCostIsPriced(t *testing.T) {
 	params := userParams("go")
 	params.Model = "claude-custom-1"
 	res, err := toolrun.New(client(s), params, nil, &toolrun.Options{
-		Prices: map[string]toolrun.Price{"claude-custom": {InputPerMTok: 2, OutputPerMTok: 10}},
+		Budget: toolrun.Budget{Prices: map[string]toolrun.Price{"claude-custom": {InputPerMTok: 2, OutputPerMTok: 10}}},
 	}).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)

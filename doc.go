@@ -65,7 +65,7 @@
 //   - a panic: recovered, with the stack in the log ([*PanicError]); the
 //     process keeps running;
 //   - an unknown tool name: [ErrUnknownTool], with the list of tools;
-//   - a timeout: [*TimeoutError] ([Options.ToolTimeout], [ToolConfig.Timeout]).
+//   - a timeout: [*TimeoutError] ([Timeouts.Tool], [ToolConfig.Timeout]).
 //
 // [Options.AfterTool] sees every result before it is sent and may replace it
 // or end the run.
@@ -111,7 +111,7 @@
 // With [Options.Stream], responses arrive as deltas; [Runner.Events] yields
 // every event of the run on the caller's goroutine, with back-pressure, and
 // [Runner.Run] streams too, without handing out the events. A stream that
-// fails midway, or sends nothing for [Options.StreamIdleTimeout], is
+// fails midway, or sends nothing for [Timeouts.StreamIdle], is
 // requested again ([Options.StreamRetry]) and nothing from it reaches the
 // history; no call starts before its response is whole.
 //

@@ -763,7 +763,6 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 	return res, nil
 }
 
-
 // PlannedCall is a call of the pending turn that is decided and allowed,
 // ready to be run with [Runner.ExecuteCall], with what a scheduler needs to
 // know about its tool.
@@ -772,7 +771,7 @@ type PlannedCall struct {
 	// decision's, if it replaced the model's).
 	Call ToolCall `json:"call"`
 	// Exclusive, Idempotent and Timeout come from the tool's [ToolConfig];
-	// Timeout is the call's effective timeout ([Options.ToolTimeout] for a
+	// Timeout is the call's effective timeout ([Timeouts.Tool] for a
 	// tool that sets none), zero for none.
 	Exclusive  bool          `json:"exclusive,omitempty"`
 	Idempotent bool          `json:"idempotent,omitempty"`

@@ -59,10 +59,10 @@ var (
 	// deferred to a person and not decided yet.
 	ErrAwaitingApproval = errors.New("toolrun: tool call awaits approval")
 	// ErrStreamIdle is wrapped by the [StreamError] of a streamed response that
-	// sent no bytes for Options.StreamIdleTimeout.
+	// sent no bytes for Options.Timeouts.StreamIdle.
 	ErrStreamIdle = errors.New("toolrun: the stream sent nothing for too long")
 	// ErrUnknownPrice is wrapped by the error of a run with a cost budget
-	// whose model has no price in Options.Prices or [DefaultPrices].
+	// whose model has no price in Budget.Prices or [DefaultPrices].
 	ErrUnknownPrice = errors.New("toolrun: no price for the model")
 )
 

@@ -244,7 +244,7 @@ var errEventsStopped = fmt.Errorf("toolrun: the consumer of Runner.Events stoppe
 // Leaving the loop early cancels the run, which stops with [StopCanceled]
 // and stays resumable, as after a cancelled Run. No goroutine of the run
 // is left when the loop has ended (a tool that ignores its context is
-// abandoned after Options.CancelGrace). A panic in the loop body is the
+// abandoned after Options.Timeouts.CancelGrace). A panic in the loop body is the
 // caller's own and is not recovered.
 func (r *Runner) Events(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {

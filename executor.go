@@ -230,7 +230,7 @@ func (c *CallState) input() json.RawMessage {
 func (r *Runner) timeoutOf(e *toolEntry) time.Duration {
 	t := e.config.Timeout
 	if t == 0 {
-		t = r.opts.ToolTimeout
+		t = r.opts.Timeouts.Tool
 	}
 	return max(t, 0)
 }

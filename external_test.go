@@ -157,7 +157,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 					toolruntest.ToolUse("t2", "slow", map[string]any{})),
 				toolruntest.Message(toolruntest.Text("Sunny.")),
 			},
-			opts:         toolrun.Options{ToolTimeout: time.Second},
+			opts:         toolrun.Options{Timeouts: toolrun.Timeouts{Tool: time.Second}},
 			wantStop:     toolrun.StopEndTurn,
 			wantRuns:     map[string]int{"get_weather": 1, "slow": 1},
 			wantSeen:     []string{"t1 error=false sunny in Paris", "t2 error=false slow done"},

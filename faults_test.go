@@ -60,8 +60,8 @@ const (
 //
 // The faults: 429, 529 and 500 statuses; error events and dropped
 // connections mid-stream and mid-body; slow streams; stalled responses,
-// streamed or not, ended by Options.StreamIdleTimeout and
-// Options.RequestTimeout (a run still going at its 30-second deadline is a
+// streamed or not, ended by Options.Timeouts.StreamIdle and
+// Options.Timeouts.Request (a run still going at its 30-second deadline is a
 // hang); responses whose tool_use ids repeat; and cancellation.
 //
 // Each run's replies and faults come from its own PCG, seeded with the
@@ -516,8 +516,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
 		// Stalled responses end fast, so that the suite stays quick; a
 		// hang would be a run that passes the suite's deadline.
-		StreamIdleTimeout: 200 * time.Millisecond,
-		RequestTimeout:    300 * time.Millisecond,
+		Timeouts: toolrun.Timeouts{StreamIdle: 200 * time.Millisecond, Request: 300 * time.Millisecond},
 		OnEvent: func(_ context.Context, e toolrun.Event) {
 			mu.Lock()
 			defer mu.Unlock()

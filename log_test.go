@@ -81,7 +81,7 @@ func levels(t *testing.T, b *logBuffer) map[string]string {
 
 // noPrice is the warning for a model with no price: the tests' model has
 // none.
-const noPrice = "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Options.Prices)"
+const noPrice = "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Budget.Prices)"
 
 func TestAnthropicLog(t *testing.T) {
 	common := map[string]string{

@@ -19,16 +19,16 @@ const Unlimited = -1
 const DefaultMaxParallelTools = 8
 
 // defaultRequestTimeout bounds each attempt of a model request that is not
-// streamed, when [Options.RequestTimeout] is zero.
+// streamed, when [Timeouts.Request] is zero.
 const defaultRequestTimeout = 10 * time.Minute
 
 // defaultStreamIdleTimeout is how long a streamed response may send nothing
-// before the attempt counts as failed, when [Options.StreamIdleTimeout] is
+// before the attempt counts as failed, when [Timeouts.StreamIdle] is
 // zero. The API sends a ping at least every few seconds while it works.
 const defaultStreamIdleTimeout = 90 * time.Second
 
 // defaultCancelGrace is how long a cancelled run waits for its running tool
-// calls to return, when [Options.CancelGrace] is zero.
+// calls to return, when [Options.Timeouts.CancelGrace] is zero.
 const defaultCancelGrace = 5 * time.Second
 
 // Options configures a [Runner]. The zero value is ready to use: it logs to
@@ -79,17 +79,9 @@ type Options struct {
 	// means [DefaultMaxParallelTools]; 1 runs them one after another.
 	MaxParallelTools int
 
-	// ToolTimeout bounds each call of a tool that sets no
-	// [ToolConfig.Timeout]. Zero means no timeout.
-	ToolTimeout time.Duration
-
-	// CancelGrace bounds how long a cancelled run (its context done, or
-	// Budget.WallTime passed) waits for its running calls to return. A call
-	// still running after it is abandoned: it stays journaled as started, so
-	// it is answered as interrupted ([ErrInterrupted]) and never run again
-	// unless its tool is idempotent, and it is logged at Error. Zero means
-	// 5 seconds.
-	CancelGrace time.Duration
+	// Timeouts bound tool calls, requests, idle streams and the wait for
+	// cancelled calls; see [Timeouts]. The zero value has the defaults.
+	Timeouts Timeouts
 
 	// Allow, if non-nil, lists the only tool names that may run; calls of
 	// other tools are denied.
@@ -154,10 +146,6 @@ type Options struct {
 	// [Budget]. The zero value bounds nothing.
 	Budget Budget
 
-	// Prices prices models for Budget.CostUSD and [Result.CostUSD], by
-	// model name prefix; models it lacks are priced by [DefaultPrices].
-	Prices map[string]Price
-
 	// MaxResultBytes bounds the text of each tool result sent to the model,
 	// for tools that set no [ToolConfig.MaxResultBytes]: a longer result is
 	// truncated with a note telling the model so, while hooks, events and
@@ -192,7 +180,7 @@ type Options struct {
 	// and [Runner.Events] receive its text, thinking and tool input as
 	// [TextDelta], [ThinkingDelta] and [ToolInputDelta]. A stream that fails
 	// after it began (an error event, a dropped connection, no bytes for
-	// StreamIdleTimeout) is requested again per StreamRetry. No call starts
+	// Timeouts.StreamIdle) is requested again per StreamRetry. No call starts
 	// before its response is whole, so a response that ends in max_tokens
 	// or refusal, or fails and is retried, never runs a call.
 	Stream bool
@@ -200,19 +188,35 @@ type Options struct {
 	// StreamRetry says how a streamed response that fails after it began
 	// is requested again. The zero value means [RetryPolicy]'s defaults.
 	StreamRetry RetryPolicy
+}
 
-	// StreamIdleTimeout is how long a streamed response may send no bytes
-	// (not even a ping) before the attempt fails and is retried like any
-	// other stream fault. Zero means 90 seconds; a negative
-	// value means no bound.
-	StreamIdleTimeout time.Duration
+// Timeouts bound the parts of a run that wait on someone else: a tool, the
+// model, a stream. Each field's zero value means its default; a negative
+// value means no bound.
+type Timeouts struct {
+	// Tool bounds each call of a tool that sets no [ToolConfig.Timeout]. A
+	// call that times out sends the model an is_error result that says so,
+	// and its ctx is cancelled. Zero means no timeout.
+	Tool time.Duration
 
-	// RequestTimeout bounds each attempt of a request that is not streamed,
-	// from sending it to the end of the response body; an attempt that
-	// passes it is retried by the anthropic client like a dropped
-	// connection. Zero means 10 minutes; a negative value
-	// means no bound.
-	RequestTimeout time.Duration
+	// Request bounds each attempt of a request that is not streamed, from
+	// sending it to the end of the response body; an attempt that passes
+	// it is retried by the anthropic client like a dropped connection.
+	// Zero means 10 minutes.
+	Request time.Duration
+
+	// StreamIdle is how long a streamed response may send no bytes (not
+	// even a ping) before the attempt fails and is retried like any other
+	// stream fault. Zero means 90 seconds.
+	StreamIdle time.Duration
+
+	// CancelGrace bounds how long a cancelled run (its context done, or
+	// Budget.WallTime passed) waits for its running calls to return. A call
+	// still running after it is abandoned: it stays journaled as started, so
+	// it is answered as interrupted ([ErrInterrupted]) and never run again
+	// unless its tool is idempotent, and it is logged at Error. Zero means
+	// 5 seconds.
+	CancelGrace time.Duration
 }
 
 // maxParallel returns the bound on the calls of a turn that run at once.
@@ -225,10 +229,10 @@ func (o *Options) maxParallel() int {
 
 // cancelGrace returns how long a cancelled run waits for its running calls.
 func (o *Options) cancelGrace() time.Duration {
-	if o.CancelGrace <= 0 {
+	if o.Timeouts.CancelGrace <= 0 {
 		return defaultCancelGrace
 	}
-	return o.CancelGrace
+	return o.Timeouts.CancelGrace
 }
 
 // orDefault returns d for zero, no bound (0) for a negative value, and v

@@ -406,9 +406,9 @@ func stallClient(tr *stallTransport) anthropic.Client {
 }
 
 // TestNoHangOnAStalledResponse checks that a response that stalls after
-// its headers ends the attempt: a stream after Options.StreamIdleTimeout
+// its headers ends the attempt: a stream after Options.Timeouts.StreamIdle
 // (and is retried like any stream fault), a response that is not streamed
-// after Options.RequestTimeout.
+// after Options.Timeouts.Request.
 func TestNoHangOnAStalledResponse(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -421,7 +421,7 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 		{
 			name:         "stream idle",
 			tr:           &stallTransport{sse: true, head: "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"},
-			opts:         toolrun.Options{Stream: true, StreamIdleTimeout: 10 * time.Second, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second}},
+			opts:         toolrun.Options{Stream: true, Timeouts: toolrun.Timeouts{StreamIdle: 10 * time.Second}, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second}},
 			wantElapsed:  21 * time.Second, // 10 s idle, a 1 s backoff (less jitter), 10 s idle
 			wantRequests: 2,
 			wantIdle:     true,
@@ -429,7 +429,7 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 		{
 			name:         "stream stalled before any event",
 			tr:           &stallTransport{sse: true},
-			opts:         toolrun.Options{Stream: true, StreamIdleTimeout: 5 * time.Second, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 1}},
+			opts:         toolrun.Options{Stream: true, Timeouts: toolrun.Timeouts{StreamIdle: 5 * time.Second}, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 1}},
 			wantElapsed:  5 * time.Second,
 			wantRequests: 1,
 			wantIdle:     true,
@@ -437,7 +437,7 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 		{
 			name:         "unstreamed",
 			tr:           &stallTransport{head: `{"id":"m",`},
-			opts:         toolrun.Options{RequestTimeout: 30 * time.Second},
+			opts:         toolrun.Options{Timeouts: toolrun.Timeouts{Request: 30 * time.Second}},
 			wantElapsed:  30 * time.Second,
 			wantRequests: 1,
 		},
@@ -469,7 +469,7 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 }
 
 // TestCancelReturnsWhenAToolIgnoresItsContext checks that a cancelled run
-// returns after Options.CancelGrace even while a tool ignores its context,
+// returns after Options.Timeouts.CancelGrace even while a tool ignores its context,
 // that the call stays journaled as started, so that it is answered as
 // interrupted and never run again, and that it is logged at Error.
 func TestCancelReturnsWhenAToolIgnoresItsContext(t *testing.T) {
@@ -483,7 +483,7 @@ func TestCancelReturnsWhenAToolIgnoresItsContext(t *testing.T) {
 			return "late", nil
 		})
 		log, logs := newLogger()
-		opts := &toolrun.Options{Logger: log, CancelGrace: 3 * time.Second}
+		opts := &toolrun.Options{Logger: log, Timeouts: toolrun.Timeouts{CancelGrace: 3 * time.Second}}
 		client := anthropic.NewClient(option.WithAPIKey("unused"), option.WithBaseURL("http://127.0.0.1:1"))
 		r, err := toolrun.Resume(client, pendingState(t, "wait"), []toolrun.Tool{stubborn}, opts)
 		if err != nil {
@@ -653,8 +653,8 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 		params := userParams("go")
 		params.Model = "claude-unknown-9"
 		res, err := toolrun.New(client(s), params, nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{CostUSD: 1}}).Run(t.Context())
-		if !errors.Is(err, toolrun.ErrUnknownPrice) || !strings.Contains(err.Error(), "claude-unknown-9") || !strings.Contains(err.Error(), "Options.Prices") {
-			t.Errorf("Run = %v, want ErrUnknownPrice naming the model and Options.Prices", err)
+		if !errors.Is(err, toolrun.ErrUnknownPrice) || !strings.Contains(err.Error(), "claude-unknown-9") || !strings.Contains(err.Error(), "Budget.Prices") {
+			t.Errorf("Run = %v, want ErrUnknownPrice naming the model and Budget.Prices", err)
 		}
 		if len(s.Requests()) != 0 {
 			t.Errorf("%d requests sent, want none", len(s.Requests()))

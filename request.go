@@ -144,7 +144,7 @@ func checkResponse(m *anthropic.BetaMessage) error {
 // account adds a response's usage and cost to the run's.
 func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
 	r.st.Usage.add(usageOf(m))
-	price, ok := priceOf(r.opts.Prices, string(m.Model))
+	price, ok := priceOf(r.opts.Budget.Prices, string(m.Model))
 	if !ok {
 		r.st.CostIncomplete = true
 		if r.warnedPrice == nil {
@@ -152,7 +152,7 @@ func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
 		}
 		if !r.warnedPrice[string(m.Model)] {
 			r.warnedPrice[string(m.Model)] = true
-			r.log.WarnContext(ctx, "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Options.Prices)",
+			r.log.WarnContext(ctx, "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Budget.Prices)",
 				"model", string(m.Model))
 		}
 		return
@@ -166,7 +166,7 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 		return r.sendStream(ctx, turn, params)
 	}
 	var opts []option.RequestOption
-	if d := orDefault(r.opts.RequestTimeout, defaultRequestTimeout); d > 0 {
+	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
 		opts = append(opts, option.WithRequestTimeout(d))
 	}
 	if r.opts.Thread {

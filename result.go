@@ -108,7 +108,7 @@ type Result struct {
 	Pending []PendingCall
 	// Usage adds up every response of the run, compactions included.
 	Usage Usage
-	// CostUSD is what the responses cost, priced by Options.Prices or
+	// CostUSD is what the responses cost, priced by Budget.Prices or
 	// [DefaultPrices]. It is complete only if CostComplete is true.
 	CostUSD float64
 	// CostComplete reports that every response's model had a price. A

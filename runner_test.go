@@ -558,7 +558,7 @@ func TestToolTimeout(t *testing.T) {
 		toolruntest.Message(toolruntest.Text("ok")),
 	)
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{slow, stubborn}, &toolrun.Options{
-		Logger: discard(), ToolTimeout: 10 * time.Millisecond,
+		Logger: discard(), Timeouts: toolrun.Timeouts{Tool: 10 * time.Millisecond},
 	}).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)

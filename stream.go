@@ -30,7 +30,7 @@ const (
 // RetryPolicy says how a streamed response that fails after it began is
 // requested again: an error event in the stream, a connection dropped
 // mid-body, a body that ends before message_stop, or a stream that sends
-// nothing for Options.StreamIdleTimeout. Failures before the
+// nothing for Options.Timeouts.StreamIdle. Failures before the
 // stream begins (an HTTP error status, a refused connection) are retried by
 // the anthropic client itself, per its own option.WithMaxRetries, and not
 // again here.
@@ -114,7 +114,7 @@ func retryAfter(resp *http.Response, err error) (time.Duration, bool) {
 // StreamError is the failure of one attempt of a streamed response after it
 // began: an error event (Err is then an *anthropic.Error), a connection
 // dropped mid-body, a body that ended before message_stop (Err wraps
-// io.ErrUnexpectedEOF), or a stream idle for Options.StreamIdleTimeout (Err
+// io.ErrUnexpectedEOF), or a stream idle for Options.Timeouts.StreamIdle (Err
 // wraps [ErrStreamIdle]). Nothing of the failed response enters the history,
 // and no call of it is answered. The runner retries the turn per
 // [Options.StreamRetry]; when the attempts are spent, the run stops with
@@ -136,7 +136,6 @@ func (e *StreamError) Error() string {
 
 // Unwrap returns the attempt's failure.
 func (e *StreamError) Unwrap() error { return e.Err }
-
 
 // errStreamEnded is the failure of a stream whose body ended cleanly
 // before message_stop.
@@ -212,13 +211,13 @@ type streamAttempt struct {
 
 // receive streams the response, sending its deltas as they arrive, and
 // returns it once message_stop has arrived. A stream that sends nothing
-// (not even a ping) for Options.StreamIdleTimeout, before or after its
+// (not even a ping) for Options.Timeouts.StreamIdle, before or after its
 // headers, fails with ErrStreamIdle and counts as begun, so it is retried.
 func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	r := st.r
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idle := orDefault(r.opts.StreamIdleTimeout, defaultStreamIdleTimeout)
+	idle := orDefault(r.opts.Timeouts.StreamIdle, defaultStreamIdleTimeout)
 	var watchdog *time.Timer
 	if idle > 0 {
 		watchdog = time.AfterFunc(idle, func() { cancel(ErrStreamIdle) })

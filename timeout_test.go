@@ -50,7 +50,7 @@ func TestTimeoutsInFakeTime(t *testing.T) {
 					return "", ctx.Err()
 				})
 			},
-			opts: toolrun.Options{ToolTimeout: 30 * time.Second},
+			opts: toolrun.Options{Timeouts: toolrun.Timeouts{Tool: 30 * time.Second}},
 			want: 30 * time.Second, wantErr: true,
 		},
 		{
@@ -63,7 +63,7 @@ func TestTimeoutsInFakeTime(t *testing.T) {
 				ft.Timeout = 2 * time.Minute
 				return ft
 			},
-			opts: toolrun.Options{ToolTimeout: 30 * time.Second},
+			opts: toolrun.Options{Timeouts: toolrun.Timeouts{Tool: 30 * time.Second}},
 			want: 2 * time.Minute, wantErr: true,
 		},
 		{
@@ -76,7 +76,7 @@ func TestTimeoutsInFakeTime(t *testing.T) {
 				ft.Timeout = -1
 				return ft
 			},
-			opts: toolrun.Options{ToolTimeout: 30 * time.Second},
+			opts: toolrun.Options{Timeouts: toolrun.Timeouts{Tool: 30 * time.Second}},
 		},
 		{
 			name: "finishing in time",
@@ -86,7 +86,7 @@ func TestTimeoutsInFakeTime(t *testing.T) {
 					return "done", nil
 				})
 			},
-			opts: toolrun.Options{ToolTimeout: 30 * time.Second},
+			opts: toolrun.Options{Timeouts: toolrun.Timeouts{Tool: 30 * time.Second}},
 		},
 	}
 	for _, tt := range tests {

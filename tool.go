@@ -73,7 +73,7 @@ func PDF(data []byte) Content {
 // the runner-wide defaults of [Options], no approval needed, may run
 // concurrently with the other calls of its turn, not idempotent.
 type ToolConfig struct {
-	// Timeout bounds one call of the tool. Zero means Options.ToolTimeout;
+	// Timeout bounds one call of the tool. Zero means Options.Timeouts.Tool;
 	// a negative value means no timeout even if Options sets one. A call
 	// that times out sends the model an is_error result that says so, and
 	// its ctx is cancelled.

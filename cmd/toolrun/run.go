@@ -243,11 +243,11 @@ func (c *cli) runPrompt(ctx context.Context, f runFlags, specs []mcpSpec, prompt
 	}
 
 	opts := &toolrun.Options{
-		Logger:      log,
-		MaxTurns:    f.maxTurns,
-		Stream:      f.stream,
-		ToolTimeout: f.toolTimeout, // zero: no limit
-		OnEvent:     d.event,
+		Logger:   log,
+		MaxTurns: f.maxTurns,
+		Stream:   f.stream,
+		Timeouts: toolrun.Timeouts{Tool: f.toolTimeout}, // zero: no limit
+		OnEvent:  d.event,
 	}
 	if f.record != "" {
 		var mcpSpecs []string
