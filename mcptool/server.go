@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,8 +107,9 @@ type RestartPolicy struct {
 type Options struct {
 	// Logger receives the package's records, and the MCP client's: a server
 	// that exited or hung at Error, with the end of its standard error for a
-	// command; restarts at Info. The runner logs each failed call itself.
-	// Nil means slog.Default().
+	// command; restarts at Info; the progress a server reports of a call at
+	// Debug. The runner logs each failed call itself. Every record is
+	// passed through toolrun.Redact first. Nil means slog.Default().
 	Logger *slog.Logger
 
 	// Rename, if non-nil, returns the name the model sees for the server's
@@ -169,6 +171,7 @@ type Server struct {
 	// restart serves every call waiting for it.
 	connecting chan struct{}
 	wg         sync.WaitGroup // counts the goroutines that watch connections
+	calls      atomic.Int64   // numbers the calls, for their progress tokens
 
 	mu       sync.Mutex // guards conn, closed, failures, last, lastAt
 	conn     *conn      // the live connection, or nil
@@ -244,6 +247,11 @@ func Connect(ctx context.Context, name string, dial Dial, opts *Options) (*Serve
 	s.log = slog.New(redact.NewHandler(log.Handler()))
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolrun", Version: version()}, &mcp.ClientOptions{
 		Logger: s.log,
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			s.log.DebugContext(ctx, "mcptool: MCP tool progress", "server", s.name, "call", fmt.Sprint(p.ProgressToken),
+				"progress", p.Progress, "total", p.Total, "message", p.Message)
+		},
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
 			s.log.InfoContext(ctx, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
 		},

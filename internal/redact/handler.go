@@ -64,6 +64,9 @@ func attr(a slog.Attr) slog.Attr {
 		case []byte:
 			return slog.String(a.Key, String(string(x)))
 		case []string:
+			if x == nil {
+				break
+			}
 			out := make([]string, len(x))
 			for i, s := range x {
 				out[i] = String(s)
