@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/mcptool"
 )
 
@@ -155,4 +157,38 @@ func TestCloseReportsFailure(t *testing.T) {
 	if err == nil || !errors.As(err, &exit) || exit.ExitCode() != 7 {
 		t.Errorf("Close() = %v, want exit status 7", err)
 	}
+}
+
+// FuzzStderrRedacted plants a secret, in each shape of redact.Plant, in
+// the standard error of a server that then crashes: the secret is in none
+// of the package's log records.
+func FuzzStderrRedacted(f *testing.F) {
+	bin := buildCrashServer(f)
+	for shape := range redact.Shapes {
+		f.Add("status \"ok\" \\ line\nnext", "tok.en-Sec~ret+/9", shape)
+	}
+	f.Fuzz(func(t *testing.T, text, secret string, shape int) {
+		secret = strings.Map(func(r rune) rune {
+			if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._~+/-", r)) {
+				return r
+			}
+			return -1
+		}, secret)
+		text = strings.ToValidUTF8(strings.ReplaceAll(text, "\x00", ""), "")
+		planted, secret := redact.Plant(text, secret, shape)
+		control, _ := redact.Plant(text, "", shape)
+		if len(secret) < 6 || strings.Contains(control, secret) || strings.Contains("[REDACTED]", secret) || len(planted) > 2<<10 {
+			return
+		}
+		log, logs := newLogger()
+		s := connect(t, "srv", mcptool.Command(bin, "-stderr", planted), &mcptool.Options{Logger: log})
+		exited := logs.await("mcptool: MCP server exited")
+		if _, err := find(t, tools(t, s), "srv__crash").Run(t.Context(), nil); err == nil {
+			t.Fatal("crash: got no error, want one")
+		}
+		<-exited
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log has the secret %q planted as %q:\n%s", secret, planted, logs.String())
+		}
+	})
 }

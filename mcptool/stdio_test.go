@@ -14,7 +14,7 @@ import (
 )
 
 // buildCrashServer builds testdata/crashserver and returns its path.
-func buildCrashServer(t *testing.T) string {
+func buildCrashServer(t testing.TB) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
