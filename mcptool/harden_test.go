@@ -54,14 +54,14 @@ func TestChildEnv(t *testing.T) {
 		{
 			name: "only secrets",
 			env:  []string{"ANTHROPIC_API_KEY=sk-ant-api03-k", "ANTHROPIC_AUTH_TOKEN=t0k3n", "ANTHROPIC_BASE_URL=http://x", "GITHUB_TOKEN=ghp_x", "DB_PASSWORD=pw"},
-			dial: mcptool.Command(bin),
+			dial: mcptool.Command(bin, "-env-tool"),
 			want: nil,
 		},
 		{
 			name: "defaults, allow-list and Env",
 			env: []string{"PATH=/bin:/usr/bin", "HOME=/h", "LANG=C", "LC_ALL=C", "FOO=bar", "GITHUB_TOKEN=ghp_x",
 				"ANTHROPIC_API_KEY=sk-ant-api03-k", "HTTPS_PROXY=http://u:p@proxy:1", "HTTP_PROXY=http://proxy:2", "AWS_SECRET_ACCESS_KEY=aws"},
-			dial: mcptool.Command(bin),
+			dial: mcptool.Command(bin, "-env-tool"),
 			opts: mcptool.Options{PassEnv: []string{"github_token"}, Env: []string{"EXTRA=1", "PATH=/override"}},
 			want: []string{"EXTRA=1", "GITHUB_TOKEN=ghp_x", "HOME=/h", "HTTP_PROXY=http://proxy:2", "LANG=C", "LC_ALL=C", "PATH=/override"},
 		},
@@ -69,7 +69,7 @@ func TestChildEnv(t *testing.T) {
 			name: "a Dial's own Env",
 			env:  []string{"PATH=/bin", "SLACK_TOKEN=xoxb-1", "OTHER=o"},
 			dial: func(context.Context) (mcp.Transport, error) {
-				cmd := exec.Command(bin)
+				cmd := exec.Command(bin, "-env-tool")
 				cmd.Env = []string{"FOO=bar", "ANTHROPIC_API_KEY=sk-ant-api03-k", "MY_SECRET=s", "DEBUG=1"}
 				return &mcp.CommandTransport{Command: cmd}, nil
 			},

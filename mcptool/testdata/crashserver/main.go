@@ -6,7 +6,8 @@
 //   - fail returns a tool error (isError) with its text;
 //   - crash writes to stderr and exits with status 3 in the middle of the call;
 //   - hang never answers, though the server goes on answering pings;
-//   - env returns its environment, one variable a line.
+//   - env, with the flag -env-tool only, returns its environment, one
+//     variable a line.
 //
 // Each run writes "crashserver started" to stderr. Its flags:
 //
@@ -15,7 +16,8 @@
 //   - -stderr TEXT: write TEXT to stderr at start;
 //   - -linger: go on running when the standard input closes, as some
 //     servers do, until a signal stops it;
-//   - -ignore-term: ignore SIGTERM too, so that only SIGKILL stops it.
+//   - -ignore-term: ignore SIGTERM too, so that only SIGKILL stops it;
+//   - -env-tool: serve the tool env.
 package main
 
 import (
@@ -43,6 +45,7 @@ func main() {
 	stderr := flag.String("stderr", "", "text to write to stderr at start")
 	linger := flag.Bool("linger", false, "keep running after stdin closes")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
+	envTool := flag.Bool("env-tool", false, "serve the tool env")
 	flag.Parse()
 	fmt.Fprintln(os.Stderr, "crashserver started")
 	if *stderr != "" {
@@ -75,12 +78,14 @@ func main() {
 			<-ctx.Done() // until the client cancels the call or goes away
 			return nil, nil, ctx.Err()
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns its environment."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
-			env := os.Environ()
-			slices.Sort(env)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(env, "\n")}}}, nil, nil
-		})
+	if *envTool {
+		mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns its environment."},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				env := os.Environ()
+				slices.Sort(env)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(env, "\n")}}}, nil, nil
+			})
+	}
 	err := s.Run(context.Background(), &mcp.StdioTransport{})
 	for *linger {
 		time.Sleep(time.Hour) // until a signal ends the process
