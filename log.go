@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"strings"
 
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
@@ -20,60 +19,41 @@ import (
 // with a warning.
 const LogEnv = "ANTHROPIC_LOG"
 
-// redacted replaces each secret that [Redact] finds.
-const redacted = "[REDACTED]"
-
-var (
-	// anthropicKeyRE matches Anthropic API keys and tokens.
-	anthropicKeyRE = regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`)
-	// schemeTokenRE matches the credentials of an Authorization header:
-	// "Bearer <token>", "Basic <token>".
-	schemeTokenRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*`)
-	// credentialRE matches a credential header or field and its value, as
-	// in "x-api-key: v", "Authorization=v", `"api_key":"v"` and
-	// `{"X-Api-Key":["v"]}`, also inside a JSON string (\"...\").
-	credentialRE = regexp.MustCompile(`(?i)\b(authorization|x-api-key|anthropic_api_key|anthropic_auth_token|api[_-]?key|auth[_-]?token)` +
-		`(\\?["']?\s*[:=]\s*\[?\s*\\?["']?)([^\s"'\\,;\[\]{}]+)`)
-)
-
-// secretEnv lists the environment variables whose values [Redact] removes.
-var secretEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
-
-// Redact returns s with every secret it recognises replaced by
+// Redact returns s with every credential it recognises replaced by
 // "[REDACTED]":
 //
-//   - Anthropic API keys and tokens (sk-ant-…);
-//   - the values of the ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN
-//     environment variables, as set when Redact is called, if they are at
-//     least 8 bytes long;
-//   - the values of Authorization and X-Api-Key headers and of api_key and
-//     auth_token fields, as they appear in text, HTTP dumps and JSON, and
-//     bearer and basic credentials.
+//   - the values of Authorization and Proxy-Authorization headers, whatever
+//     their scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 or none),
+//     of which the scheme is kept, and of Cookie and Set-Cookie headers;
+//   - the values of fields whose names end in api_key, access_key,
+//     secret_key, private_key, secret, password, passwd, passphrase,
+//     token, credential(s) or auth ("X-Api-Key: v", `"client_secret":"v"`,
+//     "X-Amz-Security-Token=v"), and of Signature= and X-Amz-Signature=, as
+//     they appear in text, HTTP dumps, JSON, Go's printed http.Header and
+//     query strings, where key= and sig= are redacted too;
+//   - Anthropic API keys and tokens (sk-ant-…), the keys and tokens of other
+//     vendors known by their shape (OpenAI, AWS access key IDs, GitHub,
+//     GitLab, Slack, Google, Stripe, npm), JSON Web Tokens, bearer and basic
+//     credentials, the password of a URL's userinfo and the body of a PEM
+//     private key;
+//   - the values, at least 8 bytes long, of the environment variables whose
+//     names say they hold secrets, as set when Redact is called:
+//     ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, GITHUB_TOKEN,
+//     AWS_SECRET_ACCESS_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
+//     CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as one of its
+//     '_'-separated words, or KEY as its last.
 //
-// Redact keeps valid JSON valid when the secrets are inside JSON strings, as
-// they are in request and response bodies. A runner passes every record it
-// logs through Redact (see [Options.Logger]); package transcript passes
-// every string it writes. Redact is a safety net, not a guarantee: it cannot
+// The header and field forms are found inside JSON strings too, escaped
+// once or more: an Authorization line after a "\n" inside a JSON-encoded
+// HTTP body is redacted to the end of its line. Redact keeps valid JSON
+// valid, and redacting twice gives what redacting once did.
+//
+// A runner passes every record it logs through Redact (see
+// [Options.Logger]); package transcript passes every string it writes, and
+// package mcptool every record it logs, with the standard error of the
+// servers it runs. Redact is a safety net, not a guarantee: it cannot
 // recognise a secret of the application's own.
-func Redact(s string) string {
-	for _, name := range secretEnv {
-		if v := os.Getenv(name); len(v) >= 8 && strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, redacted)
-		}
-	}
-	s = anthropicKeyRE.ReplaceAllString(s, "sk-ant-"+redacted)
-	s = schemeTokenRE.ReplaceAllString(s, "${1}${2}"+redacted)
-	return credentialRE.ReplaceAllStringFunc(s, func(m string) string {
-		sub := credentialRE.FindStringSubmatch(m)
-		switch v := strings.ToLower(sub[3]); v {
-		case "bearer", "basic": // the scheme of an Authorization value, redacted by schemeTokenRE
-			return m
-		case "redacted": // "[REDACTED]" read as a list
-			return m
-		}
-		return sub[1] + sub[2] + redacted
-	})
-}
+func Redact(s string) string { return redact.String(s) }
 
 // runLogger is the logger a runner writes to, and how loud it is.
 type runLogger struct {
@@ -108,67 +88,11 @@ func newRunLogger(l *slog.Logger) runLogger {
 			l = slog.Default()
 		}
 	}
-	rl.Logger = slog.New(redactHandler{l.Handler()})
+	rl.Logger = slog.New(redact.NewHandler(l.Handler()))
 	if env != "" && !known {
 		rl.Warn("toolrun: "+LogEnv+" not understood; want info or debug", "value", env)
 	}
 	return rl
-}
-
-// redactHandler passes each record to its handler with [Redact] applied to
-// the message and to every string, error and []byte value.
-type redactHandler struct{ h slog.Handler }
-
-func (h redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
-
-func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, Redact(r.Message), r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(redactAttr(a))
-		return true
-	})
-	return h.h.Handle(ctx, out)
-}
-
-func (h redactHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	out := make([]slog.Attr, len(attrs))
-	for i, a := range attrs {
-		out[i] = redactAttr(a)
-	}
-	return redactHandler{h.h.WithAttrs(out)}
-}
-
-func (h redactHandler) WithGroup(name string) slog.Handler { return redactHandler{h.h.WithGroup(name)} }
-
-func redactAttr(a slog.Attr) slog.Attr {
-	v := a.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindString:
-		return slog.String(a.Key, Redact(v.String()))
-	case slog.KindGroup:
-		g := v.Group()
-		out := make([]slog.Attr, len(g))
-		for i, ga := range g {
-			out[i] = redactAttr(ga)
-		}
-		return slog.Attr{Key: a.Key, Value: slog.GroupValue(out...)}
-	case slog.KindAny:
-		switch x := v.Any().(type) {
-		case error:
-			return slog.String(a.Key, Redact(x.Error()))
-		case json.RawMessage:
-			return slog.String(a.Key, Redact(string(x)))
-		case []byte:
-			return slog.String(a.Key, Redact(string(x)))
-		default:
-			// A value the handler would print some other way: only if its
-			// text holds a secret is it replaced by its redacted text.
-			if s := fmt.Sprintf("%+v", x); Redact(s) != s {
-				return slog.String(a.Key, Redact(s))
-			}
-		}
-	}
-	return slog.Attr{Key: a.Key, Value: v}
 }
 
 // logEvent writes the log record of e, if it has one. Failures are never

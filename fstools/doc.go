@@ -30,6 +30,15 @@
 //     it skips binary files and does not follow symbolic links to
 //     directories.
 //
+// Only regular files are read or searched. A named pipe, a device or a
+// socket, or a link to one, is refused with an error that wraps
+// [ErrNotRegular], without being opened (opening a FIFO blocks until a
+// writer comes); a search of a directory skips them. Reads look at the
+// call's context every 64 KiB, so a cancelled call stops promptly, and
+// read no more than 1 MiB of one line: a file with a longer line, such as
+// a huge file without line endings, is read up to there, with a note that
+// says so.
+//
 // Every result is bounded ([Options]): lines are cut at a length, and a
 // listing, a read or a search that would return more says where it stopped
 // and how to get the rest. Nothing is ever written, and the tools are

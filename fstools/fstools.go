@@ -2,6 +2,7 @@ package fstools
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,12 @@ const (
 	// DefaultMaxLineLen bounds each line shown by read_file and grep.
 	DefaultMaxLineLen = 2000
 )
+
+// ErrNotRegular is wrapped by the error of a read_file or grep call whose
+// path is a named pipe (FIFO), a device, a socket or another special file:
+// only regular files are read, and such files are never opened, since
+// opening or reading one can block for ever.
+var ErrNotRegular = errors.New("not a regular file")
 
 // ErrOutside is wrapped by the error of a call whose path is outside the
 // working directory: "..", an absolute path elsewhere, or a symbolic link
@@ -221,24 +228,56 @@ func isBinary(br *bufio.Reader) bool {
 	return strings.IndexByte(string(head), 0) >= 0
 }
 
-// lineReader reads the lines of a file, each cut to max bytes.
+// readChunk is the size of a file's read buffer, and so the most read_file
+// and grep read between two looks at their context.
+const readChunk = 64 << 10
+
+// lineScanLimit bounds what read_file and grep read of one line: a file
+// with a longer line, such as a huge file with no line ending, is read up
+// to there, and no further.
+const lineScanLimit = 1 << 20
+
+// errLongLine is the error of a line longer than lineScanLimit.
+var errLongLine = errors.New("fstools: line longer than the scan limit")
+
+// lineReader reads the lines of a file, each cut to max bytes. It stops
+// when its context is done, looking at it every readChunk bytes at most.
 type lineReader struct {
-	br  *bufio.Reader
-	max int
+	ctx  context.Context
+	br   *bufio.Reader
+	max  int
+	done bool // a line was too long: the file is read no further
+}
+
+// lines returns a lineReader of f that cuts lines to max bytes.
+func (r *Root) lines(ctx context.Context, f io.Reader, max int) *lineReader {
+	return &lineReader{ctx: ctx, br: bufio.NewReaderSize(f, readChunk), max: max}
 }
 
 // next returns the next line without its line ending, cut to max bytes,
-// and whether it was cut. It returns io.EOF after the last line.
+// and whether it was cut. It returns io.EOF after the last line, and the
+// context's error once it is done. A line longer than lineScanLimit is
+// returned cut, with errLongLine, and is the last.
 func (l *lineReader) next() (line []byte, cut bool, err error) {
+	if l.done {
+		return nil, false, io.EOF
+	}
 	var buf []byte
 	n := 0
 	for {
+		if err := l.ctx.Err(); err != nil {
+			return nil, false, err
+		}
 		chunk, err := l.br.ReadSlice('\n')
 		n += len(chunk)
 		if room := l.max - len(buf); room > 0 {
 			buf = append(buf, chunk[:min(room, len(chunk))]...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
+			if n >= lineScanLimit {
+				l.done = true
+				return buf, true, errLongLine
+			}
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {

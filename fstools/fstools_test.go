@@ -1,6 +1,7 @@
 package fstools_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,11 +79,17 @@ func tools(t *testing.T, dir string, opts *fstools.Options) map[string]toolrun.T
 // call runs the tool with input and returns its text or its error.
 func call(t *testing.T, tool toolrun.Tool, input any) (string, error) {
 	t.Helper()
+	return callCtx(t, t.Context(), tool, input)
+}
+
+// callCtx is call with ctx.
+func callCtx(t *testing.T, ctx context.Context, tool toolrun.Tool, input any) (string, error) {
+	t.Helper()
 	raw, err := json.Marshal(input)
 	if err != nil {
 		t.Fatal(err)
 	}
-	content, err := tool.Run(t.Context(), raw)
+	content, err := tool.Run(ctx, raw)
 	if err != nil {
 		return "", err
 	}
@@ -361,8 +368,9 @@ func TestBounds(t *testing.T) {
 			name:     "one long line",
 			tool:     "read_file",
 			input:    map[string]any{"path": "oneline.txt"},
-			maxBytes: 200,
-			wantEnd:  "     1\t" + strings.Repeat("x", 80) + " …[line cut]",
+			maxBytes: 400,
+			wantHas:  "     1\t" + strings.Repeat("x", 80) + " …[line cut]\n",
+			wantEnd:  "[read_file: stopped in line 1, which is longer than 1048576 bytes, the most read_file reads of a line; the rest of the file cannot be read with read_file]",
 		},
 		{
 			name:     "a NUL past the sniffed start is text",
@@ -390,8 +398,9 @@ func TestBounds(t *testing.T) {
 			name:     "grep a long line",
 			tool:     "grep",
 			input:    map[string]any{"pattern": "x", "path": "oneline.txt"},
-			maxBytes: 200,
-			wantEnd:  "oneline.txt:1: " + strings.Repeat("x", 80) + " …[line cut]",
+			maxBytes: 400,
+			wantHas:  "oneline.txt:1: " + strings.Repeat("x", 80) + " …[line cut]\n",
+			wantEnd:  "[grep: stopped searching oneline.txt (line 1): the line is longer than 1048576 bytes, the most grep reads of a line]",
 		},
 		{
 			name:     "entries",

@@ -1,12 +1,12 @@
 package fstools
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -129,22 +129,60 @@ func (r *Root) listFiles(ctx context.Context, in listIn) (string, error) {
 }
 
 // openText opens the regular file rel for reading, or says why it cannot.
-func (r *Root) openText(given, rel string) (io.ReadCloser, *bufio.Reader, int64, error) {
+func (r *Root) openText(ctx context.Context, given, rel string) (io.ReadCloser, *lineReader, int64, error) {
+	f, fi, err := r.openRegular(given, rel)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return f, r.lines(ctx, f, r.opts.MaxLineLen), fi.Size(), nil
+}
+
+// openRegular opens rel, which the model named given, if it is a regular
+// file. A named pipe, a device or a socket is refused before it is opened,
+// since opening one may block until another process writes to it; the
+// file is opened non-blocking and checked again, in case it was replaced
+// in between.
+func (r *Root) openRegular(given, rel string) (*os.File, fs.FileInfo, error) {
 	fi, err := r.root.Stat(rel)
 	if err != nil {
-		return nil, nil, 0, pathError(given, err)
+		return nil, nil, pathError(given, err)
 	}
-	if fi.IsDir() {
-		return nil, nil, 0, fmt.Errorf("%q is a directory; list it with list_files", given)
+	if err := regular(given, fi); err != nil {
+		return nil, nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, 0, fmt.Errorf("%q is not a regular file", given)
-	}
-	f, err := r.root.Open(rel)
+	f, err := r.root.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
-		return nil, nil, 0, pathError(given, err)
+		return nil, nil, pathError(given, err)
 	}
-	return f, bufio.NewReaderSize(f, 64<<10), fi.Size(), nil
+	if fi, err = f.Stat(); err == nil {
+		err = regular(given, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// regular returns nil if fi is a regular file's, or says what it is.
+func regular(given string, fi fs.FileInfo) error {
+	m := fi.Mode()
+	what := ""
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		return fmt.Errorf("%q is a directory; list it with list_files", given)
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "a special file"
+	}
+	return fmt.Errorf("%q is %s, not a regular file; only regular files are read or searched: %w", given, what, ErrNotRegular)
 }
 
 func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
@@ -159,21 +197,20 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, br, size, err := r.openText(in.Path, rel)
+	f, lr, size, err := r.openText(ctx, in.Path, rel)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if isBinary(br) {
+	if isBinary(lr.br) {
 		return "", fmt.Errorf("%q is a binary file (%d bytes); read_file reads text files only", in.Path, size)
 	}
-	lr := &lineReader{br: br, max: r.opts.MaxLineLen}
 	n := 0
 	for n < offset-1 {
-		if n%1024 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
-		}
 		if _, _, err := lr.next(); err != nil {
+			if errors.Is(err, errLongLine) {
+				return "", fmt.Errorf("%q: line %d is longer than %s, the most read_file reads of a line; it cannot read past it", in.Path, n+1, plural(lineScanLimit, "byte"))
+			}
 			if errors.Is(err, io.EOF) {
 				if n == 0 {
 					return "", fmt.Errorf("%q is empty; offset %d is past its end", in.Path, in.Offset)
@@ -192,7 +229,8 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
+		long := errors.Is(err, errLongLine)
+		if err != nil && !long {
 			return "", pathError(in.Path, err)
 		}
 		if shownLines == limit {
@@ -207,6 +245,10 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 		b.WriteString(text)
 		n++
 		shownLines++
+		if long {
+			reason = "long line"
+			break
+		}
 	}
 	if shownLines == 0 {
 		if offset > 1 {
@@ -214,7 +256,11 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 		}
 		return "(empty file)", nil
 	}
-	if reason != "" {
+	switch reason {
+	case "":
+	case "long line":
+		fmt.Fprintf(&b, "[read_file: stopped in line %d, which is longer than %s, the most read_file reads of a line; the rest of the file cannot be read with read_file]\n", n, plural(lineScanLimit, "byte"))
+	default:
 		fmt.Fprintf(&b, "[read_file: stopped after line %d, at the limit of %s; the file goes on: read it with offset %d]\n", n, reason, n+1)
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
@@ -248,6 +294,9 @@ func (r *Root) grep(ctx context.Context, in grepIn) (string, error) {
 	}
 	g := &grepRun{r: r, re: re}
 	if !fi.IsDir() {
+		if err := regular(in.Path, fi); err != nil {
+			return "", err
+		}
 		if err := g.file(ctx, rel); err != nil && !errors.Is(err, errGrepFull) {
 			return "", err
 		}
@@ -298,29 +347,30 @@ type grepRun struct {
 	full       string // why the search stopped early, if it did
 	binary     int
 	unreadable []string
+	long       []string // the files whose search stopped at a long line
 }
 
 // file searches the file rel. It returns errGrepFull when the search is to
 // stop.
 func (g *grepRun) file(ctx context.Context, rel string) error {
-	f, err := g.r.root.Open(rel)
+	f, _, err := g.r.openRegular(display(rel), rel)
 	if err != nil {
-		return pathError(display(rel), err)
+		return err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	if isBinary(br) {
+	lr := g.r.lines(ctx, f, grepLineLen)
+	if isBinary(lr.br) {
 		g.binary++
 		return nil
 	}
-	lr := &lineReader{br: br, max: grepLineLen}
 	for n := 1; ; n++ {
-		if n%1024 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
 		line, _, err := lr.next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if errors.Is(err, errLongLine) {
+			g.long = append(g.long, fmt.Sprintf("%s (line %d)", display(rel), n))
+			err = nil // its start is searched
 		}
 		if err != nil {
 			return err
@@ -361,6 +411,9 @@ func (g *grepRun) result(in grepIn) string {
 	}
 	if g.binary > 0 {
 		fmt.Fprintf(&b, "[grep: skipped %s]\n", plural(g.binary, "binary file"))
+	}
+	if len(g.long) > 0 {
+		fmt.Fprintf(&b, "[grep: stopped searching %s: the line is longer than %s, the most grep reads of a line]\n", strings.Join(g.long, ", "), plural(lineScanLimit, "byte"))
 	}
 	if len(g.unreadable) > 0 {
 		fmt.Fprintf(&b, "[grep: could not read %s]\n", strings.Join(g.unreadable, ", "))

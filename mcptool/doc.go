@@ -60,4 +60,16 @@
 // [RestartPolicy]; by default it is not, and later calls fail with
 // [ErrServerDown]. A restart is made by the next call, after a backoff;
 // the failed call is never run again, as it may not be idempotent.
+//
+// # Containment
+//
+// A server is other people's code. Every record the package logs, the MCP
+// client's and the end of a server's standard error included, passes
+// through toolrun.Redact. A command's child does not inherit this
+// process's environment: it gets [DefaultEnv], the variables that
+// [Options.PassEnv] names and those [Options.Env] sets, and never an
+// ANTHROPIC_* variable or one whose name says it holds a secret unless
+// they name it. [Server.Close] closes a command's standard input, and
+// stops it with SIGTERM, then SIGKILL, if it has not exited 500ms later;
+// an exit by those signals is a normal shutdown.
 package mcptool

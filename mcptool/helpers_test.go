@@ -284,3 +284,10 @@ func check[T any](t *testing.T, what string, got, want T) {
 		t.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 }
+
+// String returns every record written so far.
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 )
 
 // Dial returns a new transport to an MCP server. A [Server] calls it once to
@@ -22,18 +26,30 @@ import (
 //
 // A Dial that returns an *mcp.CommandTransport may leave its command's
 // Stderr nil: the Server then keeps the end of the command's standard error
-// and logs it when the command exits. If the command's WaitDelay is zero,
-// the Server sets it to 2s, so that a child process that holds the
-// standard error open cannot keep a restart waiting.
+// and logs it, redacted, when the command exits. If the command's WaitDelay
+// is zero, the Server sets it to 2s, so that a child process that holds the
+// standard error open cannot keep a restart waiting; if the transport's
+// TerminateDuration is zero, the Server sets it to 500ms (see
+// [Server.Close]). The Server sets the command's environment as
+// [Options.PassEnv] describes.
 type Dial func(ctx context.Context) (mcp.Transport, error)
 
-// waitDelay is the WaitDelay the Server gives commands; see [Dial].
-const waitDelay = 2 * time.Second
+const (
+	// waitDelay is the WaitDelay the Server gives commands; see [Dial].
+	waitDelay = 2 * time.Second
+	// closeGrace is the TerminateDuration the Server gives command
+	// transports: how long Close waits for a command to exit after closing
+	// its standard input, and again after SIGTERM; see [Server.Close].
+	closeGrace = 500 * time.Millisecond
+)
 
 // Command returns a Dial that runs the program name with args and talks to
 // it over its standard input and output. Each connection runs a new
-// process, which inherits the environment of this one. To set its
-// environment or directory, write a Dial that returns an
+// process. It does not inherit the environment of this one: it gets the
+// variables of [DefaultEnv] and those that [Options.PassEnv] and
+// [Options.Env] add, and never an Anthropic credential or any other
+// variable whose name says it holds a secret unless they name it. To set
+// its directory, write a Dial that returns an
 // &mcp.CommandTransport{Command: cmd} with the *exec.Cmd you need.
 func Command(name string, args ...string) Dial {
 	return func(context.Context) (mcp.Transport, error) {
@@ -91,8 +107,9 @@ type RestartPolicy struct {
 type Options struct {
 	// Logger receives the package's records, and the MCP client's: a server
 	// that exited or hung at Error, with the end of its standard error for a
-	// command; restarts at Info. The runner logs each failed call itself.
-	// Nil means slog.Default().
+	// command; restarts at Info; the progress a server reports of a call at
+	// Debug. The runner logs each failed call itself. Every record is
+	// passed through toolrun.Redact first. Nil means slog.Default().
 	Logger *slog.Logger
 
 	// Rename, if non-nil, returns the name the model sees for the server's
@@ -124,6 +141,20 @@ type Options struct {
 	// Restart says whether the server is started again after it exits or
 	// hangs. The zero value never restarts it.
 	Restart RestartPolicy
+
+	// PassEnv names the environment variables of this process that a
+	// command's child gets besides [DefaultEnv], such as "GITHUB_TOKEN" for
+	// a GitHub server. A command whose Dial leaves its Env nil gets
+	// DefaultEnv and these. One whose Dial sets its Env gets that Env, and
+	// these. Either way the child never gets an ANTHROPIC_* variable, nor
+	// one whose name says it holds a secret (see toolrun.Redact), unless
+	// PassEnv names it or Env sets it. Names are compared without regard to
+	// case. Nil passes none.
+	PassEnv []string
+
+	// Env holds "NAME=value" variables set in a command's child, after and
+	// over those above. They are passed as they are, secrets included.
+	Env []string
 }
 
 // Server is a connection to one MCP server, restarted as its
@@ -140,6 +171,7 @@ type Server struct {
 	// restart serves every call waiting for it.
 	connecting chan struct{}
 	wg         sync.WaitGroup // counts the goroutines that watch connections
+	calls      atomic.Int64   // numbers the calls, for their progress tokens
 
 	mu       sync.Mutex // guards conn, closed, failures, last, lastAt
 	conn     *conn      // the live connection, or nil
@@ -204,12 +236,22 @@ func Connect(ctx context.Context, name string, dial Dial, opts *Options) (*Serve
 	if opts != nil {
 		s.opts = *opts
 	}
-	s.log = s.opts.Logger
-	if s.log == nil {
-		s.log = slog.Default()
+	s.opts.PassEnv = slices.Clone(s.opts.PassEnv)
+	s.opts.Env = slices.Clone(s.opts.Env)
+	log := s.opts.Logger
+	if log == nil {
+		log = slog.Default()
 	}
+	// Every record, the MCP client's included, is redacted: a server's
+	// standard error and messages may hold a credential.
+	s.log = slog.New(redact.NewHandler(log.Handler()))
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolrun", Version: version()}, &mcp.ClientOptions{
 		Logger: s.log,
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			s.log.DebugContext(ctx, "mcptool: MCP tool progress", "server", s.name, "call", fmt.Sprint(p.ProgressToken),
+				"progress", p.Progress, "total", p.Total, "message", p.Message)
+		},
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
 			s.log.InfoContext(ctx, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
 		},
@@ -254,6 +296,10 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if c.cmd.WaitDelay == 0 {
 			c.cmd.WaitDelay = waitDelay
 		}
+		if ct.TerminateDuration == 0 {
+			ct.TerminateDuration = closeGrace
+		}
+		c.cmd.Env = childEnv(c.cmd.Env, &s.opts)
 	}
 	session, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -261,7 +307,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 			c.cmd.Process.Kill() // a server that cannot start is of no use
 		}
 		if msg := c.stderr.String(); msg != "" {
-			return nil, fmt.Errorf("%w; its stderr ends with: %s", err, lastLine(msg))
+			return nil, fmt.Errorf("%w; its stderr ends with: %s", err, redact.String(lastLine(msg)))
 		}
 		return nil, err
 	}
@@ -543,12 +589,14 @@ func (c *conn) hasEnded() bool {
 	return c.end != nil
 }
 
-// Close closes the connection: a command's standard input is closed, and
-// it is stopped if it does not exit within the transport's terminate
-// duration (5s by default). Calls in flight fail with [ErrClosed], as do
-// later calls. Close waits for the server to exit and returns its error, if
-// any; a command that exits with status 0 returns nil. Calling Close again
-// does nothing.
+// Close closes the connection. A command's standard input is closed
+// first; if it has not exited 500ms later (the transport's
+// TerminateDuration, if set), it is sent SIGTERM, and after as long again
+// SIGKILL. Calls in flight fail with [ErrClosed], as do later calls. Close
+// waits for the command to exit. It returns nil for a normal shutdown: an
+// exit with status 0, or by the SIGTERM or SIGKILL that Close sent. It
+// returns the command's failure otherwise, such as an exit with another
+// status. Calling Close again does nothing.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -568,7 +616,23 @@ func (s *Server) Close() error {
 		}
 		c.mu.Unlock()
 		err = c.session.Close()
+		if c.cmd != nil && stoppedByClose(c.cmd.ProcessState) {
+			err = nil
+		}
 	}
 	s.wg.Wait()
 	return err
+}
+
+// stoppedByClose reports whether a command that Close stopped ended
+// normally: with status 0, or by the signals that Close sends.
+func stoppedByClose(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	if ps.Success() {
+		return true
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGKILL)
 }

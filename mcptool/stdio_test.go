@@ -2,9 +2,12 @@ package mcptool_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,18 +16,45 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// buildCrashServer builds testdata/crashserver and returns its path.
-func buildCrashServer(t *testing.T) string {
+// crashServer is the test server, built once for every test that runs it.
+var crashServer struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	bin  string
+	err  error
+}
+
+// TestMain removes the test server built by buildCrashServer.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if crashServer.dir != "" {
+		os.RemoveAll(crashServer.dir)
+	}
+	os.Exit(code)
+}
+
+// buildCrashServer builds testdata/crashserver, once, and returns its path.
+func buildCrashServer(t testing.TB) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the test server: %v", err)
+	crashServer.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			crashServer.err = fmt.Errorf("the go command is needed to build the test server: %w", err)
+			return
+		}
+		if crashServer.dir, err = os.MkdirTemp("", "crashserver"); err != nil {
+			crashServer.err = err
+			return
+		}
+		crashServer.bin = filepath.Join(crashServer.dir, "crashserver")
+		if out, err := exec.Command(goTool, "build", "-o", crashServer.bin, "./testdata/crashserver").CombinedOutput(); err != nil {
+			crashServer.err = fmt.Errorf("building the test server: %w\n%s", err, out)
+		}
+	})
+	if crashServer.err != nil {
+		t.Fatal(crashServer.err)
 	}
-	bin := filepath.Join(t.TempDir(), "crashserver")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "./testdata/crashserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test server: %v\n%s", err, out)
-	}
-	return bin
+	return crashServer.bin
 }
 
 // TestStdio runs a real MCP server process over stdio: see

@@ -121,6 +121,9 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) ([]toolrun.Conten
 		defer cancel()
 	}
 	params := &mcp.CallToolParams{Name: tool}
+	// A progress token asks the server for progress notifications, which
+	// are logged at Debug; it names the call in them.
+	params.SetProgressToken(fmt.Sprintf("%s#%d", tool, s.calls.Add(1)))
 	if len(input) > 0 {
 		params.Arguments = input
 	}

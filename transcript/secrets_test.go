@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -89,4 +91,54 @@ func TestNoSecretsAnywhere(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzNoSecretsAnywhere plants a secret, in each shape of redact.Plant,
+// in a tool's output, a tool's error and the model's text of a run logged
+// with every body, and checks that it is in no log line, no transcript line
+// and nowhere in the report.
+func FuzzNoSecretsAnywhere(f *testing.F) {
+	for shape := range redact.Shapes {
+		f.Add("status \"ok\" \\ line\nnext", "tok.en-Sec~ret+/9", shape)
+	}
+	f.Fuzz(func(t *testing.T, text, secret string, shape int) {
+		secret = strings.Map(func(r rune) rune {
+			if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._~+/-", r)) {
+				return r
+			}
+			return -1
+		}, secret)
+		text = strings.ToValidUTF8(text, "")
+		planted, secret := redact.Plant(text, secret, shape)
+		control, _ := redact.Plant(text, "", shape)
+		if len(secret) < 6 || strings.Contains(control, secret) || strings.Contains("[REDACTED]", secret) {
+			return
+		}
+		t.Setenv(toolrun.LogEnv, "debug")
+		var logs syncBuffer
+		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var out syncBuffer
+		rec := transcript.NewRecorder(&out, nil)
+		s := toolruntest.Start(t,
+			toolruntest.Message(toolruntest.Text(planted), toolruntest.ToolUse("toolu_1", "show", nil), toolruntest.ToolUse("toolu_2", "fail", nil)),
+			toolruntest.Message(toolruntest.Text("done")),
+		)
+		tools := []toolrun.Tool{
+			toolrun.NewTool("show", "", func(ctx context.Context, in struct{}) (string, error) { return planted, nil }),
+			toolrun.NewTool("fail", "", func(ctx context.Context, in struct{}) (string, error) { return "", errors.New(planted) }),
+		}
+		res, err := toolrun.New(client(s), userParams("go"), tools, &toolrun.Options{Logger: logger, OnEvent: rec.Observe}).Run(t.Context())
+		if err != nil || res.StopReason != toolrun.StopEndTurn {
+			t.Fatalf("Run = %v, %v; want end_turn", res.StopReason, err)
+		}
+		var page bytes.Buffer
+		if err := transcript.WriteHTML(&page, readBytes(t, out.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		for name, text := range map[string]string{"log": logs.String(), "transcript": out.String(), "report": page.String()} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s has the secret %q planted as %q:\n%s", name, secret, planted, text)
+			}
+		}
+	})
 }
