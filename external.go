@@ -151,7 +151,7 @@ func (r *Runner) prepare(ctx context.Context, c *callState, announce bool) (e *t
 	}
 	allowedBefore := c.decidedBy != "" && c.decision.Kind == Allow && (c.decided || !c.deferred)
 	if allowedBefore && (!c.decided || !announce) {
-		e, input, res = r.allowed(c)
+		e, input, res = r.allowed(ctx, c)
 	} else {
 		e, input, res = r.decide(ctx, c)
 	}
@@ -160,7 +160,7 @@ func (r *Runner) prepare(ctx context.Context, c *callState, announce bool) (e *t
 
 // allowed returns the tool and input of a call already allowed, or the
 // result of a call that cannot run (its tool is gone, its input is invalid).
-func (r *Runner) allowed(c *callState) (*toolEntry, json.RawMessage, *ToolResult) {
+func (r *Runner) allowed(ctx context.Context, c *callState) (*toolEntry, json.RawMessage, *ToolResult) {
 	e, ok := r.tools[c.call.Name]
 	if !ok {
 		return nil, nil, &ToolResult{Call: c.call, Err: unknownToolError(c.call.Name, r.names)}
@@ -169,7 +169,7 @@ func (r *Runner) allowed(c *callState) (*toolEntry, json.RawMessage, *ToolResult
 	if len(c.decision.Input) > 0 {
 		input = c.decision.Input
 	}
-	if err := r.validate(e, c.call.Name, input); err != nil {
+	if err := r.validate(ctx, e, c.call.Name, input); err != nil {
 		return nil, nil, &ToolResult{Call: c.call, Err: err}
 	}
 	return e, input, nil

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // DefaultMaxTurns is the turn limit when [Options.MaxTurns] is zero.
@@ -384,10 +383,10 @@ type Runner struct {
 }
 
 type toolEntry struct {
-	tool     Tool
-	config   ToolConfig
-	resolved *jsonschema.Resolved
-	param    anthropic.BetaToolUnionParam
+	tool   Tool
+	config ToolConfig
+	schema *toolSchema
+	param  anthropic.BetaToolUnionParam
 }
 
 // New returns a runner for the conversation in params (model, max_tokens,
@@ -424,9 +423,9 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 		}
 		var err error
 		if ft, ok := t.(*FuncTool); ok {
-			e.resolved, e.param, err = ft.prepare()
+			e.schema, e.param, err = ft.prepare()
 		} else {
-			e.resolved, e.param, err = prepareTool(t)
+			e.schema, e.param, err = compileTool(t)
 		}
 		if err != nil {
 			panic(err.Error())

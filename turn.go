@@ -368,7 +368,7 @@ func (r *Runner) decide(ctx context.Context, c *callState) (*toolEntry, json.Raw
 		return nil, nil, &ToolResult{Call: c.call, Err: unknownToolError(c.call.Name, r.names)}
 	}
 	input := c.call.Input
-	if err := r.validate(e, c.call.Name, input); err != nil {
+	if err := r.validate(ctx, e, c.call.Name, input); err != nil {
 		return nil, nil, &ToolResult{Call: c.call, Err: err}
 	}
 	d, by := c.decision, c.decidedBy
@@ -401,7 +401,7 @@ func (r *Runner) decide(ctx context.Context, c *callState) (*toolEntry, json.Raw
 		return nil, nil, nil
 	}
 	if len(d.Input) > 0 {
-		if err := r.validate(e, c.call.Name, d.Input); err != nil {
+		if err := r.validate(ctx, e, c.call.Name, d.Input); err != nil {
 			return nil, nil, &ToolResult{Call: c.call, Err: err}
 		}
 		input = d.Input
@@ -443,8 +443,8 @@ func slicesContains(list []string, s string) bool {
 }
 
 // validate checks input against the tool's schema.
-func (r *Runner) validate(e *toolEntry, name string, input json.RawMessage) error {
-	err := validateInput(e.resolved, input)
+func (r *Runner) validate(ctx context.Context, e *toolEntry, name string, input json.RawMessage) error {
+	err := e.schema.validate(ctx, input)
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		ve.Tool = name
