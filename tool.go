@@ -296,9 +296,10 @@ func toContent(out any) ([]Content, error) {
 func toolParam(t Tool, raw json.RawMessage) (anthropic.BetaToolUnionParam, error) {
 	fields := map[string]any{}
 	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber() // keep the schema's numbers as written
-		if err := dec.Decode(&fields); err != nil {
+		// Numbers decode as float64: the client's encoder would send a
+		// json.Number as a string. The definition only informs the model;
+		// validation reads the schema's numbers exactly.
+		if err := json.Unmarshal(raw, &fields); err != nil {
 			return anthropic.BetaToolUnionParam{}, fmt.Errorf("decoding its input schema: %w", err)
 		}
 	}

@@ -443,8 +443,15 @@ func slicesContains(list []string, s string) bool {
 }
 
 // validate checks input against the tool's schema.
+//
+// A validation cut short by ctx is no verdict on the input, and must not
+// answer the call: validate then returns nil, and runTool, which starts no
+// call once ctx is done, leaves the call unanswered.
 func (r *Runner) validate(ctx context.Context, e *toolEntry, name string, input json.RawMessage) error {
 	err := e.schema.validate(ctx, input)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		ve.Tool = name
