@@ -624,6 +624,7 @@ func TestNewToolE(t *testing.T) {
 	}()
 	NewRawTool("t", "", []byte(`false`), fn)
 }
+
 // TestValidationErrorError pins the text the model receives.
 func TestValidationErrorError(t *testing.T) {
 	err := compileFor(t, weatherSchema).validate(t.Context(), json.RawMessage(`{"units":"kelvin","extra":true}`))
