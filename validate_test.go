@@ -304,6 +304,39 @@ func TestValidate(t *testing.T) {
 			want:   []Violation{{Pointer: "/v", Expected: `a value that does not match the "not" schema`, Got: `"s" (string)`}},
 		},
 		{
+			name:   "allOf names each failing leaf",
+			schema: `{"properties":{"a":{"allOf":[{"minimum":3},{"multipleOf":2}]}}}`,
+			input:  `{"a":1}`,
+			want: []Violation{
+				{Pointer: "/a", Expected: "a multiple of 2", Got: "1 (number)"},
+				{Pointer: "/a", Expected: "a number >= 3", Got: "1 (number)"},
+			},
+		},
+		{
+			name:   "unevaluatedProperties",
+			schema: `{"allOf":[{"properties":{"a":true}}],"unevaluatedProperties":false}`,
+			input:  `{"a":1,"b":2}`,
+			want:   []Violation{{Pointer: "/b", Expected: "no value (the schema allows none here)", Got: "2 (number)"}},
+		},
+		{
+			name:   "propertyNames",
+			schema: `{"propertyNames":{"maxLength":2}}`,
+			input:  `{"abc":1,"ab":2}`,
+			want:   []Violation{{Pointer: "/abc", Expected: "a property name that is at most 2 characters", Got: `property "abc"`}},
+		},
+		{
+			name:   "minContains",
+			schema: `{"properties":{"l":{"contains":{"const":1},"minContains":2}}}`,
+			input:  `{"l":[1,2]}`,
+			want:   []Violation{{Pointer: "/l", Expected: `at least 2 items valid against "contains"`, Got: "[1,2] (array), with 1 such"}},
+		},
+		{
+			name:   "draft-07 additionalItems",
+			schema: `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"l":{"items":[{"type":"string"}],"additionalItems":false}}}`,
+			input:  `{"l":["a",2,3]}`,
+			want:   []Violation{{Pointer: "/l", Expected: "at most 1 item (no additional items)", Got: `["a",2,3] (3 items)`}},
+		},
+		{
 			name:   "recursive $ref",
 			schema: `{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}}}`,
 			input:  `{"name":"a","children":[{"children":[{"name":3}]}]}`,

@@ -217,11 +217,12 @@ func leafText(k jsonschema.ErrorKind, v any) (expected, got string) {
 	case *kind.Contains:
 		return `at least 1 item valid against "contains"`, got
 	case *kind.MinContains:
-		return fmt.Sprintf(`at least %s valid against "contains"`, plural(k.Want, "item")), fmt.Sprintf("%s with %d", got, len(k.Got))
+		return fmt.Sprintf(`at least %s valid against "contains"`, plural(k.Want, "item")), fmt.Sprintf("%s, with %d such", got, len(k.Got))
 	case *kind.MaxContains:
-		return fmt.Sprintf(`at most %s valid against "contains"`, plural(k.Want, "item")), fmt.Sprintf("%s with %d", got, len(k.Got))
+		return fmt.Sprintf(`at most %s valid against "contains"`, plural(k.Want, "item")), fmt.Sprintf("%s, with %d such", got, len(k.Got))
 	case *kind.AdditionalItems:
-		return fmt.Sprintf("at most %s", plural(k.Count, "item")), sized(v, "item")
+		arr, _ := v.([]any)
+		return fmt.Sprintf("at most %s (no additional items)", plural(len(arr)-k.Count, "item")), sized(v, "item")
 	}
 	kw := strings.Join(k.KeywordPath(), "/")
 	return fmt.Sprintf("a value valid against %q", kw), got + ": " + oneLine(k.LocalizedString(english), maxExpectedRunes)
