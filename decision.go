@@ -314,6 +314,9 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *CallState) (Decisio
 		call.Input = person.Input
 	}
 	if err := r.validate(ctx, e, call.Input); err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, "", nil, err // no verdict: the run stops, the call unanswered
+		}
 		return Decision{}, "", &ToolResult{Call: c.Call, Err: err}, nil
 	}
 	allow, allowBy := AllowCall(), ByDefault
@@ -344,6 +347,9 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *CallState) (Decisio
 		case Allow:
 			if len(d.Input) > 0 {
 				if err := r.validate(ctx, e, d.Input); err != nil {
+					if ctx.Err() != nil {
+						return Decision{}, "", nil, err
+					}
 					return Decision{}, "", &ToolResult{Call: c.Call, Err: err}, nil
 				}
 				call.Input = d.Input

@@ -593,7 +593,7 @@ func (r *Runner) hookFailed(ctx context.Context, err error) {
 		return
 	}
 	var he *HookError
-	detail := "a hook failed"
+	detail := ""
 	if errors.As(err, &he) {
 		detail = he.Hook + " hook failed"
 	}

@@ -1,6 +1,7 @@
 package toolrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -33,9 +34,11 @@ import (
 type Tool interface {
 	Name() string
 	Description() string
-	// InputSchema returns the JSON Schema of the tool's input, an object
-	// schema. A nil schema accepts any JSON object.
-	InputSchema() *jsonschema.Schema
+	// InputSchema returns the JSON Schema of the tool's input as JSON, an
+	// object schema in any draft from draft-04 to 2020-12 (see
+	// [CheckSchema]). nil means {"type":"object"}. It is read once, when a
+	// runner is built.
+	InputSchema() json.RawMessage
 	Run(ctx context.Context, input json.RawMessage) ([]Content, error)
 }
 
@@ -114,33 +117,20 @@ type FuncTool struct {
 
 	name        string
 	description string
-	schema      *jsonschema.Schema
+	schema      json.RawMessage
 	run         func(ctx context.Context, input json.RawMessage) ([]Content, error)
 
-	// The resolved schema and the definition sent to the API, made once for
+	// The compiled schema and the definition sent to the API, made once for
 	// all the runners that use the tool.
 	prepOnce  sync.Once
-	prepRS    *jsonschema.Resolved
+	prepRS    *toolSchema
 	prepParam anthropic.BetaToolUnionParam
 	prepErr   error
 }
 
-func (t *FuncTool) prepare() (*jsonschema.Resolved, anthropic.BetaToolUnionParam, error) {
-	t.prepOnce.Do(func() { t.prepRS, t.prepParam, t.prepErr = prepareTool(t) })
+func (t *FuncTool) prepare() (*toolSchema, anthropic.BetaToolUnionParam, error) {
+	t.prepOnce.Do(func() { t.prepRS, t.prepParam, t.prepErr = compileTool(t) })
 	return t.prepRS, t.prepParam, t.prepErr
-}
-
-// prepareTool resolves t's input schema and builds its definition.
-func prepareTool(t Tool) (*jsonschema.Resolved, anthropic.BetaToolUnionParam, error) {
-	schema := t.InputSchema()
-	if schema == nil {
-		schema = &jsonschema.Schema{Type: "object"}
-	}
-	rs, err := schema.Resolve(nil)
-	if err != nil {
-		return nil, anthropic.BetaToolUnionParam{}, fmt.Errorf("toolrun: tool %q: resolving its input schema: %w", t.Name(), err)
-	}
-	return rs, toolParam(t, schema), nil
 }
 
 // Name returns the tool's name.
@@ -149,8 +139,8 @@ func (t *FuncTool) Name() string { return t.name }
 // Description returns the tool's description.
 func (t *FuncTool) Description() string { return t.description }
 
-// InputSchema returns the tool's input schema.
-func (t *FuncTool) InputSchema() *jsonschema.Schema { return t.schema }
+// InputSchema returns the tool's input schema as JSON.
+func (t *FuncTool) InputSchema() json.RawMessage { return t.schema }
 
 // Run calls the tool's function with input.
 func (t *FuncTool) Run(ctx context.Context, input json.RawMessage) ([]Content, error) {
@@ -163,10 +153,11 @@ func (t *FuncTool) Config() ToolConfig { return t.ToolConfig }
 // toolNameRE is the API's rule for client tool names.
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
-func checkName(name string) {
+func checkName(name string) error {
 	if !toolNameRE.MatchString(name) {
-		panic(fmt.Sprintf("toolrun: tool name %q must match %s", name, toolNameRE))
+		return fmt.Errorf("toolrun: tool name %q must match %s", name, toolNameRE)
 	}
+	return nil
 }
 
 // NewTool returns a tool that decodes the model's input into In and calls
@@ -185,20 +176,37 @@ func checkName(name string) {
 // A non-nil error is sent as an is_error result with the error's text (the
 // value returned with it is ignored). NewTool panics if name is not a valid
 // tool name or the schema cannot be inferred, as these are mistakes in the
-// program, not in the run.
+// program, not in the run; [NewToolE] returns them as an error.
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) *FuncTool {
-	checkName(name)
-	schema, err := jsonschema.For[In](nil)
+	t, err := NewToolE(name, description, fn)
 	if err != nil {
-		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
+		panic(err.Error())
 	}
-	if schema.Type != "object" {
-		panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]()))
+	return t
+}
+
+// NewToolE is [NewTool] for a program that builds tools at run time: it
+// returns an error instead of panicking, wrapping [ErrInvalidSchema] when
+// the schema inferred from In cannot be used.
+func NewToolE[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (*FuncTool, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
-	return &FuncTool{
+	inferred, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: inferring the input schema of tool %q: %w", name, err)
+	}
+	if inferred.Type != "object" {
+		return nil, fmt.Errorf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]())
+	}
+	raw, err := json.Marshal(inferred)
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: tool %q: encoding its inferred input schema: %w", name, err)
+	}
+	t := &FuncTool{
 		name:        name,
 		description: description,
-		schema:      schema,
+		schema:      raw,
 		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
 			var in In
 			if len(input) > 0 {
@@ -216,26 +224,37 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 			return toContent(out)
 		},
 	}
+	if _, _, err := t.prepare(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // NewRawTool returns a tool with an explicit JSON Schema (schemaJSON, an
-// object schema) whose function receives the model's input as raw JSON,
-// already validated against the schema. Its result is converted as for
-// [NewTool]. NewRawTool panics if name is invalid or schemaJSON is not a JSON
-// Schema object.
+// object schema in any draft [CheckSchema] accepts) whose function receives
+// the model's input as raw JSON, already validated against the schema. Its
+// result is converted as for [NewTool]. NewRawTool panics if name is
+// invalid or the schema cannot be used; [NewRawToolE] returns an error
+// instead.
 func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) *FuncTool {
-	checkName(name)
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
-		panic(fmt.Sprintf("toolrun: tool %q: invalid input schema: %v", name, err))
+	t, err := NewRawToolE(name, description, schemaJSON, fn)
+	if err != nil {
+		panic(err.Error())
 	}
-	if schema.Type != "object" {
-		panic(fmt.Sprintf("toolrun: tool %q: input schema must have \"type\": \"object\"", name))
+	return t
+}
+
+// NewRawToolE is [NewRawTool] for schemas loaded at run time: it returns an
+// error, wrapping [ErrInvalidSchema] when the schema cannot be used,
+// instead of panicking.
+func NewRawToolE[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) (*FuncTool, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
-	return &FuncTool{
+	t := &FuncTool{
 		name:        name,
 		description: description,
-		schema:      &schema,
+		schema:      json.RawMessage(bytes.Clone(schemaJSON)),
 		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
 			out, err := fn(ctx, input)
 			if err != nil {
@@ -244,6 +263,10 @@ func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ct
 			return toContent(out)
 		},
 	}
+	if _, _, err := t.prepare(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // toContent converts what a tool function returned into result blocks.
@@ -268,15 +291,17 @@ func toContent(out any) ([]Content, error) {
 	return []Content{Text(string(b))}, nil
 }
 
-// toolParam is the tool's definition as sent in a request.
-func toolParam(t Tool, schema *jsonschema.Schema) anthropic.BetaToolUnionParam {
-	b, err := json.Marshal(schema)
-	if err != nil {
-		panic(fmt.Sprintf("toolrun: tool %q: encoding its input schema: %v", t.Name(), err))
-	}
-	var fields map[string]any
-	if err := json.Unmarshal(b, &fields); err != nil {
-		panic(fmt.Sprintf("toolrun: tool %q: decoding its input schema: %v", t.Name(), err))
+// toolParam is the tool's definition as sent in a request, from its
+// input schema as JSON, already checked by compileSchema.
+func toolParam(t Tool, raw json.RawMessage) (anthropic.BetaToolUnionParam, error) {
+	fields := map[string]any{}
+	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
+		// Numbers decode as float64: the client's encoder would send a
+		// json.Number as a string. The definition only informs the model;
+		// validation reads the schema's numbers exactly.
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return anthropic.BetaToolUnionParam{}, fmt.Errorf("decoding its input schema: %w", err)
+		}
 	}
 	// Properties is always set: the client leaves out an input_schema whose
 	// fields are all empty, and the API rejects a tool without one.
@@ -287,9 +312,15 @@ func toolParam(t Tool, schema *jsonschema.Schema) anthropic.BetaToolUnionParam {
 		case "properties":
 			in.Properties = v
 		case "required":
-			for _, name := range v.([]any) {
-				in.Required = append(in.Required, name.(string))
+			if names, ok := v.([]any); ok {
+				for _, name := range names {
+					if s, ok := name.(string); ok {
+						in.Required = append(in.Required, s)
+					}
+				}
+				continue
 			}
+			fallthrough
 		default:
 			if in.ExtraFields == nil {
 				in.ExtraFields = map[string]any{}
@@ -301,5 +332,5 @@ func toolParam(t Tool, schema *jsonschema.Schema) anthropic.BetaToolUnionParam {
 	if d := t.Description(); d != "" {
 		p.Description = anthropic.String(d)
 	}
-	return anthropic.BetaToolUnionParam{OfTool: &p}
+	return anthropic.BetaToolUnionParam{OfTool: &p}, nil
 }

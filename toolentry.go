@@ -6,16 +6,15 @@ import (
 	"errors"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// toolEntry is a tool as a runner holds it: its settings, its schema made
-// ready for validation and its definition for the API, built once.
+// toolEntry is a tool as a runner holds it: its settings, its schema
+// compiled for validation and its definition for the API, built once.
 type toolEntry struct {
-	tool     Tool
-	config   ToolConfig
-	resolved *jsonschema.Resolved
-	param    anthropic.BetaToolUnionParam
+	tool   Tool
+	config ToolConfig
+	schema *toolSchema
+	param  anthropic.BetaToolUnionParam
 }
 
 func newToolEntry(t Tool) (*toolEntry, error) {
@@ -25,16 +24,18 @@ func newToolEntry(t Tool) (*toolEntry, error) {
 	}
 	var err error
 	if ft, ok := t.(*FuncTool); ok {
-		e.resolved, e.param, err = ft.prepare()
+		e.schema, e.param, err = ft.prepare()
 	} else {
-		e.resolved, e.param, err = prepareTool(t)
+		e.schema, e.param, err = compileTool(t)
 	}
 	return e, err
 }
 
-// validate checks input against the tool's schema.
+// validate checks input against the tool's schema. A validation cut short
+// by ctx returns ctx's error, which is no verdict: the caller leaves the
+// call unanswered.
 func (r *Runner) validate(ctx context.Context, e *toolEntry, input json.RawMessage) error {
-	err := validateInput(e.resolved, input)
+	err := e.schema.validate(ctx, input)
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		ve.Tool = e.tool.Name()

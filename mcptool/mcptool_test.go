@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -150,16 +151,49 @@ func TestRename(t *testing.T) {
 	check(t, "tool names", names(tools(t, s)), []string{"search"})
 }
 
+// TestUnusableSchemaLeftOut: a tool whose schema the runner could not
+// validate safely is not offered, an Error log says which and why, and the
+// server's other tools still are. Before issue 14, a $ref cycle ended the
+// process with a stack overflow, and an ECMAScript pattern dropped a tool
+// that works.
 func TestUnusableSchemaLeftOut(t *testing.T) {
-	srv := newMCPServer("s", nil)
-	addTool(srv, "good", returns(text("")))
-	srv.AddTool(&mcp.Tool{Name: "remote", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}`)}, returns(text("")))
-	log, logs := newLogger()
-	s := connect(t, "s", mcptool.InMemory(srv), &mcptool.Options{Logger: log})
-	check(t, "tool names", names(tools(t, s)), []string{"s__good"})
-	recs := logs.records(t, "mcptool: MCP tool left out: its input schema cannot be used")
-	if len(recs) != 1 || recs[0]["tool"] != "remote" || recs[0]["level"] != "ERROR" {
-		t.Errorf("log records = %v, want one error record for tool remote", recs)
+	tests := []struct {
+		name    string
+		schema  string
+		offered bool
+		why     string // a substring of the logged error
+	}{
+		{name: "remote", schema: `{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}`, why: "references outside the schema are not allowed"},
+		{name: "cyclic", schema: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}}}`, why: "reference cycle"},
+		{name: "draft3", schema: `{"$schema":"http://json-schema.org/draft-03/schema#","type":"object"}`, why: "unsupported $schema"},
+		{name: "zod", schema: `{"type":"object","properties":{"user":{"type":"string","pattern":"^(?!admin)\\w+$"}}}`, offered: true},
+		{name: "draft4", schema: `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"n":{"maximum":1,"exclusiveMaximum":true}}}`, offered: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newMCPServer("s", nil)
+			addTool(srv, "good", returns(text("")))
+			srv.AddTool(&mcp.Tool{Name: tt.name, InputSchema: json.RawMessage(tt.schema)}, returns(text("")))
+			log, logs := newLogger()
+			s := connect(t, "s", mcptool.InMemory(srv), &mcptool.Options{Logger: log})
+			want := []string{"s__good"}
+			if tt.offered {
+				want = append(want, "s__"+tt.name)
+			}
+			slices.Sort(want) // the server lists its tools by name
+			check(t, "tool names", names(tools(t, s)), want)
+			recs := logs.records(t, "mcptool: MCP tool left out: its input schema cannot be used")
+			if tt.offered {
+				if len(recs) != 0 {
+					t.Errorf("got log records %v, want none", recs)
+				}
+				return
+			}
+			if len(recs) != 1 || recs[0]["tool"] != tt.name || recs[0]["server"] != "s" || recs[0]["level"] != "ERROR" ||
+				!strings.Contains(fmt.Sprint(recs[0]["error"]), tt.why) {
+				t.Errorf("got log records %v, want one error record for server s, tool %s, saying %q", recs, tt.name, tt.why)
+			}
+		})
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolrun/toolrun"
@@ -61,7 +60,7 @@ type Tool struct {
 	server *Server
 	def    *mcp.Tool
 	name   string
-	schema *jsonschema.Schema
+	schema json.RawMessage
 	config toolrun.ToolConfig
 }
 
@@ -78,7 +77,7 @@ func (t *Tool) Description() string {
 }
 
 // InputSchema returns the server's input schema of the tool.
-func (t *Tool) InputSchema() *jsonschema.Schema { return t.schema }
+func (t *Tool) InputSchema() json.RawMessage { return t.schema }
 
 // Config returns the tool's runner configuration, from [Options.Config] or
 // [Options.ConfigFor].
@@ -277,35 +276,23 @@ func (s *Server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 	}
 }
 
-// inputSchema converts an MCP input schema to one the runner can use.
-func inputSchema(v any) (*jsonschema.Schema, error) {
-	schema := &jsonschema.Schema{Type: "object"}
+// inputSchema converts an MCP input schema to one the runner can use, or
+// says why it cannot (see [toolrun.CheckSchema]). MCP schemas are JSON
+// Schema, so every draft the runner validates is kept as the server wrote
+// it; a schema without a type is taken as an object schema.
+func inputSchema(v any) (json.RawMessage, error) {
+	raw := json.RawMessage(`{"type":"object"}`)
 	if v != nil {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, err
 		}
-		schema = &jsonschema.Schema{}
-		if err := json.Unmarshal(b, schema); err != nil {
-			return nil, err
-		}
+		raw = b
 	}
-	switch {
-	case schema.Type == "" && len(schema.Types) == 0:
-		schema.Type = "object"
-	case schema.Type != "object":
-		return nil, fmt.Errorf("the input schema's type is %q; it must be \"object\"", schema.Type+strings.Join(schema.Types, ","))
-	}
-	if _, err := schema.Resolve(nil); err != nil {
+	if err := toolrun.CheckSchema(raw); err != nil {
 		return nil, err
 	}
-	if schema.Properties == nil {
-		// Tools without input are common in MCP; an explicit empty
-		// properties keeps their input_schema from being sent as zero
-		// (and so left out) by the anthropic client.
-		schema.Properties = map[string]*jsonschema.Schema{}
-	}
-	return schema, nil
+	return raw, nil
 }
 
 // convert returns the content of res as result blocks.
