@@ -516,7 +516,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
 		// Stalled responses end fast, so that the suite stays quick; a
 		// hang would be a run that passes the suite's deadline.
-		Timeouts: toolrun.Timeouts{StreamIdle: 200 * time.Millisecond, Request: 300 * time.Millisecond},
+		Timeouts: toolrun.Timeouts{StreamIdle: 2 * time.Second, Request: 3 * time.Second},
 		OnEvent: func(_ context.Context, e toolrun.Event) {
 			mu.Lock()
 			defer mu.Unlock()
