@@ -62,6 +62,10 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 			return nil, nil
 		}
 		r.stopped = nil // as in Next: an error is tried again, approvals are all given
+		// Before anything is decided or run.
+		if err := r.claim(ctx); err != nil {
+			return nil, r.fail(ctx, err, "")
+		}
 		plans, err := r.planCalls(ctx)
 		if err != nil || r.stopped != nil || len(plans) > 0 {
 			return plans, err

@@ -578,7 +578,7 @@ func TestExecuteCallAfterCancelRunsAgain(t *testing.T) {
 
 func TestStateAsData(t *testing.T) {
 	pending := func() *toolrun.State {
-		return &toolrun.State{Version: toolrun.StateVersion, Pending: &toolrun.TurnState{
+		return &toolrun.State{Format: toolrun.StateFormat, Pending: &toolrun.TurnState{
 			Turn: 1, StopReason: anthropic.BetaStopReasonToolUse,
 			Calls: []toolrun.CallState{
 				{Call: toolrun.ToolCall{ID: "a", Name: "write"}, Deferred: true, DecidedBy: "policy", Decision: &toolrun.Decision{Kind: toolrun.Defer, Reason: "writes"}},

@@ -376,6 +376,7 @@ type Runner struct {
 
 	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr
 	saveErr error      // the first failed save, which stops the run
+	ckpt    checkpoint // the run's hold on Options.Store; see checkpoint.go
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink
 	sink    *eventSink // the consumer of Events, while it runs
@@ -575,6 +576,9 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 		r.started = time.Now()
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, r.fail(ctx, err, "")
+	}
+	if err := r.claim(ctx); err != nil { // before anything is decided or run
 		return nil, r.fail(ctx, err, "")
 	}
 	if r.pending != nil {

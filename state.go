@@ -9,9 +9,9 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
-// StateVersion is the version of the [State] format this package writes. A
-// State of another version is refused by [Resume].
-const StateVersion = 1
+// StateFormat is the version of the [State] format this package writes. A
+// State of another format is refused by [Resume].
+const StateFormat = 1
 
 // State is everything needed to continue a run, as plain data that
 // round-trips through JSON: the request params with the history, the turn
@@ -24,7 +24,14 @@ const StateVersion = 1
 // in it and is given to Resume again: the client, the tools and the
 // [Options].
 type State struct {
-	Version int `json:"version"`
+	// Format is the version of the format, [StateFormat].
+	Format int `json:"format"`
+	// Version counts the saves of the run to its [Store]: it is the version
+	// of the state last loaded from the store or saved to it, and is bumped
+	// by every save. A runner resumed from a State saves only over that same
+	// version, so a State older than the store's is refused with
+	// [ErrRunBusy]. It stays 0 without a Store.
+	Version uint64 `json:"version,omitempty"`
 	// Params are the request params with the history as Messages, without
 	// the runner's own tools (those come from the tools given to Resume).
 	Params anthropic.BetaMessageNewParams `json:"params"`
@@ -95,7 +102,8 @@ type ResultState struct {
 // runner.
 func (r *Runner) State() *State {
 	s := &State{
-		Version:      StateVersion,
+		Format:       StateFormat,
+		Version:      r.ckpt.version.Load(),
 		Params:       r.params,
 		Betas:        slices.Clone(r.params.Betas),
 		Edited:       r.edited,
@@ -151,12 +159,13 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s == nil {
 		return nil, errors.New("toolrun: resume: nil state")
 	}
-	if s.Version != StateVersion {
-		return nil, fmt.Errorf("toolrun: resume: state version %d, want %d", s.Version, StateVersion)
+	if s.Format != StateFormat {
+		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, StateFormat)
 	}
 	params := s.Params
 	params.Betas = slices.Clone(s.Betas)
 	r := New(client, params, tools, opts)
+	r.ckpt.version.Store(s.Version)
 	if s.MaxTurns != 0 {
 		r.maxTurns = s.MaxTurns
 	}
