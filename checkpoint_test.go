@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -443,4 +444,176 @@ func runResumers(t *testing.T, dir, mode string) []string {
 		res = append(res, outs[i].String())
 	}
 	return res
+}
+
+// TestStaleStateIsRefused: a State resumed after the store moved on (here,
+// another runner finished the run) runs nothing and stops with ErrRunBusy.
+func TestStaleStateIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	stale := suspendRun(t, dir)
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
+	tools := []toolrun.Tool{appendTool(dir)}
+	r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("first Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	finished, err := opts.Store.Load(t.Context(), resumerRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r, err = toolrun.Resume(client(s), stale, tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if !errors.Is(err, toolrun.ErrRunBusy) || res.StopReason != toolrun.StopError {
+		t.Fatalf("Run of the stale state = %q, %v; want StopError wrapping ErrRunBusy", res.StopReason, err)
+	}
+	// It stays refused: the next step does not try again.
+	if _, err := r.Next(t.Context()); !errors.Is(err, toolrun.ErrRunBusy) {
+		t.Errorf("Next after the refusal: got %v, want ErrRunBusy", err)
+	}
+	if diff := cmp.Diff(map[string]int{"append a1": 1}, executions(t, dir)); diff != "" {
+		t.Errorf("executions (-want +got):\n%s", diff)
+	}
+	if got := len(s.Requests()); got != 1 {
+		t.Errorf("requests: got %d, want 1 (the stale runner sends none)", got)
+	}
+	after, err := opts.Store.Load(t.Context(), resumerRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(finished)
+	now, _ := json.Marshal(after)
+	if diff := cmp.Diff(string(before), string(now)); diff != "" {
+		t.Errorf("the stale runner changed the saved state (-before +after):\n%s", diff)
+	}
+}
+
+// storeFiles lists the files of dir.
+func storeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// TestFileStoreRemovesAKilledSavesFile: the temporary file a save killed
+// midway leaves is removed by the next use of the run, which still finds
+// the last whole state.
+func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		use       func(ctx context.Context, s *toolrun.FileStore) error
+		wantFiles []string
+	}{
+		{"Load", func(ctx context.Context, s *toolrun.FileStore) error {
+			_, err := s.Load(ctx, "r1")
+			return err
+		}, []string{"r1.lock", "r1.state.json"}},
+		{"Save", func(ctx context.Context, s *toolrun.FileStore) error {
+			return s.Save(ctx, "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 2, Turns: 2}, 1)
+		}, []string{"r1.lock", "r1.state.json"}},
+		{"Delete", func(ctx context.Context, s *toolrun.FileStore) error {
+			return s.Delete(ctx, "r1")
+		}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &toolrun.FileStore{Dir: t.TempDir()}
+			if err := s.Save(t.Context(), "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 1, Turns: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+			// What a save killed after writing half its file leaves.
+			if err := os.WriteFile(filepath.Join(s.Dir, "r1.state.json.tmp"), []byte(`{"format":1,"vers`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.use(t.Context(), s); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantFiles, storeFiles(t, s.Dir)); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSaverChild saves a large state again and again, each over the last,
+// until it is killed; it does nothing in a normal run.
+func TestSaverChild(t *testing.T) {
+	dir := os.Getenv("TOOLRUN_SAVER_DIR")
+	if dir == "" {
+		t.Skip("helper process for TestKillDuringSaves")
+	}
+	s := &toolrun.FileStore{Dir: dir}
+	big := strings.Repeat("x", 4<<20) // so that a kill lands inside a save
+	for v := uint64(1); ; v++ {
+		st := &toolrun.State{Format: toolrun.StateFormat, Version: v, Turns: int(v), Params: userParams(big)}
+		if err := s.Save(context.Background(), "saver", st, v-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKillDuringSaves kills a process with SIGKILL while it saves a run
+// over and over: the next Open finds a whole state, and no temporary file
+// is left.
+func TestKillDuringSaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	tmpSeen := 0
+	for rep := range 5 {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSaverChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), "TOOLRUN_SAVER_DIR="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		want := 3 + rep // vary the moment of the kill
+		waitFor(t, "the child's saves", func() bool {
+			data, _ := os.ReadFile(filepath.Join(dir, "saver.state.json"))
+			var v struct{ Version int }
+			return json.Unmarshal(data, &v) == nil && v.Version >= want
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("the child ended by itself:\n%s", &out)
+		}
+		if slices.Contains(storeFiles(t, dir), "saver.state.json.tmp") {
+			tmpSeen++
+		}
+		s := toolruntest.Start(t)
+		r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), nil, &toolrun.Options{
+			Logger: discard(), Store: &toolrun.FileStore{Dir: dir}, RunID: "saver"})
+		if err != nil {
+			t.Fatalf("repetition %d: Open after the kill: %v", rep, err)
+		}
+		st := r.State()
+		if st.Version < uint64(want) || st.Turns != int(st.Version) {
+			t.Errorf("repetition %d: Open after the kill: got version %d with turns %d, want a whole state of version %d or later", rep, st.Version, st.Turns, want)
+		}
+		if diff := cmp.Diff([]string{"saver.lock", "saver.state.json"}, storeFiles(t, dir)); diff != "" {
+			t.Errorf("repetition %d: files after Open (-want +got):\n%s", rep, diff)
+		}
+	}
+	t.Logf("%d of 5 kills left a temporary file behind", tmpSeen)
 }

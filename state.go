@@ -24,7 +24,8 @@ const StateFormat = 1
 // in it and is given to Resume again: the client, the tools and the
 // [Options].
 type State struct {
-	// Format is the version of the format, [StateFormat].
+	// Format is the version of the format, [StateFormat]. Resume takes 0
+	// as 1: such a State predates the field.
 	Format int `json:"format"`
 	// Version counts the saves of the run to its [Store]: it is the version
 	// of the state last loaded from the store or saved to it, and is bumped
@@ -159,7 +160,10 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s == nil {
 		return nil, errors.New("toolrun: resume: nil state")
 	}
-	if s.Format != StateFormat {
+	// A State without Format was written before the field existed, in
+	// format 1, when "version" held the format (and now reads as a Version
+	// of 1, which is what a store holding it reports too).
+	if s.Format != StateFormat && s.Format != 0 {
 		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, StateFormat)
 	}
 	params := s.Params

@@ -182,4 +182,3 @@ func RunProcesses(ctx context.Context, dir string, open func(dir string) (toolru
 	}
 	return errors.Join(errs...)
 }
-
