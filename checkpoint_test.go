@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -616,4 +617,47 @@ func TestKillDuringSaves(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 5 kills left a temporary file behind", tmpSeen)
+}
+
+// Two runners (in two processes, say) open the same suspended run and are
+// given the same approval: one runs the call, the other is refused before it
+// does anything.
+func ExampleErrRunBusy() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]int{"cents": 1200})),
+		toolruntest.Message(toolruntest.Text("Charged $12.")),
+	)
+	defer server.Close()
+	dir, _ := os.MkdirTemp("", "runs")
+	defer os.RemoveAll(dir)
+	charge := toolrun.NewTool("charge", "Charge the card", func(ctx context.Context, in struct {
+		Cents int `json:"cents"`
+	}) (string, error) {
+		fmt.Println("charging", in.Cents, "cents")
+		return "charged", nil
+	})
+	charge.Policy = toolrun.RequireApproval("moves money")
+	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Charge $12"))},
+	}
+	r, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason)
+
+	a, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	b, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	_ = a.Decide("toolu_1", toolrun.AllowCall())
+	_ = b.Decide("toolu_1", toolrun.AllowCall())
+	res, _ = a.Run(context.Background())
+	fmt.Println("a:", res.StopReason, res.Text())
+	_, err := b.Run(context.Background())
+	fmt.Println("b:", errors.Is(err, toolrun.ErrRunBusy))
+	// Output:
+	// awaiting_approval
+	// charging 1200 cents
+	// a: end_turn Charged $12.
+	// b: true
 }
