@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -555,18 +556,22 @@ func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
 	}
 }
 
-// TestSaverChild saves a large state again and again, each over the last,
-// until it is killed; it does nothing in a normal run.
+// TestSaverChild saves a state again and again, each over the last, until
+// it is killed, and writes the version it last saved to the file in
+// TOOLRUN_SAVER_PROGRESS; it does nothing in a normal run.
 func TestSaverChild(t *testing.T) {
 	dir := os.Getenv("TOOLRUN_SAVER_DIR")
 	if dir == "" {
 		t.Skip("helper process for TestKillDuringSaves")
 	}
 	s := &toolrun.FileStore{Dir: dir}
-	big := strings.Repeat("x", 4<<20) // so that a kill lands inside a save
+	big := strings.Repeat("x", 256<<10) // so that a kill may land inside a save
 	for v := uint64(1); ; v++ {
 		st := &toolrun.State{Format: toolrun.StateFormat, Version: v, Turns: int(v), Params: userParams(big)}
 		if err := s.Save(context.Background(), "saver", st, v-1); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(os.Getenv("TOOLRUN_SAVER_PROGRESS"), []byte(strconv.FormatUint(v, 10)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -581,19 +586,19 @@ func TestKillDuringSaves(t *testing.T) {
 	}
 	tmpSeen := 0
 	for rep := range 5 {
-		dir := t.TempDir()
+		dir, progress := t.TempDir(), filepath.Join(t.TempDir(), "progress")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSaverChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), "TOOLRUN_SAVER_DIR="+dir)
+		cmd.Env = append(os.Environ(), "TOOLRUN_SAVER_DIR="+dir, "TOOLRUN_SAVER_PROGRESS="+progress)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		want := 3 + rep // vary the moment of the kill
+		want := 3 + 7*rep // vary the moment of the kill
 		waitFor(t, "the child's saves", func() bool {
-			data, _ := os.ReadFile(filepath.Join(dir, "saver.state.json"))
-			var v struct{ Version int }
-			return json.Unmarshal(data, &v) == nil && v.Version >= want
+			data, _ := os.ReadFile(progress)
+			v, err := strconv.Atoi(string(data))
+			return err == nil && v >= want
 		})
 		cmd.Process.Signal(syscall.SIGKILL)
 		if err := cmd.Wait(); err == nil {
