@@ -17,39 +17,70 @@ import (
 // for a run.
 var ErrNoState = errors.New("toolrun: no saved state")
 
+// ErrRunBusy is wrapped by the error of [Store.Save] when the saved state is
+// not the one the runner last saw: another runner (in this process or
+// another) has saved the run since. The runner that gets it stops without
+// running anything more, and every later step returns the same error: the
+// run belongs to the other runner.
+var ErrRunBusy = errors.New("toolrun: run saved by another runner")
+
 // Store keeps the [State] of runs so that a run outlives its process. With
-// [Options.Store] set, a runner saves its state after every step: when a
-// response arrives, before each tool call starts (the call is journaled as
-// started), when it finishes (with its result), when a turn is committed and
-// when the run stops. [Open] resumes a run from its saved state.
+// [Options.Store] set, a runner saves its state after every step: when it
+// first steps in this process, when a response arrives, before each tool
+// call starts (the call is journaled as started), when it finishes (with its
+// result), when a turn is committed and when the run stops. [Open] resumes a
+// run from its saved state.
 //
-// Implementations must make Save atomic: a crash in the middle of a Save
-// leaves the previous state readable. The runner calls Save from one
-// goroutine at a time.
+// Every save is a compare-and-swap on [State.Version], so that one runner at
+// a time owns a run: the runner saves version n+1 only if the store still
+// holds version n, the one it last loaded or saved. Two processes that
+// resume the same run (two [Open]s, or two [Resume]s of one State) race for
+// the first save, which each runner makes before it decides or runs
+// anything; the loser gets [ErrRunBusy] and runs nothing. Together with the
+// journal of started calls this makes a call of a tool that is not
+// [ToolConfig.Idempotent] run at most once, across crashes and across
+// processes. Without a Store nothing coordinates two copies of one State:
+// resuming the same State twice runs its pending calls twice.
 type Store interface {
-	// Save replaces the saved state of run id with s.
-	Save(ctx context.Context, id string, s *State) error
-	// Load returns the saved state of run id, or an error wrapping
-	// [ErrNoState] if there is none.
+	// Save replaces the saved state of run id with s if the saved state's
+	// Version equals prev (prev 0: nothing is saved yet); otherwise it saves
+	// nothing and returns an error wrapping [ErrRunBusy]. s.Version is
+	// greater than prev. Save is atomic (a crash in the middle of a Save
+	// leaves the previous state readable), and safe for concurrent use by
+	// several goroutines and processes.
+	Save(ctx context.Context, id string, s *State, prev uint64) error
+	// Load returns the saved state of run id, with the Version it was saved
+	// with, or an error wrapping [ErrNoState] if there is none.
 	Load(ctx context.Context, id string) (*State, error)
 	// Delete removes the saved state of run id; it is not an error if there
-	// is none.
+	// is none. A run saved again after Delete starts from version 0.
 	Delete(ctx context.Context, id string) error
 }
 
 // FileStore is a [Store] that keeps each run's state as a JSON file in Dir.
+// The zero value with Dir set is ready to use, and several FileStores, in
+// one process or many, may share a directory.
+//
 // Saves are atomic: the state is written to a temporary file, synced, and
 // renamed over the previous one, so a crash leaves either the old state or
-// the new one, never a torn file.
+// the new one, never a torn file. Each save holds an OS lock on a lock file
+// of its run (flock) while it compares versions and renames; the OS releases
+// it when the process dies, so a killed process never leaves a run locked.
+// The temporary file a killed save leaves behind is removed by the next
+// Save, Load or Delete of that run. On systems without flock (Windows,
+// Plan 9, js/wasm) Save and Delete return an error wrapping
+// [errors.ErrUnsupported].
 type FileStore struct {
 	// Dir is the directory of the state files. It is created on the first
 	// Save if it does not exist.
 	Dir string
 }
 
-// path returns the file of run id. The id is escaped so that any string is
-// a safe file name and two ids never share a file.
-func (f *FileStore) path(id string) string {
+// name returns the base of the files of run id: the state is name.state.json,
+// the temporary file of a save in progress name.state.json.tmp, and the lock
+// name.lock. The id is escaped so that any string is a safe file name and two
+// ids never share a file; the suffixes keep the three kinds apart.
+func (f *FileStore) name(id string) string {
 	var b strings.Builder
 	for _, r := range id {
 		switch {
@@ -61,11 +92,18 @@ func (f *FileStore) path(id string) string {
 			}
 		}
 	}
-	return filepath.Join(f.Dir, b.String()+".state.json")
+	return filepath.Join(f.Dir, b.String())
 }
 
-// Save writes s as the state of run id, atomically.
-func (f *FileStore) Save(ctx context.Context, id string, s *State) error {
+// path returns the state file of run id.
+func (f *FileStore) path(id string) string { return f.name(id) + ".state.json" }
+
+// Save writes s as the state of run id, atomically, if the saved state's
+// Version is prev.
+func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) error {
+	if s.Version <= prev {
+		return fmt.Errorf("toolrun: file store: saving version %d of run %q over version %d", s.Version, id, prev)
+	}
 	data, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("toolrun: file store: encoding the state of %q: %w", id, err)
@@ -73,23 +111,28 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State) error {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
-	tmp, err := os.CreateTemp(f.Dir, ".tmp-*")
+	name := f.name(id)
+	unlock, err := lockFile(name + ".lock")
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: locking run %q: %w", id, err)
+	}
+	defer unlock()
+	cur, err := savedVersion(name + ".state.json")
 	if err != nil {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+	if cur != prev {
+		return fmt.Errorf("toolrun: file store: run %q is at version %d, not %d: %w", id, cur, prev, ErrRunBusy)
+	}
+	// The lock is held, so the temporary file is this save's alone; one left
+	// by a killed save is truncated here and renamed or removed below.
+	tmp := name + ".state.json.tmp"
+	if err := writeSynced(tmp, data); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("toolrun: file store: writing the state of %q: %w", id, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("toolrun: file store: syncing the state of %q: %w", id, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("toolrun: file store: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.path(id)); err != nil {
+	if err := os.Rename(tmp, name+".state.json"); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
 	// Sync the directory so the rename itself survives a power loss.
@@ -100,9 +143,55 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State) error {
 	return nil
 }
 
-// Load reads the state of run id.
+// writeSynced writes data to the file at path, replacing it, and syncs it.
+func writeSynced(path string, data []byte) error {
+	t, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Write(data); err != nil {
+		t.Close()
+		return err
+	}
+	if err := t.Sync(); err != nil {
+		t.Close()
+		return err
+	}
+	return t.Close()
+}
+
+// savedVersion returns the Version of the state file at path, 0 if there is
+// none.
+func savedVersion(path string) (uint64, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var v struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return 0, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return v.Version, nil
+}
+
+// Load reads the state of run id. It needs no lock: a save replaces the file
+// in one rename.
 func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
-	data, err := os.ReadFile(f.path(id))
+	name := f.name(id)
+	if _, err := os.Lstat(name + ".state.json.tmp"); err == nil {
+		// A save in progress, or one killed midway: once the lock is free,
+		// whatever is left is a killed save's.
+		if unlock, err := lockFile(name + ".lock"); err == nil {
+			os.Remove(name + ".state.json.tmp")
+			unlock()
+		}
+	}
+	data, err := os.ReadFile(name + ".state.json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w for run %q in %s", ErrNoState, id, f.Dir)
 	}
@@ -116,11 +205,24 @@ func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
 	return &s, nil
 }
 
-// Delete removes the state of run id.
+// Delete removes the state of run id, with its lock file and any temporary
+// file a killed save left.
 func (f *FileStore) Delete(ctx context.Context, id string) error {
-	err := os.Remove(f.path(id))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("toolrun: file store: %w", err)
+	if _, err := os.Stat(f.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	name := f.name(id)
+	unlock, err := lockFile(name + ".lock")
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: locking run %q: %w", id, err)
+	}
+	defer unlock()
+	for _, suffix := range []string{".state.json", ".state.json.tmp", ".lock"} {
+		// lockFile notices a lock file removed under it, so removing it
+		// while holding it is safe.
+		if err := os.Remove(name + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("toolrun: file store: %w", err)
+		}
 	}
 	return nil
 }
@@ -131,6 +233,11 @@ func (f *FileStore) Delete(ctx context.Context, id string) error {
 // a crash and never finished are run again only if their tool is
 // [ToolConfig.Idempotent]; otherwise the model is told they were
 // interrupted ([ErrInterrupted]).
+//
+// Two processes may Open the same run at once: the first step of each saves
+// the state before deciding or running anything, and only one of those saves
+// succeeds (see [Store]). The other runner stops with an error wrapping
+// [ErrRunBusy] and runs nothing.
 func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) (*Runner, error) {
 	if opts == nil || opts.Store == nil || opts.RunID == "" {
 		return nil, errors.New("toolrun: open: Options.Store and Options.RunID are required")
@@ -145,10 +252,27 @@ func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMes
 	return Resume(client, s, tools, opts)
 }
 
-// save writes the run's state to Options.Store, if set, signed with
-// Options.StateKey. A failure is kept and stops the run at its next step,
-// since a run whose journal cannot be written could run a call twice after
-// a crash.
+// claim makes the first save of this runner, before it decides or runs
+// anything, so that of two runners resuming one run the second is refused
+// before it does any work. It is a no-op once a save has succeeded.
+func (r *Runner) claim(ctx context.Context) error {
+	if r.opts.Store == nil {
+		return nil
+	}
+	r.saveMu.Lock()
+	claimed := r.claimed
+	r.saveMu.Unlock()
+	if claimed {
+		return nil
+	}
+	return r.save(ctx)
+}
+
+// save writes the run's state to Options.Store, if set, as the version after
+// the one last loaded or saved, signed with Options.StateKey. A failure is
+// kept and stops the run at its next step, since a run whose journal cannot
+// be written could run a call twice after a crash; a refusal ([ErrRunBusy])
+// stops it for good.
 func (r *Runner) save(ctx context.Context) error {
 	if r.opts.Store == nil {
 		return nil
@@ -156,35 +280,48 @@ func (r *Runner) save(ctx context.Context) error {
 	s := r.snapshot()
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
+	if r.busy != nil {
+		return r.busy
+	}
 	if r.saveErr != nil {
 		return r.saveErr
 	}
-	s.Version = r.version + 1
+	prev := r.version
+	s.Version = prev + 1
 	err := s.sign(r.opts.StateKey)
 	if err == nil {
-		err = r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s)
+		err = r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s, prev)
 	}
-	if err != nil {
-		err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)
-		r.saveErr = err
-		r.log.ErrorContext(ctx, "toolrun: checkpoint failed", "run_id", r.opts.RunID, "error", err.Error())
+	if err == nil {
+		r.version, r.claimed = s.Version, true
+		return nil
+	}
+	err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)
+	if errors.Is(err, ErrRunBusy) {
+		r.busy = err
+		r.log.ErrorContext(ctx, "toolrun: run taken by another runner; stopping", "run_id", r.opts.RunID, "version", prev, "error", err.Error())
 		return err
 	}
-	r.version = s.Version
-	return nil
+	r.saveErr = err
+	r.log.ErrorContext(ctx, "toolrun: checkpoint failed", "run_id", r.opts.RunID, "error", err.Error())
+	return err
 }
 
-// hasSaveErr reports whether a save failed.
+// hasSaveErr reports whether a save failed or was refused.
 func (r *Runner) hasSaveErr() bool {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	return r.saveErr != nil
+	return r.saveErr != nil || r.busy != nil
 }
 
-// takeSaveErr returns, and forgets, the first failed save.
+// takeSaveErr returns the first failed save, and forgets it unless it was a
+// refusal: a run another runner saved stays stopped.
 func (r *Runner) takeSaveErr() error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
+	if r.busy != nil {
+		return r.busy
+	}
 	err := r.saveErr
 	r.saveErr = nil
 	return err

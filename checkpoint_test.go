@@ -3,11 +3,16 @@ package toolrun_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -274,4 +279,390 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	if err != nil || saved.StopReason != toolrun.StopEndTurn {
 		t.Errorf("saved state = %+v, %v; want the finished run", saved, err)
 	}
+}
+
+// The resumer tests run two child processes (this test binary, re-run with
+// TOOLRUN_RESUMER_DIR set) that resume one suspended run at the same time.
+// Each child starts its own fake server with the same script, resumes the
+// run (with Open, or with Resume of a State JSON file), allows the pending
+// call, says it is ready, waits for the parent's signal (its stdin closing)
+// and runs. The tool appends a line to a file, so the parent can count its
+// executions across both processes.
+
+const resumerRunID = "resumer-run"
+
+// appendTool appends "append <id>" to dir/executions: not idempotent.
+func appendTool(dir string) toolrun.Tool {
+	type in struct {
+		ID string `json:"id"`
+	}
+	t := toolrun.NewTool("append", "Append a line (not idempotent)", func(ctx context.Context, in in) (string, error) {
+		f, err := os.OpenFile(filepath.Join(dir, "executions"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintf(f, "append %s\n", in.ID)
+		return "appended " + in.ID, err
+	})
+	t.Policy = toolrun.RequireApproval("appends")
+	return t
+}
+
+// TestResumerChild is the child process; it does nothing in a normal run.
+func TestResumerChild(t *testing.T) {
+	dir := os.Getenv("TOOLRUN_RESUMER_DIR")
+	if dir == "" {
+		t.Skip("helper process for the resumer tests")
+	}
+	name := os.Getenv("TOOLRUN_RESUMER_NAME")
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
+	tools := []toolrun.Tool{appendTool(dir)}
+	var r *toolrun.Runner
+	var err error
+	if os.Getenv("TOOLRUN_RESUMER_MODE") == "resume" {
+		var st toolrun.State
+		data, rerr := os.ReadFile(filepath.Join(dir, "state.json"))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatal(err)
+		}
+		r, err = toolrun.Resume(client(s), &st, tools, opts)
+	} else {
+		r, err = toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ready-"+name), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, os.Stdin)
+	res, err := r.Run(t.Context())
+	fmt.Printf("error: %v\nstop=%s busy=%t\n", err, res.StopReason, errors.Is(err, toolrun.ErrRunBusy))
+}
+
+// suspendRun runs a run to StopAwaitingApproval in dir/store, with one
+// pending call of the append tool, and returns its State.
+func suspendRun(t *testing.T, dir string) *toolrun.State {
+	t.Helper()
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"})))
+	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{appendTool(dir)}, &toolrun.Options{
+		Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopAwaitingApproval {
+		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
+	}
+	return r.State()
+}
+
+// TestTwoResumersRunACallOnce is the regression test of the at-most-once
+// promise across processes: two processes that resume one suspended run at
+// once run its non-idempotent call once between them, and the other is
+// refused with ErrRunBusy before running anything.
+func TestTwoResumersRunACallOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	for _, mode := range []string{"open", "resume"} {
+		t.Run(mode, func(t *testing.T) {
+			for rep := range 10 {
+				dir := t.TempDir()
+				st := suspendRun(t, dir)
+				data, err := json.Marshal(st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				outs := runResumers(t, dir, mode)
+				got := map[string]int{}
+				for _, out := range outs {
+					for line := range strings.Lines(out) {
+						if strings.HasPrefix(line, "stop=") {
+							got[strings.TrimSpace(line)]++
+						}
+					}
+				}
+				want := map[string]int{"stop=end_turn busy=false": 1, "stop=error busy=true": 1}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("repetition %d: how the children stopped (-want +got):\n%s\n%s", rep, diff, strings.Join(outs, "\n"))
+				}
+				if diff := cmp.Diff(map[string]int{"append a1": 1}, executions(t, dir)); diff != "" {
+					t.Fatalf("repetition %d: executions (-want +got):\n%s", rep, diff)
+				}
+			}
+		})
+	}
+}
+
+// runResumers runs two TestResumerChild processes on dir, lets them run at
+// the same moment, and returns their outputs.
+func runResumers(t *testing.T, dir, mode string) []string {
+	t.Helper()
+	var cmds []*exec.Cmd
+	var stdins []io.WriteCloser
+	var outs []*bytes.Buffer
+	for i := range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestResumerChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), "TOOLRUN_RESUMER_DIR="+dir, "TOOLRUN_RESUMER_MODE="+mode, fmt.Sprintf("TOOLRUN_RESUMER_NAME=%d", i))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, stdins, outs = append(cmds, cmd), append(stdins, stdin), append(outs, &out)
+	}
+	waitFor(t, "both children to be ready", func() bool {
+		for i := range cmds {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("ready-%d", i))); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, stdin := range stdins {
+		stdin.Close()
+	}
+	var res []string
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		}
+		res = append(res, outs[i].String())
+	}
+	return res
+}
+
+// TestStaleStateIsRefused: a State resumed after the store moved on (here,
+// another runner finished the run) runs nothing and stops with ErrRunBusy.
+func TestStaleStateIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	stale := suspendRun(t, dir)
+	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
+	tools := []toolrun.Tool{appendTool(dir)}
+	r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("first Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	finished, err := opts.Store.Load(t.Context(), resumerRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r, err = toolrun.Resume(client(s), stale, tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if !errors.Is(err, toolrun.ErrRunBusy) || res.StopReason != toolrun.StopError {
+		t.Fatalf("Run of the stale state = %q, %v; want StopError wrapping ErrRunBusy", res.StopReason, err)
+	}
+	// It stays refused: the next step does not try again.
+	if _, err := r.Next(t.Context()); !errors.Is(err, toolrun.ErrRunBusy) {
+		t.Errorf("Next after the refusal: got %v, want ErrRunBusy", err)
+	}
+	if diff := cmp.Diff(map[string]int{"append a1": 1}, executions(t, dir)); diff != "" {
+		t.Errorf("executions (-want +got):\n%s", diff)
+	}
+	if got := len(s.Requests()); got != 1 {
+		t.Errorf("requests: got %d, want 1 (the stale runner sends none)", got)
+	}
+	after, err := opts.Store.Load(t.Context(), resumerRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(finished)
+	now, _ := json.Marshal(after)
+	if diff := cmp.Diff(string(before), string(now)); diff != "" {
+		t.Errorf("the stale runner changed the saved state (-before +after):\n%s", diff)
+	}
+}
+
+// storeFiles lists the files of dir.
+func storeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// TestFileStoreRemovesAKilledSavesFile: the temporary file a save killed
+// midway leaves is removed by the next use of the run, which still finds
+// the last whole state.
+func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		use       func(ctx context.Context, s *toolrun.FileStore) error
+		wantFiles []string
+	}{
+		{"Load", func(ctx context.Context, s *toolrun.FileStore) error {
+			_, err := s.Load(ctx, "r1")
+			return err
+		}, []string{"r1.lock", "r1.state.json"}},
+		{"Save", func(ctx context.Context, s *toolrun.FileStore) error {
+			return s.Save(ctx, "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 2, Turns: 2}, 1)
+		}, []string{"r1.lock", "r1.state.json"}},
+		{"Delete", func(ctx context.Context, s *toolrun.FileStore) error {
+			return s.Delete(ctx, "r1")
+		}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &toolrun.FileStore{Dir: t.TempDir()}
+			if err := s.Save(t.Context(), "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 1, Turns: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+			// What a save killed after writing half its file leaves.
+			if err := os.WriteFile(filepath.Join(s.Dir, "r1.state.json.tmp"), []byte(`{"format":1,"vers`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.use(t.Context(), s); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantFiles, storeFiles(t, s.Dir)); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSaverChild saves a state again and again, each over the last, until
+// it is killed, and writes the version it last saved to the file in
+// TOOLRUN_SAVER_PROGRESS; it does nothing in a normal run.
+func TestSaverChild(t *testing.T) {
+	dir := os.Getenv("TOOLRUN_SAVER_DIR")
+	if dir == "" {
+		t.Skip("helper process for TestKillDuringSaves")
+	}
+	s := &toolrun.FileStore{Dir: dir}
+	big := strings.Repeat("x", 256<<10) // so that a kill may land inside a save
+	for v := uint64(1); ; v++ {
+		st := &toolrun.State{Format: toolrun.StateFormat, Version: v, Turns: int(v), Params: userParams(big)}
+		if err := s.Save(context.Background(), "saver", st, v-1); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(os.Getenv("TOOLRUN_SAVER_PROGRESS"), []byte(strconv.FormatUint(v, 10)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKillDuringSaves kills a process with SIGKILL while it saves a run
+// over and over: the next Open finds a whole state, and no temporary file
+// is left.
+func TestKillDuringSaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	tmpSeen := 0
+	for rep := range 5 {
+		dir, progress := t.TempDir(), filepath.Join(t.TempDir(), "progress")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSaverChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), "TOOLRUN_SAVER_DIR="+dir, "TOOLRUN_SAVER_PROGRESS="+progress)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		want := 3 + 7*rep // vary the moment of the kill
+		waitFor(t, "the child's saves", func() bool {
+			data, _ := os.ReadFile(progress)
+			v, err := strconv.Atoi(string(data))
+			return err == nil && v >= want
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("the child ended by itself:\n%s", &out)
+		}
+		if slices.Contains(storeFiles(t, dir), "saver.state.json.tmp") {
+			tmpSeen++
+		}
+		s := toolruntest.Start(t)
+		r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), nil, &toolrun.Options{
+			Logger: discard(), Store: &toolrun.FileStore{Dir: dir}, RunID: "saver"})
+		if err != nil {
+			t.Fatalf("repetition %d: Open after the kill: %v", rep, err)
+		}
+		st := r.State()
+		if st.Version < uint64(want) || st.Turns != int(st.Version) {
+			t.Errorf("repetition %d: Open after the kill: got version %d with turns %d, want a whole state of version %d or later", rep, st.Version, st.Turns, want)
+		}
+		if diff := cmp.Diff([]string{"saver.lock", "saver.state.json"}, storeFiles(t, dir)); diff != "" {
+			t.Errorf("repetition %d: files after Open (-want +got):\n%s", rep, diff)
+		}
+	}
+	t.Logf("%d of 5 kills left a temporary file behind", tmpSeen)
+}
+
+// Two runners (in two processes, say) open the same suspended run and are
+// given the same approval: one runs the call, the other is refused before it
+// does anything.
+func ExampleErrRunBusy() {
+	server := toolruntest.NewServer(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]int{"cents": 1200})),
+		toolruntest.Message(toolruntest.Text("Charged $12.")),
+	)
+	defer server.Close()
+	dir, _ := os.MkdirTemp("", "runs")
+	defer os.RemoveAll(dir)
+	charge := toolrun.NewTool("charge", "Charge the card", func(ctx context.Context, in struct {
+		Cents int `json:"cents"`
+	}) (string, error) {
+		fmt.Println("charging", in.Cents, "cents")
+		return "charged", nil
+	})
+	charge.Policy = toolrun.RequireApproval("moves money")
+	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Charge $12"))},
+	}
+	r, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	res, _ := r.Run(context.Background())
+	fmt.Println(res.StopReason)
+
+	a, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	b, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
+	_ = a.Decide("toolu_1", toolrun.AllowCall())
+	_ = b.Decide("toolu_1", toolrun.AllowCall())
+	res, _ = a.Run(context.Background())
+	fmt.Println("a:", res.StopReason, res.Text())
+	_, err := b.Run(context.Background())
+	fmt.Println("b:", errors.Is(err, toolrun.ErrRunBusy))
+	// Output:
+	// awaiting_approval
+	// charging 1200 cents
+	// a: end_turn Charged $12.
+	// b: true
 }

@@ -133,7 +133,9 @@
 // With [Options.Store] (a [FileStore], or any [Store]) the run's state is
 // saved at every step, each call journaled before it runs; [Open] resumes it
 // after a crash without running a finished call again, or a started one
-// unless its tool is [ToolConfig.Idempotent].
+// unless its tool is [ToolConfig.Idempotent]. Each save is a
+// compare-and-swap, so of two processes that resume one run only one goes
+// on; the other stops with [ErrRunBusy].
 //
 // # Events
 //

@@ -67,9 +67,11 @@ type Runner struct {
 	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
 	threadKey string                       // the system prompt and tools the thread was created with
 
-	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr and version
+	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
 	saveErr error      // the first failed save, which stops the run
+	busy    error      // a save refused with ErrRunBusy: the run is another runner's, for good
 	version uint64     // the version of the state last loaded from or saved to the store
+	claimed bool       // a save succeeded in this process
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
 	sink    *eventSink // the consumer of Events, while it runs
@@ -163,6 +165,9 @@ func (r *Runner) RemoveTools(names ...string) {
 // set. It shares nothing with the runner.
 func (r *Runner) State() *State {
 	s := r.snapshot()
+	r.saveMu.Lock()
+	s.Version = r.version
+	r.saveMu.Unlock()
 	var out State
 	if b, err := json.Marshal(s); err == nil && json.Unmarshal(b, &out) == nil {
 		out.Params.Betas = slices.Clone(s.Params.Betas)
@@ -333,6 +338,10 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 	r.clearStop()
 	if r.started.IsZero() {
 		r.started = time.Now()
+	}
+	if err := r.claim(ctx); err != nil {
+		r.fail(ctx, err, "")
+		return step{}
 	}
 	for {
 		if err := r.takeSaveErr(); err != nil {
@@ -727,6 +736,10 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 	defer cancel()
 	if !r.halted() {
 		r.clearStop() // a failure is tried again, as by a step
+	}
+	if err := r.claim(ctx); err != nil {
+		r.fail(ctx, err, "")
+		return nil, err
 	}
 	c := r.st.callState(toolUseID)
 	if c == nil {

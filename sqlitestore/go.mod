@@ -3,12 +3,13 @@ module github.com/toolrun/toolrun/sqlitestore
 go 1.26.0
 
 require (
+	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
+	github.com/google/go-cmp v0.7.0
 	github.com/toolrun/toolrun v0.0.0
 	modernc.org/sqlite v1.62.0
 )
 
 require (
-	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/dlclark/regexp2/v2 v2.13.0 // indirect

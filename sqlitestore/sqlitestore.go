@@ -8,9 +8,14 @@
 //	defer store.Close()
 //	r, err := toolrun.Open(ctx, client, params, tools, &toolrun.Options{Store: store, RunID: "order-42"})
 //
-// Each Save replaces a run's row in one transaction, so a crash leaves the
-// previous state or the new one. The database runs in WAL mode with full
-// synchronous writes; several processes may share it.
+// Each Save is one statement, and so one transaction, that writes a run's
+// row only if its version column still holds the version the runner last
+// saw (an UPDATE … WHERE version = prev, or an INSERT that the primary key
+// refuses when a row exists): of several runners that resume one run, in
+// one process or many, exactly one goes on and the others get
+// [toolrun.ErrRunBusy]. A crash leaves the previous state or the new one.
+// The database runs in WAL mode with full synchronous writes; several
+// processes may share it.
 package sqlitestore
 
 import (
@@ -19,6 +24,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net/url"
+	"path/filepath"
+	"strings"
 
 	"github.com/toolrun/toolrun"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -30,9 +39,14 @@ type Store struct {
 	db *sql.DB
 }
 
-// Open opens (creating if need be) the database at path and its table.
+// Open opens (creating if need be) the database at path and its table. Any
+// path is taken as a file name, even one with '?', '#', '%' or spaces.
 func Open(path string) (*Store, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)")
+	dsn, err := dsnOf(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
@@ -48,20 +62,58 @@ func Open(path string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// dsnOf returns the driver's name for the database file at path: a file: URI
+// whose path is escaped, so that none of its characters is read as the
+// start of the query or fragment or as an escape, with the driver's pragmas
+// as the query.
+func dsnOf(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	q := url.Values{"_pragma": {"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(5000)"}}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	if !strings.HasPrefix(u.Path, "/") { // a Windows path: file:///C:/…
+		u.Path = "/" + u.Path
+	}
+	return u.String(), nil
+}
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Save replaces the state of run id, in one transaction.
-func (s *Store) Save(ctx context.Context, id string, st *toolrun.State) error {
+// Save replaces the state of run id with st if the saved version is prev,
+// in one statement; otherwise it returns an error wrapping
+// [toolrun.ErrRunBusy].
+func (s *Store) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
+	if st.Version <= prev {
+		return fmt.Errorf("sqlitestore: saving version %d of run %q over version %d", st.Version, id, prev)
+	}
+	if st.Version > math.MaxInt64 {
+		return fmt.Errorf("sqlitestore: saving version %d of run %q: SQLite integers stop at %d", st.Version, id, int64(math.MaxInt64))
+	}
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: encoding the state of %q: %w", id, err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO toolrun_state (run_id, version, state) VALUES (?, ?, ?)
-		ON CONFLICT(run_id) DO UPDATE SET version = excluded.version, state = excluded.state,
-		updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`, id, st.Version, data)
+	var res sql.Result
+	if prev == 0 {
+		res, err = s.db.ExecContext(ctx, `INSERT INTO toolrun_state (run_id, version, state) VALUES (?, ?, ?)
+			ON CONFLICT(run_id) DO NOTHING`, id, int64(st.Version), data)
+	} else {
+		res, err = s.db.ExecContext(ctx, `UPDATE toolrun_state SET version = ?, state = ?,
+			updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE run_id = ? AND version = ?`,
+			int64(st.Version), data, id, int64(prev))
+	}
 	if err != nil {
 		return fmt.Errorf("sqlitestore: saving the state of %q: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlitestore: saving the state of %q: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlitestore: run %q is not at version %d: %w", id, prev, toolrun.ErrRunBusy)
 	}
 	return nil
 }
@@ -70,7 +122,8 @@ func (s *Store) Save(ctx context.Context, id string, st *toolrun.State) error {
 // [toolrun.ErrNoState].
 func (s *Store) Load(ctx context.Context, id string) (*toolrun.State, error) {
 	var data []byte
-	err := s.db.QueryRowContext(ctx, `SELECT state FROM toolrun_state WHERE run_id = ?`, id).Scan(&data)
+	var version int64
+	err := s.db.QueryRowContext(ctx, `SELECT state, version FROM toolrun_state WHERE run_id = ?`, id).Scan(&data, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w for run %q", toolrun.ErrNoState, id)
 	}
@@ -81,6 +134,7 @@ func (s *Store) Load(ctx context.Context, id string) (*toolrun.State, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("sqlitestore: decoding the state of %q: %w", id, err)
 	}
+	st.Version = uint64(version) // the column is what Save compares
 	return &st, nil
 }
 

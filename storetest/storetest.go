@@ -7,6 +7,26 @@
 //			t.Error(err)
 //		}
 //	}
+//
+// Run checks one process. [RunProcesses] checks that Save's
+// compare-and-swap also holds between processes: it starts copies of the
+// test binary, which race to save one run. Those copies find their work
+// through [Child], which the test binary's TestMain calls first:
+//
+//	func openStore(dir string) (toolrun.Store, error) {
+//		return mystore.Open(filepath.Join(dir, "runs.db"))
+//	}
+//
+//	func TestMain(m *testing.M) {
+//		storetest.Child(openStore) // returns at once in the test binary itself
+//		os.Exit(m.Run())
+//	}
+//
+//	func TestMyStoreAcrossProcesses(t *testing.T) {
+//		if err := storetest.RunProcesses(t.Context(), t.TempDir(), openStore); err != nil {
+//			t.Error(err)
+//		}
+//	}
 package storetest
 
 import (
@@ -35,9 +55,10 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	}
 
 	// Ids that a careless implementation would mix up or refuse.
-	ids := []string{"storetest-a", "storetest-a/b", "storetest-a%2Fb", "storetest-../escape", "storetest-ä ö", "storetest-A", "storetest-a.b"}
+	ids := []string{"storetest-a", "storetest-a/b", "storetest-a%2Fb", "storetest-../escape", "storetest-ä ö", "storetest-A", "storetest-a.b",
+		"storetest-a.lock", "storetest-a.state.json", "storetest-a.state.json.tmp", "storetest-a#b?c"}
 	for i, id := range ids {
-		if err := s.Save(ctx, id, sample(i)); err != nil {
+		if err := s.Save(ctx, id, sample(i, 1), 0); err != nil {
 			fail("Save(%q): %v", id, err)
 		}
 	}
@@ -47,15 +68,15 @@ func Run(ctx context.Context, s toolrun.Store) error {
 			fail("Load(%q): %v", id, err)
 			continue
 		}
-		if !same(got, sample(i)) {
-			fail("Load(%q) gave another run's state or lost data: got turns %d, want %d", id, got.Turns, sample(i).Turns)
+		if !same(got, sample(i, 1)) {
+			fail("Load(%q) gave another run's state or lost data: got turns %d, want %d", id, got.Turns, sample(i, 1).Turns)
 		}
 	}
 
 	// A second Save replaces the first.
-	if err := s.Save(ctx, "storetest-a", sample(42)); err != nil {
+	if err := s.Save(ctx, "storetest-a", sample(42, 2), 1); err != nil {
 		fail("second Save: %v", err)
-	} else if got, err := s.Load(ctx, "storetest-a"); err != nil || !same(got, sample(42)) {
+	} else if got, err := s.Load(ctx, "storetest-a"); err != nil || !same(got, sample(42, 2)) {
 		fail("Load after a second Save: got %+v, %v; want the second state", got, err)
 	}
 
@@ -65,7 +86,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	for i := range 8 {
 		wg.Go(func() {
 			id := fmt.Sprintf("storetest-concurrent-%d", i)
-			if err := s.Save(ctx, id, sample(100+i)); err != nil {
+			if err := s.Save(ctx, id, sample(100+i, 1), 0); err != nil {
 				mu.Lock()
 				fail("concurrent Save(%q): %v", id, err)
 				mu.Unlock()
@@ -75,11 +96,13 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	wg.Wait()
 	for i := range 8 {
 		id := fmt.Sprintf("storetest-concurrent-%d", i)
-		if got, err := s.Load(ctx, id); err != nil || !same(got, sample(100+i)) {
+		if got, err := s.Load(ctx, id); err != nil || !same(got, sample(100+i, 1)) {
 			fail("Load(%q) after concurrent saves: %v", id, err)
 		}
 		_ = s.Delete(ctx, id)
 	}
+
+	errs = append(errs, compareAndSwap(ctx, s)...)
 
 	for _, id := range ids {
 		if err := s.Delete(ctx, id); err != nil {
@@ -92,12 +115,93 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	return errors.Join(errs...)
 }
 
-// sample returns a distinct state for n, with a pending turn so that every
-// part of the format is exercised.
-func sample(n int) *toolrun.State {
+// compareAndSwap checks that Save saves only over the version it is given,
+// so that of several runners resuming one run exactly one goes on.
+func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const id = "storetest-cas"
+	defer s.Delete(ctx, id)
+
+	// want checks that the saved state is sample(n, version).
+	want := func(step string, n int, version uint64) {
+		got, err := s.Load(ctx, id)
+		switch {
+		case err != nil:
+			fail("%s: Load: %v", step, err)
+		case got.Version != version:
+			fail("%s: Load: got version %d, want %d", step, got.Version, version)
+		case !same(got, sample(n, version)):
+			fail("%s: Load: got the state of turn %d, want %d", step, got.Turns, n)
+		}
+	}
+	refused := func(step string, err error) {
+		if !errors.Is(err, toolrun.ErrRunBusy) {
+			fail("%s: got %v, want an error wrapping toolrun.ErrRunBusy", step, err)
+		}
+	}
+
+	if err := s.Save(ctx, id, sample(1, 1), 0); err != nil {
+		fail("Save of version 1 over nothing: %v", err)
+	}
+	want("after saving version 1", 1, 1)
+	refused("Save with prev 0 over version 1", s.Save(ctx, id, sample(2, 1), 0))
+	want("after a refused Save with prev 0", 1, 1)
+	refused("Save with prev 2 over version 1", s.Save(ctx, id, sample(3, 3), 2))
+	want("after a refused Save with prev 2", 1, 1)
+	if err := s.Save(ctx, id, sample(4, 2), 1); err != nil {
+		fail("Save of version 2 over version 1: %v", err)
+	}
+	want("after saving version 2", 4, 2)
+	refused("Save with the stale prev 1 over version 2", s.Save(ctx, id, sample(5, 2), 1))
+	want("after a refused stale Save", 4, 2)
+
+	// Runners that loaded the same version race: one wins.
+	race := func(step string, prev uint64) {
+		const n = 8
+		results := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i] = s.Save(ctx, id, sample(10+i, prev+1), prev)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range results {
+			switch {
+			case err == nil && winner >= 0:
+				fail("%s: Saves %d and %d both won, want exactly one", step, winner, i)
+			case err == nil:
+				winner = i
+			default:
+				refused(fmt.Sprintf("%s: Save %d of %d", step, i, n), err)
+			}
+		}
+		if winner < 0 {
+			fail("%s: no Save won, want exactly one", step)
+			return
+		}
+		want(step, 10+winner, prev+1)
+	}
+	race("8 Saves over version 2 at once", 2)
+	if err := s.Delete(ctx, id); err != nil {
+		fail("Delete: %v", err)
+	}
+	race("8 Saves over nothing at once, after Delete", 0)
+	return errs
+}
+
+// sample returns a distinct state for n at version, with a pending turn so
+// that every part of the format is exercised.
+func sample(n int, version uint64) *toolrun.State {
 	d := toolrun.DeferCall("needs approval")
 	return &toolrun.State{
-		Format: toolrun.StateFormat,
+		Format:  toolrun.StateFormat,
+		Version: version,
 		Params: anthropic.BetaMessageNewParams{
 			Model:     "claude-test",
 			MaxTokens: 1024,
@@ -112,7 +216,7 @@ func sample(n int) *toolrun.State {
 			}},
 			StopReason: anthropic.BetaStopReasonToolUse,
 			Calls: []toolrun.CallState{{
-				Call:  toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
+				Call:     toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
 				Phase: toolrun.PhaseDecided, Decision: &d, DecidedBy: toolrun.ByPolicy,
 			}},
 		},
