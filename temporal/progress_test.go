@@ -49,7 +49,7 @@ func TestReportProgress(t *testing.T) {
 		}
 	})
 	ro := fastRetries
-	ro.HeartbeatTimeout = 30 * time.Millisecond
+	ro.HeartbeatTimeout = time.Second
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("copy"), &ro))
 	if out := outcome(t, env); out.StopReason != toolrun.StopEndTurn {
 		t.Errorf("got stop reason %q, want end_turn", out.StopReason)
