@@ -155,13 +155,16 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		}
 		res.State, res.Ref = skeleton(whole), key
 	}
-	if n, over := overLimit(res, limitOr(in.PayloadLimit)); over {
+	n, over := overLimit(res, limitOr(in.PayloadLimit))
+	if over {
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
 		st := skeleton(whole)
 		st.StopReason, st.Detail = StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit))
 		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
+		n, _ = overLimit(res, 0)
 	}
+	res.Size = n
 	return res, nil
 }
 

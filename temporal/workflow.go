@@ -226,6 +226,9 @@ type StepResult struct {
 	Text string `json:"text,omitempty"`
 	// Calls are the calls to run before the next step.
 	Calls []toolrun.PlannedCall `json:"calls,omitempty"`
+	// Size is the size of this result in JSON, as the activity measured it,
+	// so that the workflow need not encode the state to know it.
+	Size int `json:"size,omitempty"`
 }
 
 // ToolInput is the input of [Activities.RunTool]: the run's state without
@@ -297,7 +300,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 			return w.continueAsNew(ctx)
 		}
 		in := StepInput{State: w.state, Ref: w.ref, PayloadLimit: w.opts.PayloadLimit}
-		if w.tooLarge("the input of a step", in) {
+		if w.tooLarge("the input of a step", w.size) {
 			return w.end(ctx), nil
 		}
 		res, err := w.step(ctx, in)
@@ -308,7 +311,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 			w.state.StopReason, w.state.Detail = toolrun.StopError, "step failed: "+rootMessage(err)
 			return w.end(ctx), nil
 		}
-		w.state, w.ref = res.State, res.Ref
+		w.state, w.ref, w.size = res.State, res.Ref, res.Size
 		if res.Text != "" {
 			w.text = res.Text
 		}
@@ -347,6 +350,7 @@ type run struct {
 	stepping bool           // a step is in flight: its result will replace state
 	buffered []Approval     // decisions not applied yet
 	signals  workflow.ReceiveChannel
+	size     int     // about the size of state in JSON: the last step's result and the results since
 	attrs    bool    // upsert the search attributes
 	shown    summary // what the search attributes show
 }
@@ -549,6 +553,10 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		out = ToolOutput{Result: interrupted(p, err)}
 		workflow.GetLogger(ctx).Error("toolrun: tool call interrupted", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", err.Error())
 	}
+	if w.size > 0 {
+		n, _ := overLimit(out.Result, 0) // one call's result: small next to the state
+		w.size += n
+	}
 	if err := w.state.SetResult(p.Call.ID, out.Result); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: tool result dropped", "tool_use_id", p.Call.ID, "error", err.Error())
 	}
@@ -591,12 +599,12 @@ func rootMessage(err error) string {
 	}
 }
 
-// tooLarge reports whether payload v is over the payload limit; if it is,
-// it stops the run with [StopPayloadTooLarge]. Encoding a value to JSON is
-// deterministic, so a workflow may call it.
-func (w *run) tooLarge(what string, v any) bool {
-	n, over := overLimit(v, w.opts.PayloadLimit)
-	if !over {
+// tooLarge reports whether a payload of n bytes is over the payload limit;
+// if it is, it stops the run with [StopPayloadTooLarge]. The workflow
+// estimates n from the sizes its activities report, rather than encode the
+// state itself: that would hold the workflow task for as long as it takes.
+func (w *run) tooLarge(what string, n int) bool {
+	if n <= w.opts.PayloadLimit {
 		return false
 	}
 	w.state.StopReason, w.state.Detail = StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit)
@@ -604,6 +612,7 @@ func (w *run) tooLarge(what string, v any) bool {
 }
 
 // overLimit returns the size of v in JSON, and whether it is over limit.
+// Encoding a value to JSON is deterministic, so a workflow may call it.
 func overLimit(v any, limit int) (int, bool) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -631,7 +640,7 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		w.receive(ctx, a)
 	}
 	in := Input{State: w.state, Ref: w.ref, Options: w.input, Decisions: w.buffered}
-	if w.tooLarge("the input of continue-as-new", in) {
+	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}
 	return nil, workflow.NewContinueAsNewError(ctx, WorkflowName, in)
