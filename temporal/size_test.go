@@ -122,10 +122,13 @@ func TestRunsOfAnySize(t *testing.T) {
 		name       string
 		store      bool
 		wantStop   toolrun.StopReason
+		limit      int // RunOptions.PayloadLimit
 		maxPayload int
 	}{
 		{name: "claim check", store: true, wantStop: toolrun.StopEndTurn, maxPayload: 200 << 10},
-		{name: "inline, stopped by the guard", wantStop: temporal.StopPayloadTooLarge, maxPayload: temporal.DefaultPayloadLimit},
+		// A limit below the default keeps the states the workflow decodes
+		// small enough for the deadlock detector under the race detector.
+		{name: "inline, stopped by the guard", wantStop: temporal.StopPayloadTooLarge, limit: 512 << 10, maxPayload: 512 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +143,7 @@ func TestRunsOfAnySize(t *testing.T) {
 			ro := fastRetries
 			ro.ContinueAsNewAfter = 1000
 			ro.MaxTurns = toolrun.Unlimited
+			ro.PayloadLimit = tt.limit
 			env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &ro))
 			out := outcome(t, env)
 
