@@ -3,17 +3,17 @@ package temporal
 import (
 	"context"
 	"errors"
-	"net/http"
+	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -26,6 +26,7 @@ type Activities struct {
 	client anthropic.Client
 	tools  []toolrun.Tool
 	opts   toolrun.Options
+	store  toolrun.Store // nil: whole states travel through Temporal
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -35,19 +36,28 @@ type Activities struct {
 // with the activity's context. Every worker of a task queue must be given
 // the same tools.
 //
-// The client's own retries are turned off, as are the runner's retries of
-// a broken stream, so that the workflow's retry policy
-// ([RunOptions.ModelRetry]) is the only one; opts.Store is not used, since
-// the workflow's history keeps the state.
+// The client's own retries are turned off, so that a failed request is
+// retried by the workflow's retry policy ([RunOptions.ModelRetry]); a
+// streamed response that fails after it began is retried within the step
+// first, per opts.StreamRetry, exactly as in process.
+//
+// opts.Store is where the workers keep the run's state (the claim-check
+// pattern): each step saves the whole state there under a key of its own,
+// written once, and the workflow holds only that key and the state without
+// its history, so that no payload and no event history grows with the
+// conversation. Every worker of the task queue must reach the same Store
+// (a database, a shared file system): [toolrun.FileStore] on one machine,
+// sqlitestore, or your own. With opts.Store nil, the whole state travels
+// in every step's input and result, and a run stops with
+// [StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// opts.RunID is not used: the keys are the workflow's.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}
 	if opts != nil {
 		a.opts = *opts
 	}
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
-	if a.opts.StreamRetry.MaxAttempts == 0 {
-		a.opts.StreamRetry.MaxAttempts = 1
-	}
+	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
 	return a
 }
@@ -59,6 +69,30 @@ type Registry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
+// DefaultWorkerStopTimeout is the [worker.Options.WorkerStopTimeout] that
+// [NewWorker] sets when none is given: how long a worker that is asked to
+// stop (SIGTERM, say) lets the calls it is running finish before it
+// cancels them.
+const DefaultWorkerStopTimeout = 5 * time.Minute
+
+// NewWorker returns a worker for task queue queue, with [Workflow] and a's
+// activities registered. Unlike worker.New, it gives opts a
+// WorkerStopTimeout when it has none ([DefaultWorkerStopTimeout]), so that
+// stopping the worker (worker.InterruptCh on SIGTERM) lets its running
+// tools finish rather than cancelling them: a tool cancelled after its
+// effect is answered "interrupted", and the call waits out its heartbeat
+// timeout before the workflow learns so. Give your deployment's shutdown
+// grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
+// more than the stop timeout.
+func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
+	if opts.WorkerStopTimeout <= 0 {
+		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
+	}
+	w := worker.New(c, queue, opts)
+	Register(w, a)
+	return w
+}
+
 // Register registers [Workflow] as [WorkflowName] and a's activities as
 // [StepActivity] and [ToolActivity] with r.
 func Register(r Registry, a *Activities) {
@@ -67,15 +101,34 @@ func Register(r Registry, a *Activities) {
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 }
 
-// Step takes the run in s one step: on a runner resumed from s, it calls
-// [toolrun.Runner.Advance], which decides the pending turn's calls, answers
-// those that need no running, and commits the turn and sends at most one
-// request once every call is answered. It returns the new state and the
-// calls to run. A failed request is returned as an error for Temporal to
-// retry, unless the client would not retry it either; a failed hook stops
-// the run, in the state.
-func (a *Activities) Step(ctx context.Context, s *toolrun.State) (*StepResult, error) {
+// Step takes the run one step: on a runner resumed from the state, it
+// calls [toolrun.Runner.Advance], which decides the pending turn's calls,
+// answers those that need no running, and commits the turn and sends at
+// most one request once every call is answered. It returns the new state
+// and the calls to run. With a Store, it loads the whole state from
+// in.Ref, saves the new one under a key of its own and returns that key
+// with the state without its history.
+//
+// A failed request is returned as an error for Temporal to retry, unless
+// it is one that would fail again (see [retryable]); a failed hook stops
+// the run, in the state. A result over in.PayloadLimit stops the run with
+// [StopPayloadTooLarge].
+func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
 	defer heartbeat(ctx)()
+	s := in.State
+	if s == nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
+	}
+	if in.Ref != "" {
+		if a.store == nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
+		}
+		stored, err := loadState(ctx, a.store, in.Ref)
+		if err != nil {
+			return nil, err // retried: the Store may be back
+		}
+		s = merge(s, stored)
+	}
 	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
@@ -87,18 +140,63 @@ func (a *Activities) Step(ctx context.Context, s *toolrun.State) (*StepResult, e
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			return nil, retryable(err)
+			return nil, modelError(err)
 		}
 	}
-	return &StepResult{State: r.State(), Calls: calls}, nil
+	whole := r.State()
+	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls}
+	if a.store != nil {
+		key, err := stateKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := saveState(ctx, a.store, key, whole); err != nil {
+			return nil, err
+		}
+		res.State, res.Ref = skeleton(whole), key
+	}
+	n, over := overLimit(res, limitOr(in.PayloadLimit))
+	if over {
+		// Stop with what fits: the state without its history; with a
+		// Store, the whole state is under Ref.
+		st := skeleton(whole)
+		st.StopReason, st.Detail = StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit))
+		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
+		n, _ = overLimit(res, 0)
+	}
+	res.Size = n
+	return res, nil
+}
+
+// stateKey returns the Store key of the state a step attempt saves: one
+// per attempt, so that no attempt overwrites another's state, and the
+// workflow's history says which one counts.
+func stateKey(ctx context.Context) (string, error) {
+	if !activity.IsActivity(ctx) {
+		return "", sdktemporal.NewNonRetryableApplicationError("toolrun: a step with a Store runs only as an activity", "toolrun.NotActivity", nil)
+	}
+	info := activity.GetInfo(ctx)
+	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), nil
+}
+
+func limitOr(n int) int {
+	if n <= 0 {
+		return DefaultPayloadLimit
+	}
+	return n
 }
 
 // RunTool runs one call of the pending turn in in.State with
 // [toolrun.Runner.ExecuteCall]: input validated, panics recovered, the
 // tool's timeout enforced, AfterTool called. A tool's failure is a result
 // (is_error), not an activity failure; the activity fails only when it is
-// cancelled or the call cannot run here.
+// cancelled or the call cannot run here. A result over in.PayloadLimit is
+// replaced by an error and stops the run with [StopPayloadTooLarge].
+//
+// While the tool runs, the activity heartbeats, with the last progress the
+// tool reported with [ReportProgress] as the heartbeat's details.
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, error) {
+	ctx = withProgress(ctx)
 	defer heartbeat(ctx)()
 	r, err := toolrun.Resume(a.client, in.State, a.tools, &a.opts)
 	if err != nil {
@@ -112,82 +210,31 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
 	}
 	out := &ToolOutput{}
-	st := r.State()
-	for _, c := range st.Pending.Calls {
-		if c.Call.ID == in.ToolUseID && c.Result != nil {
-			out.Result = *c.Result
-		}
-	}
+	out.Result, _ = callResult(r.State(), in.ToolUseID)
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
+	}
+	if n, over := overLimit(out, limitOr(in.PayloadLimit)); over {
+		detail := payloadDetail(fmt.Sprintf("the result of call %s", in.ToolUseID), n, limitOr(in.PayloadLimit))
+		e := "toolrun: " + detail
+		out = &ToolOutput{
+			Result:     toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Error: e, Ran: true},
+			StopReason: StopPayloadTooLarge,
+			Detail:     detail,
+		}
 	}
 	return out, nil
 }
 
-// heartbeat records a heartbeat three times per heartbeat timeout until the
-// returned func is called, so a worker that dies is noticed and a long tool
-// or stream is not. Outside an activity it does nothing.
-func heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
+// modelError makes a failed model request a Temporal error: not retryable
+// if it would fail again (a bad request, a bad key), and with the API's
+// retry-after as the next interval if it gave one.
+func modelError(err error) error {
+	ok, wait := retryable(err)
+	if !ok {
+		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.APIError", nil)
 	}
-	timeout := activity.GetInfo(ctx).HeartbeatTimeout
-	if timeout <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(timeout/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
+	return sdktemporal.NewApplicationErrorWithOptions(err.Error(), "toolrun.APIError", sdktemporal.ApplicationErrorOptions{
+		NextRetryDelay: wait,
 	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
-}
-
-// retryable makes a failed model request a Temporal error: not retryable
-// if the client would not retry it (a bad request, a bad key), and with
-// the API's retry-after as the next interval if it gave one.
-func retryable(err error) error {
-	var api *anthropic.Error
-	if !errors.As(err, &api) {
-		return err // a dropped connection, a timeout: retried
-	}
-	switch s := api.StatusCode; {
-	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
-		return sdktemporal.NewApplicationErrorWithOptions(err.Error(), "toolrun.APIError", sdktemporal.ApplicationErrorOptions{
-			NextRetryDelay: retryAfter(api.Response),
-		})
-	}
-	return sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.APIError", nil)
-}
-
-// retryAfter reads the retry-after-ms and retry-after headers, as the
-// client does; zero if there are none, or they ask for more than a minute.
-func retryAfter(resp *http.Response) time.Duration {
-	if resp == nil {
-		return 0
-	}
-	var d time.Duration
-	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil {
-		d = time.Duration(ms * float64(time.Millisecond))
-	} else if s, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
-		d = time.Duration(s * float64(time.Second))
-	}
-	if d <= 0 || d > time.Minute {
-		return 0
-	}
-	return d
 }

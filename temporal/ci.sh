@@ -5,11 +5,14 @@
 #      kept in $(go env GOPATH)/bin and rebuilt only if it is not the pinned
 #      version (cold: about 15 minutes on 2 cores, most of it downloading
 #      the server's modules; warm: nothing);
-#   2. starts its dev server (in memory, no UI) on 127.0.0.1 and waits until
-#      it serves, at most 60 s;
+#   2. starts its dev server (in memory, no UI) on 127.0.0.1, with the
+#      module's search attributes registered, and waits until it serves, at
+#      most 60 s;
 #   3. runs go vet and go test -race in this module, with TEMPORAL_ADDRESS
-#      set, so the integration test (a worker killed mid-run) runs: with CI
-#      set it fails rather than skips when the server is missing;
+#      set, so the tests against the server run (a worker killed mid-run, a
+#      worker stopped with SIGTERM, approvals and search attributes, the
+#      scale smoke test, the golden histories replayed): with CI set they
+#      fail rather than skip when the server is missing;
 #   4. stops the server, whatever happened.
 #
 # Run from anywhere: bash temporal/ci.sh
@@ -42,7 +45,14 @@ fi
 
 log="$(mktemp -t temporal-dev.XXXXXX.log)"
 echo "== temporal: dev server on 127.0.0.1:$port (log: $log)"
-"$bin" server start-dev --headless --ip 127.0.0.1 --port "$port" --log-level warn >"$log" 2>&1 &
+# The search attributes the workflow upserts (temporal.SearchAttributes).
+"$bin" server start-dev --headless --ip 127.0.0.1 --port "$port" --log-level warn \
+  --search-attribute ToolrunStatus=Keyword \
+  --search-attribute ToolrunAwaitingApproval=Bool \
+  --search-attribute ToolrunModel=Keyword \
+  --search-attribute ToolrunTurns=Int \
+  --search-attribute ToolrunCostUSD=Double \
+  >"$log" 2>&1 &
 server=$!
 stop_server() {
   status=$?
@@ -77,4 +87,6 @@ export TEMPORAL_ADDRESS="127.0.0.1:$port"
 echo "== temporal: go vet ./..."
 go vet ./...
 echo "== temporal: go test -race ./..."
-go test -race ./...
+# The race detector and a busy machine slow the tests against the server;
+# the default 10-minute timeout is too tight for them.
+go test -race -timeout 20m ./...

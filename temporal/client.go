@@ -58,3 +58,18 @@ func Pending(ctx context.Context, c client.Client, workflowID string) ([]toolrun
 	}
 	return out, nil
 }
+
+// LoadState returns the whole state of a run whose workers keep states in
+// store (see [NewActivities]), by the key an [Outcome] (Ref) or the
+// [StateQuery] gave: the state with its history, as [toolrun.Resume]
+// takes it.
+func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.State, error) {
+	if o.Ref == "" {
+		return o.State, nil
+	}
+	stored, err := loadState(ctx, store, o.Ref)
+	if err != nil {
+		return nil, err
+	}
+	return merge(o.State, stored), nil
+}

@@ -29,13 +29,28 @@
 // The hooks and events of [toolrun.Options] are called in the worker that
 // runs the activity, with the activity's context.
 //
-// # Retries and crashes
+// # State
 //
-// The anthropic client's own retries are off inside the activities; the
-// step's retry policy ([RunOptions.ModelRetry]) retries instead, honouring
-// the API's retry-after, and does not retry what the client would not (a
-// bad request). Activities heartbeat while they run, so a worker that dies
-// is noticed within [RunOptions.HeartbeatTimeout]. A call of a tool that is
+// With [toolrun.Options.Store] set on the workers, each step saves the
+// whole state in the Store under a key of its own, and the workflow holds
+// only that key and the state without its history (the claim-check
+// pattern), so no payload grows with the conversation; [LoadState] returns
+// the whole state of an [Outcome]. A payload over [RunOptions.PayloadLimit]
+// stops the run with [StopPayloadTooLarge] rather than letting the server
+// terminate it.
+//
+// # Retries, crashes and shutdown
+//
+// A streamed response that fails after it began is retried within the
+// step, per [toolrun.Options.StreamRetry], as in process. The anthropic
+// client's own retries are off inside the activities; the step's retry
+// policy ([RunOptions.ModelRetry]) retries instead, for up to
+// [RunOptions.ModelRetryFor] (30 minutes), honouring the API's
+// retry-after, and does not retry what would fail again (a bad request).
+// Activities heartbeat while they run, with the progress a tool reports
+// with [ReportProgress], so a worker that dies is noticed within
+// [RunOptions.HeartbeatTimeout]. [NewWorker] gives the worker a stop
+// timeout, so a SIGTERM lets running tools finish. A call of a tool that is
 // [toolrun.ToolConfig.Idempotent] is then run again elsewhere; a call of
 // any other tool is never attempted twice: the model is told it was
 // interrupted ([toolrun.ErrInterrupted]), the same rule as toolrun's
@@ -46,8 +61,11 @@
 // A call deferred to a person ([toolrun.DeferCall], [toolrun.RequireApproval])
 // makes the workflow wait. [PendingQuery] (or [Pending]) lists the calls
 // awaiting a decision; [DecideUpdate] (or [Decide]) and [DecideSignal]
-// carry one [Approval] per call. The update is rejected for a call that
-// does not await approval.
+// carry one [Approval] per call. A call's first decision is final: the
+// update is rejected for a call that does not await approval or is decided
+// already ([ErrAlreadyDecided]), and such a signal is dropped. The search
+// attributes ([StatusAttribute] and the others) make runs findable with a
+// visibility query: [ListAwaitingApproval].
 //
 // # Long runs
 //
@@ -60,8 +78,8 @@
 // A worker:
 //
 //	c, err := client.Dial(client.Options{})
-//	w := worker.New(c, "agents", worker.Options{})
-//	temporal.Register(w, temporal.NewActivities(anthropic.NewClient(), tools, &toolrun.Options{}))
+//	acts := temporal.NewActivities(anthropic.NewClient(), tools, &toolrun.Options{Store: store})
+//	w := temporal.NewWorker(c, "agents", acts, worker.Options{})
 //	err = w.Run(worker.InterruptCh())
 //
 // A starter:

@@ -128,7 +128,27 @@ func crashTools(dir string) []toolrun.Tool {
 		counted("quick", false, false),
 		counted("charge", false, true), // not idempotent: never run twice
 		counted("fetch", true, true),   // idempotent: may run again
+		perCall(dir),
 	}
+}
+
+// perCall is the tool of the scale test: it counts its runs by tool_use id
+// and takes a moment, so that a worker killed at any time has calls in
+// flight. It is not idempotent: no call may run twice.
+func perCall(dir string) toolrun.Tool {
+	return toolrun.NewTool("step", "A step of the scale test", func(ctx context.Context, in struct {
+		ID string `json:"id"`
+	}) (string, error) {
+		if err := mark(dir, "calls-"+in.ID); err != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		return "did " + in.ID, nil
+	})
 }
 
 // runWorker is the worker process: it serves the task queue until it is
@@ -140,8 +160,13 @@ func runWorker() error {
 		return err
 	}
 	defer c.Close()
-	w := worker.New(c, os.Getenv(taskQueueEnv), worker.Options{})
-	temporal.Register(w, temporal.NewActivities(anthropic.NewClient(), crashTools(os.Getenv(dirEnv)), &toolrun.Options{Logger: discard()}))
+	dir := os.Getenv(dirEnv)
+	// The workers of a queue share a Store: the workflow holds only a key
+	// to the state.
+	w := temporal.NewWorker(c, os.Getenv(taskQueueEnv), temporal.NewActivities(anthropic.NewClient(), crashTools(dir), &toolrun.Options{
+		Logger: discard(),
+		Store:  &toolrun.FileStore{Dir: filepath.Join(dir, "states")},
+	}), worker.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := w.Start(); err != nil {

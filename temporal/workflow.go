@@ -1,12 +1,11 @@
 package temporal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -41,7 +40,24 @@ const (
 	DefaultStepTimeout        = 10 * time.Minute
 	DefaultToolTimeout        = 24 * time.Hour
 	DefaultHeartbeatTimeout   = 30 * time.Second
+	// DefaultModelRetryFor is how long a step's model request is retried
+	// by default: long enough to wait out a 15-minute outage of the API.
+	DefaultModelRetryFor = 30 * time.Minute
+	// DefaultPayloadLimit is the default of [RunOptions.PayloadLimit]:
+	// below the 2 MiB a Temporal server accepts by default in one payload,
+	// with room for the envelope.
+	DefaultPayloadLimit = 1536 << 10
 )
+
+// StopPayloadTooLarge is the [toolrun.StopReason] of a run stopped by the
+// payload-size guard: what one of its activities would have sent or
+// received through Temporal was larger than [RunOptions.PayloadLimit], and
+// the server would have rejected it and terminated the workflow. The
+// [Outcome] says which payload, and the run's state is whole as of the
+// step before: with a [toolrun.Store] on the workers (see [NewActivities]),
+// only a turn's tool calls and results travel, so this takes a single huge
+// tool input or result.
+const StopPayloadTooLarge toolrun.StopReason = "payload_too_large"
 
 // RunOptions configures the workflow side of a run: how it schedules its
 // activities. The zero value is ready to use; each field's doc gives its
@@ -83,10 +99,30 @@ type RunOptions struct {
 
 	// ModelRetry is the retry policy of a step, in place of the anthropic
 	// client's own retries, which the activities turn off. Nil means an
-	// initial interval of 1s, doubling up to 1m, at most 10 attempts. Errors
-	// the client would not retry (invalid requests, authentication) are not
-	// retried; a retry-after header from the API sets the next interval.
+	// initial interval of 1s, doubling up to 1m, with no limit on the
+	// attempts: [RunOptions.ModelRetryFor] bounds them in time. Errors the
+	// client would not retry (invalid requests, authentication) are not
+	// retried; a retry-after header from the API sets the next interval. A
+	// streamed response that fails after it began is first retried within
+	// the step, per [toolrun.Options.StreamRetry], exactly as in process.
 	ModelRetry *sdktemporal.RetryPolicy `json:"model_retry,omitempty"`
+
+	// ModelRetryFor bounds the time a step may take with all its retries
+	// (its schedule-to-close timeout): how long an outage of the API the
+	// run waits out before it stops with [toolrun.StopError]. Zero means
+	// [DefaultModelRetryFor], 30 minutes.
+	ModelRetryFor time.Duration `json:"model_retry_for,omitempty"`
+
+	// PayloadLimit is the largest payload, in bytes of JSON, that the run
+	// sends through Temporal (an activity's input or result, the input of
+	// a continue-as-new). A run that would send a larger one stops
+	// gracefully with [StopPayloadTooLarge] and an [Outcome], rather than
+	// being terminated by the server. Zero means [DefaultPayloadLimit].
+	PayloadLimit int `json:"payload_limit,omitempty"`
+
+	// NoSearchAttributes turns off the search attributes ([StatusAttribute]
+	// and the others), for a namespace where they are not registered.
+	NoSearchAttributes bool `json:"no_search_attributes,omitempty"`
 
 	// ToolRetry is the retry policy of a call of a
 	// [toolrun.ToolConfig.Idempotent] tool whose activity fails (its worker
@@ -114,7 +150,13 @@ func (o RunOptions) withDefaults() RunOptions {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if o.ModelRetry == nil {
-		o.ModelRetry = &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}
+		o.ModelRetry = &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute}
+	}
+	if o.ModelRetryFor <= 0 {
+		o.ModelRetryFor = DefaultModelRetryFor
+	}
+	if o.PayloadLimit <= 0 {
+		o.PayloadLimit = DefaultPayloadLimit
 	}
 	if o.ToolRetry == nil {
 		o.ToolRetry = &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5}
@@ -125,8 +167,15 @@ func (o RunOptions) withDefaults() RunOptions {
 // Input is the input of [Workflow]: the run's state and how to schedule it.
 // Build it with [NewInput].
 type Input struct {
-	State   *toolrun.State `json:"state"`
-	Options RunOptions     `json:"options"`
+	// State is the run's state: whole for a new run. For a run continued as
+	// new by workers that keep states in a [toolrun.Store] (see
+	// [NewActivities]), it is the state without its history, which is in
+	// the Store under Ref.
+	State *toolrun.State `json:"state"`
+	// Ref is the key of the whole state in the workers' Store, or empty if
+	// State is whole.
+	Ref     string     `json:"ref,omitempty"`
+	Options RunOptions `json:"options"`
 	// Decisions holds decisions received but not applied yet, carried over
 	// when the workflow continues as new.
 	Decisions []Approval `json:"decisions,omitempty"`
@@ -148,15 +197,38 @@ type Outcome struct {
 	Text string `json:"text,omitempty"`
 	// State is the run's final state: a run that stopped at a limit, with
 	// an error or by a hook can go on from it, with [toolrun.Resume] or a
-	// new workflow.
+	// new workflow. If the workers keep states in a [toolrun.Store], State
+	// has no history (Params.Messages) and Ref names the whole state in
+	// the Store: load it with [LoadState].
 	State *toolrun.State `json:"state"`
+	// Ref is the key of the whole final state in the workers' Store, or
+	// empty if State is whole.
+	Ref string `json:"ref,omitempty"`
+}
+
+// StepInput is the input of [Activities.Step].
+type StepInput struct {
+	// State is the run's state, whole or, with Ref, without its history.
+	State *toolrun.State `json:"state"`
+	// Ref is the key of the whole state in the workers' Store, or empty.
+	Ref string `json:"ref,omitempty"`
+	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
+	PayloadLimit int `json:"payload_limit,omitempty"`
 }
 
 // StepResult is the result of [Activities.Step].
 type StepResult struct {
+	// State is the new state: whole, or without its history if the worker
+	// keeps states in a Store, under Ref.
 	State *toolrun.State `json:"state"`
+	Ref   string         `json:"ref,omitempty"`
+	// Text is the text of the last response.
+	Text string `json:"text,omitempty"`
 	// Calls are the calls to run before the next step.
 	Calls []toolrun.PlannedCall `json:"calls,omitempty"`
+	// Size is the size of this result in JSON, as the activity measured it,
+	// so that the workflow need not encode the state to know it.
+	Size int `json:"size,omitempty"`
 }
 
 // ToolInput is the input of [Activities.RunTool]: the run's state without
@@ -164,60 +236,93 @@ type StepResult struct {
 type ToolInput struct {
 	State     *toolrun.State `json:"state"`
 	ToolUseID string         `json:"tool_use_id"`
+	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
+	PayloadLimit int `json:"payload_limit,omitempty"`
 }
 
 // ToolOutput is the result of [Activities.RunTool].
 type ToolOutput struct {
 	Result toolrun.ResultState `json:"result"`
 	// StopReason and Detail are set when [toolrun.Options.AfterTool] ended
-	// the run.
+	// the run, or the result was over the payload limit.
 	StopReason toolrun.StopReason `json:"stop_reason,omitempty"`
 	Detail     string             `json:"detail,omitempty"`
 }
+
+// The change ids of [workflow.GetVersion]: each guards a change to the
+// commands the workflow issues, so that a run started by an older toolrun
+// replays on a newer one. See the module README's upgrade guide.
+const (
+	// versionSearchAttributes guards the upserts of the search attributes.
+	versionSearchAttributes = "toolrun.search-attributes"
+)
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
 // holds the run's [toolrun.State] and drives it with two activities: a step
 // ([Activities.Step]: the decisions on a turn's calls and one model
 // request) and a tool call ([Activities.RunTool], one per call), so that no
 // model request and no tool runs in the workflow itself. It ends with an
-// [Outcome] when the run stops: the model finished, a limit, a hook, or a
+// [Outcome] when the run stops: the model finished, a limit, a hook, a
+// payload over [RunOptions.PayloadLimit] ([StopPayloadTooLarge]), or a
 // step that failed after its retries ([toolrun.StopError]).
+//
+// With workers that keep states in a [toolrun.Store], the workflow holds
+// the state without its history, and a key to the whole state in the
+// Store: its payloads and its event history do not grow with the
+// conversation.
 //
 // A call deferred to a person makes the workflow wait for a decision, sent
 // with [DecideSignal] or [DecideUpdate]; [PendingQuery] lists the calls
-// awaiting one. Every [RunOptions.ContinueAsNewAfter] turns the workflow
-// continues as new with its state.
+// awaiting one. A call's first decision is final: a later one, by update
+// or signal, is refused ([ErrAlreadyDecided]). Every
+// [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
+// its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
+// attributes [StatusAttribute] and the others up to date.
 func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.State == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
 	}
-	w := &run{state: in.State, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
+	w := &run{state: in.State, ref: in.Ref, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
+	if in.Ref == "" {
+		w.text = lastText(in.State)
+	}
+	w.attrs = !w.opts.NoSearchAttributes &&
+		workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
 	if err := w.handle(ctx); err != nil {
 		return nil, err
 	}
 	w.applyBuffered(ctx)
+	w.upsert(ctx)
 	firstTurn := w.state.Turns
 	for {
 		info := workflow.GetInfo(ctx)
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
-			return nil, w.continueAsNew(ctx)
+			return w.continueAsNew(ctx)
 		}
-		res, err := w.step(ctx)
+		in := StepInput{State: w.state, Ref: w.ref, PayloadLimit: w.opts.PayloadLimit}
+		if w.tooLarge("the input of a step", w.size) {
+			return w.end(ctx), nil
+		}
+		res, err := w.step(ctx, in)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			w.state.StopReason, w.state.Detail = toolrun.StopError, "step failed: "+rootMessage(err)
-			return w.outcome(), nil
+			return w.end(ctx), nil
 		}
-		w.state = res.State
+		w.state, w.ref, w.size = res.State, res.Ref, res.Size
+		if res.Text != "" {
+			w.text = res.Text
+		}
 		w.applyBuffered(ctx)
+		w.upsert(ctx)
 		if len(res.Calls) > 0 {
 			if err := w.runCalls(ctx, res.Calls); err != nil {
 				return nil, err
 			}
-			if w.state.StopReason != "" { // AfterTool ended the run
-				return w.outcome(), nil
+			if w.state.StopReason != "" { // AfterTool, or the payload guard, ended the run
+				return w.end(ctx), nil
 			}
 			continue
 		}
@@ -228,20 +333,26 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 			if err := workflow.Await(ctx, func() bool { return len(w.state.AwaitingApproval()) == 0 }); err != nil {
 				return nil, err
 			}
+			w.upsert(ctx)
 		default:
-			return w.outcome(), nil
+			return w.end(ctx), nil
 		}
 	}
 }
 
 // run is the state of one workflow execution.
 type run struct {
-	state    *toolrun.State
-	input    RunOptions // as given, for continue-as-new
-	opts     RunOptions // with defaults
-	stepping bool       // a step is in flight: its result will replace state
-	buffered []Approval // decisions not applied yet
+	state    *toolrun.State // whole, or without its history if ref is set
+	ref      string         // the key of the whole state in the workers' Store
+	text     string         // the text of the last response
+	input    RunOptions     // as given, for continue-as-new
+	opts     RunOptions     // with defaults
+	stepping bool           // a step is in flight: its result will replace state
+	buffered []Approval     // decisions not applied yet
 	signals  workflow.ReceiveChannel
+	size     int     // about the size of state in JSON: the last step's result and the results since
+	attrs    bool    // upsert the search attributes
+	shown    summary // what the search attributes show
 }
 
 // handle registers the queries, the update and the signal.
@@ -264,15 +375,11 @@ func (w *run) handle(ctx workflow.Context) error {
 			return workflow.Await(ctx, func() bool { return !w.stepping })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
-			if a.Decision.Kind == toolrun.Defer {
-				return errors.New("toolrun: a person's decision cannot be defer")
+			err := w.decidable(a)
+			if errors.Is(err, errUnknownCall) {
+				return fmt.Errorf("%w: no call %q awaits approval", ErrNotAwaiting, a.ToolUseID)
 			}
-			for _, p := range w.state.AwaitingApproval() {
-				if p.Call.ID == a.ToolUseID {
-					return nil
-				}
-			}
-			return fmt.Errorf("toolrun: no call %q awaits approval", a.ToolUseID)
+			return err
 		}},
 	); err != nil {
 		return err
@@ -290,9 +397,27 @@ func (w *run) handle(ctx workflow.Context) error {
 	return nil
 }
 
+// decidable is the one rule for a decision, by update or signal: a call
+// takes one decision, the first. A decision received and not applied yet
+// counts as given.
+func (w *run) decidable(a Approval) error {
+	for _, b := range w.buffered {
+		if b.ToolUseID == a.ToolUseID && callState(w.state, a.ToolUseID) != nil {
+			return fmt.Errorf("%w: %q", ErrAlreadyDecided, a.ToolUseID)
+		}
+	}
+	return decidable(w.state, a.ToolUseID, a.Decision)
+}
+
 // receive takes a decision: it is applied now if its call awaits approval
-// and no step is in flight, and kept for later otherwise.
+// and no step is in flight, kept for later if its call is not known yet or
+// a step is in flight, and dropped with a warning otherwise (a call
+// decided already, or that does not await approval).
 func (w *run) receive(ctx workflow.Context, a Approval) {
+	if err := w.decidable(a); err != nil && !errors.Is(err, errUnknownCall) {
+		workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+		return
+	}
 	w.buffered = append(w.buffered, a)
 	if !w.stepping {
 		w.applyBuffered(ctx)
@@ -300,46 +425,38 @@ func (w *run) receive(ctx workflow.Context, a Approval) {
 }
 
 // applyBuffered applies the decisions kept for calls that now await
-// approval. Decisions for calls that exist but cannot take one (answered,
-// not deferred) are dropped; decisions for calls not seen yet are kept.
+// approval, in the order received: the first decision for a call wins, and
+// the others are dropped, as are decisions for calls that cannot take one
+// (answered, not deferred). Decisions for calls not seen yet are kept.
 func (w *run) applyBuffered(ctx workflow.Context) {
 	kept := w.buffered[:0]
 	for _, a := range w.buffered {
-		if err := w.state.Decide(a.ToolUseID, a.Decision); err != nil {
-			if known(w.state, a.ToolUseID) || a.Decision.Kind == toolrun.Defer {
-				workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
-				continue
-			}
+		err := decide(w.state, a.ToolUseID, a.Decision)
+		switch {
+		case err == nil:
+		case errors.Is(err, errUnknownCall):
 			kept = append(kept, a)
+		default:
+			workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
 		}
 	}
 	w.buffered = kept
-}
-
-func known(s *toolrun.State, id string) bool {
-	if s.Pending == nil {
-		return false
-	}
-	for _, c := range s.Pending.Calls {
-		if c.Call.ID == id {
-			return true
-		}
-	}
-	return false
+	w.upsert(ctx)
 }
 
 // step runs one step activity.
-func (w *run) step(ctx workflow.Context) (*StepResult, error) {
+func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: w.opts.StepTimeout,
-		HeartbeatTimeout:    w.opts.HeartbeatTimeout,
-		RetryPolicy:         w.opts.ModelRetry,
-		Summary:             fmt.Sprintf("turn %d", w.state.Turns+1),
+		StartToCloseTimeout:    w.opts.StepTimeout,
+		ScheduleToCloseTimeout: w.opts.ModelRetryFor,
+		HeartbeatTimeout:       w.opts.HeartbeatTimeout,
+		RetryPolicy:            w.opts.ModelRetry,
+		Summary:                fmt.Sprintf("turn %d", w.state.Turns+1),
 	})
 	w.stepping = true
 	defer func() { w.stepping = false }()
 	var res StepResult
-	if err := workflow.ExecuteActivity(actx, StepActivity, w.state).Get(ctx, &res); err != nil {
+	if err := workflow.ExecuteActivity(actx, StepActivity, in).Get(ctx, &res); err != nil {
 		return nil, err
 	}
 	if res.State == nil {
@@ -376,7 +493,8 @@ func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 		p := calls[next]
 		next++
 		running++
-		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, toolInput(w.state, p.Call.ID))
+		in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
+		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
 		sel.AddFuture(f, func(f workflow.Future) {
 			running--
 			if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
@@ -396,12 +514,18 @@ func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 	return firstErr
 }
 
-// toolOptions are the activity options of call p: a call of a tool that is
-// not idempotent is attempted once.
+// toolGrace is what a call's activity timeout adds to the tool's own
+// timeout: the tool's timeout fires first, in the worker, and the call is
+// answered with a timeout error rather than lost.
+const toolGrace = 30 * time.Second
+
+// toolOptions are the activity options of call p: the tool's timeout
+// (plus [toolGrace]) as the start-to-close timeout, and a single attempt
+// for a call of a tool that is not idempotent.
 func (w *run) toolOptions(p toolrun.PlannedCall) workflow.ActivityOptions {
 	timeout := w.opts.ToolTimeout
 	if p.Timeout > 0 {
-		timeout = p.Timeout + time.Minute
+		timeout = p.Timeout + toolGrace
 	}
 	retry := &sdktemporal.RetryPolicy{MaximumAttempts: 1}
 	if p.Idempotent {
@@ -413,25 +537,6 @@ func (w *run) toolOptions(p toolrun.PlannedCall) workflow.ActivityOptions {
 		RetryPolicy:         retry,
 		Summary:             p.Call.Name + " " + p.Call.ID,
 	}
-}
-
-// toolInput is the input of the tool activity for call id: the state
-// without the history or the response, and with that call alone.
-func toolInput(s *toolrun.State, id string) ToolInput {
-	t := *s
-	t.Params.Messages = nil
-	if s.Pending != nil {
-		p := *s.Pending
-		p.Message = anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{}}
-		p.Calls = nil
-		for _, c := range s.Pending.Calls {
-			if c.Call.ID == id {
-				p.Calls = append(p.Calls, c)
-			}
-		}
-		t.Pending = &p
-	}
-	return ToolInput{State: &t, ToolUseID: id}
 }
 
 // finish writes the outcome of call p's activity into the state. An
@@ -447,6 +552,10 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		}
 		out = ToolOutput{Result: interrupted(p, err)}
 		workflow.GetLogger(ctx).Error("toolrun: tool call interrupted", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", err.Error())
+	}
+	if w.size > 0 {
+		n, _ := overLimit(out.Result, 0) // one call's result: small next to the state
+		w.size += n
 	}
 	if err := w.state.SetResult(p.Call.ID, out.Result); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: tool result dropped", "tool_use_id", p.Call.ID, "error", err.Error())
@@ -490,11 +599,38 @@ func rootMessage(err error) string {
 	}
 }
 
+// tooLarge reports whether a payload of n bytes is over the payload limit;
+// if it is, it stops the run with [StopPayloadTooLarge]. The workflow
+// estimates n from the sizes its activities report, rather than encode the
+// state itself: that would hold the workflow task for as long as it takes.
+func (w *run) tooLarge(what string, n int) bool {
+	if n <= w.opts.PayloadLimit {
+		return false
+	}
+	w.state.StopReason, w.state.Detail = StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit)
+	return true
+}
+
+// overLimit returns the size of v in JSON, and whether it is over limit.
+// Encoding a value to JSON is deterministic, so a workflow may call it.
+func overLimit(v any, limit int) (int, bool) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, false // the data converter will say what is wrong
+	}
+	return len(b), len(b) > limit
+}
+
+func payloadDetail(what string, n, limit int) string {
+	return fmt.Sprintf("%s would be %d bytes, over the payload limit of %d bytes", what, n, limit)
+}
+
 // continueAsNew waits for the update handlers to finish, takes the signals
-// received so far, and continues as new with the state.
-func (w *run) continueAsNew(ctx workflow.Context) error {
+// received so far, and continues as new with the state; or stops the run
+// if its input would be over the payload limit.
+func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return err
+		return nil, err
 	}
 	for {
 		var a Approval
@@ -503,28 +639,36 @@ func (w *run) continueAsNew(ctx workflow.Context) error {
 		}
 		w.receive(ctx, a)
 	}
-	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{State: w.state, Options: w.input, Decisions: w.buffered})
-}
-
-func (w *run) outcome() *Outcome {
-	return &Outcome{StopReason: w.state.StopReason, Detail: w.state.Detail, Text: lastText(w.state), State: w.state}
-}
-
-// lastText returns the text of the last assistant message of s.
-func lastText(s *toolrun.State) string {
-	msgs := s.Params.Messages
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i].OfAssistant
-		if m == nil {
-			continue
-		}
-		var b strings.Builder
-		for _, c := range m.Content {
-			if c.OfText != nil {
-				b.WriteString(c.OfText.Text)
-			}
-		}
-		return b.String()
+	in := Input{State: w.state, Ref: w.ref, Options: w.input, Decisions: w.buffered}
+	if w.tooLarge("the input of continue-as-new", w.size) {
+		return w.end(ctx), nil
 	}
-	return ""
+	return nil, workflow.NewContinueAsNewError(ctx, WorkflowName, in)
+}
+
+// end returns the run's outcome, with the search attributes showing it.
+func (w *run) end(ctx workflow.Context) *Outcome {
+	w.upsert(ctx)
+	return &Outcome{StopReason: w.state.StopReason, Detail: w.state.Detail, Text: w.text, State: w.state, Ref: w.ref}
+}
+
+// upsert updates the search attributes if what they show changed.
+func (w *run) upsert(ctx workflow.Context) {
+	if !w.attrs {
+		return
+	}
+	s := summarize(w.state)
+	if s == w.shown {
+		return
+	}
+	w.shown = s
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		StatusAttribute.ValueSet(s.status),
+		AwaitingApprovalAttribute.ValueSet(s.awaiting),
+		ModelAttribute.ValueSet(s.model),
+		TurnsAttribute.ValueSet(int64(s.turns)),
+		CostAttribute.ValueSet(s.cost),
+	); err != nil {
+		workflow.GetLogger(ctx).Warn("toolrun: search attributes not updated", "error", err.Error())
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
@@ -59,9 +60,13 @@ func run(address, queue string) error {
 	}
 	defer c.Close()
 
-	w := worker.New(c, queue, worker.Options{})
-	temporal.Register(w, temporal.NewActivities(model, tools(), &toolrun.Options{
+	// NewWorker gives the worker a stop timeout (temporal.DefaultWorkerStopTimeout):
+	// on SIGTERM, the calls it runs finish before it exits.
+	w := temporal.NewWorker(c, queue, temporal.NewActivities(model, tools(), &toolrun.Options{
 		Logger: logger,
+		// The workers keep the runs' states here and the workflows hold
+		// only a key to them; every worker of the queue must reach it.
+		Store: &toolrun.FileStore{Dir: filepath.Join(os.TempDir(), "toolrun-example-states")},
 		// Events are the same as in process; here they run in the worker
 		// that runs the activity.
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
@@ -69,7 +74,7 @@ func run(address, queue string) error {
 				fmt.Printf("turn %d: %s %s → is_error=%v\n", e.Turn, e.Result.Call.Name, e.Result.Call.Input, e.Result.IsError)
 			}
 		},
-	}))
+	}), worker.Options{})
 	fmt.Printf("serving task queue %q on %s\n", queue, address)
 	return w.Run(worker.InterruptCh())
 }

@@ -1,0 +1,175 @@
+package temporal_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+)
+
+// bigRun is a model that calls fetch turns times, then answers.
+func bigRun(turns int) func(*toolruntest.Request) toolruntest.Reply {
+	return func(req *toolruntest.Request) toolruntest.Reply {
+		n := len(req.Params.Messages) / 2 // the fetches answered so far
+		if n < turns {
+			return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("f%d", n), "fetch", map[string]any{"page": n}))
+		}
+		return toolruntest.Message(toolruntest.Text("Read them all."))
+	}
+}
+
+// fetchTool returns a 100 KB page.
+func fetchTool() *toolrun.FuncTool {
+	page := strings.Repeat("lorem ipsum ", 100<<10/12)
+	return toolrun.NewTool("fetch", "Fetches a page", func(ctx context.Context, in struct {
+		Page int `json:"page"`
+	}) (string, error) {
+		return fmt.Sprintf("page %d: %s", in.Page, page), nil
+	})
+}
+
+// memStore is a toolrun.Store in memory.
+type memStore struct {
+	mu     sync.Mutex // guards states
+	states map[string][]byte
+}
+
+func (m *memStore) Save(ctx context.Context, id string, s *toolrun.State) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.states == nil {
+		m.states = map[string][]byte{}
+	}
+	m.states[id] = b
+	return nil
+}
+
+func (m *memStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
+	m.mu.Lock()
+	b, ok := m.states[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("state %q: %w", id, toolrun.ErrNoState)
+	}
+	var s toolrun.State
+	return &s, json.Unmarshal(b, &s)
+}
+
+func (m *memStore) Delete(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.states, id)
+	return nil
+}
+
+// payloads records the largest activity input and result, in JSON.
+type payloads struct {
+	mu  sync.Mutex // guards max
+	max int
+}
+
+func (p *payloads) see(v any) {
+	b, _ := json.Marshal(v)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.max = max(p.max, len(b))
+}
+
+// measuredEnv is newEnv with activities that record their payloads.
+func measuredEnv(t *testing.T, acts *temporal.Activities, p *payloads) *testsuite.TestWorkflowEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(nopLogger)
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(2 * time.Minute)
+	env.RegisterWorkflowWithOptions(temporal.Workflow, workflow.RegisterOptions{Name: temporal.WorkflowName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in temporal.StepInput) (*temporal.StepResult, error) {
+		p.see(in)
+		res, err := acts.Step(ctx, in)
+		p.see(res)
+		return res, err
+	}, activity.RegisterOptions{Name: temporal.StepActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in temporal.ToolInput) (*temporal.ToolOutput, error) {
+		p.see(in)
+		res, err := acts.RunTool(ctx, in)
+		p.see(res)
+		return res, err
+	}, activity.RegisterOptions{Name: temporal.ToolActivity})
+	return env
+}
+
+// TestRunsOfAnySize drives a run whose state grows past the 2 MB a Temporal
+// server takes in one payload: with a Store, the workflow holds a key to the
+// state and the payloads stay the size of one turn, and the run finishes;
+// without one, the payload guard stops the run with StopPayloadTooLarge and
+// an Outcome before any payload is over the limit.
+func TestRunsOfAnySize(t *testing.T) {
+	const turns = 22 // 22 × 100 KB: 2.2 MB of tool results
+	tests := []struct {
+		name       string
+		store      bool
+		wantStop   toolrun.StopReason
+		limit      int // RunOptions.PayloadLimit
+		maxPayload int
+	}{
+		{name: "claim check", store: true, wantStop: toolrun.StopEndTurn, maxPayload: 200 << 10},
+		// A limit below the default keeps the states the workflow decodes
+		// small enough for the deadlock detector under the race detector.
+		{name: "inline, stopped by the guard", wantStop: temporal.StopPayloadTooLarge, limit: 512 << 10, maxPayload: 512 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.StartFunc(t, bigRun(turns))
+			opts := &toolrun.Options{Logger: discard()}
+			store := &memStore{}
+			if tt.store {
+				opts.Store = store
+			}
+			var p payloads
+			env := measuredEnv(t, temporal.NewActivities(s.Client(), []toolrun.Tool{fetchTool()}, opts), &p)
+			ro := fastRetries
+			ro.ContinueAsNewAfter = 1000
+			ro.MaxTurns = toolrun.Unlimited
+			ro.PayloadLimit = tt.limit
+			env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &ro))
+			out := outcome(t, env)
+
+			if out.StopReason != tt.wantStop {
+				t.Fatalf("got stop reason %q (%s), want %q", out.StopReason, out.Detail, tt.wantStop)
+			}
+			if p.max > tt.maxPayload {
+				t.Errorf("got a payload of %d bytes, want at most %d", p.max, tt.maxPayload)
+			}
+			if !tt.store {
+				if !strings.Contains(out.Detail, "over the payload limit") {
+					t.Errorf("got detail %q, want it to name the payload limit", out.Detail)
+				}
+				return
+			}
+			if out.Text != "Read them all." || out.State.Turns != turns+1 {
+				t.Errorf("got %q after %d turns, want %q after %d", out.Text, out.State.Turns, "Read them all.", turns+1)
+			}
+			whole, err := temporal.LoadState(t.Context(), store, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(whole)
+			if got, want := len(whole.Params.Messages), 2*turns+2; got != want || len(b) < 2<<20 {
+				t.Errorf("got a stored state of %d messages, %d bytes; want %d messages, over 2 MB", got, len(b), want)
+			}
+		})
+	}
+}

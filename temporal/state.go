@@ -1,0 +1,240 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+)
+
+// This file holds every use this package makes of the fields of
+// [toolrun.State] and of rules that belong to the root package, so that a
+// change there is adapted here and nowhere else. Each function marked
+// "lead: replace with toolrun.X" is a private stand-in for a rule the root
+// package should own and export.
+
+// ErrAlreadyDecided is returned (by the update's validator) or logged (for
+// a signal, which is dropped) for a decision on a call that has one
+// already: a decision, once given, is never replaced.
+//
+// lead: replace with toolrun.ErrAlreadyDecided, returned by State.Decide
+// and Runner.Decide for a call that is decided already.
+var ErrAlreadyDecided = errors.New("toolrun: call already decided")
+
+// ErrNotAwaiting is returned by the update's validator for a decision on a
+// call that does not await one: it was never deferred to a person, or it
+// is answered.
+var ErrNotAwaiting = errors.New("toolrun: call does not await approval")
+
+// errUnknownCall is the rule's verdict on a call the state has not seen:
+// a signal for it is kept until the call appears.
+var errUnknownCall = errors.New("toolrun: no such call yet")
+
+// decidable says whether decision d for call id may be recorded in s: nil
+// if the call awaits approval and has no decision, ErrAlreadyDecided if it
+// has one, ErrNotAwaiting if it cannot take one, errUnknownCall if s has no
+// such call. The update's validator and the signal handler both go through
+// it, and the decision is then recorded with [decide].
+//
+// lead: replace with the decided-once rule of toolrun.State.Decide.
+func decidable(s *toolrun.State, id string, d toolrun.Decision) error {
+	if d.Kind == toolrun.Defer {
+		return errors.New("toolrun: a person's decision cannot be defer")
+	}
+	cs := callState(s, id)
+	switch {
+	case cs == nil:
+		return errUnknownCall
+	case cs.Decided:
+		return fmt.Errorf("%w: %q", ErrAlreadyDecided, id)
+	case cs.Result != nil || !cs.Deferred:
+		return fmt.Errorf("%w: %q", ErrNotAwaiting, id)
+	}
+	return nil
+}
+
+// decide records decision d for call id in s if [decidable] allows it.
+func decide(s *toolrun.State, id string, d toolrun.Decision) error {
+	if err := decidable(s, id, d); err != nil {
+		return err
+	}
+	return s.Decide(id, d)
+}
+
+// callState returns the pending call id of s, or nil.
+func callState(s *toolrun.State, id string) *toolrun.CallState {
+	if s == nil || s.Pending == nil {
+		return nil
+	}
+	for i := range s.Pending.Calls {
+		if s.Pending.Calls[i].Call.ID == id {
+			return &s.Pending.Calls[i]
+		}
+	}
+	return nil
+}
+
+// skeleton returns s without what only a model request needs and what
+// grows with the run: the history (Params.Messages) and the pending
+// response as a message (its calls are kept, with their inputs, decisions
+// and results). It is what the workflow holds; the whole state is in the
+// Store, and [merge] puts the two together again.
+func skeleton(s *toolrun.State) *toolrun.State {
+	t := *s
+	t.Params.Messages = nil
+	if s.Pending != nil {
+		p := *s.Pending
+		// An empty assistant message: a zero BetaMessageParam does not
+		// round-trip through JSON.
+		p.Message = anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{}}
+		t.Pending = &p
+	}
+	return &t
+}
+
+// merge returns the whole state from the skeleton the workflow holds and
+// the whole state the Store holds for it: the skeleton's progress (the
+// decisions and results recorded in the workflow since) with the stored
+// history and pending response.
+func merge(skel, stored *toolrun.State) *toolrun.State {
+	s := *skel
+	s.Params.Messages = stored.Params.Messages
+	if s.Pending != nil && stored.Pending != nil && stored.Pending.Turn == s.Pending.Turn {
+		p := *s.Pending
+		p.Message = stored.Pending.Message
+		s.Pending = &p
+	}
+	return &s
+}
+
+// forCall returns the state the tool activity needs for call id: the
+// skeleton with that call alone.
+func forCall(s *toolrun.State, id string) *toolrun.State {
+	t := skeleton(s)
+	if t.Pending != nil {
+		p := *t.Pending
+		p.Calls = nil
+		for _, c := range s.Pending.Calls {
+			if c.Call.ID == id {
+				p.Calls = append(p.Calls, c)
+			}
+		}
+		t.Pending = &p
+	}
+	return t
+}
+
+// callResult returns the result of call id in s, if it has one.
+func callResult(s *toolrun.State, id string) (toolrun.ResultState, bool) {
+	if cs := callState(s, id); cs != nil && cs.Result != nil {
+		return *cs.Result, true
+	}
+	return toolrun.ResultState{}, false
+}
+
+// summary is what the search attributes show of a run.
+type summary struct {
+	status   string
+	awaiting bool
+	model    string
+	turns    int
+	cost     float64
+}
+
+func summarize(s *toolrun.State) summary {
+	status := "running"
+	if s.StopReason != "" {
+		status = string(s.StopReason)
+	}
+	awaiting := len(s.AwaitingApproval()) > 0
+	if awaiting {
+		status = string(toolrun.StopAwaitingApproval)
+	}
+	return summary{status: status, awaiting: awaiting, model: string(s.Params.Model), turns: s.Turns, cost: s.CostUSD}
+}
+
+// lastText returns the text of the last assistant message of s.
+func lastText(s *toolrun.State) string {
+	msgs := s.Params.Messages
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i].OfAssistant
+		if m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, c := range m.Content {
+			if c.OfText != nil {
+				b.WriteString(c.OfText.Text)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// saveState and loadState keep whole states in a [toolrun.Store] under
+// keys written once each, so that a Store with compare-and-swap needs no
+// expected version other than "none".
+//
+// lead: adapt when toolrun.Store.Save takes the expected version.
+func saveState(ctx context.Context, st toolrun.Store, key string, s *toolrun.State) error {
+	return st.Save(ctx, key, s)
+}
+
+func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.State, error) {
+	return st.Load(ctx, key)
+}
+
+// retryable classifies a failed model request (after the runner's own
+// stream retries): whether trying it again may succeed, and how long the
+// API asked to wait first (zero if it did not say). Errors the anthropic
+// client would retry are retryable (408, 409, 429, 5xx, a dropped
+// connection, a timeout), and so is an error event in a stream that began
+// (the HTTP status is then 200, and the event's type says what failed:
+// overloaded_error, api_error, rate_limit_error). A bad request, a bad key
+// or a refused permission is not.
+//
+// lead: replace with toolrun.Retryable(err) (bool, time.Duration), the one
+// classification the runner's stream retries use too.
+func retryable(err error) (bool, time.Duration) {
+	var api *anthropic.Error
+	if !errors.As(err, &api) {
+		return true, 0 // a dropped connection, a stream cut short, a timeout
+	}
+	wait := retryAfter(api.Response)
+	switch s := api.StatusCode; {
+	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
+		return true, wait
+	case s >= 200 && s < 300:
+		// An error event mid-stream.
+		switch api.Type() {
+		case "overloaded_error", "api_error", "rate_limit_error", "timeout_error", "":
+			return true, wait
+		}
+	}
+	return false, 0
+}
+
+// retryAfter reads the retry-after-ms and retry-after headers, as the
+// client does; zero if there are none, or they ask for more than a minute.
+func retryAfter(resp *http.Response) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	var d time.Duration
+	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil {
+		d = time.Duration(ms * float64(time.Millisecond))
+	} else if s, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
+		d = time.Duration(s * float64(time.Second))
+	}
+	if d <= 0 || d > time.Minute {
+		return 0
+	}
+	return d
+}
