@@ -111,6 +111,33 @@ func retryAfter(resp *http.Response, err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// Retryable reports whether a failed model request may succeed if it is
+// sent again, and how long the API asked to wait first (zero if it did not
+// say). It is the one classification of the runner's stream retries and of
+// the Temporal module's activities: what the anthropic client itself
+// retries is retryable (408, 409, 429, 5xx, a dropped connection, a
+// timeout, a stream cut short or idle), and so is an error event in a
+// stream that began (status 200) whose type is overloaded_error,
+// api_error, rate_limit_error or timeout_error. A bad request, a bad key or
+// a refused permission is not.
+func Retryable(err error) (bool, time.Duration) {
+	var api *anthropic.Error
+	if !errors.As(err, &api) {
+		return true, 0
+	}
+	wait, _ := retryAfter(nil, err)
+	switch s := api.StatusCode; {
+	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
+		return true, wait
+	case s >= 200 && s < 300:
+		switch api.Type() {
+		case "overloaded_error", "api_error", "rate_limit_error", "timeout_error", "":
+			return true, wait
+		}
+	}
+	return false, 0
+}
+
 // StreamError is the failure of one attempt of a streamed response after it
 // began: an error event (Err is then an *anthropic.Error), a connection
 // dropped mid-body, a body that ended before message_stop (Err wraps
@@ -177,7 +204,7 @@ func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.Bet
 		default:
 			cause = err
 		}
-		if ctx.Err() != nil || !st.began || attempt >= r.opts.StreamRetry.attempts() {
+		if ok, _ := Retryable(err); ctx.Err() != nil || !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)

@@ -218,7 +218,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		detail := payloadDetail(fmt.Sprintf("the result of call %s", in.ToolUseID), n, limitOr(in.PayloadLimit))
 		e := "toolrun: " + detail
 		out = &ToolOutput{
-			Result:     toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Error: e, Ran: true},
+			Result:     toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Error: &toolrun.ErrorState{Kind: "tool", Message: e}, Ran: true},
 			StopReason: StopPayloadTooLarge,
 			Detail:     detail,
 		}

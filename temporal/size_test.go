@@ -44,7 +44,7 @@ type memStore struct {
 	states map[string][]byte
 }
 
-func (m *memStore) Save(ctx context.Context, id string, s *toolrun.State) error {
+func (m *memStore) Save(ctx context.Context, id string, s *toolrun.State, prev uint64) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -53,6 +53,15 @@ func (m *memStore) Save(ctx context.Context, id string, s *toolrun.State) error 
 	defer m.mu.Unlock()
 	if m.states == nil {
 		m.states = map[string][]byte{}
+	}
+	var cur struct {
+		Version uint64 `json:"version"`
+	}
+	if old, ok := m.states[id]; ok {
+		_ = json.Unmarshal(old, &cur)
+	}
+	if cur.Version != prev {
+		return fmt.Errorf("run %q is at version %d, not %d: %w", id, cur.Version, prev, toolrun.ErrRunBusy)
 	}
 	m.states[id] = b
 	return nil

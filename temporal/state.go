@@ -3,9 +3,6 @@ package temporal
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,42 +18,27 @@ import (
 
 // ErrAlreadyDecided is returned (by the update's validator) or logged (for
 // a signal, which is dropped) for a decision on a call that has one
-// already: a decision, once given, is never replaced.
-//
-// lead: replace with toolrun.ErrAlreadyDecided, returned by State.Decide
-// and Runner.Decide for a call that is decided already.
-var ErrAlreadyDecided = errors.New("toolrun: call already decided")
-
-// ErrNotAwaiting is returned by the update's validator for a decision on a
-// call that does not await one: it was never deferred to a person, or it
-// is answered.
-var ErrNotAwaiting = errors.New("toolrun: call does not await approval")
+// already, or that does not await one: a decision, once given, is never
+// replaced. It is [toolrun.ErrAlreadyDecided]: the rule is the root
+// package's [toolrun.State.Decide], the same as [toolrun.Runner.Decide].
+var ErrAlreadyDecided = toolrun.ErrAlreadyDecided
 
 // errUnknownCall is the rule's verdict on a call the state has not seen:
 // a signal for it is kept until the call appears.
 var errUnknownCall = errors.New("toolrun: no such call yet")
 
 // decidable says whether decision d for call id may be recorded in s: nil
-// if the call awaits approval and has no decision, ErrAlreadyDecided if it
-// has one, ErrNotAwaiting if it cannot take one, errUnknownCall if s has no
-// such call. The update's validator and the signal handler both go through
-// it, and the decision is then recorded with [decide].
-//
-// lead: replace with the decided-once rule of toolrun.State.Decide.
+// if it may, an error wrapping ErrAlreadyDecided if the call has a decision
+// or cannot take one, errUnknownCall if s has no such call. The update's
+// validator and the signal handler both go through it, and it asks the
+// root package's one rule, on a copy of the call.
 func decidable(s *toolrun.State, id string, d toolrun.Decision) error {
-	if d.Kind == toolrun.Defer {
-		return errors.New("toolrun: a person's decision cannot be defer")
-	}
 	cs := callState(s, id)
-	switch {
-	case cs == nil:
+	if cs == nil {
 		return errUnknownCall
-	case cs.Decided:
-		return fmt.Errorf("%w: %q", ErrAlreadyDecided, id)
-	case cs.Result != nil || !cs.Deferred:
-		return fmt.Errorf("%w: %q", ErrNotAwaiting, id)
 	}
-	return nil
+	probe := toolrun.State{Pending: &toolrun.TurnState{Calls: []toolrun.CallState{*cs}}}
+	return probe.Decide(id, d)
 }
 
 // decide records decision d for call id in s if [decidable] allows it.
@@ -179,62 +161,18 @@ func lastText(s *toolrun.State) string {
 }
 
 // saveState and loadState keep whole states in a [toolrun.Store] under
-// keys written once each, so that a Store with compare-and-swap needs no
-// expected version other than "none".
-//
-// lead: adapt when toolrun.Store.Save takes the expected version.
+// keys written once each, so that the Store's compare-and-swap expects
+// "nothing saved yet": a second save under one key is refused.
 func saveState(ctx context.Context, st toolrun.Store, key string, s *toolrun.State) error {
-	return st.Save(ctx, key, s)
+	c := *s
+	c.Version = 1
+	return st.Save(ctx, key, &c, 0)
 }
 
 func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.State, error) {
 	return st.Load(ctx, key)
 }
 
-// retryable classifies a failed model request (after the runner's own
-// stream retries): whether trying it again may succeed, and how long the
-// API asked to wait first (zero if it did not say). Errors the anthropic
-// client would retry are retryable (408, 409, 429, 5xx, a dropped
-// connection, a timeout), and so is an error event in a stream that began
-// (the HTTP status is then 200, and the event's type says what failed:
-// overloaded_error, api_error, rate_limit_error). A bad request, a bad key
-// or a refused permission is not.
-//
-// lead: replace with toolrun.Retryable(err) (bool, time.Duration), the one
-// classification the runner's stream retries use too.
-func retryable(err error) (bool, time.Duration) {
-	var api *anthropic.Error
-	if !errors.As(err, &api) {
-		return true, 0 // a dropped connection, a stream cut short, a timeout
-	}
-	wait := retryAfter(api.Response)
-	switch s := api.StatusCode; {
-	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
-		return true, wait
-	case s >= 200 && s < 300:
-		// An error event mid-stream.
-		switch api.Type() {
-		case "overloaded_error", "api_error", "rate_limit_error", "timeout_error", "":
-			return true, wait
-		}
-	}
-	return false, 0
-}
-
-// retryAfter reads the retry-after-ms and retry-after headers, as the
-// client does; zero if there are none, or they ask for more than a minute.
-func retryAfter(resp *http.Response) time.Duration {
-	if resp == nil {
-		return 0
-	}
-	var d time.Duration
-	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil {
-		d = time.Duration(ms * float64(time.Millisecond))
-	} else if s, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
-		d = time.Duration(s * float64(time.Second))
-	}
-	if d <= 0 || d > time.Minute {
-		return 0
-	}
-	return d
-}
+// retryable classifies a failed model request, after the runner's own
+// stream retries, by the root package's one rule.
+func retryable(err error) (bool, time.Duration) { return toolrun.Retryable(err) }

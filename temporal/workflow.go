@@ -377,7 +377,7 @@ func (w *run) handle(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
-				return fmt.Errorf("%w: no call %q awaits approval", ErrNotAwaiting, a.ToolUseID)
+				return fmt.Errorf("%w: no call %q awaits approval", ErrAlreadyDecided, a.ToolUseID)
 			}
 			return err
 		}},
@@ -584,7 +584,7 @@ func interrupted(p toolrun.PlannedCall, err error) toolrun.ResultState {
 	} else {
 		e = fmt.Errorf("%w: it started but did not finish (%s), and tool %q is not declared idempotent, so it was not run again; its effects, if any, are unknown", toolrun.ErrInterrupted, cause, p.Call.Name)
 	}
-	return toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e.Error())}, IsError: true, Error: e.Error()}
+	return toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e.Error())}, IsError: true, Error: &toolrun.ErrorState{Kind: "interrupted", Message: e.Error()}}
 }
 
 // rootMessage returns the message of the innermost error of err's chain,
