@@ -3,7 +3,7 @@ module github.com/toolrun/toolrun/sqlitestore
 go 1.26.0
 
 require (
-	github.com/toolrun/toolrun v0.0.0
+	github.com/toolrun/toolrun v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -37,5 +37,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/toolrun/toolrun => ../

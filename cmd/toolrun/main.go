@@ -115,6 +115,7 @@ var commands = []*command{
 	demoCommand,
 	replayCommand,
 	viewCommand,
+	versionCommand,
 }
 
 func lookup(name string) *command {
