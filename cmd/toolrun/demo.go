@@ -80,6 +80,12 @@ type demoFlags struct {
 const demoPrompt = "How much is 25,000 Japanese yen in the currency of Lisbon? E-mail a short report to me@example.com."
 
 func (c *cli) demo(ctx context.Context, f demoFlags) int {
+	if f.record == "-" {
+		// The transcript goes to stdout; the display moves to stderr.
+		cc := *c
+		cc.stdout, cc.stdoutTerminal, cc.out = c.stderr, isTerminal(c.stderr), c.stdout
+		c = &cc
+	}
 	var client anthropic.Client
 	if key := c.getenv("ANTHROPIC_API_KEY"); key != "" {
 		opts := []option.RequestOption{option.WithAPIKey(key)}
