@@ -568,4 +568,3 @@ func TestVersion(t *testing.T) {
 		t.Errorf("exit status %d, stdout %q; want 0 and \"toolrun <version> <go version> <os>/<arch>\"", got.code, got.stdout)
 	}
 }
-
