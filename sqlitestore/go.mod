@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/google/go-cmp v0.7.0
-	github.com/toolrun/toolrun v0.0.0
+	github.com/toolrun/toolrun v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -40,5 +40,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/toolrun/toolrun => ../

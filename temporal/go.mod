@@ -2,12 +2,10 @@ module github.com/toolrun/toolrun/temporal
 
 go 1.26.0
 
-replace github.com/toolrun/toolrun => ../
-
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/google/go-cmp v0.7.0
-	github.com/toolrun/toolrun v0.0.0
+	github.com/toolrun/toolrun v0.1.0
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
 )

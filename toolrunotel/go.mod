@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/google/go-cmp v0.7.0
-	github.com/toolrun/toolrun v0.0.0-00010101000000-000000000000
+	github.com/toolrun/toolrun v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -36,7 +36,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.27.0 // indirect
 )
-
-// The core module is developed beside this one; a release replaces this
-// with a tagged version of github.com/toolrun/toolrun.
-replace github.com/toolrun/toolrun => ../

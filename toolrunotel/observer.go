@@ -297,7 +297,7 @@ func (o *Observer) startTool(ctx context.Context, run *runState, turn int, call 
 		turnKey.Int(turn),
 	}
 	if d, ok := run.decided[call.ID]; ok {
-		attrs = append(attrs, decisionKey.String(d.Decision.Kind.String()), decidedByKey.String(d.By))
+		attrs = append(attrs, decisionKey.String(d.Decision.Kind.String()), decidedByKey.String(string(d.By)))
 	}
 	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameExecuteTool)+" "+call.Name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))

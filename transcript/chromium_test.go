@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image"
+	"image/color"
+	"image/draw"
+	pngenc "image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,4 +196,68 @@ func TestReportInChromium(t *testing.T) {
 		os.WriteFile(strings.TrimSuffix(dst, filepath.Ext(dst))+".html", page.Bytes(), 0o644)
 	}
 	t.Logf("screenshot: %d bytes", len(b))
+}
+
+// TestReportImagesInChromium records a run whose tool returns an image,
+// and checks in headless Chromium that the report shows it inline: the
+// page's screenshot holds the image's colour.
+func TestReportImagesInChromium(t *testing.T) {
+	bin := chromium(t)
+	dir := t.TempDir()
+	var png bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 240, 160))
+	draw.Draw(img, img.Bounds(), &image.Uniform{C: color.RGBA{R: 0xd0, G: 0x10, B: 0xc0, A: 0xff}}, image.Point{}, draw.Src)
+	if err := pngenc.Encode(&png, img); err != nil {
+		t.Fatal(err)
+	}
+	chart := toolrun.NewTool("chart", "Draws a chart", func(ctx context.Context, in struct{}) ([]toolrun.Content, error) {
+		return []toolrun.Content{toolrun.Text("the chart:"), toolrun.Image("image/png", png.Bytes())}, nil
+	})
+	s := toolruntest.Start(t,
+		toolruntest.Message(toolruntest.ToolUse("toolu_01", "chart", nil)),
+		toolruntest.Message(toolruntest.Text("Here is the chart.")),
+	)
+	var buf syncBuffer
+	rec := transcript.NewRecorder(&buf, nil)
+	if _, err := toolrun.New(client(s), userParams("Draw it."), []toolrun.Tool{chart}, &toolrun.Options{Logger: discard(), OnEvent: rec.Observe}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var page bytes.Buffer
+	if err := transcript.WriteHTML(&page, readBytes(t, buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(report, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(runChromium(t, bin, "--dump-dom", "file://"+report))
+	if got := strings.Count(dom, `<img class="result-image" src="data:image/png;base64,`); got < 1 {
+		t.Fatalf("%d inline images in the loaded page, want at least 1", got)
+	}
+
+	shot := filepath.Join(dir, "shot.png")
+	runChromium(t, bin, "--screenshot="+shot, "--window-size=1280,2400", "--hide-scrollbars", "file://"+report)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	got, err := pngenc.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for y := got.Bounds().Min.Y; y < got.Bounds().Max.Y; y++ {
+		for x := got.Bounds().Min.X; x < got.Bounds().Max.X; x++ {
+			r, g, b, _ := got.At(x, y).RGBA()
+			if r>>8 == 0xd0 && g>>8 == 0x10 && b>>8 == 0xc0 {
+				n++
+			}
+		}
+	}
+	// The image is 240×160; most of it is on the screen, whatever the
+	// scaling.
+	if n < 240*160/2 {
+		t.Errorf("%d pixels of the image's colour in the screenshot, want at least %d: the image is not shown", n, 240*160/2)
+	}
 }

@@ -3,6 +3,7 @@ package transcript
 import (
 	"bytes"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -137,8 +138,50 @@ type (
 		Decision string
 		// Truncated reports that the model received the result cut short.
 		Truncated bool
+		// Images are the image blocks of a tool result, shown inline.
+		Images []imageView
+	}
+	imageView struct {
+		Src template.URL // a data: URL, which the page's CSP allows
+		Alt string
 	}
 )
+
+// inlineImageTypes are the media types of images the report shows inline:
+// those the API accepts.
+var inlineImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// imagesOf returns the base64 image blocks of a JSON array of content
+// blocks, as data: URLs. A block of another media type, or whose data is
+// not base64, is left out: its placeholder in the text says it was there.
+func imagesOf(raw json.RawMessage) []imageView {
+	var blocks []struct {
+		Type   string `json:"type"`
+		Source struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		} `json:"source"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil
+	}
+	var out []imageView
+	for i, b := range blocks {
+		src := b.Source
+		if b.Type != "image" || src.Type != "base64" || !inlineImageTypes[src.MediaType] {
+			continue
+		}
+		if _, err := base64.StdEncoding.DecodeString(src.Data); err != nil {
+			continue
+		}
+		out = append(out, imageView{
+			Src: template.URL("data:" + src.MediaType + ";base64," + src.Data),
+			Alt: fmt.Sprintf("image %d of the result (%s)", i+1, src.MediaType),
+		})
+	}
+	return out
+}
 
 func buildReport(t *Transcript) *report {
 	rep := &report{Title: "toolrun run report", Torn: t.Torn != ""}
@@ -302,6 +345,7 @@ func buildReport(t *Transcript) *report {
 			}
 			if f := c.Finished; f != nil {
 				b.Text = shown(f.OutputText())
+				b.Images = imagesOf(f.Output)
 				b.IsError, b.Error, b.Stack, b.Truncated = f.IsError, shown(f.Error), shown(f.Stack), f.Truncated
 				if b.Text == b.Error {
 					b.Text = "" // the error, sent as the result: shown once
@@ -436,7 +480,7 @@ func contentBlocks(raw []json.RawMessage) []blockView {
 		case "tool_use":
 			out = append(out, blockView{Kind: "tool_use", Name: b.Name, ID: b.ID, Text: shown(prettyJSON(b.Input))})
 		case "tool_result":
-			out = append(out, blockView{Kind: "tool_result", ID: b.ToolUseID, IsError: b.IsError, Text: shown(contentText(b.Content))})
+			out = append(out, blockView{Kind: "tool_result", ID: b.ToolUseID, IsError: b.IsError, Text: shown(contentText(b.Content)), Images: imagesOf(b.Content)})
 		default:
 			out = append(out, blockView{Kind: "other", Name: b.Type, Text: shown(prettyJSON(r))})
 		}

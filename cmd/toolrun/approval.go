@@ -62,7 +62,7 @@ func (c *cli) newApprover(mode approveMode, autoFlag, noTerminal string, out, as
 	case mode == approveDeny:
 		return denyAll{w: out, reason: denyFlagReason}
 	case c.interactive:
-		return &prompt{in: bufio.NewReader(c.stdin), out: out, ask: ask}
+		return &prompt{in: bufio.NewReaderSize(c.stdin, maxAnswer), out: out, ask: ask}
 	case noTerminal != "":
 		return denyAll{w: out, reason: noTerminal}
 	}
@@ -126,6 +126,11 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 	for {
 		fmt.Fprint(p.ask, "  approve [y]es / [n]o / [a]lways? ")
 		answer, err := p.readLine(ctx)
+		if errors.Is(err, errAnswerTooLong) {
+			fmt.Fprintln(p.ask)
+			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, noAnswerReason)
+			return toolrun.DenyCall(noAnswerReason), nil
+		}
 		if errors.Is(err, io.EOF) && answer == "" {
 			fmt.Fprintln(p.ask)
 			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, noAnswerReason)
@@ -144,6 +149,9 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 		case "n", "no":
 			fmt.Fprint(p.ask, "  reason, sent to the model (optional): ")
 			reason, err := p.readLine(ctx)
+			if errors.Is(err, errAnswerTooLong) {
+				reason, err = "", nil
+			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				return toolrun.Decision{}, err
 			}
@@ -162,7 +170,17 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 	}
 }
 
-// readLine reads one line, trimmed. It returns when ctx is done, for a
+// maxAnswer bounds a line read at the approval prompt. What a person types
+// is short; a stream with no newline in it (/dev/zero) must not fill the
+// memory.
+const maxAnswer = 4096
+
+// errAnswerTooLong is the error of a line at the prompt longer than
+// maxAnswer.
+var errAnswerTooLong = errors.New("the answer is too long")
+
+// readLine reads one line, trimmed, of at most maxAnswer bytes: a longer
+// one is errAnswerTooLong. It returns when ctx is done, for a
 // person who presses Ctrl-C at the prompt: the read goes on in the
 // background until the line or the end of input comes, and the command
 // exits without reading again.
@@ -173,8 +191,11 @@ func (p *prompt) readLine(ctx context.Context) (string, error) {
 	}
 	ch := make(chan line, 1)
 	go func() {
-		s, err := p.in.ReadString('\n')
-		ch <- line{strings.TrimSpace(s), err}
+		b, err := p.in.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			err = errAnswerTooLong
+		}
+		ch <- line{strings.TrimSpace(string(b)), err}
 	}()
 	select {
 	case l := <-ch:

@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -40,15 +39,17 @@ run. With --approve auto (or --yes) it approves without asking, with
 and says so, so that the demo always runs to its end.
 
 The run is recorded as a JSON Lines transcript, for "toolrun replay" and
-"toolrun view": by default to toolrun-demo.jsonl in the temporary
-directory, elsewhere with --record file, not at all with --record off.`,
+"toolrun view": by default to a new file named
+toolrun-demo-<time>-<id>.jsonl in the temporary directory ($TMPDIR), so
+that two demos never share one; elsewhere with --record file (which must
+not exist), not at all with --record off.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		f := demoFlags{approve: approveAsk}
 		fs.Var(&f.approve, "approve", "who decides the calls that need approval: `ask` at the terminal, auto (approve) or deny")
 		fs.BoolVar(&f.yes, "yes", false, "approve every tool call that needs approval, without asking: --approve auto")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask when ANTHROPIC_API_KEY is set")
 		fs.IntVar(&f.maxTurns, "max-turns", 10, "stop after `n` model requests")
-		fs.StringVar(&f.record, "record", "auto", "record the run to `file`, a JSON Lines transcript for replay and view (auto: toolrun-demo.jsonl in the temporary directory; off: none)")
+		fs.StringVar(&f.record, "record", "auto", "record the run to `file` (a new file; - for stdout), a JSON Lines transcript for replay and view (auto: a new toolrun-demo-<time>-<id>.jsonl in the temporary directory; off: none)")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) > 0 {
 				return c.usageError("demo", "unexpected arguments: %s", strings.Join(args, " "))
@@ -79,6 +80,12 @@ type demoFlags struct {
 const demoPrompt = "How much is 25,000 Japanese yen in the currency of Lisbon? E-mail a short report to me@example.com."
 
 func (c *cli) demo(ctx context.Context, f demoFlags) int {
+	if f.record == "-" {
+		// The transcript goes to stdout; the display moves to stderr.
+		cc := *c
+		cc.stdout, cc.stdoutTerminal, cc.out = c.stderr, isTerminal(c.stderr), c.stdout
+		c = &cc
+	}
 	var client anthropic.Client
 	if key := c.getenv("ANTHROPIC_API_KEY"); key != "" {
 		opts := []option.RequestOption{option.WithAPIKey(key)}
@@ -88,7 +95,7 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 		client = anthropic.NewClient(opts...)
 		fmt.Fprintf(c.stdout, "toolrun demo: the Anthropic API, model %s\n", f.model)
 	} else {
-		s := toolruntest.NewServer(demoScript()...)
+		s := toolruntest.NewServer(demoReplies()...)
 		defer s.Close()
 		client = s.Client()
 		fmt.Fprintln(c.stdout, "toolrun demo: offline, with a scripted model on a local fake server (set ANTHROPIC_API_KEY to use the API)")
@@ -105,35 +112,41 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	}
 	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(names, ", "))
 	fmt.Fprintln(c.stdout, "log: warnings and tool failures go to stderr")
-	switch f.record {
-	case "auto":
-		f.record = filepath.Join(os.TempDir(), "toolrun-demo.jsonl")
-	case "off":
-		f.record = ""
-	}
-	if f.record != "" {
-		fmt.Fprintf(c.stdout, "record: %s\n", f.record)
-	}
-	fmt.Fprintf(c.stdout, "\nuser: %s\n", demoPrompt)
-
 	d := c.newDisplay("logged to stderr")
+	shown := d.live
+	if shown {
+		d.logNote = ""
+	}
 	opts := &toolrun.Options{
-		Logger:   c.logger(d.writer(c.stderr)),
+		Logger:   c.logger(d.writer(c.stderr), shown),
 		MaxTurns: f.maxTurns,
 		OnEvent:  d.event,
 	}
-	if f.record != "" {
-		rec, done, err := c.record(f.record, map[string]string{"name": "toolrun demo"})
+	var tf *transcriptFile
+	switch f.record {
+	case "auto", "":
+		f.record = ""
+		fallthrough
+	default:
+		var err error
+		tf, err = c.createTranscript(f.record, "toolrun-demo", map[string]string{"name": "toolrun demo", metaTools: "{}"})
 		if err != nil {
-			fmt.Fprintf(c.stderr, "toolrun demo: %v\n", err)
+			c.errorf("demo", "--record: %v", err)
 			return exitError
 		}
-		defer done("demo")
+		defer tf.close(c, "demo")
 		opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
-			rec.Observe(ctx, e)
+			tf.rec.Observe(ctx, e)
 			d.event(ctx, e)
 		}
+		f.record = tf.name
+		if tf.name != "-" {
+			fmt.Fprintf(c.stdout, "record: %s\n", f.record)
+		}
+	case "off":
+		f.record = ""
 	}
+	fmt.Fprintf(c.stdout, "\nuser: %s\n", demoPrompt)
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.Model(f.model),
 		MaxTokens: 1024,
@@ -153,52 +166,43 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	res, err := runWithApproval(ctx, r, c.newApprover(f.approve, autoFlag, noTerminalReason, d.writer(c.stdout), d.writer(c.stderr)))
 	d.close()
 	d.summary(res)
-	if f.record != "" {
-		fmt.Fprintf(c.stdout, "transcript: %s\nsee it with: toolrun view %s -o report.html (or replay it: toolrun replay %s)\n", f.record, f.record, f.record)
+	if f.record != "" && f.record != "-" {
+		q := shellQuote(f.record)
+		fmt.Fprintf(c.stdout, "transcript: %s\nsee it with: toolrun view %s -o report.html (or replay it: toolrun replay %s)\n", f.record, q, q)
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(c.stderr, "toolrun demo: interrupted")
-		return exitCode(toolrun.StopCanceled)
+		c.errorf("demo", "interrupted")
+		return exitInterrupted
 	case err != nil:
-		fmt.Fprintf(c.stderr, "toolrun demo: %v\n", err)
+		c.errorf("demo", "%v", err)
+	case res.StopReason == toolrun.StopError && res.Err != nil:
+		c.errorf("demo", "%v", res.Err)
 	}
 	return exitCode(res.StopReason)
 }
 
-// demoScript is the model's side of the offline demo: it calls two tools
-// at once, retries the one that failed alongside a call with invalid input,
-// corrects the input, sends the report (which needs approval) and answers.
-// The script is fixed, so its last answer reads right whether the report
-// was approved or not.
-func demoScript() []toolruntest.Reply {
-	return []toolruntest.Reply{
-		toolruntest.Message(
-			toolruntest.Text("I'll fetch today's exchange rates and look up Lisbon."),
-			toolruntest.ToolUse("toolu_01", "fetch_rates", map[string]any{"base": "EUR"}),
-			toolruntest.ToolUse("toolu_02", "lookup_city", map[string]any{"name": "Lisbon"}),
-		),
-		toolruntest.Message(
-			toolruntest.Text("The rate service timed out. Lisbon uses the euro; I'll retry the rates and convert the amount."),
-			toolruntest.ToolUse("toolu_03", "fetch_rates", map[string]any{"base": "EUR"}),
-			toolruntest.ToolUse("toolu_04", "convert_currency", map[string]any{"amount": "25k", "from": "JPY", "to": "EUR"}),
-		),
-		toolruntest.Message(
-			toolruntest.Text("The amount has to be a number. Converting again."),
-			toolruntest.ToolUse("toolu_05", "convert_currency", map[string]any{"amount": 25000, "from": "JPY", "to": "EUR"}),
-		),
-		toolruntest.Message(
-			toolruntest.Text("Now the report."),
-			toolruntest.ToolUse("toolu_06", "send_report", map[string]any{
-				"to":      "me@example.com",
-				"subject": "25,000 JPY in Lisbon",
-				"body":    "25,000 JPY is about 153.75 EUR at 162.6 JPY to the euro.",
-			}),
-		),
-		toolruntest.Message(
-			toolruntest.Text("25,000 JPY is about 153.75 EUR, the currency of Lisbon, Portugal, at today's rate of 162.6 yen to the euro. The send_report result above says whether the report was e-mailed."),
-		),
+// demoScript is the model's side of the offline demo, a script as
+// "toolrun run --script" reads: it calls two tools at once, retries the
+// one that failed alongside a call with invalid input, corrects the input,
+// sends the report (which needs approval) and answers. The script is
+// fixed, so its last answer reads right whether the report was approved or
+// not.
+//
+//go:embed demo.jsonl
+var demoScript string
+
+// demoReplies returns the replies of demoScript.
+func demoReplies() []toolruntest.Reply {
+	lines, err := parseScript(strings.NewReader(demoScript))
+	if err != nil {
+		panic("toolrun: the demo's script: " + err.Error())
 	}
+	replies, err := scriptReplies(lines)
+	if err != nil {
+		panic("toolrun: the demo's script: " + err.Error())
+	}
+	return replies
 }
 
 // demoRates are the demo's exchange rates: units of each currency per euro.

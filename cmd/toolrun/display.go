@@ -32,10 +32,10 @@ type display struct {
 	mu sync.Mutex // guards all below: events, the ticker and the writers interleave
 
 	w       io.Writer
-	live    bool   // a terminal: status line, results as they come
-	color   bool   // ANSI colours, when live
-	width   int    // the terminal's width, for the status line
-	logNote string // where tool failures are logged ("logged to stderr"); empty to say nothing
+	live    bool       // a terminal: status line, results as they come
+	color   bool       // ANSI colours, when live
+	width   func() int // the terminal's width now, for the status line
+	logNote string     // where tool failures are logged ("logged to stderr"); empty to say nothing
 	now     func() time.Time
 
 	turn     int
@@ -51,6 +51,9 @@ type display struct {
 		newlines int  // newlines held back: trailing ones are dropped
 	}
 	statusShown bool // the status line is on the screen
+
+	// The calls answered in this process, by how they ended.
+	counts struct{ ran, failed, denied, notRun int }
 
 	stop, done chan struct{} // of the ticker
 }
@@ -88,12 +91,23 @@ func (c *cli) newDisplay(logNote string) *display {
 	if c.stdoutTerminal && c.getenv("TERM") != "dumb" {
 		d.live = true
 		d.color = c.getenv("NO_COLOR") == ""
-		d.width = 80
-		if n, err := strconv.Atoi(c.getenv("COLUMNS")); err == nil && n > 10 {
-			d.width = n
-		}
+		d.width = func() int { return c.width(c.stdout) }
 	}
 	return d
+}
+
+// width returns the width of the terminal w: its size as the terminal
+// reports it, else $COLUMNS (which shells rarely export), else 80.
+func (c *cli) width(w io.Writer) int {
+	if c.terminalWidth != nil {
+		if n := c.terminalWidth(w); n > 0 {
+			return n
+		}
+	}
+	if n, err := strconv.Atoi(c.getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 80
 }
 
 // start starts redrawing the status line, for a live display. Call close
@@ -245,6 +259,16 @@ func (d *display) result(v *callView) {
 		return
 	}
 	v.printed = true
+	switch {
+	case !res.IsError:
+		d.counts.ran++
+	case errors.Is(res.Err, toolrun.ErrDenied):
+		d.counts.denied++
+	case errors.Is(res.Err, toolrun.ErrNotRun):
+		d.counts.notRun++
+	default:
+		d.counts.failed++
+	}
 	var notes []string
 	if res.Ran {
 		notes = append(notes, formatDuration(res.Duration))
@@ -378,8 +402,14 @@ func (d *display) status(now time.Time) string {
 		return ""
 	}
 	s := fmt.Sprintf("turn %d  %s", d.turn, strings.Join(parts, "  "))
-	if r := []rune(s); len(r) > d.width-1 {
-		s = string(r[:d.width-2]) + "…"
+	// One column short of the width: a line that fills it would wrap on
+	// some terminals, and the next redraw would leave it behind.
+	width := 80
+	if d.width != nil {
+		width = d.width()
+	}
+	if r := []rune(s); len(r) > width-1 {
+		s = string(r[:max(width-2, 0)]) + "…"
 	}
 	return s
 }
@@ -391,8 +421,7 @@ func (d *display) summary(res *toolrun.Result) {
 	if res == nil {
 		return
 	}
-	stopped := fmt.Sprintf("stopped: %s after %d turns, %d tool calls (%d failed)",
-		res.StopReason, res.Turns, res.ToolCalls, res.ToolFailures)
+	stopped := fmt.Sprintf("stopped: %s after %s, %s", res.StopReason, plural(res.Turns, "turn", "turns"), d.callCounts(len(res.Pending)))
 	if res.StopReason != toolrun.StopEndTurn {
 		stopped = d.paint(ansiRed, stopped)
 	}
@@ -409,6 +438,35 @@ func (d *display) summary(res *toolrun.Result) {
 		usage += fmt.Sprintf("; about $%.4f", res.CostUSD)
 	}
 	d.line(usage)
+}
+
+// callCounts says how the calls answered in this process ended, and how
+// many await approval: "3 tool calls: 1 ran, 1 failed, 1 denied".
+func (d *display) callCounts(awaiting int) string {
+	c := d.counts
+	total := c.ran + c.failed + c.denied + c.notRun + awaiting
+	s := plural(total, "tool call", "tool calls")
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{c.ran, "ran"}, {c.failed, "failed"}, {c.denied, "denied"}, {c.notRun, "not run"}, {awaiting, "awaiting approval"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+// plural returns n and the noun, singular for one.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // resultText returns the text of a result's content, with a placeholder for

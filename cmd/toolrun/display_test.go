@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -38,7 +39,7 @@ func TestLiveDisplay(t *testing.T) {
 	ctx := t.Context()
 	var out, logOut bytes.Buffer
 	clk := newClock()
-	d := &display{w: &out, live: true, color: true, width: 60, logNote: "logged to stderr", now: clk.now, calls: map[string]*callView{}}
+	d := &display{w: &out, live: true, color: true, width: fixedWidth(60), logNote: "logged to stderr", now: clk.now, calls: map[string]*callView{}}
 	tick := func(after time.Duration) {
 		clk.advance(after)
 		d.mu.Lock()
@@ -82,6 +83,9 @@ func TestLiveDisplay(t *testing.T) {
 	}
 }
 
+// fixedWidth returns a terminal width that does not change.
+func fixedWidth(n int) func() int { return func() int { return n } }
+
 func TestStatusLine(t *testing.T) {
 	clk := newClock()
 	start := clk.now()
@@ -101,7 +105,7 @@ func TestStatusLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &display{live: true, width: tt.width, turn: 3}
+			d := &display{live: true, width: fixedWidth(tt.width), turn: 3}
 			if tt.waiting {
 				d.waiting = start
 			}
@@ -120,7 +124,7 @@ func TestStatusLine(t *testing.T) {
 func TestTicker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
-		d := &display{w: &out, live: true, width: 80, now: time.Now, calls: map[string]*callView{}}
+		d := &display{w: &out, live: true, width: fixedWidth(80), now: time.Now, calls: map[string]*callView{}}
 		d.start()
 		d.event(context.Background(), toolrun.TurnStarted{Turn: 1})
 		d.event(context.Background(), toolrun.RequestSent{Turn: 1})
@@ -145,19 +149,26 @@ func TestNewDisplay(t *testing.T) {
 		env       map[string]string
 		wantLive  bool
 		wantColor bool
+		size      int // the width the terminal reports; 0: unknown
 		wantWidth int
 	}{
 		{name: "no terminal", env: map[string]string{}},
 		{name: "terminal", terminal: true, env: map[string]string{}, wantLive: true, wantColor: true, wantWidth: 80},
 		{name: "NO_COLOR", terminal: true, env: map[string]string{"NO_COLOR": "1", "COLUMNS": "120"}, wantLive: true, wantWidth: 120},
+		{name: "the terminal's size before COLUMNS", terminal: true, size: 50, env: map[string]string{"COLUMNS": "120"}, wantLive: true, wantColor: true, wantWidth: 50},
 		{name: "dumb terminal", terminal: true, env: map[string]string{"TERM": "dumb"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &cli{stdout: &bytes.Buffer{}, getenv: env(tt.env), stdoutTerminal: tt.terminal}
+			c := &cli{stdout: &bytes.Buffer{}, getenv: env(tt.env), stdoutTerminal: tt.terminal,
+				terminalWidth: func(io.Writer) int { return tt.size }}
 			d := c.newDisplay("")
-			if d.live != tt.wantLive || d.color != tt.wantColor || d.width != tt.wantWidth {
-				t.Errorf("live %v, color %v, width %d; want %v, %v, %d", d.live, d.color, d.width, tt.wantLive, tt.wantColor, tt.wantWidth)
+			width := 0
+			if d.width != nil {
+				width = d.width()
+			}
+			if d.live != tt.wantLive || d.color != tt.wantColor || width != tt.wantWidth {
+				t.Errorf("live %v, color %v, width %d; want %v, %v, %d", d.live, d.color, width, tt.wantLive, tt.wantColor, tt.wantWidth)
 			}
 		})
 	}

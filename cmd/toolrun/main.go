@@ -29,16 +29,50 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
+
+	"golang.org/x/term"
 
 	"github.com/toolrun/toolrun"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got atomic.Value // the first signal, an os.Signal
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		first := <-sigs
+		got.Store(first)
+		cancel() // the run stops cleanly: summary, run_stopped, MCP servers closed
+		<-sigs
+		// A second signal: the person does not want to wait for the clean
+		// stop.
+		fmt.Fprintln(os.Stderr, "toolrun: stopped at once by a second signal")
+		os.Exit(signalExit(first))
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
-	stop()
+	if sig, ok := got.Load().(os.Signal); ok && code == exitInterrupted {
+		code = signalExit(sig)
+	}
 	os.Exit(code)
+}
+
+// Exit statuses of a run stopped by a signal, as shells report a process
+// killed by one: 128 plus the signal's number.
+const (
+	exitInterrupted = 130 // SIGINT
+	exitTerminated  = 143 // SIGTERM
+)
+
+// signalExit returns the exit status for a run stopped by sig.
+func signalExit(sig os.Signal) int {
+	if sig == syscall.SIGTERM {
+		return exitTerminated
+	}
+	return exitInterrupted
 }
 
 // run runs the toolrun command with args (without the program name) and
@@ -51,6 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		getenv:         getenv,
 		interactive:    isTerminal(stdin),
 		stdoutTerminal: isTerminal(stdout),
+		terminalWidth:  terminalWidth,
 	}
 	return c.run(ctx, args)
 }
@@ -60,31 +95,43 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	getenv         func(string) string
+	// out is the real standard output where stdout is the display moved
+	// to stderr, for a file named "-"; nil means stdout.
+	out    io.Writer
+	getenv func(string) string
 	// interactive reports that stdin is a terminal, so approvals can be
 	// asked for. Tests set it to drive the prompt with a scripted reader.
 	interactive bool
 	// stdoutTerminal reports that stdout is a terminal, so a run's
 	// progress is shown live.
 	stdoutTerminal bool
+	// tempDir is where new transcripts and saved runs go unless named;
+	// "" is the temporary directory ($TMPDIR).
+	tempDir string
+	// terminalWidth returns the width of the terminal w, 0 if unknown.
+	terminalWidth func(w io.Writer) int
 }
 
-// isTerminal reports whether f, a reader or a writer, is a terminal: a
-// character device other than the null device, which is one too but has
-// nobody behind it.
+// isTerminal reports whether rw, a reader or a writer, is a terminal. A
+// character device is not enough: /dev/null and /dev/zero are ones too, with
+// nobody behind them.
 func isTerminal(rw any) bool {
 	f, ok := rw.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// terminalWidth returns the width of the terminal w, or 0 if w is not one
+// or its size is unknown.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
 	if !ok {
-		return false
+		return 0
 	}
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
 	}
-	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
-		return false
-	}
-	return true
+	return width
 }
 
 // command is one toolrun command. Adding a command is adding one to
@@ -115,6 +162,8 @@ var commands = []*command{
 	demoCommand,
 	replayCommand,
 	viewCommand,
+	resumeCommand,
+	versionCommand,
 }
 
 func lookup(name string) *command {
@@ -149,7 +198,7 @@ var exitCodes = []struct {
 	{toolrun.StopAwaitingApproval, 7, "a tool call still awaits approval"},
 	{toolrun.StopHook, 8, "a hook stopped the run"},
 	{toolrun.StopBudget, 9, "a budget was used up"},
-	{toolrun.StopCanceled, 130, "interrupted"},
+	{toolrun.StopCanceled, exitInterrupted, "interrupted by SIGINT (Ctrl-C); 143 for SIGTERM"},
 }
 
 // exitCode returns the exit status for a run that stopped for reason. A
@@ -176,7 +225,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		cmd := lookup(name)
 		if cmd == nil {
 			fmt.Fprintf(c.stderr, "toolrun: unknown command %q\n", name)
-			c.usage(c.stderr)
+			fmt.Fprintln(c.stderr, `run "toolrun help" for the commands`)
 			return exitUsage
 		}
 		return c.runCommand(ctx, cmd, args[1:])
@@ -194,16 +243,16 @@ func (c *cli) help(args []string) int {
 			c.commandHelp(c.stdout, cmd)
 			return exitOK
 		}
-		fmt.Fprintf(c.stderr, "toolrun: help: unknown command %q\n", args[0])
+		fmt.Fprintf(c.stderr, "toolrun help: unknown command %q\n", args[0])
 	default:
-		fmt.Fprintln(c.stderr, "toolrun: help takes at most one command")
+		fmt.Fprintln(c.stderr, "toolrun help: takes at most one command")
 	}
-	c.usage(c.stderr)
+	fmt.Fprintln(c.stderr, `run "toolrun help" for the commands`)
 	return exitUsage
 }
 
 func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
-	fs := newFlagSet(cmd, c.stderr)
+	fs := newFlagSet(cmd, io.Discard)
 	runCmd := cmd.setup(fs)
 	positional, err := parseFlags(fs, args)
 	if err != nil {
@@ -211,9 +260,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
 			c.commandHelp(c.stdout, cmd)
 			return exitOK
 		}
-		// The flag package has printed the error.
-		fmt.Fprintf(c.stderr, "run \"toolrun %s --help\" for usage\n", cmd.name)
-		return exitUsage
+		return c.usageError(cmd.name, "%v", err)
 	}
 	return runCmd(ctx, c, positional)
 }
@@ -239,8 +286,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// newFlagSet returns the command's empty flag set, which reports parse
-// errors to w and leaves printing help to the caller.
+// newFlagSet returns the command's empty flag set, which prints its
+// defaults to w and leaves reporting errors and printing help to the
+// caller.
 func newFlagSet(cmd *command, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("toolrun "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(w)

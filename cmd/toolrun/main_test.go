@@ -38,7 +38,8 @@ type result struct {
 func runCLI(t *testing.T, getenv func(string) string, stdin string, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, strings.NewReader(stdin), &stdout, &stderr, getenv)
+	c := &cli{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr, getenv: getenv, tempDir: t.TempDir()}
+	code := c.run(t.Context(), args)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -47,7 +48,7 @@ func runCLI(t *testing.T, getenv func(string) string, stdin string, args ...stri
 func runInteractive(t *testing.T, input string, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	c := &cli{stdin: strings.NewReader(input), stdout: &stdout, stderr: &stderr, getenv: noEnv, interactive: true}
+	c := &cli{stdin: strings.NewReader(input), stdout: &stdout, stderr: &stderr, getenv: noEnv, interactive: true, tempDir: t.TempDir()}
 	code := c.run(t.Context(), args)
 	return result{code, stdout.String(), stderr.String()}
 }
@@ -133,7 +134,7 @@ func TestDemoPrompt(t *testing.T) {
 			wantStdout: []string{
 				"  ✓ send_report approved\n",
 				`  ← send_report (<dur>): report "25,000 JPY in Lisbon" accepted for me@example.com`,
-				"(2 failed)",
+				"6 tool calls: 4 ran, 2 failed\n",
 			},
 		},
 		{
@@ -142,7 +143,7 @@ func TestDemoPrompt(t *testing.T) {
 			wantStdout: []string{
 				"  ✗ send_report denied: not now\n",
 				"  ✗ send_report not run: tool call denied: not now\n",
-				"(3 failed)",
+				"6 tool calls: 3 ran, 2 failed, 1 denied\n",
 			},
 			wantStderr: []string{"reason, sent to the model (optional): "},
 			notStdout:  []string{"accepted for"},
@@ -238,23 +239,23 @@ func TestDemoWithKey(t *testing.T) {
 		{
 			name:     "end_turn",
 			args:     []string{"demo", "--yes", "--model", "claude-test"},
-			replies:  demoScript(),
+			replies:  demoReplies(),
 			wantCode: 0,
-			wantOut:  []string{"toolrun demo: the Anthropic API, model claude-test\n", "stopped: end_turn after 5 turns, 6 tool calls (2 failed)"},
+			wantOut:  []string{"toolrun demo: the Anthropic API, model claude-test\n", "stopped: end_turn after 5 turns, 6 tool calls: 4 ran, 2 failed"},
 		},
 		{
 			name:     "refusal",
 			args:     []string{"demo"},
 			replies:  []toolruntest.Reply{{Content: []toolruntest.Block{toolruntest.Text("I can't help with that.")}, StopReason: "refusal"}},
 			wantCode: 5,
-			wantOut:  []string{"stopped: refusal after 1 turns"},
+			wantOut:  []string{"stopped: refusal after 1 turn"},
 		},
 		{
 			name:     "max_tokens",
 			args:     []string{"demo"},
 			replies:  []toolruntest.Reply{{Content: []toolruntest.Block{toolruntest.Text("25,000 yen is")}, StopReason: "max_tokens"}},
 			wantCode: 4,
-			wantOut:  []string{"stopped: max_tokens after 1 turns", "cut off at max_tokens"},
+			wantOut:  []string{"stopped: max_tokens after 1 turn", "cut off at max_tokens"},
 		},
 		{
 			name:     "request error",
@@ -373,24 +374,35 @@ func TestUsageErrors(t *testing.T) {
 		name       string
 		args       []string
 		wantStderr []string
+		wantLines  int // the lines of stderr, if not 0
 	}{
-		{"no command", nil, []string{"no command given", "usage:\n  toolrun <command> [flags]"}},
-		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`, "usage:\n  toolrun <command> [flags]"}},
-		{"help for unknown command", []string{"help", "frobnicate"}, []string{`help: unknown command "frobnicate"`, "usage:"}},
-		{"unknown flag", []string{"demo", "--bogus"}, []string{"flag provided but not defined: -bogus", `run "toolrun demo --help"`}},
-		{"argument", []string{"demo", "extra"}, []string{"toolrun demo: unexpected arguments: extra"}},
-		{"bad max turns", []string{"demo", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}},
-		{"yes and deny", []string{"demo", "--yes", "--approve", "deny"}, []string{"--yes and --approve deny contradict each other"}},
-		{"run without a prompt", []string{"run"}, []string{"toolrun run: no prompt given"}},
-		{"run with two prompts", []string{"run", "list", "files"}, []string{"toolrun run: the prompt is one argument, got 2; quote it"}},
-		{"run with an empty prompt", []string{"run", " "}, []string{"toolrun run: the prompt is empty"}},
-		{"run with a flag after the prompt", []string{"run", "hi", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}},
-		{"run with a bad MCP command", []string{"run", "--mcp", `x "a`, "hi"}, []string{`toolrun run: --mcp "x \"a": unterminated " quote`}},
-		{"run with a bad MCP URL", []string{"run", "--mcp-url", "ftp://x", "hi"}, []string{`--mcp-url "ftp://x": want an http:// or https:// URL`}},
-		{"replay without a file", []string{"replay"}, []string{"toolrun replay: want one transcript file, got 0 arguments"}},
-		{"view with two files", []string{"view", "a.jsonl", "b.jsonl"}, []string{"toolrun view: want one transcript file, got 2 arguments"}},
-		{"view over the transcript", []string{"view", "run.html"}, []string{"toolrun view: the report would overwrite the transcript; name it with -o"}},
-		{"arguments after --", []string{"view", "-o", "r.html", "--", "-x.jsonl", "-y"}, []string{"toolrun view: want one transcript file, got 2 arguments"}},
+		{"no command", nil, []string{"no command given", "usage:\n  toolrun <command> [flags]"}, 0},
+		{"unknown command", []string{"frobnicate"}, []string{"toolrun: unknown command \"frobnicate\"\nrun \"toolrun help\" for the commands\n"}, 2},
+		{"help for unknown command", []string{"help", "frobnicate"}, []string{"toolrun help: unknown command \"frobnicate\"\n"}, 2},
+		{"unknown flag", []string{"demo", "--bogus"}, []string{"toolrun demo: flag provided but not defined: -bogus\nrun \"toolrun demo --help\" for usage\n"}, 2},
+		{"bad flag value", []string{"run", "--max-turns", "x", "hi"}, []string{"toolrun run: invalid value \"x\" for flag -max-turns"}, 2},
+		{"resume without a file", []string{"resume"}, []string{"toolrun resume: want one saved run, got 0 arguments"}, 2},
+		{"resume with a bad --deny", []string{"resume", "--deny", "toolu_01", "s.json"}, []string{`toolrun resume: --deny "toolu_01": want ID=reason`}, 2},
+		{"version with an argument", []string{"version", "x"}, []string{"toolrun version: unexpected arguments: x"}, 2},
+		{"record and state both on stdout", []string{"run", "--record", "-", "--state", "-", "hi"}, []string{"toolrun run: --record and --state cannot both be standard output"}, 2},
+		{"argument", []string{"demo", "extra"}, []string{"toolrun demo: unexpected arguments: extra"}, 0},
+		{"bad max turns", []string{"demo", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}, 0},
+		{"yes and deny", []string{"demo", "--yes", "--approve", "deny"}, []string{"--yes and --approve deny contradict each other"}, 0},
+		{"run without a prompt", []string{"run"}, []string{"toolrun run: no prompt given"}, 0},
+		{"run with two prompts", []string{"run", "list", "files"}, []string{"toolrun run: the prompt is one argument, got 2; quote it"}, 0},
+		{"run with an empty prompt", []string{"run", " "}, []string{"toolrun run: the prompt is empty"}, 0},
+		{"run with a flag after the prompt", []string{"run", "hi", "--max-turns", "0"}, []string{"--max-turns must be at least 1"}, 0},
+		{"run with a bad MCP command", []string{"run", "--mcp", `x "a`, "hi"}, []string{`toolrun run: --mcp "x \"a": unterminated " quote`}, 0},
+		{"run with a bad MCP URL", []string{"run", "--mcp-url", "ftp://x", "hi"}, []string{`--mcp-url "ftp://x": want an http:// or https:// URL`}, 0},
+		{"replay without a file", []string{"replay"}, []string{"toolrun replay: want one transcript file, got 0 arguments"}, 0},
+		{"view with two files", []string{"view", "a.jsonl", "b.jsonl"}, []string{"toolrun view: want one transcript file, got 2 arguments"}, 0},
+		{"view over the transcript", []string{"view", "run.html"}, []string{"toolrun view: the report would overwrite the transcript; name it with -o"}, 0},
+		{"arguments after --", []string{"view", "-o", "r.html", "--", "-x.jsonl", "-y"}, []string{"toolrun view: want one transcript file, got 2 arguments"}, 0},
+	}
+	for i := range tests {
+		if tests[i].wantLines == 0 && tests[i].name != "no command" {
+			tests[i].wantLines = 2
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -405,6 +417,9 @@ func TestUsageErrors(t *testing.T) {
 				if !strings.Contains(got.stderr, want) {
 					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
 				}
+			}
+			if n := strings.Count(got.stderr, "\n"); tt.wantLines > 0 && n != tt.wantLines {
+				t.Errorf("stderr has %d lines, want %d: one error and a hint; got:\n%s", n, tt.wantLines, got.stderr)
 			}
 		})
 	}

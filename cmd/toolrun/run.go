@@ -2,18 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/fstools"
 	"github.com/toolrun/toolrun/transcript"
 )
 
@@ -57,14 +60,14 @@ the run for "toolrun replay" and "toolrun view".`,
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
 		fs.IntVar(&f.maxTurns, "max-turns", toolrun.DefaultMaxTurns, "stop after `n` model requests")
 		fs.IntVar(&f.maxTokens, "max-tokens", 4096, "the most tokens of each response, `n`")
-		fs.Var(&f.mcp, "mcp", "start the MCP server `\"[name=]command args\"` and use its tools (repeatable)")
-		fs.Var(&f.mcpURL, "mcp-url", "use the tools of the MCP server at `\"[name=]URL\"`, over streamable HTTP (repeatable)")
-		fs.StringVar(&f.workdir, "workdir", "", "give the model read-only file tools confined to `dir`")
+		f.tools.define(fs)
 		fs.Var(&f.approve, "approve", "who decides the calls that need approval (MCP tools): `ask` at the terminal, auto (approve) or deny")
-		fs.StringVar(&f.record, "record", "", "record the run to `file`, a JSON Lines transcript for replay and view")
+		fs.StringVar(&f.record, "record", "", "record the run to `file` (a new file; - for stdout), a JSON Lines transcript for replay and view")
 		fs.BoolVar(&f.stream, "stream", false, "stream each response, showing its text as it arrives")
 		fs.StringVar(&f.log, "log", "", "append warnings and tool failures to `file` instead of stderr")
 		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
+		fs.StringVar(&f.script, "script", "", "answer with the scripted model of `replies.jsonl` (- for stdin) on a local fake server: offline, no API key")
+		fs.StringVar(&f.state, "state", "", "save a run that stops awaiting approval to `file` (- for stdout), for toolrun resume; by default a new file in the temporary directory")
 		return func(ctx context.Context, c *cli, args []string) int {
 			switch {
 			case len(args) == 0:
@@ -78,15 +81,21 @@ the run for "toolrun replay" and "toolrun view".`,
 			case f.toolTimeout < 0:
 				return c.usageError("run", "--tool-timeout must not be negative")
 			}
-			specs, err := parseMCPSpecs(f.mcp, f.mcpURL)
+			if f.record == "-" && f.state == "-" {
+				return c.usageError("run", "--record and --state cannot both be standard output")
+			}
+			if f.script == "-" && len(args) == 1 && args[0] == "-" {
+				return c.usageError("run", "the script and the prompt cannot both be standard input")
+			}
+			specs, err := parseMCPSpecs(f.tools.MCP, f.tools.MCPURL)
 			if err != nil {
 				return c.usageError("run", "%v", err)
 			}
 			prompt := args[0]
 			if prompt == "-" {
-				b, err := io.ReadAll(c.stdin)
+				b, err := io.ReadAll(io.LimitReader(c.stdin, maxPrompt))
 				if err != nil {
-					fmt.Fprintf(c.stderr, "toolrun run: reading the prompt: %v\n", err)
+					c.errorf("run", "reading the prompt: %v", err)
 					return exitError
 				}
 				prompt = string(b)
@@ -99,17 +108,32 @@ the run for "toolrun replay" and "toolrun view".`,
 	},
 }
 
+// maxPrompt bounds a prompt read from standard input.
+const maxPrompt = 16 << 20
+
 type runFlags struct {
 	model       string
 	maxTurns    int
 	maxTokens   int
-	mcp, mcpURL listFlag
-	workdir     string
+	tools       toolFlags
 	approve     approveMode
 	record      string
 	stream      bool
 	log         string
 	toolTimeout time.Duration
+	script      string
+	state       string
+}
+
+// errNoKey is the error of a run against the API with no credentials.
+var errNoKey = errors.New("no API key: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN")
+
+// noKeyHint is what to do about errNoKey.
+const noKeyHint = "hint: export ANTHROPIC_API_KEY=..., or try the run offline with a scripted model: --script replies.jsonl"
+
+// hasKey reports whether the environment holds credentials for the API.
+func (c *cli) hasKey() bool {
+	return c.getenv("ANTHROPIC_API_KEY") != "" || c.getenv("ANTHROPIC_AUTH_TOKEN") != ""
 }
 
 // client returns a client configured from the environment, as
@@ -129,148 +153,211 @@ func (c *cli) client() anthropic.Client {
 }
 
 // logger returns the logger of a run, writing text records to w: warnings
-// and tool failures, or more if ANTHROPIC_LOG asks.
-func (c *cli) logger(w io.Writer) *slog.Logger {
+// and tool failures, or more if ANTHROPIC_LOG asks. With shown true (a
+// live display, no --log) it leaves out the records the display already
+// shows. The run's stop is always left out: the command reports it.
+func (c *cli) logger(w io.Writer, shown bool) *slog.Logger {
 	level := slog.LevelWarn
-	switch c.getenv(toolrun.LogEnv) {
+	env := c.getenv(toolrun.LogEnv)
+	switch env {
 	case "info":
 		level = slog.LevelInfo
 	case "debug":
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	h := slog.Handler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	if env == "" {
+		h = shownHandler{Handler: h, toolCalls: shown}
+	}
+	return slog.New(h)
 }
 
-// record creates the transcript file name and returns a recorder writing
-// to it, and the function that closes it and reports a transcript that
-// could not be written in full.
-func (c *cli) record(name string, meta map[string]string) (*transcript.Recorder, func(cmd string), error) {
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, nil, err
+// shownHandler drops the records a command shows another way: the run's
+// stop (its summary and error), and with toolCalls the tool calls that
+// failed, were denied or not run (the live display's ✗ lines).
+type shownHandler struct {
+	slog.Handler
+	toolCalls bool
+}
+
+func (h shownHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "toolrun: run stopped" || (h.toolCalls && strings.HasPrefix(r.Message, "toolrun: tool call ")) {
+		return nil
 	}
-	rec := transcript.NewRecorder(f, &transcript.RecorderOptions{Meta: meta})
-	return rec, func(cmd string) {
-		err := rec.Err()
-		if cerr := f.Close(); err == nil {
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h shownHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return shownHandler{h.Handler.WithAttrs(attrs), h.toolCalls}
+}
+
+func (h shownHandler) WithGroup(name string) slog.Handler {
+	return shownHandler{h.Handler.WithGroup(name), h.toolCalls}
+}
+
+// transcriptFile is a transcript being written, and what to do when the
+// run is over.
+type transcriptFile struct {
+	name string // as the person gave it, or the one made; "-" for stdout
+	rec  *transcript.Recorder
+	f    *os.File // nil for stdout
+}
+
+// createTranscript creates the transcript name, or a new one with a unique
+// name in the temporary directory if name is "" (prefix starts the name),
+// always with an exclusive create: two runs never share one by accident.
+// "-" is stdout.
+func (c *cli) createTranscript(name, prefix string, meta map[string]string) (*transcriptFile, error) {
+	var f *os.File
+	var w io.Writer
+	var err error
+	switch name {
+	case "-":
+		w = c.realStdout()
+	case "":
+		f, err = os.CreateTemp(c.tempDir, prefix+"-"+time.Now().UTC().Format("20060102T150405")+"-*.jsonl")
+	default:
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s exists; name another file with --record, or remove it", name)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		w, name = f, f.Name()
+	}
+	return &transcriptFile{name: name, f: f, rec: transcript.NewRecorder(w, &transcript.RecorderOptions{Meta: meta})}, nil
+}
+
+// appendTranscript opens the transcript name to record the rest of a
+// resumed run after what it holds, without a second header.
+func (c *cli) appendTranscript(name string) (*transcriptFile, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &transcriptFile{name: name, f: f, rec: transcript.NewRecorder(&skipFirst{w: f}, nil)}, nil
+}
+
+// skipFirst drops the first write to w: the header of a recorder that
+// appends to a transcript that has one.
+type skipFirst struct {
+	w       io.Writer
+	skipped bool
+}
+
+func (s *skipFirst) Write(p []byte) (int, error) {
+	if !s.skipped {
+		s.skipped = true
+		return len(p), nil
+	}
+	return s.w.Write(p)
+}
+
+// close closes the transcript and reports one that could not be written in
+// full.
+func (t *transcriptFile) close(c *cli, cmd string) {
+	err := t.rec.Err()
+	if t.f != nil {
+		if cerr := t.f.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil {
-			fmt.Fprintf(c.stderr, "toolrun %s: the transcript %s is incomplete: %v\n", cmd, name, err)
-		}
-	}, nil
+	}
+	if err != nil {
+		c.errorf(cmd, "the transcript %s is incomplete: %v", t.name, err)
+	}
+}
+
+// errorf prints an error of the command cmd once, as "toolrun cmd:
+// message", without the "toolrun: " its packages put in front of theirs.
+func (c *cli) errorf(cmd, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	for strings.HasPrefix(msg, "toolrun: ") {
+		msg = strings.TrimPrefix(msg, "toolrun: ")
+	}
+	fmt.Fprintf(c.stderr, "toolrun %s: %s\n", cmd, msg)
 }
 
 func (c *cli) runPrompt(ctx context.Context, f runFlags, specs []mcpSpec, prompt string) int {
 	fail := func(format string, args ...any) int {
-		fmt.Fprintf(c.stderr, "toolrun run: "+format+"\n", args...)
+		c.errorf("run", format, args...)
 		return exitError
 	}
-
-	logNote, logOut := "logged to stderr", io.Writer(c.stderr)
-	if f.log != "" {
-		lf, err := os.OpenFile(f.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	saved := savedRun{
+		Version:     savedRunVersion,
+		Model:       f.model,
+		MaxTokens:   f.maxTokens,
+		Tools:       f.tools,
+		Approve:     f.approve,
+		Stream:      f.stream,
+		Log:         f.log,
+		ToolTimeout: f.toolTimeout.String(),
+	}
+	if f.script != "" {
+		script, err := c.readScript(f.script)
 		if err != nil {
-			return fail("%v", err)
+			return fail("--script: %v", err)
 		}
-		defer lf.Close()
-		logNote, logOut = "logged to "+f.log, lf
+		saved.Script = script
+	} else if !c.hasKey() {
+		c.errorf("run", "%v", errNoKey)
+		fmt.Fprintln(c.stderr, noKeyHint)
+		return exitError
 	}
-	d := c.newDisplay(logNote)
-	if f.log == "" {
-		logOut = d.writer(c.stderr)
-	}
-	log := c.logger(logOut)
-
-	var tools []toolrun.Tool
-	var toolLines []string
-	if f.workdir != "" {
-		root, err := fstools.Open(f.workdir, nil)
-		if err != nil {
-			return fail("--workdir: %v", err)
-		}
-		defer root.Close()
-		var names []string
-		for _, t := range root.Tools() {
-			tools = append(tools, t)
-			names = append(names, t.Name())
-		}
-		toolLines = append(toolLines, fmt.Sprintf("%s (read-only, in %s)", strings.Join(names, ", "), f.workdir))
-	}
-	mcpNote := map[approveMode]string{
-		approveAsk:  "each call needs approval",
-		approveAuto: "approved: --approve auto",
-		approveDeny: "denied: --approve deny",
-	}[f.approve]
-	servers, serverTools, err := connectMCP(ctx, specs, func(name string) toolrun.ToolConfig {
-		switch f.approve {
-		case approveAsk:
-			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
-		case approveDeny:
-			return toolrun.ToolConfig{Policy: toolrun.Never(denyFlagReason)}
-		}
-		return toolrun.ToolConfig{}
-	}, log)
-	if err != nil {
-		return fail("MCP server %v", err)
-	}
-	defer func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}()
-	for i, list := range serverTools {
-		var names []string
-		for _, t := range list {
-			tools = append(tools, t)
-			names = append(names, t.Name())
-		}
-		if len(names) == 0 {
-			names = []string{"no tools"}
-		}
-		toolLines = append(toolLines, fmt.Sprintf("%s (MCP server %q; %s)", strings.Join(names, ", "), specs[i].name, mcpNote))
+	// "-" for the transcript or the state puts them on stdout, and the
+	// run's display on stderr.
+	if f.record == "-" || f.state == "-" {
+		cc := *c
+		cc.stdout, cc.stdoutTerminal = c.stderr, isTerminal(c.stderr)
+		cc.out = c.stdout
+		c = &cc
 	}
 
-	fmt.Fprintf(c.stdout, "toolrun run: model %s\n", f.model)
-	if len(toolLines) == 0 {
-		toolLines = []string{"none (give --workdir, --mcp or --mcp-url)"}
+	s, code := c.startSession(ctx, "run", &saved, specs)
+	if s == nil {
+		return code
 	}
-	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(toolLines, "\n       "))
-	if f.log == "" {
-		fmt.Fprintln(c.stdout, "log: warnings and tool failures go to stderr")
-	} else {
-		fmt.Fprintf(c.stdout, "log: warnings and tool failures go to %s\n", f.log)
-	}
+	defer s.close()
 
-	opts := &toolrun.Options{
-		Logger:   log,
-		MaxTurns: f.maxTurns,
-		Stream:   f.stream,
-		Timeouts: toolrun.Timeouts{Tool: f.toolTimeout}, // zero: no limit
-		OnEvent:  d.event,
+	if w := saved.Tools.Workdir; w != "" {
+		if abs, err := filepath.Abs(w); err == nil {
+			saved.Tools.Workdir = abs // for a resume in another directory
+		}
 	}
+	fmt.Fprintf(c.stdout, "toolrun run: model %s%s\n", f.model, s.modelNote)
+	s.printSetup()
 	if f.record != "" {
-		var mcpSpecs []string
-		for _, s := range specs {
-			mcpSpecs = append(mcpSpecs, s.name+"="+s.String())
-		}
 		meta := map[string]string{"name": "toolrun run", "model": f.model}
-		if f.workdir != "" {
-			meta["workdir"] = f.workdir
+		if f.tools.Workdir != "" {
+			meta["workdir"] = f.tools.Workdir
+		}
+		var mcpSpecs []string
+		for _, sp := range specs {
+			mcpSpecs = append(mcpSpecs, sp.name+"="+sp.String())
 		}
 		if len(mcpSpecs) > 0 {
 			meta["mcp"] = strings.Join(mcpSpecs, "; ")
 		}
-		rec, done, err := c.record(f.record, meta)
+		b, err := json.Marshal(f.tools)
 		if err != nil {
 			return fail("%v", err)
 		}
-		defer done("run")
-		opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
-			rec.Observe(ctx, e)
-			d.event(ctx, e)
+		meta[metaTools] = string(b)
+		tf, err := c.createTranscript(f.record, "toolrun-run", meta)
+		if err != nil {
+			return fail("--record: %v", err)
 		}
-		fmt.Fprintf(c.stdout, "record: %s\n", f.record)
+		defer tf.close(c, "run")
+		s.record(tf)
+		saved.Record = tf.name
+		if tf.name != "-" {
+			if abs, err := filepath.Abs(tf.name); err == nil {
+				saved.Record = abs
+			}
+			fmt.Fprintf(c.stdout, "record: %s\n", tf.name)
+		}
 	}
 	fmt.Fprintf(c.stdout, "\nuser: %s\n", strings.ReplaceAll(strings.TrimSpace(prompt), "\n", "\n      "))
 
@@ -279,27 +366,6 @@ func (c *cli) runPrompt(ctx context.Context, f runFlags, specs []mcpSpec, prompt
 		MaxTokens: int64(f.maxTokens),
 		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))},
 	}
-	r := toolrun.New(c.client(), params, tools, opts)
-	a := c.newApprover(f.approve, "--approve auto", "", d.writer(c.stdout), d.writer(c.stderr))
-
-	d.start()
-	res, err := runWithApproval(ctx, r, a)
-	d.close()
-	d.summary(res)
-	switch {
-	case res == nil:
-		return fail("%v", err)
-	case ctx.Err() != nil:
-		fmt.Fprintln(c.stderr, "toolrun run: interrupted")
-		return exitCode(toolrun.StopCanceled)
-	case err != nil:
-		fmt.Fprintf(c.stderr, "toolrun run: %v\n", err)
-	case res.StopReason == toolrun.StopAwaitingApproval && a == nil:
-		var names []string
-		for _, p := range res.Pending {
-			names = append(names, p.Call.Name)
-		}
-		fmt.Fprintf(c.stderr, "toolrun run: no terminal to ask for approval of %s; rerun at a terminal, or with --approve auto or --approve deny\n", strings.Join(names, ", "))
-	}
-	return exitCode(res.StopReason)
+	r := toolrun.New(s.client, params, s.tools, s.options(f.maxTurns))
+	return s.finish(ctx, r, c.newApprover(f.approve, "--approve auto", "", s.d.writer(c.stdout), s.d.writer(c.stderr)), f.state)
 }

@@ -105,10 +105,13 @@ func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, s
 	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ANTHROPIC_") {
+		if !strings.HasPrefix(kv, "ANTHROPIC_") && !strings.HasPrefix(kv, "TMPDIR=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// What the command writes unasked (transcripts, saved runs) stays in
+	// the test's directory.
+	cmd.Env = append(cmd.Env, "TMPDIR="+t.TempDir())
 	if s != nil {
 		cmd.Env = append(cmd.Env, "ANTHROPIC_BASE_URL="+s.URL, "ANTHROPIC_API_KEY="+toolruntest.TestAPIKey)
 	}
@@ -131,10 +134,15 @@ func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, s
 // durationRE matches the durations the display prints.
 var durationRE = regexp.MustCompile(`\b\d+(ms|\.\d+s)\b`)
 
-// normalize replaces the durations of out, which vary from run to run.
-// and the temporary directory the demo records to.
+// uniqueRE matches the files the command names uniquely in the temporary
+// directory.
+var uniqueRE = regexp.MustCompile(`\S*/(toolrun-(?:demo|run|state))-\d{8}T\d{6}-\d+\.(jsonl|json)`)
+
+// normalize replaces what varies from run to run in out: durations, and
+// the unique names of the files the command makes in the temporary
+// directory.
 func normalize(out string) string {
-	out = strings.ReplaceAll(out, os.TempDir()+string(os.PathSeparator), "$TMPDIR/")
+	out = uniqueRE.ReplaceAllString(out, "$$TMPDIR/$1-<time>-<id>.$2")
 	return durationRE.ReplaceAllString(out, "<dur>")
 }
 
@@ -235,35 +243,35 @@ func TestRunExitCodes(t *testing.T) {
 			args:       []string{"run", "hello"},
 			replies:    []toolruntest.Reply{toolruntest.Message(toolruntest.Text("Hello!"))},
 			wantCode:   0,
-			wantStdout: []string{"tools: none", "  claude: Hello!\n", "stopped: end_turn after 1 turns"},
+			wantStdout: []string{"tools: none", "  claude: Hello!\n", "stopped: end_turn after 1 turn"},
 		},
 		{
 			name:       "max_turns",
 			args:       []string{"run", "--workdir", "work", "--max-turns", "1", "list"},
 			replies:    runScript(),
 			wantCode:   3,
-			wantStdout: []string{"stopped: max_turns after 1 turns", "turn limit of 1 reached; 2 tool calls of turn 1 not run"},
+			wantStdout: []string{"stopped: max_turns after 1 turn", "turn limit of 1 reached; 2 tool calls of turn 1 not run"},
 		},
 		{
 			name:       "max_tokens",
 			args:       []string{"run", "write a lot"},
 			replies:    []toolruntest.Reply{{Content: []toolruntest.Block{toolruntest.Text("Once upon")}, StopReason: "max_tokens"}},
 			wantCode:   4,
-			wantStdout: []string{"stopped: max_tokens after 1 turns", "cut off at max_tokens"},
+			wantStdout: []string{"stopped: max_tokens after 1 turn", "cut off at max_tokens"},
 		},
 		{
 			name:       "refusal",
 			args:       []string{"run", "--stream", "something bad"},
 			replies:    []toolruntest.Reply{refusal},
 			wantCode:   5,
-			wantStdout: []string{"  claude: I can't help with that.\n", "stopped: refusal after 1 turns"},
+			wantStdout: []string{"  claude: I can't help with that.\n", "stopped: refusal after 1 turn"},
 		},
 		{
 			name:       "context window",
 			args:       []string{"run", "a long one"},
 			replies:    []toolruntest.Reply{{Content: []toolruntest.Block{toolruntest.Text("…")}, StopReason: "model_context_window_exceeded"}},
 			wantCode:   6,
-			wantStdout: []string{"stopped: model_context_window_exceeded after 1 turns"},
+			wantStdout: []string{"stopped: model_context_window_exceeded after 1 turn"},
 		},
 		{
 			name:     "awaiting approval without a terminal",
@@ -274,9 +282,9 @@ func TestRunExitCodes(t *testing.T) {
 				`tracker__crash, tracker__echo, tracker__fail, tracker__hang (MCP server "tracker"; each call needs approval)`,
 				`  ? tracker__echo needs approval: a tool of MCP server "tracker"`,
 				"  ← list_files (", // the call that ran is shown, though its turn is not over
-				"stopped: awaiting_approval after 1 turns, 0 tool calls (0 failed)",
+				"stopped: awaiting_approval after 1 turn, 2 tool calls: 1 ran, 1 awaiting approval",
 			},
-			wantStderr: []string{"toolrun run: no terminal to ask for approval of tracker__echo; rerun at a terminal, or with --approve auto or --approve deny"},
+			wantStderr: []string{"toolrun run: no terminal to ask for approval of toolu_02 (tracker__echo); the run is saved in ", "continue it with: toolrun resume "},
 		},
 		{
 			name: "deny",
@@ -289,7 +297,7 @@ func TestRunExitCodes(t *testing.T) {
 			wantStdout: []string{
 				"(MCP server \"tracker\"; denied: --approve deny)",
 				"  ✗ tracker__echo denied by policy: calls that need approval are denied in this run (--approve deny)",
-				"stopped: end_turn after 2 turns, 1 tool calls (1 failed)",
+				"stopped: end_turn after 2 turns, 1 tool call: 1 denied",
 			},
 		},
 		{
@@ -585,6 +593,7 @@ func TestRunPrompt(t *testing.T) {
 		input      string
 		wantStdout []string
 		notStdout  []string
+		notStderr  []string
 	}{
 		{
 			name:  "yes",
@@ -593,8 +602,10 @@ func TestRunPrompt(t *testing.T) {
 				`␛[33m  ? tracker__echo needs approval: a tool of MCP server "tracker"␛[0m`,
 				"  ✓ tracker__echo approved\n",
 				"  ← tracker__echo (<dur>): 3 TODOs: changelog, tag v1.2.0, flags\n",
-				"␛[31m  ✗ tracker__fail failed (<dur>, logged to stderr): tracker is read-only␛[0m",
+				"␛[31m  ✗ tracker__fail failed (<dur>): tracker is read-only␛[0m",
 			},
+			// The display shows each failure; the log does not repeat it.
+			notStderr: []string{"tool call failed", "tracker is read-only"},
 		},
 		{
 			name:  "no",
@@ -631,6 +642,11 @@ func TestRunPrompt(t *testing.T) {
 			for _, bad := range tt.notStdout {
 				if strings.Contains(got, bad) {
 					t.Errorf("stdout contains %q; got:\n%s", bad, got)
+				}
+			}
+			for _, bad := range tt.notStderr {
+				if strings.Contains(stderr.String(), bad) {
+					t.Errorf("stderr contains %q; got:\n%s", bad, stderr.String())
 				}
 			}
 			if n := strings.Count(stderr.String(), "approve [y]es / [n]o / [a]lways? "); n != 2 {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,17 +32,19 @@ prints the report, and exits with status 10 if the replay diverged: a tool
 that now returns something else, a failure that no longer happens or a new
 one, a call missing, or a run that stops otherwise.
 
-The replay has the demo's tools, and the tools of the --workdir, --mcp and
---mcp-url flags given to it: to replay a "toolrun run", give it the same
-tool flags as the recorded run (its transcript's header lists them). MCP
-tools run without asking; calls are decided as they were recorded. To replay
-a run of your own program, call transcript.Replay with its tools.`,
+The replay has the tools of the recorded run: those of the --workdir,
+--mcp and --mcp-url flags given to it, else those the transcript's header
+records (the tool flags of "toolrun run", or the demo's tools). MCP tools
+run without asking; calls are decided as they were recorded. A transcript
+of a run that was suspended and resumed is compared with its final stop.
+"-" reads the transcript from standard input. To replay a run of your own
+program, call transcript.Replay with its tools.`,
 	exits: []exitStatus{
 		{exitOK, "same", "the replay matches the recording"},
 		{exitError, "error", "the transcript could not be read or replayed"},
 		usageStatus,
 		{exitDiverged, "diverged", "the replay diverged from the recording"},
-		{exitCode(toolrun.StopCanceled), "canceled", "interrupted"},
+		{exitInterrupted, "canceled", "interrupted by SIGINT; 143 for SIGTERM"},
 	},
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		var f toolFlags
@@ -53,39 +59,99 @@ a run of your own program, call transcript.Replay with its tools.`,
 }
 
 // toolFlags are the flags that give a command the tools of "toolrun run".
+// They travel as JSON in a transcript's header and a saved run.
 type toolFlags struct {
-	mcp, mcpURL listFlag
-	workdir     string
+	MCP     listFlag `json:"mcp,omitempty"`
+	MCPURL  listFlag `json:"mcp_url,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
 }
 
 func (f *toolFlags) define(fs *flag.FlagSet) {
-	fs.Var(&f.mcp, "mcp", "start the MCP server `\"[name=]command args\"` and use its tools (repeatable)")
-	fs.Var(&f.mcpURL, "mcp-url", "use the tools of the MCP server at `\"[name=]URL\"` (repeatable)")
-	fs.StringVar(&f.workdir, "workdir", "", "use the read-only file tools confined to `dir`")
+	fs.Var(&f.MCP, "mcp", "start the MCP server `\"[name=]command args\"` and use its tools (repeatable)")
+	fs.Var(&f.MCPURL, "mcp-url", "use the tools of the MCP server at `\"[name=]URL\"`, over streamable HTTP (repeatable)")
+	fs.StringVar(&f.Workdir, "workdir", "", "give the model read-only file tools confined to `dir`")
+}
+
+// given reports whether any tool flag was given.
+func (f *toolFlags) given() bool { return len(f.MCP) > 0 || len(f.MCPURL) > 0 || f.Workdir != "" }
+
+// readTranscript reads the transcript name; "-" is stdin.
+func (c *cli) readTranscript(name string) (*transcript.Transcript, error) {
+	if name == "-" {
+		return transcript.Read(c.stdin)
+	}
+	return transcript.ReadFile(name)
+}
+
+// recordedTools returns the tools a transcript's header says its run had:
+// the tool flags of "toolrun run", or the demo's tools. ok is false for a
+// transcript that does not say, written by a program of its own or an
+// older toolrun.
+func recordedTools(h transcript.Entry) (f toolFlags, demo, ok bool) {
+	if h.Meta["name"] == "toolrun demo" {
+		return f, true, true
+	}
+	if js, found := h.Meta[metaTools]; found {
+		if err := json.Unmarshal([]byte(js), &f); err == nil {
+			return f, false, true
+		}
+	}
+	if w := h.Meta["workdir"]; w != "" && h.Meta["mcp"] == "" {
+		f.Workdir = w
+		return f, false, true
+	}
+	return f, false, false
 }
 
 func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 	fail := func(format string, args ...any) int {
-		fmt.Fprintf(c.stderr, "toolrun replay: "+format+"\n", args...)
+		c.errorf("replay", format, args...)
 		return exitError
 	}
-	specs, err := parseMCPSpecs(f.mcp, f.mcpURL)
-	if err != nil {
+	if _, err := parseMCPSpecs(f.MCP, f.MCPURL); err != nil {
 		return c.usageError("replay", "%v", err)
 	}
-	var tools []toolrun.Tool
-	for _, t := range newDemoTools().list() {
-		tools = append(tools, t)
+	t, err := c.readTranscript(name)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if f.workdir != "" {
-		root, err := fstools.Open(f.workdir, nil)
+	// The run's own tools: those of the flags, else those the header
+	// records. Never the demo's for another run: an unknown tool is then
+	// unknown in the replay as it was in the recording.
+	demo := false
+	if !f.given() {
+		var ok bool
+		f, demo, ok = recordedTools(t.Header)
+		if !ok {
+			fmt.Fprintln(c.stderr, "toolrun replay: the transcript does not say which tools its run had; give them with --workdir, --mcp and --mcp-url")
+		} else if f.given() {
+			fmt.Fprintf(c.stderr, "toolrun replay: with the tools the transcript records:%s\n", f.commandLine())
+		}
+	}
+	specs, err := parseMCPSpecs(f.MCP, f.MCPURL)
+	if err != nil {
+		return fail("the transcript's tools: %v", err)
+	}
+	var tools []toolrun.Tool
+	if demo {
+		for _, t := range newDemoTools().list() {
+			tools = append(tools, t)
+		}
+	}
+	if f.Workdir != "" {
+		root, err := fstools.Open(f.Workdir, nil)
 		if err != nil {
 			return fail("--workdir: %v", err)
 		}
 		defer root.Close()
 		tools = append(tools, root.Tools()...)
 	}
-	log := c.logger(c.stderr)
+	log := c.logger(c.stderr, false)
+	if c.getenv(toolrun.LogEnv) == "" {
+		// The report says how each call went; the runner's records of
+		// failures that reproduce would only repeat it.
+		log = slog.New(slog.DiscardHandler)
+	}
 	servers, serverTools, err := connectMCP(ctx, specs, func(string) toolrun.ToolConfig { return toolrun.ToolConfig{} }, log)
 	if err != nil {
 		return fail("MCP server %v", err)
@@ -99,27 +165,43 @@ func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 		tools = append(tools, list...)
 	}
 
-	rep, err := transcript.ReplayFile(ctx, name, tools, c.stdout)
+	rep, err := transcript.Replay(ctx, t, tools, &transcript.ReplayOptions{Options: toolrun.Options{Logger: log}})
 	if err != nil {
 		return fail("%v", err)
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintln(c.stderr, "toolrun replay: interrupted")
-		return exitCode(toolrun.StopCanceled)
+		c.errorf("replay", "interrupted")
+		return exitInterrupted
 	}
+	io.WriteString(c.stdout, rep.String())
 	var missing []string
 	for _, call := range rep.Calls {
 		if !slices.ContainsFunc(tools, func(t toolrun.Tool) bool { return t.Name() == call.Tool }) && !slices.Contains(missing, call.Tool) {
 			missing = append(missing, call.Tool)
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && rep.Diverged() {
 		fmt.Fprintf(c.stderr, "toolrun replay: this replay has no tool named %s; give it the --workdir, --mcp and --mcp-url flags of the recorded run\n", strings.Join(missing, ", "))
 	}
 	if rep.Diverged() {
 		return exitDiverged
 	}
 	return exitOK
+}
+
+// commandLine returns the flags f stands for, each with a leading space.
+func (f *toolFlags) commandLine() string {
+	var b strings.Builder
+	if f.Workdir != "" {
+		b.WriteString(" --workdir " + shellQuote(f.Workdir))
+	}
+	for _, m := range f.MCP {
+		b.WriteString(" --mcp " + shellQuote(m))
+	}
+	for _, u := range f.MCPURL {
+		b.WriteString(" --mcp-url " + shellQuote(u))
+	}
+	return b.String()
 }
 
 var viewCommand = &command{
@@ -130,7 +212,9 @@ var viewCommand = &command{
 as one self-contained HTML page: a timeline of turns with each tool call as
 a bar as long as it took, failures with their errors and stacks, tokens per
 turn, and the conversation. The page runs no script and loads nothing.
-Without -o, the report of run.jsonl is written to run.html.`,
+Without -o, the report of run.jsonl is written to run.html. "-" reads the
+transcript from standard input, and -o - writes the report to standard
+output (as does a transcript read from standard input without -o).`,
 	exits: []exitStatus{
 		{exitOK, "ok", "the report was written"},
 		{exitError, "error", "the transcript could not be read, or the report written"},
@@ -143,14 +227,35 @@ Without -o, the report of run.jsonl is written to run.html.`,
 				return c.usageError("view", "want one transcript file, got %d arguments", len(args))
 			}
 			dest := *out
-			if dest == "" {
+			switch {
+			case dest != "":
+			case args[0] == "-":
+				dest = "-"
+			default:
 				dest = strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".html"
 			}
-			if dest == args[0] {
+			if dest == args[0] && dest != "-" {
 				return c.usageError("view", "the report would overwrite the transcript; name it with -o")
 			}
-			if err := transcript.ViewFile(args[0], dest); err != nil {
-				fmt.Fprintf(c.stderr, "toolrun view: %v\n", err)
+			t, err := c.readTranscript(args[0])
+			if err != nil {
+				c.errorf("view", "%v", err)
+				return exitError
+			}
+			var buf bytes.Buffer
+			if err := transcript.WriteHTML(&buf, t); err != nil {
+				c.errorf("view", "%v", err)
+				return exitError
+			}
+			if dest == "-" {
+				if _, err := c.stdout.Write(buf.Bytes()); err != nil {
+					c.errorf("view", "%v", err)
+					return exitError
+				}
+				return exitOK
+			}
+			if err := writeFileAtomic(dest, buf.Bytes()); err != nil {
+				c.errorf("view", "%v", err)
 				return exitError
 			}
 			fmt.Fprintf(c.stdout, "wrote %s\n", dest)

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/toolrun/toolrun"
+)
+
+var resumeCommand = &command{
+	name:    "resume",
+	args:    "[flags] state.json",
+	summary: "continue a run that stopped awaiting approval",
+	doc: `Resume continues a run of "toolrun run" that stopped awaiting approval
+(exit status 7), from the file it was saved to (--state, or the file the
+run named). It lists the calls that await a decision, takes the decisions
+and runs on, with the run's model, tools and MCP servers, recording into
+the run's transcript if it had one. "-" reads the saved run from standard
+input.
+
+Decisions. --allow ID approves the call ID; --deny ID=reason denies it and
+tells the model why; both may be repeated. The calls left are decided as
+--approve says: ask at the terminal, auto (approve) or deny. With no
+terminal and calls left undecided, the run stays suspended: it is saved
+again to the same file and resume exits with status 7 again.
+
+A run with --script resumes with the rest of its script. Other runs need
+the API key, as "toolrun run" does.`,
+	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+		var f resumeFlags
+		fs.Var(&f.approve, "approve", "who decides the calls no --allow or --deny decides: `ask` at the terminal, auto (approve) or deny (default: as the run was)")
+		fs.Var(&f.allow, "allow", "approve the pending call `ID` (repeatable)")
+		fs.Var(&f.deny, "deny", "deny the pending call with `ID=reason`, telling the model the reason (repeatable)")
+		fs.IntVar(&f.maxTurns, "max-turns", 0, "stop after `n` more model requests (default: the run's limit)")
+		return func(ctx context.Context, c *cli, args []string) int {
+			if len(args) != 1 {
+				return c.usageError("resume", "want one saved run, got %d arguments", len(args))
+			}
+			for _, d := range f.deny {
+				if id, _, ok := strings.Cut(d, "="); !ok || id == "" {
+					return c.usageError("resume", "--deny %q: want ID=reason", d)
+				}
+			}
+			return c.resume(ctx, f, args[0])
+		}
+	},
+}
+
+type resumeFlags struct {
+	approve     approveMode
+	allow, deny listFlag
+	maxTurns    int
+}
+
+// maxSavedRun bounds a saved run read from a file.
+const maxSavedRun = 256 << 20
+
+// readSavedRun reads the run saved in name ("-": stdin).
+func (c *cli) readSavedRun(name string) (*savedRun, error) {
+	var r io.Reader = c.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxSavedRun))
+	if err != nil {
+		return nil, err
+	}
+	var s savedRun
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s is not a saved run: %w", displayName(name), err)
+	}
+	if s.Version != savedRunVersion || s.State == nil {
+		return nil, fmt.Errorf("%s is not a saved run of this toolrun (format %d, want %d)", displayName(name), s.Version, savedRunVersion)
+	}
+	return &s, nil
+}
+
+func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
+	fail := func(format string, args ...any) int {
+		c.errorf("resume", format, args...)
+		return exitError
+	}
+	saved, err := c.readSavedRun(name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if saved.Script == nil && !c.hasKey() {
+		c.errorf("resume", "%v", errNoKey)
+		fmt.Fprintln(c.stderr, "hint: export ANTHROPIC_API_KEY=... as for the run")
+		return exitError
+	}
+	if f.approve != "" {
+		saved.Approve = f.approve
+	}
+	mode := saved.Approve
+	specs, err := parseMCPSpecs(saved.Tools.MCP, saved.Tools.MCPURL)
+	if err != nil {
+		return fail("the saved run's tools: %v", err)
+	}
+	if name == "-" && mode == approveAsk {
+		// stdin held the saved run; nobody can answer there.
+		c.interactive = false
+	}
+
+	s, code := c.startSession(ctx, "resume", saved, specs)
+	if s == nil {
+		return code
+	}
+	defer s.close()
+	fmt.Fprintf(c.stdout, "toolrun resume: model %s%s\n", saved.Model, s.modelNote)
+	s.printSetup()
+	if saved.Record != "" && saved.Record != "-" {
+		tf, err := c.appendTranscript(saved.Record)
+		if err != nil {
+			return fail("the run's transcript: %v", err)
+		}
+		defer tf.close(c, "resume")
+		s.record(tf)
+		fmt.Fprintf(c.stdout, "record: %s (appending)\n", saved.Record)
+	}
+
+	maxTurns := saved.State.MaxTurns
+	if f.maxTurns > 0 {
+		maxTurns = saved.State.Turns + f.maxTurns
+	}
+	r, err := toolrun.Resume(s.client, saved.State, s.tools, s.options(maxTurns))
+	if err != nil {
+		return fail("%v", err)
+	}
+	var pending []toolrun.PendingCall
+	if res := r.Result(); res != nil && res.StopReason == toolrun.StopAwaitingApproval {
+		pending = res.Pending
+	}
+	if len(pending) == 0 && (len(f.allow) > 0 || len(f.deny) > 0) {
+		return c.usageError("resume", "no call of this run awaits approval")
+	}
+	var ids []string
+	for _, p := range pending {
+		ids = append(ids, p.Call.ID)
+	}
+	decided := map[string]bool{}
+	decide := func(id string, d toolrun.Decision, flag string) int {
+		if !slices.Contains(ids, id) {
+			return c.usageError("resume", "%s %s: no such call awaits approval; the pending calls: %s", flag, id, strings.Join(ids, ", "))
+		}
+		if decided[id] {
+			return c.usageError("resume", "%s %s: the call is decided twice", flag, id)
+		}
+		decided[id] = true
+		if err := r.Decide(id, d); err != nil {
+			return fail("%v", err)
+		}
+		return exitOK
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(c.stdout, "\nawaiting approval:\n")
+		for _, p := range pending {
+			input := p.Call.Input
+			var buf bytes.Buffer
+			if json.Compact(&buf, input) == nil {
+				input = buf.Bytes()
+			}
+			fmt.Fprintf(c.stdout, "  ? %s %s %s", p.Call.ID, p.Call.Name, input)
+			if p.Reason != "" {
+				fmt.Fprintf(c.stdout, " (%s)", p.Reason)
+			}
+			fmt.Fprintln(c.stdout)
+		}
+	}
+	for _, id := range f.allow {
+		if code := decide(id, toolrun.AllowCall(), "--allow"); code != exitOK {
+			return code
+		}
+		fmt.Fprintf(c.stdout, "  ✓ %s approved (--allow)\n", id)
+	}
+	for _, d := range f.deny {
+		id, reason, _ := strings.Cut(d, "=")
+		if reason == "" {
+			reason = "the user denied it"
+		}
+		if code := decide(id, toolrun.DenyCall(reason), "--deny"); code != exitOK {
+			return code
+		}
+		fmt.Fprintf(c.stdout, "  ✗ %s denied: %s\n", id, reason)
+	}
+	a := c.newApprover(mode, "--approve auto", "", s.d.writer(c.stdout), s.d.writer(c.stderr))
+	var left []toolrun.PendingCall
+	for _, p := range pending {
+		if !decided[p.Call.ID] {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 && a != nil {
+		for _, p := range left {
+			fmt.Fprintf(c.stdout, "  %s %s\n", p.Call.ID, p.Call.Name)
+			d, err := a.approve(ctx, p)
+			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					c.errorf("resume", "interrupted")
+					return exitInterrupted
+				}
+				return fail("%v", err)
+			}
+			if err := r.Decide(p.Call.ID, d); err != nil {
+				return fail("%v", err)
+			}
+		}
+		left = nil
+	}
+	if len(left) > 0 {
+		// Nobody to ask: the run stays as it was, saved where it was.
+		stateFile := name
+		if name == "-" {
+			stateFile = ""
+		}
+		return s.suspend(r, r.Result(), true, stateFile)
+	}
+	return s.finish(ctx, r, a, stateFileFor(name))
+}
+
+// stateFileFor returns where a resumed run that stops awaiting approval
+// again is saved: the file it was resumed from, or a new one.
+func stateFileFor(name string) string {
+	if name == "-" {
+		return ""
+	}
+	return name
+}
