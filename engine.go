@@ -64,6 +64,11 @@ type Runner struct {
 	measureFloor  bool      // the next response's input is compactFloor
 	warnedPrice   map[string]bool
 
+	// wire holds the request JSON of the history's messages, so that a
+	// request encodes only what is new (encode.go). It is a cache, not
+	// state: a resumed runner encodes its first request in full.
+	wire wireCache
+
 	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
 	threadKey string                       // the system prompt and tools the thread was created with
 
