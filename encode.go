@@ -139,6 +139,12 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 	if stream {
 		b = append(b, `"stream":true,`...)
 	}
+	if msgs == nil { // omitted, as marshalling omits it (omitzero)
+		if len(head) > 2 || stream {
+			b = b[:len(b)-1]
+		}
+		return append(b, '}'), true
+	}
 	b = append(b, `"messages":[`...)
 	for i, enc := range encs {
 		if i > 0 {
