@@ -11,6 +11,7 @@ import (
 // results holds the samples of every workload that ran.
 type results struct {
 	History    []historyResult
+	Wire       *wireResult
 	Parallel   *parallelResult
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
@@ -129,6 +130,9 @@ func (res *results) rows(cfg config) []row {
 					fmt.Sprintf("toolrun ≤ ×%.0f", grow), check(g("toolrun") <= grow)})
 			}
 		}
+	}
+	if w := res.Wire; w != nil {
+		rows = append(rows, w.rows()...)
 	}
 	if p := res.Parallel; p != nil {
 		w := fmt.Sprintf("%d tools of %v in one turn", cfg.parallelTools, cfg.toolSleep)
