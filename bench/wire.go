@@ -21,6 +21,9 @@ type wireResult struct {
 	BytesEarly, BytesLate    samples
 	GapFirst, GapLate        samples // nanoseconds; GapFirst is after turn 1
 	ThreadBytes, ThreadEarly samples // toolrun with Options.Thread: bytes at Late and Early
+	// CPU is the client CPU per turn of the whole conversation: "toolrun"
+	// with the defaults, "thread" with Options.Thread.
+	CPU samples
 }
 
 // wireMeter is a client middleware that records each request's body size
@@ -69,7 +72,7 @@ func (m *wireMeter) size(i int) float64 {
 func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, error) {
 	n := cfg.wireTurns
 	res := &wireResult{Turns: n, Early: 10, Late: n, BytesEarly: samples{}, BytesLate: samples{},
-		GapFirst: samples{}, GapLate: samples{}, ThreadBytes: samples{}, ThreadEarly: samples{}}
+		GapFirst: samples{}, GapLate: samples{}, ThreadBytes: samples{}, ThreadEarly: samples{}, CPU: samples{}}
 	specs := []toolSpec{echoTool()}
 	srv, err := startServer(ctx)
 	if err != nil {
@@ -80,7 +83,9 @@ func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, 
 		for _, ct := range rotate(round) {
 			m := &wireMeter{}
 			run := ct.setup(newClient(srv.URL, option.WithMiddleware(m.middleware)), specs)
+			meter := startMeter()
 			turns, err := run(ctx, prompt("echo", n))
+			res.CPU.add(ct.name, float64(meter.stop().CPU)/float64(n))
 			if err == nil && turns != n {
 				err = fmt.Errorf("%w: %d, want %d", errWrongTurns, turns, n)
 			}
@@ -100,9 +105,11 @@ func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, 
 		opts.Thread = true
 		c := newClient(srv.URL, option.WithMiddleware(m.middleware))
 		r := toolrun.New(c, newParams(prompt("echo", n)), toolrunTools(specs), opts)
+		meter := startMeter()
 		if _, err := r.Run(ctx); err != nil {
 			return nil, fmt.Errorf("wire, toolrun with a thread: %w", err)
 		}
+		res.CPU.add("thread", float64(meter.stop().CPU)/float64(n))
 		res.ThreadEarly.add("toolrun", m.size(res.Early-1))
 		res.ThreadBytes.add("toolrun", m.size(res.Late-1))
 	}
@@ -127,5 +134,9 @@ func (w *wireResult) rows() []row {
 	thread := row{workload: name, measure: fmt.Sprintf("toolrun with Options.Thread: request bytes at turn %d, %d", w.Early, w.Late),
 		official: na, hand: na, toolrun: kib(median(w.ThreadEarly["toolrun"])) + ", " + kib(median(w.ThreadBytes["toolrun"])),
 		vsHand: "—", vsOfficial: "—", met: "—"}
-	return []row{early, late, thread, gapFirst, gapLate}
+	cpu := measureRow(name, "client CPU per turn, whole conversation", w.CPU, micros)
+	cpuThread := row{workload: name, measure: "toolrun with Options.Thread: client CPU per turn, whole conversation",
+		official: na, hand: na, toolrun: micros(median(w.CPU["thread"])),
+		vsHand: ratio(median(w.CPU["thread"]), median(w.CPU["hand"])), vsOfficial: ratio(median(w.CPU["thread"]), median(w.CPU["official"])), met: "—"}
+	return []row{early, late, thread, cpu, cpuThread, gapFirst, gapLate}
 }
