@@ -196,6 +196,11 @@ func (r *Runner) Messages() []anthropic.BetaMessageParam {
 // SetMessages replaces the history. Called while a turn is handed out, it
 // takes over that turn: the runner will not append the turn's response or
 // run its tools. If the run had stopped, it may go on.
+//
+// The runner reuses the request JSON of a message it holds already (the
+// same OfUser, OfAssistant or OfSystem pointer) and encodes the others: to
+// change a message, put a new value in its place rather than writing
+// through the one [Runner.Messages] returned, which the history shares.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 	r.st.Params.Messages = slices.Clone(messages)
 	r.markEdited()
