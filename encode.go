@@ -2,8 +2,6 @@ package toolrun
 
 import (
 	"encoding/json"
-	"os"
-	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -62,19 +60,13 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 	return k, true
 }
 
-// contentCapture reports whether the client's OpenTelemetry spans record
-// the messages (ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE=content). They
-// record them from the params passed to the client, which the runner then
-// sends in full, so that a span shows what was sent.
-var contentCapture = strings.EqualFold(os.Getenv("ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE"), "content")
-
 // body returns the request JSON of params, equal (as JSON) to what
 // marshalling them gives, encoding only the messages not cached; or false
 // when params must be marshalled by the client: they carry an override or
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
-	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil || contentCapture {
+	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
 	rest := *params
@@ -178,9 +170,11 @@ func (c *wireCache) drop() {
 
 // wireRequest returns params and the options that send them as body.
 func wireRequest(params *anthropic.BetaMessageNewParams, body []byte, opts []option.RequestOption) (anthropic.BetaMessageNewParams, []option.RequestOption) {
-	// The client reads params for the beta header, the timeout, the
-	// structured output and its spans, and marshals them: an override
-	// keeps that marshalling trivial, and the body replaces its result.
+	// The client reads params for the beta and workspace headers, the
+	// timeout, the structured output and its OpenTelemetry spans (which,
+	// in content mode, record params.Messages themselves), and marshals
+	// them: an override keeps that marshalling trivial, and the body
+	// replaces its result.
 	p := *params
 	param.SetJSON(emptyObject, &p)
 	return p, append(opts, option.WithRequestBody("application/json", body))
