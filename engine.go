@@ -650,6 +650,10 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	}
 	r.stopped = res
 	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
+	// A stopped run may be held for long (awaiting approval, say): it
+	// keeps no encoded copy of its history, and re-encodes it once if it
+	// goes on.
+	r.wire = wireCache{}
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
