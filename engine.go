@@ -64,6 +64,11 @@ type Runner struct {
 	measureFloor  bool      // the next response's input is compactFloor
 	warnedPrice   map[string]bool
 
+	// wire holds the request JSON of the history's messages, so that a
+	// request encodes only what is new (encode.go). It is a cache, not
+	// state: a resumed runner encodes its first request in full.
+	wire wireCache
+
 	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
 	threadKey string                       // the system prompt and tools the thread was created with
 
@@ -196,6 +201,11 @@ func (r *Runner) Messages() []anthropic.BetaMessageParam {
 // SetMessages replaces the history. Called while a turn is handed out, it
 // takes over that turn: the runner will not append the turn's response or
 // run its tools. If the run had stopped, it may go on.
+//
+// The runner reuses the request JSON of a message it holds already (the
+// same OfUser, OfAssistant or OfSystem pointer) and encodes the others: to
+// change a message, put a new value in its place rather than writing
+// through the one [Runner.Messages] returned, which the history shares.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 	r.st.Params.Messages = slices.Clone(messages)
 	r.markEdited()
@@ -649,6 +659,10 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	}
 	r.stopped = res
 	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
+	// A stopped run may be held for long (awaiting approval, say): it
+	// keeps no encoded copy of its history, and re-encodes it once if it
+	// goes on.
+	r.wire = wireCache{}
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})

@@ -508,6 +508,8 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	var mu sync.Mutex            // guards reported, tally
 	reported := map[string]int{} // ToolFinished with Ran, by id
 	var tally faultTally
+	// Every body sent, retries included, must be the full params as JSON.
+	wire := &wireCheck{}
 	opts := &toolrun.Options{
 		Logger:           discard(),
 		MaxTurns:         p.maxTurns,
@@ -518,6 +520,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		// hang would be a run that passes the suite's deadline.
 		Timeouts: toolrun.Timeouts{StreamIdle: 2 * time.Second, Request: 3 * time.Second},
 		OnEvent: func(_ context.Context, e toolrun.Event) {
+			wire.observe(e)
 			mu.Lock()
 			defer mu.Unlock()
 			switch e := e.(type) {
@@ -530,7 +533,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 			}
 		},
 	}
-	r := toolrun.New(s.Client(option.WithMaxRetries(2)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
+	r := toolrun.New(s.Client(option.WithMaxRetries(2), option.WithMiddleware(wire.middleware)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
 	var (
 		res *toolrun.Result
 		err error
@@ -611,6 +614,9 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		}
 	}
 	if err := historyError(res.Messages); err != nil {
+		failf("%v", err)
+	}
+	if err := wire.err(); err != nil {
 		failf("%v", err)
 	}
 

@@ -172,6 +172,12 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 	if r.opts.Thread {
 		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
 	}
+	// The body is encoded incrementally (encode.go); params still go to
+	// the client, for what it reads of them.
+	if body, ok := r.wire.body(params, false); ok {
+		p, opts := wireRequest(params, body, opts)
+		return r.messages.New(ctx, p, opts...)
+	}
 	return r.messages.New(ctx, *params, opts...)
 }
 

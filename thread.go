@@ -23,6 +23,11 @@ func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNe
 	if r.opts.Thread {
 		return r.threadFor(params).SendStreaming(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
 	}
+	// As in Runner.send: the body is encoded incrementally (encode.go).
+	if body, ok := r.wire.body(params, true); ok {
+		p, opts := wireRequest(params, body, opts)
+		return r.messages.NewStreaming(ctx, p, opts...)
+	}
 	return r.messages.NewStreaming(ctx, *params, opts...)
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "parallel", "suspended", "concurrent"}
+var allWorkloads = []string{"history", "wire", "parallel", "suspended", "concurrent"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -91,6 +91,11 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	var err error
 	if cfg.workloads["history"] {
 		if res.History, err = runHistory(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["wire"] {
+		if res.Wire, err = runWire(ctx, cfg, progress); err != nil {
 			return err
 		}
 	}

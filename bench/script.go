@@ -35,9 +35,10 @@ func prompt(kind string, n int) string {
 }
 
 // script is the fake model: it answers req by the workload its first
-// message names and the number of turns so far.
+// message names and the number of turns so far. On a message thread it
+// reads the whole conversation the thread holds.
 func script(req *toolruntest.Request) toolruntest.Reply {
-	msgs := req.Params.Messages
+	msgs := req.Conversation
 	var first string
 	if len(msgs) > 0 && len(msgs[0].Content) > 0 {
 		first = msgs[0].Content[0].Text

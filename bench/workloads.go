@@ -43,6 +43,9 @@ type config struct {
 	concurrentRuns   int
 	concurrentTurns  int
 	concurrentRounds int
+
+	wireTurns  int // the turns of the wire workload's conversation
+	wireRounds int
 }
 
 // fullConfig is what `go run ./bench` measures.
@@ -52,6 +55,7 @@ func fullConfig() config {
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 30,
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 3,
+		wireTurns: 300, wireRounds: 3,
 	}
 }
 
@@ -62,6 +66,7 @@ func quickConfig() config {
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 3,
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
+		wireTurns: 300, wireRounds: 1,
 	}
 }
 

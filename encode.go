@@ -1,0 +1,183 @@
+package toolrun
+
+import (
+	"encoding/json"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+)
+
+// This file holds the incremental encoding of requests. Marshalling the
+// params of a request re-encodes the whole history, so that a long run pays
+// O(n) per turn and O(n²) in all, most of it in reflection. The runner
+// keeps instead the request JSON of each message it has sent, and encodes
+// only the messages it has not: a turn's assistant message and tool
+// results, or whatever the caller put in their place.
+//
+// A message is known by the pointer its union holds (OfUser, OfAssistant,
+// OfSystem), which the history shares with the values the runner and the
+// caller build: a message the caller replaces, or one that compaction or a
+// BeforeRequest hook puts in, has a new pointer and is encoded afresh; one
+// kept in place is not, wherever it moves to. The history's message values
+// are never written through (the runner builds new ones; the docs of
+// SetMessages and BeforeRequest ask the same of the caller), so the pointer
+// is enough, and no edit needs to tell the cache what it changed.
+
+// wireCache holds the request JSON of the messages of the last request.
+type wireCache struct {
+	entries []wireEntry
+	// spare is reused, between requests, as the map of the entries that
+	// moved; it is nil while unused.
+	spare map[messageKey][]byte
+	// scratch is reused as the list of one request's encodings.
+	scratch [][]byte
+}
+
+type wireEntry struct {
+	key  messageKey
+	json []byte
+}
+
+// messageKey is the identity of a message value.
+type messageKey struct {
+	user      *anthropic.BetaUserMessageParam
+	assistant *anthropic.BetaAssistantMessageParam
+	system    *anthropic.BetaSystemMessageParam
+}
+
+// keyOf returns the identity of m, or false for a message that is not
+// cached: one with no variant set, or with an override or extra fields,
+// whose JSON does not follow from the variant alone.
+func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
+	k := messageKey{m.OfUser, m.OfAssistant, m.OfSystem}
+	if k == (messageKey{}) {
+		return k, false
+	}
+	if _, ok := m.Overrides(); ok || m.ExtraFields() != nil {
+		return k, false
+	}
+	return k, true
+}
+
+// body returns the request JSON of params, equal (as JSON) to what
+// marshalling them gives, encoding only the messages not cached; or false
+// when params must be marshalled by the client: they carry an override or
+// extra fields at the top, or a message fails to encode (the client then
+// reports the error).
+func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
+	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
+		return nil, false
+	}
+	rest := *params
+	rest.Messages = nil
+	head, err := rest.MarshalJSON()
+	if err != nil || len(head) < 2 || head[len(head)-1] != '}' {
+		return nil, false
+	}
+	msgs := params.Messages
+	size := len(head) + len(`,"stream":true,"messages":[]`)
+	encs := c.scratch[:0]
+	var moved map[messageKey][]byte
+	kept := 0
+	for i := range msgs {
+		m := &msgs[i]
+		key, cacheable := keyOf(m)
+		var enc []byte
+		switch {
+		case !cacheable:
+		case i < len(c.entries) && c.entries[i].key == key:
+			enc = c.entries[i].json
+		default:
+			if moved == nil {
+				moved = c.index(i)
+			}
+			enc = moved[key]
+		}
+		if enc == nil {
+			if enc, err = m.MarshalJSON(); err != nil {
+				clear(encs)
+				c.drop()
+				return nil, false
+			}
+		}
+		if cacheable {
+			// The entries before kept are not read again in this loop
+			// (moved holds its own references to those after i).
+			if kept < len(c.entries) {
+				c.entries[kept] = wireEntry{key, enc}
+			} else {
+				c.entries = append(c.entries, wireEntry{key, enc})
+			}
+			kept++
+		}
+		encs = append(encs, enc)
+		size += len(enc) + 1
+	}
+	clear(c.entries[kept:])
+	c.entries = c.entries[:kept]
+	if moved != nil {
+		clear(moved)
+		c.spare = moved
+	}
+
+	b := make([]byte, 0, size)
+	b = append(b, head[:len(head)-1]...)
+	if len(head) > 2 {
+		b = append(b, ',')
+	}
+	// "stream" goes before the messages, where the client's own setting
+	// of it (option.WithJSONSet) finds it at once.
+	if stream {
+		b = append(b, `"stream":true,`...)
+	}
+	if msgs == nil { // omitted, as marshalling omits it (omitzero)
+		if len(head) > 2 || stream {
+			b = b[:len(b)-1]
+		}
+		return append(b, '}'), true
+	}
+	b = append(b, `"messages":[`...)
+	for i, enc := range encs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, enc...)
+	}
+	clear(encs)
+	c.scratch = encs[:0]
+	return append(b, ']', '}'), true
+}
+
+// index returns the entries from i on by key, for messages that moved.
+func (c *wireCache) index(i int) map[messageKey][]byte {
+	m := c.spare
+	if m == nil {
+		m = make(map[messageKey][]byte, len(c.entries)-i)
+	}
+	c.spare = nil
+	for _, e := range c.entries[min(i, len(c.entries)):] {
+		m[e.key] = e.json
+	}
+	return m
+}
+
+// drop forgets every entry.
+func (c *wireCache) drop() {
+	clear(c.entries)
+	c.entries = c.entries[:0]
+}
+
+// wireRequest returns params and the options that send them as body.
+func wireRequest(params *anthropic.BetaMessageNewParams, body []byte, opts []option.RequestOption) (anthropic.BetaMessageNewParams, []option.RequestOption) {
+	// The client reads params for the beta and workspace headers, the
+	// timeout, the structured output and its OpenTelemetry spans (which,
+	// in content mode, record params.Messages themselves), and marshals
+	// them: an override keeps that marshalling trivial, and the body
+	// replaces its result.
+	p := *params
+	param.SetJSON(emptyObject, &p)
+	return p, append(opts, option.WithRequestBody("application/json", body))
+}
+
+var emptyObject = json.RawMessage(`{}`)
