@@ -216,7 +216,7 @@ func sample(n int, version uint64) *toolrun.State {
 			}},
 			StopReason: anthropic.BetaStopReasonToolUse,
 			Calls: []toolrun.CallState{{
-				Call:     toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
+				Call:  toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
 				Phase: toolrun.PhaseDecided, Decision: &d, DecidedBy: toolrun.ByPolicy,
 			}},
 		},
