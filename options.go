@@ -106,9 +106,10 @@ type Options struct {
 	// BeforeRequest, if non-nil, is called before each request with the
 	// params about to be sent, including the messages. Its changes apply to
 	// that request only; the runner's own history is not changed. The tool
-	// definitions in params.Tools are shared with other runners: replace an
-	// element rather than change what it points to. Returning an error ends
-	// the run as for AfterTool.
+	// definitions in params.Tools, and the history's messages, are shared
+	// with the runner and other runners: replace an element rather than
+	// change what it points to. Returning an error ends the run as for
+	// AfterTool.
 	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
 
 	// AfterResponse, if non-nil, is called with each response before the
