@@ -291,9 +291,12 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 			}
 			d := *c.Decision.Decision
 			switch {
-			case c.Decision.By == string(toolrun.ByApproval):
-				// A person's decision is given again when the replay
-				// awaits it, as the person gave it.
+			case c.Decision.By == string(toolrun.ByApproval) && d.Kind == toolrun.Allow:
+				// A person's approval is given again when the replay
+				// awaits it: through Options.Decide it would not answer
+				// the tool's deferral (deny rules and deferrals come
+				// first). A person's denial or skip is replayed through
+				// Options.Decide below, which always honours it.
 				approvals[c.ID] = d
 			case d.Kind == toolrun.Allow && len(d.Input) == 0:
 				// allowed by default, by the tool's policy or by an Always
