@@ -134,7 +134,9 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
 	}
 	calls, err := r.Advance(ctx)
-	if err != nil {
+	// A limit the caller set (the turn limit, a budget) and a hook's failure
+	// are how the run stopped, recorded in its state: not a step to retry.
+	if err != nil && !errors.Is(err, toolrun.ErrMaxTurns) && !errors.Is(err, toolrun.ErrBudget) {
 		var he *toolrun.HookError
 		if !errors.As(err, &he) {
 			if ctx.Err() != nil {

@@ -465,22 +465,16 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	return &res, nil
 }
 
-// runCalls runs the planned calls of a turn as activities: consecutive
-// calls of non-exclusive tools together, up to MaxParallelTools at once, and
-// each call of an exclusive tool alone. Each result is written into the
-// state as it arrives.
+// runCalls runs the planned calls of a turn as activities, in the groups
+// [toolrun.Batches] gives — the rule the runner's own executor follows:
+// consecutive calls of non-exclusive tools together, up to MaxParallelTools
+// at once, and each call of an exclusive tool alone. Each result is written
+// into the state as it arrives.
 func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error {
-	for i := 0; i < len(calls); {
-		j := i + 1
-		if !calls[i].Exclusive {
-			for j < len(calls) && !calls[j].Exclusive {
-				j++
-			}
-		}
-		if err := w.runBatch(ctx, calls[i:j]); err != nil {
+	for _, batch := range toolrun.Batches(calls) {
+		if err := w.runBatch(ctx, batch); err != nil {
 			return err
 		}
-		i = j
 	}
 	return nil
 }
