@@ -54,6 +54,12 @@ export GOFLAGS=-mod=mod
 export GOPROXY="file://$proxy,$upstream"
 export GONOSUMDB=github.com/toolrun
 export GOBIN="$work/bin"
+# The go command indexes the packages of each module version in the module
+# cache once (its "module index", in GOCACHE), taking a version's files as
+# fixed forever. Our test version changes with every commit, so the index
+# must not be used: without this, a build reads the file list of an earlier
+# v0.1.0 ("open …/event.go: no such file or directory").
+export GODEBUG=goindex=0
 # A module cache of the consumer's own would fetch every third-party module
 # again; share the machine's, but keep our test versions out of it.
 cleanup_cache() {
