@@ -8,6 +8,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -468,5 +469,20 @@ func TestBinary(t *testing.T) {
 	}
 	if !*update {
 		golden(t, "demo_yes.golden", normalize(got.stdout))
+	}
+}
+
+// TestBinaryDoesNotLinkTesting checks that the command, which links
+// toolruntest for its offline demo and scripts, does not link package
+// testing with it.
+func TestBinaryDoesNotLinkTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" {
+			t.Fatal("cmd/toolrun links package testing")
+		}
 	}
 }
