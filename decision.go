@@ -272,7 +272,7 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 		c.Phase = PhaseDecided // run again, as its tool allows
 		r.mu.Unlock()
 	}
-	if r.seen[c.Call.ID]&seenDecided == 0 {
+	if !r.decided[c.Call.ID] {
 		d, by, res, err := r.rules(ctx, e, c)
 		if err != nil {
 			return false, err
@@ -283,7 +283,7 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 		r.mu.Lock()
 		c.Decision, c.DecidedBy, c.Phase = &d, by, PhaseDecided
 		r.mu.Unlock()
-		r.seen[c.Call.ID] |= seenDecided
+		r.decided[c.Call.ID] = true
 		r.emit(ctx, ToolDecided{Turn: r.st.Pending.Turn, Call: c.Call, Decision: d, By: by})
 	}
 	switch d := c.Decision; d.Kind {
@@ -395,7 +395,7 @@ func (r *Runner) Decide(toolUseID string, d Decision) error {
 	r.mu.Unlock()
 	if err == nil {
 		// The rules see the person's decision, and any input it carries.
-		r.seen[toolUseID] &^= seenDecided
+		delete(r.decided, toolUseID)
 	}
 	return err
 }

@@ -47,11 +47,10 @@ type Runner struct {
 	stopped *Result                // set while the run is stopped
 	last    *anthropic.BetaMessage // the last response, for Result.Message
 
-	// seen holds, for the pending turn's calls, what this runner has done
-	// with them: decided them under its own Options (a call decided by
-	// another runner, before a Resume, is decided again, so that this
-	// runner's deny rules hold), and announced a person's decision.
-	seen map[string]seenFlags
+	// decided holds the pending turn's calls this runner decided under its
+	// own Options: a call decided by another runner, before a Resume, is
+	// decided again, so that this runner's deny rules hold.
+	decided map[string]bool
 	// live holds the pending turn's results answered in this process,
 	// with their errors as the tools returned them.
 	live map[string]*ToolResult
@@ -85,13 +84,6 @@ type Runner struct {
 	observerErr error
 }
 
-type seenFlags uint8
-
-const (
-	seenDecided   seenFlags = 1 << iota // decided under this runner's Options
-	seenAnnounced                       // a person's decision was announced
-)
-
 // New returns a runner for the conversation in params (model, max_tokens,
 // system, messages and any other request fields) with tools. Tools already
 // in params.Tools are sent as they are (server tools, say); tools given here
@@ -112,7 +104,7 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 
 func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
 	r := &Runner{messages: client.Beta.Messages, tools: map[string]*toolEntry{},
-		seen: map[string]seenFlags{}, live: map[string]*ToolResult{}}
+		decided: map[string]bool{}, live: map[string]*ToolResult{}}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -499,7 +491,7 @@ func (r *Runner) setPending(p *TurnState) {
 	r.mu.Lock()
 	r.st.Pending, r.st.Edited = p, false
 	r.mu.Unlock()
-	clear(r.seen)
+	clear(r.decided)
 	clear(r.live)
 }
 
