@@ -335,7 +335,7 @@ func TestHookOrder(t *testing.T) {
 		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error { add("AfterTool"); return nil },
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			switch e.(type) {
-			case toolrun.TurnStarted, toolrun.RequestSent, toolrun.ResponseReceived, toolrun.ToolDecided,
+			case toolrun.RequestSent, toolrun.ResponseReceived, toolrun.ToolDecided,
 				toolrun.ToolStarted, toolrun.ToolFinished, toolrun.TurnFinished, toolrun.RunStopped:
 				add(fmt.Sprintf("event %T", e)[len("event toolrun."):])
 			}
@@ -350,9 +350,9 @@ func TestHookOrder(t *testing.T) {
 		}
 	}
 	want := []string{
-		"TurnStarted", "BeforeRequest 1", "RequestSent", "ResponseReceived", "AfterResponse 1",
+		"BeforeRequest 1", "RequestSent", "ResponseReceived", "AfterResponse 1",
 		"Decide", "tool.Policy", "ToolDecided", "ToolStarted", "tool.Run", "AfterTool", "ToolFinished", "TurnFinished",
-		"TurnStarted", "BeforeRequest 2", "RequestSent", "ResponseReceived", "AfterResponse 2",
+		"BeforeRequest 2", "RequestSent", "ResponseReceived", "AfterResponse 2",
 		"TurnFinished", "RunStopped",
 	}
 	var got []string

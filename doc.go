@@ -146,7 +146,7 @@
 //
 // # Debugging
 //
-// The environment variable ANTHROPIC_LOG ([LogEnv]) turns a runner's
+// The environment variable ANTHROPIC_LOG turns a runner's
 // logging up: "info" logs each request, response, tool call and stop at
 // Info, and "debug" adds the request and response bodies; every record is
 // passed through [Redact] first, so keys and tokens never reach the log.

@@ -15,13 +15,6 @@ var (
 	// have. The result lists the tools that are available.
 	ErrUnknownTool = errors.New("unknown tool")
 
-	// ErrToolPanic is the failure of a tool that panicked. The error is a
-	// *[PanicError], which holds the panic value and the stack.
-	ErrToolPanic = errors.New("tool panicked")
-
-	// ErrToolTimeout is the failure of a call that ran past its timeout.
-	ErrToolTimeout = errors.New("tool timed out")
-
 	// ErrDenied is the failure of a call that a decision denied.
 	ErrDenied = errors.New("tool call denied")
 
@@ -83,9 +76,6 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
 }
 
-// Is reports whether target is [ErrToolPanic].
-func (e *PanicError) Is(target error) bool { return target == ErrToolPanic }
-
 // TimeoutError is the failure of a call that ran past its timeout.
 type TimeoutError struct {
 	Tool  string
@@ -96,9 +86,6 @@ type TimeoutError struct {
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("tool %q timed out after %s and was cancelled", e.Tool, e.After)
 }
-
-// Is reports whether target is [ErrToolTimeout].
-func (e *TimeoutError) Is(target error) bool { return target == ErrToolTimeout }
 
 // TurnError is returned when a model request fails after the client's
 // retries: an API error, a dropped connection, a cancelled context. The run

@@ -15,9 +15,10 @@ import (
 // custom logging, metrics or a live display is one function over these
 // types:
 //
-//   - [TurnStarted], [RequestSent], [ResponseReceived], [TurnFinished] for each turn;
-//   - [TextDelta], [ThinkingDelta], [ToolInputDelta], [ToolCallReady] while a streamed turn arrives;
-//   - [ToolDecided], [ToolStarted], [ToolFinished] for each tool call;
+//   - [RequestSent], [ResponseReceived], [TurnFinished] for each turn;
+//   - [Delta] while a streamed turn arrives;
+//   - [ToolDecided], [ToolStarted], [ToolFinished] for each tool call, once
+//     its response has arrived whole;
 //   - [StreamRetried] when a streamed response failed midway and is asked for again;
 //   - [Compacted] when the history was compacted;
 //   - [RunStopped] once, when the run stops.
@@ -27,11 +28,6 @@ import (
 type Event interface {
 	// EventTurn returns the turn the event belongs to, counting from 1.
 	EventTurn() int
-}
-
-// TurnStarted is sent before a turn's request is built.
-type TurnStarted struct {
-	Turn int
 }
 
 // RequestSent is sent when a turn's request goes out. Params is the request
@@ -49,34 +45,22 @@ type ResponseReceived struct {
 	Duration time.Duration // from RequestSent, including the client's retries
 }
 
-// TextDelta is a piece of text of a streamed response.
-type TextDelta struct {
+// Delta is a piece of a streamed response as it arrives: of a text block,
+// of a thinking block or of a tool call's input JSON. Exactly one of Text,
+// Thinking and ToolInput is set, so a live display that prints Text prints
+// the answer and nothing else. The response is whole only at
+// [ResponseReceived]; the runner acts on no call before that.
+type Delta struct {
 	Turn  int
-	Index int // the content block's index
-	Text  string
-}
-
-// ThinkingDelta is a piece of the model's thinking of a streamed response.
-type ThinkingDelta struct {
-	Turn     int
-	Index    int
+	Index int // the content block's index in the response
+	// Text is a piece of a text block.
+	Text string
+	// Thinking is a piece of the model's thinking.
 	Thinking string
-}
-
-// ToolInputDelta is a piece of a tool call's input JSON of a streamed
-// response.
-type ToolInputDelta struct {
-	Turn        int
-	Index       int
-	ID, Name    string
-	PartialJSON string
-}
-
-// ToolCallReady is sent for each tool call of a response once the response
-// has arrived whole (streamed or not), before any call is decided.
-type ToolCallReady struct {
-	Turn int
-	Call ToolCall
+	// ToolInput is a piece of the input JSON of the tool call ID, of the
+	// tool Name.
+	ToolInput string
+	ID, Name  string
 }
 
 // ToolDecided is sent for each call once it is decided: allowed, denied,
@@ -117,25 +101,13 @@ type RunStopped struct {
 }
 
 // EventTurn returns the turn.
-func (e TurnStarted) EventTurn() int { return e.Turn }
-
-// EventTurn returns the turn.
 func (e RequestSent) EventTurn() int { return e.Turn }
 
 // EventTurn returns the turn.
 func (e ResponseReceived) EventTurn() int { return e.Turn }
 
 // EventTurn returns the turn.
-func (e TextDelta) EventTurn() int { return e.Turn }
-
-// EventTurn returns the turn.
-func (e ThinkingDelta) EventTurn() int { return e.Turn }
-
-// EventTurn returns the turn.
-func (e ToolInputDelta) EventTurn() int { return e.Turn }
-
-// EventTurn returns the turn.
-func (e ToolCallReady) EventTurn() int { return e.Turn }
+func (e Delta) EventTurn() int { return e.Turn }
 
 // EventTurn returns the turn.
 func (e ToolDecided) EventTurn() int { return e.Turn }

@@ -372,7 +372,7 @@ func TestExecuteCall(t *testing.T) {
 		wantText  string // the result's text, if it has one
 		wantIsErr bool
 		wantRan   bool
-		wantTyped error // matched with errors.Is against the result's Err
+		wantTyped error // a sentinel matched with errors.Is, or a pointer to an error type matched with errors.As, against the result's Err
 		wantStop  toolrun.StopReason
 	}{
 		{
@@ -389,7 +389,7 @@ func TestExecuteCall(t *testing.T) {
 			wantText:  `tool "calc" panicked: boom`,
 			wantIsErr: true,
 			wantRan:   true,
-			wantTyped: toolrun.ErrToolPanic,
+			wantTyped: &toolrun.PanicError{},
 		},
 		{
 			name:    "a timeout is a failed call",
@@ -402,7 +402,7 @@ func TestExecuteCall(t *testing.T) {
 			wantText:  `tool "calc" timed out after 10ms and was cancelled`,
 			wantIsErr: true,
 			wantRan:   true,
-			wantTyped: toolrun.ErrToolTimeout,
+			wantTyped: &toolrun.TimeoutError{},
 		},
 		{
 			name:      "invalid input is not run",
@@ -508,11 +508,24 @@ func TestExecuteCall(t *testing.T) {
 				t.Errorf("Content = %+v, want the text %q", res.Content, tt.wantText)
 			}
 			if tt.wantTyped != nil {
-				var ve *toolrun.ValidationError
-				if _, ok := tt.wantTyped.(*toolrun.ValidationError); ok && !errors.As(res.Err, &ve) {
-					t.Errorf("Err = %v, want a *ValidationError", res.Err)
-				} else if !ok && !errors.Is(res.Err, tt.wantTyped) {
-					t.Errorf("Err = %v, want %v", res.Err, tt.wantTyped)
+				var (
+					ve *toolrun.ValidationError
+					pe *toolrun.PanicError
+					te *toolrun.TimeoutError
+					ok bool
+				)
+				switch tt.wantTyped.(type) {
+				case *toolrun.ValidationError:
+					ok = errors.As(res.Err, &ve)
+				case *toolrun.PanicError:
+					ok = errors.As(res.Err, &pe)
+				case *toolrun.TimeoutError:
+					ok = errors.As(res.Err, &te)
+				default:
+					ok = errors.Is(res.Err, tt.wantTyped)
+				}
+				if !ok {
+					t.Errorf("Err = %v, want %T %v", res.Err, tt.wantTyped, tt.wantTyped)
 				}
 			}
 			wantRuns := 0

@@ -12,12 +12,12 @@ import (
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
-// LogEnv is the environment variable that turns up a runner's logging, as
+// logEnv is the environment variable that turns up a runner's logging, as
 // the Anthropic SDKs' ANTHROPIC_LOG does: "info" logs one record per request,
 // response, tool call and stop at Info; "debug" also logs the request and
 // response bodies, at Debug. See [Options.Logger]. Other values are ignored,
 // with a warning.
-const LogEnv = "ANTHROPIC_LOG"
+const logEnv = "ANTHROPIC_LOG"
 
 // Redact returns s with every credential it recognises replaced by
 // "[REDACTED]":
@@ -59,9 +59,9 @@ func Redact(s string) string { return redact.String(s) }
 type runLogger struct {
 	*slog.Logger
 	// routine is the level of the records of a run going as it should:
-	// Debug, or Info when LogEnv asks for info or debug.
+	// Debug, or Info when logEnv asks for info or debug.
 	routine slog.Level
-	// bodies reports that LogEnv=debug asks for request and response bodies.
+	// bodies reports that logEnv=debug asks for request and response bodies.
 	bodies bool
 }
 
@@ -69,7 +69,7 @@ type runLogger struct {
 // [Options.Logger] describes.
 func newRunLogger(l *slog.Logger) runLogger {
 	rl := runLogger{routine: slog.LevelDebug}
-	env := os.Getenv(LogEnv)
+	env := os.Getenv(logEnv)
 	level, known := slog.LevelDebug, true
 	switch strings.ToLower(strings.TrimSpace(env)) {
 	case "":
@@ -90,7 +90,7 @@ func newRunLogger(l *slog.Logger) runLogger {
 	}
 	rl.Logger = slog.New(redact.NewHandler(l.Handler()))
 	if env != "" && !known {
-		rl.Warn("toolrun: "+LogEnv+" not understood; want info or debug", "value", env)
+		rl.Warn("toolrun: "+logEnv+" not understood; want info or debug", "value", env)
 	}
 	return rl
 }

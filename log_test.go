@@ -137,7 +137,7 @@ func TestAnthropicLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(toolrun.LogEnv, tt.env)
+			t.Setenv("ANTHROPIC_LOG", tt.env)
 			logger, logs := newLogger()
 			logRun(t, logger, "fine")
 			want := map[string]string{noPrice: "WARN"}
@@ -158,7 +158,7 @@ func TestAnthropicLog(t *testing.T) {
 // with its own level: ANTHROPIC_LOG raises what the runner logs, not what
 // the application's handler lets through.
 func TestAnthropicLogKeepsLoggerLevel(t *testing.T) {
-	t.Setenv(toolrun.LogEnv, "debug")
+	t.Setenv("ANTHROPIC_LOG", "debug")
 	logs := &logBuffer{}
 	logRun(t, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})), "fine")
 	want := map[string]string{"toolrun: tool call failed": "ERROR", noPrice: "WARN"}
@@ -182,7 +182,7 @@ func TestAnthropicLogStderr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(toolrun.LogEnv, tt.env)
+			t.Setenv("ANTHROPIC_LOG", tt.env)
 			f, err := os.CreateTemp(t.TempDir(), "stderr")
 			if err != nil {
 				t.Fatal(err)
@@ -216,7 +216,7 @@ func TestAnthropicLogStderr(t *testing.T) {
 func TestLogNeverHasSecrets(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", toolruntest.TestAPIKey)
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "auth-token-1234567890")
-	t.Setenv(toolrun.LogEnv, "debug")
+	t.Setenv("ANTHROPIC_LOG", "debug")
 	logger, logs := newLogger()
 	logRun(t, logger, "key "+toolruntest.TestAPIKey+", token auth-token-1234567890, Authorization: Bearer auth-token-1234567890")
 	logs.mu.Lock()

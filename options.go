@@ -59,7 +59,7 @@ type Options struct {
 	// sent, response received, tool call finished, run stopped) at Debug.
 	// Nil means slog.Default().
 	//
-	// The environment variable ANTHROPIC_LOG ([LogEnv]), read by [New],
+	// The environment variable ANTHROPIC_LOG, read by [New],
 	// turns the routine records up: with "info" they are logged at Info,
 	// and with "debug" at Info too, with each request and response body
 	// logged at Debug. If Logger is nil, ANTHROPIC_LOG also makes the
@@ -179,7 +179,7 @@ type Options struct {
 
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as
-	// [TextDelta], [ThinkingDelta] and [ToolInputDelta]. A stream that fails
+	// [Delta] events. A stream that fails
 	// after it began (an error event, a dropped connection, no bytes for
 	// Timeouts.StreamIdle) is requested again per StreamRetry. No call starts
 	// before its response is whole, so a response that ends in max_tokens

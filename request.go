@@ -20,7 +20,6 @@ import (
 // [StopMalformedResponse]: it never reaches the history.
 func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
-	r.emit(ctx, TurnStarted{Turn: n})
 	params := r.requestParams()
 	if h := r.opts.BeforeRequest; h != nil {
 		// The hook may change the messages of this request only.
@@ -75,9 +74,6 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	if err := r.save(ctx); err != nil {
 		r.fail(ctx, err, "")
 		return nil
-	}
-	for _, c := range p.Calls {
-		r.emit(ctx, ToolCallReady{Turn: n, Call: c.Call})
 	}
 	if h := r.opts.AfterResponse; h != nil {
 		if err := r.callHook(ctx, "AfterResponse", func() error { return h(ctx, n, msg) }); err != nil {

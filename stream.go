@@ -291,11 +291,11 @@ func (st *streamAttempt) delta(ctx context.Context, msg *anthropic.BetaMessage, 
 	i := int(ev.Index)
 	switch ev.Delta.Type {
 	case "text_delta":
-		st.r.emit(ctx, TextDelta{Turn: st.turn, Index: i, Text: ev.Delta.Text})
+		st.r.emit(ctx, Delta{Turn: st.turn, Index: i, Text: ev.Delta.Text})
 	case "thinking_delta":
-		st.r.emit(ctx, ThinkingDelta{Turn: st.turn, Index: i, Thinking: ev.Delta.Thinking})
+		st.r.emit(ctx, Delta{Turn: st.turn, Index: i, Thinking: ev.Delta.Thinking})
 	case "input_json_delta":
 		b := msg.Content[i]
-		st.r.emit(ctx, ToolInputDelta{Turn: st.turn, Index: i, ID: b.ID, Name: b.Name, PartialJSON: ev.Delta.PartialJSON})
+		st.r.emit(ctx, Delta{Turn: st.turn, Index: i, ID: b.ID, Name: b.Name, ToolInput: ev.Delta.PartialJSON})
 	}
 }

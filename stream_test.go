@@ -45,8 +45,14 @@ func (l *eventLog) all() []toolrun.Event {
 func kind(e toolrun.Event) string {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", e), "toolrun.")
 	switch e := e.(type) {
-	case toolrun.ToolCallReady:
-		return name + " " + e.Call.ID
+	case toolrun.Delta:
+		switch {
+		case e.Thinking != "":
+			return name + " thinking"
+		case e.ToolInput != "":
+			return name + " input"
+		}
+		return name + " text"
 	case toolrun.ToolDecided:
 		return name + " " + e.Call.ID
 	case toolrun.ToolStarted:
@@ -63,7 +69,7 @@ func kinds(events []toolrun.Event) []string {
 	var out []string
 	for _, e := range events {
 		k := kind(e)
-		if strings.HasSuffix(k, "Delta") && len(out) > 0 && out[len(out)-1] == k {
+		if strings.HasPrefix(k, "Delta ") && len(out) > 0 && out[len(out)-1] == k {
 			continue
 		}
 		out = append(out, k)
@@ -250,9 +256,9 @@ func TestEventsStreamDeltas(t *testing.T) {
 		events = append(events, e)
 	}
 	want := []string{
-		"TurnStarted", "RequestSent", "ThinkingDelta", "TextDelta", "ToolInputDelta", "ResponseReceived", "ToolCallReady toolu_1",
+		"RequestSent", "Delta thinking", "Delta text", "Delta input", "ResponseReceived",
 		"ToolDecided toolu_1", "ToolStarted toolu_1", "ToolFinished toolu_1", "TurnFinished",
-		"TurnStarted", "RequestSent", "TextDelta", "ResponseReceived", "TurnFinished", "RunStopped",
+		"RequestSent", "Delta text", "ResponseReceived", "TurnFinished", "RunStopped",
 	}
 	if diff := cmp.Diff(want, kinds(events)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -265,12 +271,15 @@ func TestEventsStreamDeltas(t *testing.T) {
 	got := map[string]string{}
 	for _, e := range events {
 		switch e := e.(type) {
-		case toolrun.TextDelta:
-			got[fmt.Sprintf("text %d.%d", e.Turn, e.Index)] += e.Text
-		case toolrun.ThinkingDelta:
-			got[fmt.Sprintf("thinking %d.%d", e.Turn, e.Index)] += e.Thinking
-		case toolrun.ToolInputDelta:
-			got[fmt.Sprintf("input %d.%d %s %s", e.Turn, e.Index, e.ID, e.Name)] += e.PartialJSON
+		case toolrun.Delta:
+			switch {
+			case e.Text != "":
+				got[fmt.Sprintf("text %d.%d", e.Turn, e.Index)] += e.Text
+			case e.Thinking != "":
+				got[fmt.Sprintf("thinking %d.%d", e.Turn, e.Index)] += e.Thinking
+			case e.ToolInput != "":
+				got[fmt.Sprintf("input %d.%d %s %s", e.Turn, e.Index, e.ID, e.Name)] += e.ToolInput
+			}
 		case toolrun.RequestSent:
 			if !e.Streamed {
 				t.Errorf("RequestSent of turn %d: Streamed is false", e.Turn)
@@ -286,7 +295,13 @@ func TestEventsStreamDeltas(t *testing.T) {
 	if diff := cmp.Diff(wantDeltas, got); diff != "" {
 		t.Errorf("deltas put together (-want +got):\n%s", diff)
 	}
-	if n := len(all[toolrun.TextDelta](events)); n < 4 {
+	texts := 0
+	for _, d := range all[toolrun.Delta](events) {
+		if d.Text != "" {
+			texts++
+		}
+	}
+	if n := texts; n < 4 {
 		t.Errorf("got %d text deltas, want the text of each turn in pieces", n)
 	}
 
@@ -373,7 +388,7 @@ func TestStreamedRunMatchesRun(t *testing.T) {
 				checkHistory(t, res.Messages)
 				counts := map[string]int{}
 				for _, e := range observed.all() {
-					if k := kind(e); !strings.HasSuffix(k, "Delta") {
+					if k := kind(e); !strings.HasPrefix(k, "Delta ") {
 						counts[k]++
 					}
 				}
@@ -560,8 +575,8 @@ func TestEventsConsumerBreaks(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("done")),
 			},
 			breakAt: func(e toolrun.Event) bool {
-				_, ok := e.(toolrun.TextDelta)
-				return ok
+				d, ok := e.(toolrun.Delta)
+				return ok && d.Text != ""
 			},
 			tools:    []string{"a"},
 			wantRuns: map[string]int{},
@@ -656,7 +671,7 @@ func TestCancelMidStream(t *testing.T) {
 	before := len(runGoroutines())
 	var err error
 	for e, e2 := range r.Events(ctx) {
-		if _, ok := e.(toolrun.TextDelta); ok {
+		if d, ok := e.(toolrun.Delta); ok && d.Text != "" {
 			if deltas++; deltas == 1 {
 				cancel()
 			}
@@ -729,9 +744,9 @@ func ExampleRunner_Events() {
 			return
 		}
 		switch e := e.(type) {
-		case toolrun.TextDelta:
+		case toolrun.Delta:
 			fmt.Print(e.Text)
-		case toolrun.ToolCallReady:
+		case toolrun.ToolStarted:
 			fmt.Printf("\n-> %s %s\n", e.Call.Name, e.Call.Input)
 		case toolrun.ToolFinished:
 			fmt.Printf("<- %s\n", e.Result.Content[0].OfText.Text)

@@ -29,16 +29,12 @@ import (
 // ErrInvalidSchema is wrapped by the error of [CheckSchema], and of
 // [NewToolE] and [NewRawToolE], for an input schema a tool cannot use: not
 // an object schema, an unknown $schema, a reference outside the schema, a
-// pattern no engine compiles, or one of the unsafe schemas of
-// [ErrUnsafeSchema].
+// pattern no engine compiles, or a schema that is valid JSON Schema but
+// could not be validated safely (the message then says "cannot be validated
+// safely"): a cycle of references that never reaches into the input (which
+// would recurse forever), or a schema larger than 1 MiB, nested deeper than
+// 128 levels, or with more than 20000 subschemas.
 var ErrInvalidSchema = errors.New("toolrun: invalid input schema")
-
-// ErrUnsafeSchema is wrapped, beside [ErrInvalidSchema], for a schema that
-// is valid JSON Schema but could not be validated safely: a cycle of
-// references that never reaches into the input (which would recurse
-// forever), or a schema larger than 1 MiB, nested deeper than 128 levels,
-// or with more than 20000 subschemas.
-var ErrUnsafeSchema = schema.ErrUnsafe
 
 // CheckSchema reports whether raw, a tool's input schema as JSON, can be
 // used by the runner, with an error wrapping [ErrInvalidSchema] that says

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/toolrun/toolrun/internal/schema"
 )
 
 type orderItem struct {
@@ -584,8 +586,8 @@ func TestCheckSchema(t *testing.T) {
 			if !errors.Is(err, ErrInvalidSchema) {
 				t.Errorf("got %v, want it to wrap ErrInvalidSchema", err)
 			}
-			if got := errors.Is(err, ErrUnsafeSchema); got != tt.wantUnsafe {
-				t.Errorf("errors.Is(err, ErrUnsafeSchema) = %v, want %v", got, tt.wantUnsafe)
+			if got := errors.Is(err, schema.ErrUnsafe); got != tt.wantUnsafe {
+				t.Errorf("errors.Is(err, schema.ErrUnsafe) = %v, want %v", got, tt.wantUnsafe)
 			}
 		})
 	}
@@ -634,8 +636,8 @@ func TestCompileToolRoot(t *testing.T) {
 // TestNewToolE: the constructors have error-returning forms.
 func TestNewToolE(t *testing.T) {
 	fn := func(ctx context.Context, in json.RawMessage) (string, error) { return "", nil }
-	if _, err := NewRawToolE("t", "", []byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`), fn); !errors.Is(err, ErrUnsafeSchema) {
-		t.Errorf("NewRawToolE with a cyclic schema: got %v, want ErrUnsafeSchema", err)
+	if _, err := NewRawToolE("t", "", []byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`), fn); !errors.Is(err, schema.ErrUnsafe) {
+		t.Errorf("NewRawToolE with a cyclic schema: got %v, want an unsafe-schema error", err)
 	}
 	if _, err := NewRawToolE("bad name", "", nil, fn); err == nil || !strings.Contains(err.Error(), "must match") {
 		t.Errorf("NewRawToolE with a bad name: got %v, want an error about the name", err)

@@ -161,7 +161,7 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 	switch e := e.(type) {
 	case toolrun.RequestSent:
 		o.startChat(ctx, run, e)
-	case toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta:
+	case toolrun.Delta:
 		o.firstChunk(ctx, run)
 	case toolrun.StreamRetried:
 		if run.chat != nil {
@@ -389,13 +389,17 @@ func usageAttrs(u toolrun.Usage) []attribute.KeyValue {
 // toolErrorType is the error.type of a failed call: few values, so that
 // metrics can be grouped by it.
 func toolErrorType(err error) string {
-	var ve *toolrun.ValidationError
+	var (
+		ve *toolrun.ValidationError
+		pe *toolrun.PanicError
+		te *toolrun.TimeoutError
+	)
 	switch {
 	case err == nil:
 		return "tool_error"
-	case errors.Is(err, toolrun.ErrToolPanic):
+	case errors.As(err, &pe):
 		return "panic"
-	case errors.Is(err, toolrun.ErrToolTimeout):
+	case errors.As(err, &te):
 		return "timeout"
 	case errors.As(err, &ve):
 		return "invalid_input"

@@ -82,14 +82,13 @@ func (r *Recorder) Err() error {
 //		display(ctx, e)
 //	}
 //
-// Deltas, [toolrun.TurnStarted] and [toolrun.ToolCallReady] are not
-// recorded: the response line holds the whole message. An event of a kind
+// Deltas ([toolrun.Delta]) are not recorded: the response line holds the whole message. An event of a kind
 // this version of the package does not know is recorded as an "event" line
 // with its Go type.
 func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 	en := Entry{Time: now(), Turn: e.EventTurn()}
 	switch e := e.(type) {
-	case toolrun.TurnStarted, toolrun.TextDelta, toolrun.ThinkingDelta, toolrun.ToolInputDelta, toolrun.ToolCallReady:
+	case toolrun.Delta:
 		return
 	case toolrun.RequestSent:
 		en.Type = TypeRequest

@@ -122,7 +122,7 @@ func TestRecorderLinesAreWrittenWhole(t *testing.T) {
 		lines int // written so far, the header included
 	}{
 		{toolrun.ToolStarted{Turn: 1, Call: toolrun.ToolCall{ID: "toolu_1", Name: "t", Input: json.RawMessage(`{"a": 1}`)}}, 2},
-		{toolrun.TurnStarted{Turn: 2}, 2}, // not recorded
+		{toolrun.Delta{Turn: 2, Text: "x"}, 2}, // not recorded
 		{toolrun.TurnFinished{Turn: 2}, 3},
 	}
 	for i, ev := range events {

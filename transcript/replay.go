@@ -532,7 +532,7 @@ func ReplayFile(ctx context.Context, name string, tools []toolrun.Tool, w io.Wri
 	// The report says how each call went; the runner's records of failures
 	// that reproduce would only repeat it, unless ANTHROPIC_LOG asks.
 	var logger *slog.Logger
-	if os.Getenv(toolrun.LogEnv) == "" {
+	if os.Getenv("ANTHROPIC_LOG") == "" {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	rep, err := Replay(ctx, t, tools, &ReplayOptions{Options: toolrun.Options{Logger: logger}})

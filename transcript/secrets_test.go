@@ -24,7 +24,7 @@ func TestNoSecretsAnywhere(t *testing.T) {
 	const token = "tok-env-secret-123456" // not an sk-ant key: found by its env var alone
 	t.Setenv("ANTHROPIC_API_KEY", toolruntest.TestAPIKey)
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", token)
-	t.Setenv(toolrun.LogEnv, "debug")
+	t.Setenv("ANTHROPIC_LOG", "debug")
 	secrets := []string{toolruntest.TestAPIKey, token, "toolruntest-0000"}
 
 	var logs syncBuffer
@@ -114,7 +114,7 @@ func FuzzNoSecretsAnywhere(f *testing.F) {
 		if len(secret) < 6 || strings.Contains(control, secret) || strings.Contains("[REDACTED]", secret) {
 			return
 		}
-		t.Setenv(toolrun.LogEnv, "debug")
+		t.Setenv("ANTHROPIC_LOG", "debug")
 		var logs syncBuffer
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var out syncBuffer

@@ -172,14 +172,17 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch e := e.(type) {
-	case toolrun.TurnStarted:
-		d.turn, d.streamed, d.order = e.Turn, false, nil
-		d.line("\n" + d.paint(ansiBold, fmt.Sprintf("turn %d", e.Turn)))
 	case toolrun.RequestSent:
+		if e.Turn != d.turn { // a request asked again keeps its turn
+			d.turn, d.streamed, d.order = e.Turn, false, nil
+			d.line("\n" + d.paint(ansiBold, fmt.Sprintf("turn %d", e.Turn)))
+		}
 		d.waiting = d.now()
-	case toolrun.TextDelta:
-		d.streamed = true
-		d.textDelta(e.Index, e.Text)
+	case toolrun.Delta:
+		if e.Text != "" {
+			d.streamed = true
+			d.textDelta(e.Index, e.Text)
+		}
 	case toolrun.StreamRetried:
 		d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
 	case toolrun.ResponseReceived:
@@ -192,10 +195,8 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 				}
 			}
 		}
-	case toolrun.ToolCallReady:
-		d.view(e.Call)
-		d.line(fmt.Sprintf("  → %s %s", e.Call.Name, e.Call.Input))
 	case toolrun.ToolDecided:
+		d.view(e.Call)
 		switch {
 		case e.By == "approval":
 			// The approver has printed it as it was given.
@@ -241,13 +242,14 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 	d.drawStatus()
 }
 
-// view returns the view of call, making it if it is new.
+// view returns the view of call, making it and printing the call if it is new.
 func (d *display) view(call toolrun.ToolCall) *callView {
 	v, ok := d.calls[call.ID]
 	if !ok {
 		v = &callView{call: call}
 		d.calls[call.ID] = v
 		d.order = append(d.order, v)
+		d.line(fmt.Sprintf("  → %s %s", call.Name, call.Input))
 	}
 	return v
 }

@@ -49,12 +49,11 @@ func TestLiveDisplay(t *testing.T) {
 	grep, mcp := call("toolu_1", "grep", `{"pattern":"TODO"}`), call("toolu_2", "tracker__fail", `{"text":"no"}`)
 	msg := &anthropic.BetaMessage{Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: "Looking."}}}
 
-	d.event(ctx, toolrun.TurnStarted{Turn: 1})
 	d.event(ctx, toolrun.RequestSent{Turn: 1})
 	tick(1250 * time.Millisecond)
 	d.event(ctx, toolrun.ResponseReceived{Turn: 1, Message: msg})
-	d.event(ctx, toolrun.ToolCallReady{Turn: 1, Call: grep})
-	d.event(ctx, toolrun.ToolCallReady{Turn: 1, Call: mcp})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: grep, Decision: toolrun.AllowCall(), By: toolrun.ByDefault})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: mcp, Decision: toolrun.AllowCall(), By: toolrun.ByDefault})
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: grep})
 	clk.advance(100 * time.Millisecond)
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: mcp})
@@ -66,11 +65,10 @@ func TestLiveDisplay(t *testing.T) {
 	ok := &toolrun.ToolResult{Call: grep, Ran: true, Content: []toolrun.Content{toolrun.Text("a.txt:1: TODO\nb.txt:9: TODO")}, Duration: 2400 * time.Millisecond}
 	d.event(ctx, toolrun.ToolFinished{Turn: 1, Result: ok})
 	d.event(ctx, toolrun.TurnFinished{Turn: 1, Message: msg, Results: []*toolrun.ToolResult{ok, failed}})
-	d.event(ctx, toolrun.TurnStarted{Turn: 2})
 	d.event(ctx, toolrun.RequestSent{Turn: 2})
-	d.event(ctx, toolrun.TextDelta{Turn: 2, Text: "Two "})
+	d.event(ctx, toolrun.Delta{Turn: 2, Text: "Two "})
 	tick(time.Second) // no status line while text streams
-	d.event(ctx, toolrun.TextDelta{Turn: 2, Text: "TODOs.\n"})
+	d.event(ctx, toolrun.Delta{Turn: 2, Text: "TODOs.\n"})
 	d.event(ctx, toolrun.ResponseReceived{Turn: 2, Message: msg})
 	d.event(ctx, toolrun.RunStopped{Turn: 2, Result: &toolrun.Result{StopReason: toolrun.StopEndTurn}})
 	d.close()
@@ -126,7 +124,6 @@ func TestTicker(t *testing.T) {
 		var out bytes.Buffer
 		d := &display{w: &out, live: true, width: fixedWidth(80), now: time.Now, calls: map[string]*callView{}}
 		d.start()
-		d.event(context.Background(), toolrun.TurnStarted{Turn: 1})
 		d.event(context.Background(), toolrun.RequestSent{Turn: 1})
 		time.Sleep(350 * time.Millisecond)
 		d.close()

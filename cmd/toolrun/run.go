@@ -158,7 +158,7 @@ func (c *cli) client() anthropic.Client {
 // shows. The run's stop is always left out: the command reports it.
 func (c *cli) logger(w io.Writer, shown bool) *slog.Logger {
 	level := slog.LevelWarn
-	env := c.getenv(toolrun.LogEnv)
+	env := c.getenv("ANTHROPIC_LOG")
 	switch env {
 	case "info":
 		level = slog.LevelInfo

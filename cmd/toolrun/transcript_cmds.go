@@ -147,7 +147,7 @@ func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 		tools = append(tools, root.Tools()...)
 	}
 	log := c.logger(c.stderr, false)
-	if c.getenv(toolrun.LogEnv) == "" {
+	if c.getenv("ANTHROPIC_LOG") == "" {
 		// The report says how each call went; the runner's records of
 		// failures that reproduce would only repeat it.
 		log = slog.New(slog.DiscardHandler)

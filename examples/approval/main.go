@@ -121,7 +121,7 @@ func run(ctx context.Context, in io.Reader, out, errOut io.Writer, stateFile str
 		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			switch e := e.(type) {
-			case toolrun.ToolCallReady:
+			case toolrun.ToolDecided:
 				fmt.Fprintf(out, "model calls %s %s\n", e.Call.Name, e.Call.Input)
 			case toolrun.ToolFinished:
 				fmt.Fprintf(out, "  %s → %s\n", e.Result.Call.Name, text(e.Result))

@@ -144,12 +144,12 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 			return r.Result(), err
 		}
 		switch e := e.(type) {
-		case toolrun.TurnStarted:
+		case toolrun.RequestSent:
 			fmt.Fprintf(out, "%s claude: ", since())
 			midLine = true
-		case toolrun.TextDelta:
+		case toolrun.Delta:
 			fmt.Fprint(out, e.Text)
-		case toolrun.ToolCallReady:
+		case toolrun.ToolDecided:
 			newline()
 			fmt.Fprintf(out, "%s   → %s %s\n", since(), e.Call.Name, e.Call.Input)
 		case toolrun.ToolStarted:
