@@ -14,7 +14,8 @@ type TB interface {
 // replies come from the script opts.Replies, or from opts.Func, which
 // computes each one from its request. With neither, the script is empty and
 // every request is answered as one past its end, with [ErrScriptEnded].
-// Setting both is a programming mistake, and New panics.
+// Setting both (a Func and a non-empty Replies) is a programming mistake,
+// and New panics.
 //
 // With a non-nil tb, the server belongs to the test: it is closed when the
 // test ends (tb.Cleanup), and the test then fails (tb.Errorf) for every
