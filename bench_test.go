@@ -13,12 +13,12 @@ import (
 // benchServer answers a tool turn, then a final answer, forever: each run is
 // two requests and one tool call.
 func benchServer(b *testing.B) *toolruntest.Server {
-	s := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		if len(req.Params.Messages) == 1 {
 			return toolruntest.Message(toolruntest.ToolUse("toolu_1", "echo", map[string]string{"s": "hi"}))
 		}
 		return toolruntest.Message(toolruntest.Text("done"))
-	})
+	}})
 	b.Cleanup(s.Close)
 	return s
 }

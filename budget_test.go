@@ -16,11 +16,11 @@ import (
 // budgets below can be computed: each response reports 1,000 input tokens
 // (600 uncached, 300 read from the cache, 100 written to it) and 50 output.
 func loopServer(t *testing.T) *toolruntest.Server {
-	return toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	return toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Params.Messages)), "get_weather", map[string]any{"city": "Oslo"}))
 		r.Usage = &toolruntest.Usage{InputTokens: 600, CacheReadInputTokens: 300, CacheCreationInputTokens: 100, OutputTokens: 50}
 		return r
-	})
+	}})
 }
 
 func TestBudgets(t *testing.T) {
@@ -70,10 +70,10 @@ func TestBudgets(t *testing.T) {
 }
 
 func TestCostIsPriced(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Reply{
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Reply{
 		Content: []toolruntest.Block{toolruntest.Text("hi")},
 		Usage:   &toolruntest.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000, CacheReadInputTokens: 1_000_000, CacheCreationInputTokens: 1_000_000},
-	})
+	}))
 	params := userParams("go")
 	params.Model = "claude-custom-1"
 	res, err := toolrun.New(client(s), params, nil, &toolrun.Options{
@@ -119,7 +119,7 @@ func TestCachingByDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("hi")))
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("hi"))))
 			if _, err := toolrun.New(client(s), userParams("go"), nil, &tt.opts).Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -132,10 +132,10 @@ func TestCachingByDefault(t *testing.T) {
 
 func TestResultTruncation(t *testing.T) {
 	big := strings.Repeat("é", 100) // 200 bytes
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "big", nil), toolruntest.ToolUse("t2", "unbounded", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	bigTool := toolrun.NewTool("big", "", func(ctx context.Context, in struct{}) (string, error) { return big, nil })
 	unbounded := toolrun.NewTool("unbounded", "", func(ctx context.Context, in struct{}) (string, error) { return big, nil })
 	unbounded.MaxResultBytes = -1

@@ -174,7 +174,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			dir := t.TempDir()
 			child, out := startChild(t, s.URL, dir, tt.blockOn)
 			if tt.blockOn != "" {
@@ -218,7 +218,7 @@ func TestCrashRecovery(t *testing.T) {
 // TestCheckpointSaveFailureStopsRun: a run whose journal cannot be written
 // stops before running anything it could not record.
 func TestCheckpointSaveFailureStopsRun(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"}))))
 	var calls counter
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "not-a-dir")
@@ -241,10 +241,10 @@ func TestCheckpointSaveFailureStopsRun(t *testing.T) {
 // TestOpenResumesOrStarts: Open starts a new run when nothing is saved and
 // resumes the saved one otherwise.
 func TestOpenResumesOrStarts(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	store := &toolrun.FileStore{Dir: t.TempDir()}
 	var writes counter
 	tools := func() []toolrun.Tool {
@@ -316,7 +316,7 @@ func TestResumerChild(t *testing.T) {
 		t.Skip("helper process for the resumer tests")
 	}
 	name := os.Getenv("TOOLRUN_RESUMER_NAME")
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
 	tools := []toolrun.Tool{appendTool(dir)}
 	var r *toolrun.Runner
@@ -352,7 +352,7 @@ func TestResumerChild(t *testing.T) {
 // pending call of the append tool, and returns its State.
 func suspendRun(t *testing.T, dir string) *toolrun.State {
 	t.Helper()
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"})))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"}))))
 	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{appendTool(dir)}, &toolrun.Options{
 		Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID,
 	})
@@ -453,7 +453,7 @@ func runResumers(t *testing.T, dir, mode string) []string {
 func TestStaleStateIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	stale := suspendRun(t, dir)
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
 	tools := []toolrun.Tool{appendTool(dir)}
 	r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
@@ -607,7 +607,7 @@ func TestKillDuringSaves(t *testing.T) {
 		if slices.Contains(storeFiles(t, dir), "saver.state.json.tmp") {
 			tmpSeen++
 		}
-		s := toolruntest.Start(t)
+		s := toolruntest.New(t, toolruntest.Script())
 		r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), nil, &toolrun.Options{
 			Logger: discard(), Store: &toolrun.FileStore{Dir: dir}, RunID: "saver"})
 		if err != nil {
@@ -628,10 +628,10 @@ func TestKillDuringSaves(t *testing.T) {
 // given the same approval: one runs the call, the other is refused before it
 // does anything.
 func ExampleErrRunBusy() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]int{"cents": 1200})),
 		toolruntest.Message(toolruntest.Text("Charged $12.")),
-	)
+	))
 	defer server.Close()
 	dir, _ := os.MkdirTemp("", "runs")
 	defer os.RemoveAll(dir)

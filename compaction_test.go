@@ -18,7 +18,7 @@ import (
 // does not compact again straight after compacting.
 func TestClientSideCompaction(t *testing.T) {
 	var summaryRequests []*toolruntest.Request
-	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
@@ -39,7 +39,7 @@ func TestClientSideCompaction(t *testing.T) {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
 		r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
 		return r
-	})
+	}})
 	var calls counter
 	var compactions []toolrun.Compacted
 	r := toolrun.New(client(s), userParams("weather twice"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
@@ -87,7 +87,7 @@ func TestClientSideCompaction(t *testing.T) {
 // runner sends the compaction param with the beta, the history becomes the
 // compaction block the API returned, and the run goes on from it.
 func TestServerSideCompaction(t *testing.T) {
-	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		if msgs[0].Role == "assistant" { // after the compaction
 			return toolruntest.Message(toolruntest.Text("done"))
@@ -95,7 +95,7 @@ func TestServerSideCompaction(t *testing.T) {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
 		r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
 		return r
-	})
+	}})
 	var calls counter
 	var compactions []toolrun.Compacted
 	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
@@ -140,7 +140,7 @@ func TestServerSideCompaction(t *testing.T) {
 // itself takes compacts once, not on every turn.
 func TestCompactionLowThreshold(t *testing.T) {
 	summaries, turns := 0, 0
-	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
@@ -156,7 +156,7 @@ func TestCompactionLowThreshold(t *testing.T) {
 		}
 		r.Usage = &toolruntest.Usage{InputTokens: 1000, OutputTokens: 10}
 		return r
-	})
+	}})
 	var calls counter
 	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(), MaxTurns: 20, Compaction: toolrun.Compaction{Threshold: 10, ClientSide: true},

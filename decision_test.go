@@ -125,10 +125,10 @@ func TestDecisions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/a", Text: "hi"})),
 				toolruntest.Message(toolruntest.Text("ok")),
-			)
+			))
 			var calls counter
 			tool := writeTool(&calls)
 			tool.Policy = tt.policy
@@ -171,7 +171,7 @@ func TestDecisions(t *testing.T) {
 // and a client: the call that needed no decision ran once, before the
 // suspension, and never again.
 func TestSuspendAndResumeFromJSON(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.Text("Reading and writing."),
 			toolruntest.ToolUse("t_read", "read_file", map[string]any{"path": "a.txt"}),
@@ -179,7 +179,7 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 			toolruntest.ToolUse("t_write2", "write_file", writeIn{Path: "/tmp/b", Text: "y"}),
 		),
 		toolruntest.Message(toolruntest.Text("All done.")),
-	)
+	))
 	var reads, writes counter
 	tools := func() []toolrun.Tool {
 		read := toolrun.NewTool("read_file", "Read a file", func(ctx context.Context, in struct {
@@ -267,11 +267,11 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 }
 
 func TestApproveWithEditedInputAndAlways(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
 		toolruntest.Message(toolruntest.ToolUse("w2", "write_file", writeIn{Path: "/tmp/two", Text: "2"})),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	var writes counter
 	w := writeTool(&writes)
 	w.Policy = toolrun.RequireApproval("writes")
@@ -302,10 +302,10 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 
 // TestHookOrder pins the documented order of the hooks for one tool turn.
 func TestHookOrder(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/a", Text: "x"})),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	var order []string
 	add := func(s string) { order = append(order, s) }
 	var writes counter
@@ -366,10 +366,10 @@ func TestHookOrder(t *testing.T) {
 
 func TestRequestHooks(t *testing.T) {
 	t.Run("BeforeRequest changes one request only", func(t *testing.T) {
-		s := toolruntest.Start(t,
+		s := toolruntest.New(t, toolruntest.Script(
 			toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
 			toolruntest.Message(toolruntest.Text("ok")),
-		)
+		))
 		var calls counter
 		_, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 			Logger: discard(),
@@ -394,7 +394,7 @@ func TestRequestHooks(t *testing.T) {
 		}
 	})
 	t.Run("AfterResponse ends the run", func(t *testing.T) {
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})))
+		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"}))))
 		var calls counter
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 			Logger: discard(),
@@ -445,14 +445,14 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 		note("end other")
 		return "ok", nil
 	})
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.ToolUse("a", "shared", map[string]int{"n": 1}), toolruntest.ToolUse("b", "shared", map[string]int{"n": 2}),
 			toolruntest.ToolUse("c", "alone", nil),
 			toolruntest.ToolUse("d", "other", nil),
 		),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{shared, alone, other}, &toolrun.Options{Logger: discard()}).Run(ctx); err != nil {

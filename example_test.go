@@ -39,10 +39,10 @@ func ExampleNewTool() {
 
 func ExampleRunner_Run() {
 	// The scripted model asks for the weather, then answers.
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_weather", map[string]string{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	defer server.Close()
 
 	type weatherIn struct {
@@ -74,10 +74,10 @@ func ExampleRunner_Run() {
 }
 
 func ExampleRunner_Turns() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Let me look."), toolruntest.ToolUse("toolu_1", "lookup", map[string]string{"q": "go"})),
 		toolruntest.Message(toolruntest.Text("Go is a programming language.")),
-	)
+	))
 	defer server.Close()
 
 	lookup := toolrun.NewTool("lookup", "Look a term up", func(ctx context.Context, in struct {
@@ -111,10 +111,10 @@ func ExampleRunner_Turns() {
 }
 
 func ExampleOptions_logging() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "flaky", nil)),
 		toolruntest.Message(toolruntest.Text("The tool failed; I'll stop here.")),
-	)
+	))
 	defer server.Close()
 
 	flaky := toolrun.NewTool("flaky", "Fails", func(ctx context.Context, in struct{}) (string, error) {
@@ -142,10 +142,10 @@ func ExampleOptions_logging() {
 }
 
 func ExampleRunner_Decide() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "send_mail", map[string]string{"to": "ceo@example.com"})),
 		toolruntest.Message(toolruntest.Text("Mail sent.")),
-	)
+	))
 	defer server.Close()
 
 	sendMail := toolrun.NewTool("send_mail", "Send an e-mail", func(ctx context.Context, in struct {
@@ -182,10 +182,10 @@ func ExampleRunner_Decide() {
 }
 
 func ExampleOpen() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]int{"cents": 1200})),
 		toolruntest.Message(toolruntest.Text("Charged $12.")),
-	)
+	))
 	defer server.Close()
 
 	dir, _ := os.MkdirTemp("", "runs")
@@ -219,11 +219,11 @@ func ExampleOpen() {
 
 func ExampleBudget() {
 	// The scripted model never stops calling its tool.
-	server := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+	server := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
 		r.Usage = &toolruntest.Usage{InputTokens: 2000, OutputTokens: 20}
 		return r
-	})
+	}})
 	defer server.Close()
 
 	poll := toolrun.NewTool("poll", "Poll the job", func(ctx context.Context, in struct{}) (string, error) {
@@ -248,10 +248,10 @@ func ExampleBudget() {
 // A large tool result gets a cache breakpoint of its own, as the API's
 // docs suggest: the turns after it read it from the prompt cache.
 func ExampleToolResult_cacheControl() {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "read_manual", map[string]string{})),
 		toolruntest.Message(toolruntest.Text("The manual says to restart it.")),
-	)
+	))
 	defer server.Close()
 
 	manual := toolrun.NewTool("read_manual", "Read the whole manual", func(ctx context.Context, in struct{}) (string, error) {
@@ -298,9 +298,9 @@ func ExampleToolResult_cacheControl() {
 // A turn limit the caller set is an error alongside the Result, so code
 // that checks only err cannot miss that the run did not finish.
 func ExampleErrMaxTurns() {
-	server := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+	server := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
-	})
+	}})
 	defer server.Close()
 	poll := toolrun.NewTool("poll", "Poll the job", func(ctx context.Context, in struct{}) (string, error) {
 		return "still running", nil

@@ -255,7 +255,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			var calls counter
 			tools := func() []toolrun.Tool {
 				w := writeTool(&calls)
@@ -312,10 +312,10 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 // Advance is decided again by the runner that runs it elsewhere, with the
 // same outcome: a runner applies its own rules to every call it runs.
 func TestResumedRunnerDecidesAgain(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("Sunny.")),
-	)
+	))
 	var asked, calls counter
 	var events []string
 	opts := &toolrun.Options{
@@ -462,7 +462,7 @@ func TestExecuteCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", tt.input)))
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "calc", tt.input))))
 			var calls counter
 			tool := toolrun.NewTool("calc", "Doubles", func(ctx context.Context, v in) (string, error) {
 				calls.inc("calc")
@@ -560,7 +560,7 @@ var errAny = errors.New("any error")
 // TestExecuteCallAfterCancelRunsAgain checks that a call cut off by a
 // cancelled ctx is left unanswered and runs when executed again.
 func TestExecuteCallAfterCancelRunsAgain(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{})))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{}))))
 	var calls counter
 	block := true
 	tool := toolrun.NewTool("wait", "Waits", func(ctx context.Context, in struct{}) (string, error) {
@@ -691,10 +691,10 @@ func TestStateAsData(t *testing.T) {
 // durable workflow does: Advance does everything but run tools, and each
 // call runs with ExecuteCall on a runner resumed from the run's State.
 func ExampleRunner_Advance() {
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_time", map[string]any{"zone": "UTC"})),
 		toolruntest.Message(toolruntest.Text("It is noon.")),
-	)
+	))
 	defer s.Close()
 	tools := []toolrun.Tool{toolrun.NewTool("get_time", "The time in a zone",
 		func(ctx context.Context, in struct {
@@ -749,7 +749,7 @@ func TestExecuteCallStartedBefore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "calc", map[string]any{})))
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "calc", map[string]any{}))))
 			var calls counter
 			tool := toolrun.NewTool("calc", "Counts", func(ctx context.Context, in struct{}) (string, error) {
 				calls.inc("calc")

@@ -90,13 +90,13 @@ func TestFaultInjection(t *testing.T) {
 	for i := first; i < last; i++ {
 		states[i] = &faultRunState{plan: newFaultPlan(seed, i), faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|1))}
 	}
-	s := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		n, ok := faultRunOf(req)
 		if !ok || n < first || n >= last {
 			panic(fmt.Sprintf("a request of no run: %s", req.Body))
 		}
 		return states[n].respond(req)
-	})
+	}})
 	ledger := newFaultLedger()
 	tools := faultTools(ledger)
 
@@ -785,7 +785,7 @@ func TestFaultKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.script...)
+			s := toolruntest.New(t, toolruntest.Script(tt.script...))
 			var calls counter
 			var observed eventLog
 			r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{

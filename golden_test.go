@@ -39,14 +39,14 @@ func golden(t *testing.T, name string, got []byte) {
 // request bodies, with the tool definitions, the assistant turn sent back
 // and the tool results (one failed), and the summary of the result.
 func TestGoldenTwoTurnRun(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.Text("Checking both."),
 			toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Paris", "units": "celsius"}),
 			toolruntest.ToolUse("toolu_02", "get_weather", map[string]any{"units": "kelvin"}),
 		),
 		toolruntest.Message(toolruntest.Text("Paris is sunny; I need a city for the second.")),
-	)
+	))
 	var calls counter
 	res, err := toolrun.New(client(s), userParams("Weather in Paris, and somewhere else?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()}).Run(context.Background())
 	if err != nil {

@@ -104,7 +104,7 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			var calls counter
 			r := toolrun.New(client(s), userParams("weather?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), MaxTurns: 5})
 			for turn, err := range r.Turns(t.Context()) {
@@ -133,9 +133,9 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 // turn keeps the runner from committing any turn, yet the run still ends at
 // its turn limit, and no tool_result is orphaned.
 func TestAppendingEveryTurnIsBounded(t *testing.T) {
-	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Params.Messages)), "get_weather", map[string]any{"city": "Oslo"}))
-	})
+	}})
 	var calls counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), MaxTurns: 4})
 	for _, err := range r.Turns(t.Context()) {
@@ -160,11 +160,11 @@ func TestAppendingEveryTurnIsBounded(t *testing.T) {
 // TestTurnsBreakAndResume: leaving the loop with break keeps the run; ranging
 // again picks it up, and no tool runs twice.
 func TestTurnsBreakAndResume(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
 		toolruntest.Message(toolruntest.ToolUse("t2", "get_weather", map[string]any{"city": "Bergen"})),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	var calls counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()})
 	for turn, err := range r.Turns(t.Context()) {
@@ -197,10 +197,10 @@ func TestTurnsBreakAndResume(t *testing.T) {
 // keeps returning nil, and that appending to a finished conversation
 // continues it.
 func TestNextStepByStep(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Hello!")),
 		toolruntest.Message(toolruntest.Text("Goodbye!")),
-	)
+	))
 	r := toolrun.New(client(s), userParams("hi"), nil, &toolrun.Options{Logger: discard()})
 	ctx := context.Background()
 	turn, err := r.Next(ctx)

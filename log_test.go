@@ -48,10 +48,10 @@ func TestRedact(t *testing.T) {
 // logging to logger.
 func logRun(t *testing.T, logger *slog.Logger, toolOutput string) {
 	t.Helper()
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "ok", nil), toolruntest.ToolUse("t2", "fail", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	tools := []toolrun.Tool{
 		toolrun.NewTool("ok", "", func(ctx context.Context, in struct{}) (string, error) { return toolOutput, nil }),
 		toolrun.NewTool("fail", "", func(ctx context.Context, in struct{}) (string, error) {

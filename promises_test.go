@@ -27,7 +27,7 @@ import (
 // answers errors.Is and errors.As the same after the State that holds it
 // went through JSON as in the process that ran the call.
 func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.ToolUse("denied", "write_file", writeIn{Path: "/a"}),
 			toolruntest.ToolUse("unknown", "nope", map[string]any{}),
@@ -36,7 +36,7 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 			toolruntest.ToolUse("slow", "slow", map[string]any{}),
 			toolruntest.ToolUse("held", "held", map[string]any{}),
 		),
-	)
+	))
 	var calls counter
 	boom := toolrun.NewTool("boom", "", func(ctx context.Context, in struct{}) (string, error) { panic("kaboom") })
 	slow := toolrun.NewTool("slow", "", func(ctx context.Context, in struct{}) (string, error) {
@@ -95,7 +95,7 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 // TestInterruptedAndNotRunKeepTheirKind checks the two sentinels a runner
 // gives to calls it never ran, after a State round trip.
 func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{})), toolruntest.Message(toolruntest.Text("ok")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "wait", map[string]any{})), toolruntest.Message(toolruntest.Text("ok"))))
 	wait := toolrun.NewTool("wait", "", func(ctx context.Context, in struct{}) (string, error) { return "done", nil })
 	opts := &toolrun.Options{Logger: discard()}
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{wait}, opts)
@@ -148,11 +148,11 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", "wire_money", map[string]any{"amount": 10})),
 				toolruntest.Message(toolruntest.ToolUse("t2", "wire_money", map[string]any{"amount": 9999})),
 				toolruntest.Message(toolruntest.Text("done")),
-			)
+			))
 			var runs counter
 			type wireIn struct {
 				Amount int `json:"amount"`
@@ -199,7 +199,7 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 // TestDecisionsStick checks that a call decided by a person cannot be
 // decided again, by any path.
 func TestDecisionsStick(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok"))))
 	var runs counter
 	deploy := toolrun.NewTool("deploy", "", func(ctx context.Context, in struct{}) (string, error) { runs.inc("deploy"); return "deployed", nil })
 	deploy.Policy = toolrun.RequireApproval("deploys")
@@ -352,7 +352,7 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 	for name, drive := range drivers {
 		t.Run(name, func(t *testing.T) {
 			tr := &tracker{spans: map[string]*span{}}
-			drive(t, toolruntest.Start(t, script()...), newTools(tr))
+			drive(t, toolruntest.New(t, toolruntest.Script(script()...)), newTools(tr))
 			if diff := cmp.Diff(want, batchesOf(tr)); diff != "" {
 				t.Errorf("calls running alongside each call (-want +got):\n%s", diff)
 			}
@@ -570,7 +570,7 @@ func TestRepeatedToolUseIDs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, stream := range []bool{false, true} {
-				s := toolruntest.Start(t, tt.script...)
+				s := toolruntest.New(t, toolruntest.Script(tt.script...))
 				var calls counter
 				log, logs := newLogger()
 				res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: log, Stream: stream}).Run(t.Context())
@@ -616,7 +616,7 @@ func TestHookPanicsNeverCrash(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, events := range []bool{false, true} {
-				s := toolruntest.Start(t, two()...)
+				s := toolruntest.New(t, toolruntest.Script(two()...))
 				var calls counter
 				opts := tt.opts
 				opts.Logger = discard()
@@ -649,7 +649,7 @@ func TestHookPanicsNeverCrash(t *testing.T) {
 // incomplete, and that today's model names price on every platform.
 func TestCostIsNeverSilentlyZero(t *testing.T) {
 	t.Run("budget", func(t *testing.T) {
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("ok")))
+		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("ok"))))
 		params := userParams("go")
 		params.Model = "claude-unknown-9"
 		res, err := toolrun.New(client(s), params, nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{CostUSD: 1}}).Run(t.Context())
@@ -662,7 +662,7 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 		_ = res
 	})
 	t.Run("result", func(t *testing.T) {
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("ok")))
+		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("ok"))))
 		log, logs := newLogger()
 		res, err := toolrun.New(client(s), userParams("go"), nil, &toolrun.Options{Logger: log}).Run(t.Context())
 		if err != nil {
@@ -683,7 +683,7 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 		string(anthropic.ModelClaudeSonnet5_5), string(anthropic.ModelClaudeOpus4_8), string(anthropic.ModelClaudeMythos5_2),
 	} {
 		t.Run(model, func(t *testing.T) {
-			s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("ok")))
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("ok"))))
 			params := userParams("go")
 			params.Model = anthropic.Model(model)
 			res, err := toolrun.New(client(s), params, nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{CostUSD: 10}}).Run(t.Context())
@@ -699,7 +699,7 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 // bytes could make.
 func TestInputEstimateIsAnUpperBound(t *testing.T) {
 	text := strings.Repeat("東京の天気は晴れです。", 100) // 3 bytes a rune
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("ok")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("ok"))))
 	budget := int64(len(text)) // fewer than the request's bytes
 	res, err := toolrun.New(client(s), userParams(text), nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{InputTokens: budget}}).Run(t.Context())
 	if !errors.Is(err, toolrun.ErrBudget) || res.Budget != toolrun.BudgetInputTokens {
@@ -710,7 +710,7 @@ func TestInputEstimateIsAnUpperBound(t *testing.T) {
 // TestStateSignature checks that a signed State that was changed is
 // refused, and that an unchanged one resumes.
 func TestStateSignature(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok"))))
 	var runs counter
 	deploy := toolrun.NewTool("deploy", "", func(ctx context.Context, in struct{}) (string, error) { runs.inc("deploy"); return "ok", nil })
 	deploy.Policy = toolrun.RequireApproval("deploys")
@@ -782,9 +782,9 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 // TestCacheControlOnAToolResult checks that AfterTool can put a cache
 // breakpoint on a tool_result block, as the API's docs show.
 func TestCacheControlOnAToolResult(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Rome"})),
-		toolruntest.Message(toolruntest.Text("ok")))
+		toolruntest.Message(toolruntest.Text("ok"))))
 	var calls counter
 	_, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(),

@@ -32,10 +32,10 @@ func weatherTool(calls *counter) *toolrun.FuncTool {
 
 func TestRunToolLoop(t *testing.T) {
 	var calls counter
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Let me check."), toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, nil)
 	res, err := r.Run(t.Context())
 	if err != nil {
@@ -99,7 +99,7 @@ func TestToolOutputs(t *testing.T) {
 		toolrun.NewRawTool("raw", "", []byte(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
 			func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }),
 	}
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.ToolUse("t1", "text", nil),
 			toolruntest.ToolUse("t2", "json", nil),
@@ -108,7 +108,7 @@ func TestToolOutputs(t *testing.T) {
 			toolruntest.ToolUse("t5", "raw", map[string]string{"q": "echo"}),
 		),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	if _, err := toolrun.New(client(s), userParams("go"), tools, nil).Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func TestToolFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(tt.call),
 				toolruntest.Message(toolruntest.Text("I see.")),
-			)
+			))
 			log, logs := newLogger()
 			var finished []*toolrun.ToolResult
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{tt.tool}, &toolrun.Options{
@@ -238,14 +238,14 @@ func TestToolFailures(t *testing.T) {
 }
 
 func TestFailureErrorsAreTyped(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.ToolUse("t1", "boom", nil),
 			toolruntest.ToolUse("t2", "nope", nil),
 			toolruntest.ToolUse("t3", "get_weather", map[string]any{}),
 		),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	boom := toolrun.NewTool("boom", "", func(ctx context.Context, in struct{}) (string, error) { panic("kaput") })
 	errs := map[string]error{}
 	_, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{boom, weatherTool(&counter{})}, &toolrun.Options{
@@ -277,7 +277,7 @@ func TestAfterToolHook(t *testing.T) {
 		return "", errors.New("secret token abc123 rejected")
 	})
 	t.Run("replace result", func(t *testing.T) {
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)), toolruntest.Message(toolruntest.Text("ok")))
+		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)), toolruntest.Message(toolruntest.Text("ok"))))
 		_, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fail}, &toolrun.Options{
 			Logger: discard(),
 			AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
@@ -297,7 +297,7 @@ func TestAfterToolHook(t *testing.T) {
 		}
 	})
 	t.Run("end run", func(t *testing.T) {
-		s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil)))
+		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "fail", nil))))
 		stopErr := errors.New("tool failures are fatal here")
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fail}, &toolrun.Options{
 			Logger: discard(),
@@ -337,7 +337,7 @@ func TestStopReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.reply)
+			s := toolruntest.New(t, toolruntest.Script(tt.reply))
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()})
 			res, err := r.Run(t.Context())
 			if err != nil {
@@ -355,10 +355,10 @@ func TestStopReasons(t *testing.T) {
 }
 
 func TestPauseTurnResumed(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Searching the web...")}, StopReason: "pause_turn"},
 		toolruntest.Message(toolruntest.Text("Found it.")),
-	)
+	))
 	res, err := toolrun.New(client(s), userParams("search"), nil, nil).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestTurnLimit(t *testing.T) {
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", n), "get_weather", map[string]any{"city": "Rome"}))
 	}
 	t.Run("default is bounded", func(t *testing.T) {
-		s := toolruntest.StartFunc(t, loop)
+		s := toolruntest.New(t, toolruntest.Options{Func: loop})
 		log, logs := newLogger()
 		res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: log}).Run(t.Context())
 		if !errors.Is(err, toolrun.ErrMaxTurns) {
@@ -398,12 +398,12 @@ func TestTurnLimit(t *testing.T) {
 		checkHistory(t, res.Messages)
 	})
 	t.Run("raised and resumed", func(t *testing.T) {
-		s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+		s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 			if len(req.Params.Messages) >= 7 {
 				return toolruntest.Message(toolruntest.Text("enough"))
 			}
 			return loop(req)
-		})
+		}})
 		var c counter
 		r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&c)}, &toolrun.Options{Logger: discard(), MaxTurns: 2})
 		res, _ := r.Run(t.Context())
@@ -435,10 +435,10 @@ func TestParallelToolsKeepOrder(t *testing.T) {
 			return name + " done", nil
 		})
 	}
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("a1", "slow", nil), toolruntest.ToolUse("b2", "medium", nil), toolruntest.ToolUse("c3", "fast", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	tools := []toolrun.Tool{mk("slow", 30*time.Millisecond), mk("medium", 15*time.Millisecond), mk("fast", 0)}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -463,7 +463,7 @@ func TestCancelDuringTool(t *testing.T) {
 		sawCancel <- ctx.Err()
 		return "", ctx.Err()
 	})
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "block", nil)))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "block", nil))))
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{block}, &toolrun.Options{Logger: discard()}).Run(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
@@ -482,7 +482,7 @@ func TestCancelDuringTool(t *testing.T) {
 
 func TestCancelDuringRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	s := toolruntest.Start(t, toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("slow")}, Fault: toolruntest.Fault{EventDelay: time.Minute}})
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("slow")}, Fault: toolruntest.Fault{EventDelay: time.Minute}}))
 	go func() {
 		for len(s.Requests()) == 0 {
 			time.Sleep(time.Millisecond)
@@ -500,11 +500,11 @@ func TestCancelDuringRequest(t *testing.T) {
 }
 
 func TestRetriesVisibleInRequests(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.RateLimited(5*time.Millisecond),
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 529, RetryAfter: 5 * time.Millisecond}},
 		toolruntest.Message(toolruntest.Text("finally")),
-	)
+	))
 	res, err := toolrun.New(client(s), userParams("go"), nil, nil).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -522,12 +522,12 @@ func TestRetriesVisibleInRequests(t *testing.T) {
 }
 
 func TestAPIErrorKeepsRunResumable(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
 		toolruntest.Reply{Fault: toolruntest.Fault{Status: 500, RetryAfter: time.Millisecond}},
 		toolruntest.Message(toolruntest.Text("back")),
-	)
+	))
 	r := toolrun.New(client(s), userParams("go"), nil, &toolrun.Options{Logger: discard()})
 	res, err := r.Run(t.Context())
 	var apiErr *anthropic.Error
@@ -553,10 +553,10 @@ func TestToolTimeout(t *testing.T) {
 		return "late", nil
 	})
 	stubborn.Timeout = 20 * time.Millisecond
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "slow", nil), toolruntest.ToolUse("t2", "stubborn", nil)),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{slow, stubborn}, &toolrun.Options{
 		Logger: discard(), Timeouts: toolrun.Timeouts{Tool: 10 * time.Millisecond},
 	}).Run(t.Context())
@@ -578,7 +578,7 @@ func TestToolTimeout(t *testing.T) {
 // TestToolWithoutProperties: a tool whose schema has no properties is still
 // sent with an input_schema, which the API requires.
 func TestToolWithoutProperties(t *testing.T) {
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong"))))
 	ping := toolrun.NewRawTool("ping", "Ping", []byte(`{"type":"object"}`), func(ctx context.Context, in json.RawMessage) (string, error) {
 		return "pong", nil
 	})

@@ -18,10 +18,10 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 	names := []string{"WRITE_FILE", "Write_File", " write_file", "write_file ", "write_file\n", "write_file\u200b", "write-file"}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", name, writeIn{Path: "/etc/passwd", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("ok")),
-			)
+			))
 			var writes counter
 			w := writeTool(&writes)
 			w.Policy = toolrun.Never("writes are not allowed")
@@ -44,11 +44,11 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 }
 
 func TestRemovedToolCannotBeCalled(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
 		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	var writes, weather counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&weather), writeTool(&writes)}, &toolrun.Options{Logger: discard()})
 	for turn, err := range r.Turns(context.Background()) {
@@ -77,10 +77,10 @@ func TestRemovedToolCannotBeCalled(t *testing.T) {
 // out when the run is resumed from its State, even if the tools given to
 // Resume include it.
 func TestRemovedToolStaysRemovedAfterResume(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("ok")),
-	)
+	))
 	var writes counter
 	w := writeTool(&writes)
 	w.Policy = toolrun.RequireApproval("writes")

@@ -236,14 +236,14 @@ func slow(r toolruntest.Reply, d time.Duration) toolruntest.Reply {
 
 func TestEventsStreamDeltas(t *testing.T) {
 	var calls counter
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		slow(toolruntest.Message(
 			toolruntest.Thinking("The user wants the weather.", "sig_1"),
 			toolruntest.Text("Let me check."),
 			toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"}),
 		), time.Millisecond),
 		slow(toolruntest.Message(toolruntest.Text("It is sunny in Paris.")), time.Millisecond),
-	)
+	))
 	var observed eventLog
 	r := toolrun.New(client(s), userParams("Weather in Paris?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(), Stream: true, OnEvent: observed.add,
@@ -377,7 +377,7 @@ func TestStreamedRunMatchesRun(t *testing.T) {
 			run := func(stream bool) (summary, map[string]int) {
 				var calls counter
 				var observed eventLog
-				s := toolruntest.Start(t, tt.script...)
+				s := toolruntest.New(t, toolruntest.Script(tt.script...))
 				r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 					Logger: discard(), OnEvent: observed.add, Stream: stream,
 				})
@@ -448,7 +448,7 @@ func TestStreamFaultRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			faulty := toolMessage()
 			faulty.Fault = tt.fault
-			s := toolruntest.Start(t, faulty, toolMessage(), toolruntest.Message(toolruntest.Text("It is sunny in Paris.")))
+			s := toolruntest.New(t, toolruntest.Script(faulty, toolMessage(), toolruntest.Message(toolruntest.Text("It is sunny in Paris."))))
 			retry := tt.retry
 			if retry == (toolrun.RetryPolicy{}) {
 				retry.InitialBackoff = time.Millisecond
@@ -507,7 +507,7 @@ func TestStreamRetriesExhausted(t *testing.T) {
 		r.Fault.StreamErrorAfter = 4
 		return r
 	}
-	s := toolruntest.Start(t, toolMessage(), broken(), broken(), toolruntest.Message(toolruntest.Text("It is sunny.")))
+	s := toolruntest.New(t, toolruntest.Script(toolMessage(), broken(), broken(), toolruntest.Message(toolruntest.Text("It is sunny."))))
 	var calls counter
 	tools := []toolrun.Tool{weatherTool(&calls)}
 	opts := &toolrun.Options{Logger: discard(), Stream: true, StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond}}
@@ -599,7 +599,7 @@ func TestEventsConsumerBreaks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.script...)
+			s := toolruntest.New(t, toolruntest.Script(tt.script...))
 			var runs counter
 			var tools []toolrun.Tool
 			for _, name := range tt.tools {
@@ -663,7 +663,7 @@ func TestCancelMidStream(t *testing.T) {
 		blocks = append(blocks, toolruntest.Text(fmt.Sprintf("Paragraph %d. ", i)))
 	}
 	const total = 30
-	s := toolruntest.Start(t, slow(toolruntest.Message(blocks...), 20*time.Millisecond))
+	s := toolruntest.New(t, toolruntest.Script(slow(toolruntest.Message(blocks...), 20*time.Millisecond)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	deltas := 0
@@ -722,10 +722,10 @@ func gatedTool(name string, runs *counter, started func(), wait <-chan struct{},
 }
 
 func ExampleRunner_Events() {
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Let me check."), toolruntest.ToolUse("toolu_1", "get_weather", map[string]string{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	defer s.Close()
 	weather := toolrun.NewTool("get_weather", "Current weather for a city",
 		func(ctx context.Context, in struct {

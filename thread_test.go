@@ -21,7 +21,7 @@ func threadScript() []toolruntest.Reply {
 func TestThread(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
-			s := toolruntest.Start(t, threadScript()...)
+			s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 			var calls counter
 			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 				Logger: discard(), Thread: true, Stream: stream,
@@ -60,7 +60,7 @@ func TestThread(t *testing.T) {
 // TestThreadUnsupportedFallsBack: a request the thread cannot take is sent
 // again with the whole history, and the run goes on.
 func TestThreadUnsupportedFallsBack(t *testing.T) {
-	s := toolruntest.NewServerWithOptions(&toolruntest.Options{ThreadUnsupported: []string{"tools"}}, threadScript()...)
+	s := toolruntest.New(nil, toolruntest.Options{ThreadUnsupported: []string{"tools"}, Replies: threadScript()})
 	t.Cleanup(s.Close)
 	var calls counter
 	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
@@ -83,7 +83,7 @@ func TestThreadUnsupportedFallsBack(t *testing.T) {
 // TestThreadToolsChanged: changing the tools mid-run, which a thread cannot
 // take, still works: the run goes on.
 func TestThreadToolsChanged(t *testing.T) {
-	s := toolruntest.Start(t, threadScript()...)
+	s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 	var calls, writes counter
 	r := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls), writeTool(&writes)}, &toolrun.Options{
 		Logger: discard(), Thread: true,

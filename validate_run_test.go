@@ -58,10 +58,10 @@ func TestDraftsRunEndToEnd(t *testing.T) {
 			tool := toolrun.NewRawTool("t", "", []byte(tt.schema), func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
 				return in, nil
 			})
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("c1", "t", tt.input)),
 				toolruntest.Message(toolruntest.Text("done")),
-			)
+			))
 			if _, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{tool}, &toolrun.Options{Logger: discard()}).Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}

@@ -162,7 +162,7 @@ func TestWireMatchesParams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			const turns = 8
 			var replies atomic.Int64
-			s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+			s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 				msgs := req.Params.Messages
 				last := msgs[len(msgs)-1]
 				if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize") {
@@ -175,7 +175,7 @@ func TestWireMatchesParams(t *testing.T) {
 				r := toolruntest.Message(toolruntest.Text("checking"), toolruntest.ToolUse(fmt.Sprintf("t%d", n), "get_weather", map[string]any{"city": "Oslo"}))
 				r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
 				return r
-			})
+			}})
 			wire := &wireCheck{}
 			var calls counter
 			opts := tt.opts

@@ -98,10 +98,10 @@ type in struct {
 }
 
 func main() {
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_01", "greet", map[string]any{"name": "consumer"})),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	defer s.Close()
 	greet := toolrun.NewTool("greet", "Greets someone.", func(ctx context.Context, x in) (string, error) {
 		return "hello, " + x.Name, nil

@@ -91,7 +91,7 @@ func serveChild() error {
 	// a small machine. This process is not measured.
 	debug.SetGCPercent(400)
 	debug.SetMemoryLimit(4 << 30)
-	s := toolruntest.NewServerFunc(script)
+	s := toolruntest.New(nil, toolruntest.Options{Func: script})
 	fmt.Println(s.URL)
 	io.Copy(io.Discard, os.Stdin)
 	s.Close()

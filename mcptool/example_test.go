@@ -44,10 +44,10 @@ func Example() {
 	}
 
 	// A scripted model that calls the tool, in place of the API.
-	model := toolruntest.NewServer(
+	model := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "docs__search", map[string]string{"query": "retries"})),
 		toolruntest.Message(toolruntest.Text("Three pages cover retries.")),
-	)
+	))
 	defer model.Close()
 
 	r := toolrun.New(model.Client(), anthropic.BetaMessageNewParams{
@@ -110,10 +110,10 @@ func ExampleOptions_configFor() {
 		return
 	}
 
-	model := toolruntest.NewServer(
+	model := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "files__delete", map[string]string{"path": "/tmp/x"})),
 		toolruntest.Message(toolruntest.Text("Deleted.")),
-	)
+	))
 	defer model.Close()
 	r := toolrun.New(model.Client(), anthropic.BetaMessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet5_5,

@@ -100,10 +100,10 @@ func TestTwoServers(t *testing.T) {
 	}
 	check(t, "tool names", names(all), []string{"docs__search", "code__search"})
 
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "code__search", nil), toolruntest.ToolUse("t2", "docs__search", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	if _, err := toolrun.New(client(model), userParams("search"), all, nil).Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestResults(t *testing.T) {
 	}
 	log, logs := newLogger()
 	s := connect(t, "s", mcptool.InMemory(srv), nil)
-	model := toolruntest.Start(t, toolruntest.Message(calls...), toolruntest.Message(toolruntest.Text("done")))
+	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(calls...), toolruntest.Message(toolruntest.Text("done"))))
 	var toolErrs []*mcptool.ToolError
 	opts := &toolrun.Options{Logger: log, AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
 		if te := (*mcptool.ToolError)(nil); errors.As(r.Err, &te) {
@@ -346,10 +346,10 @@ func TestRunnerConfig(t *testing.T) {
 			return toolrun.ToolConfig{}
 		},
 	})
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "s__list", nil), toolruntest.ToolUse("t2", "s__slow", nil), toolruntest.ToolUse("t3", "s__delete", nil)),
 		toolruntest.Message(toolruntest.Text("done")),
-	)
+	))
 	r := toolrun.New(client(model), userParams("clean up"), tools(t, s), &toolrun.Options{Logger: discardLogger()})
 	res, err := r.Run(t.Context())
 	if err != nil {

@@ -65,13 +65,13 @@ func TestStdio(t *testing.T) {
 	t.Run("end to end", func(t *testing.T) {
 		log, logs := newLogger()
 		s := connect(t, "srv", mcptool.Command(bin), &mcptool.Options{Logger: log, Restart: mcptool.RestartPolicy{MaxRestarts: 1}})
-		model := toolruntest.Start(t,
+		model := toolruntest.New(t, toolruntest.Script(
 			toolruntest.Message(toolruntest.ToolUse("t1", "srv__echo", map[string]string{"text": "hi"})),
 			toolruntest.Message(toolruntest.ToolUse("t2", "srv__fail", map[string]string{"text": "boom"})),
 			toolruntest.Message(toolruntest.ToolUse("t3", "srv__crash", nil)),
 			toolruntest.Message(toolruntest.ToolUse("t4", "srv__echo", map[string]string{"text": "again"})),
 			toolruntest.Message(toolruntest.Text("done")),
-		)
+		))
 		res, err := toolrun.New(client(model), userParams("go"), tools(t, s), &toolrun.Options{Logger: log}).Run(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -154,7 +154,7 @@ func TestResumerChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for the resumer tests")
 	}
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	tools := []toolrun.Tool{appendTool(dir)}
 	var r *toolrun.Runner
 	var err error
@@ -196,7 +196,7 @@ func TestTwoResumersRunACallOnce(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			for rep := range 10 {
 				dir := t.TempDir()
-				srv := toolruntest.Start(t, toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"})))
+				srv := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"}))))
 				r, err := toolrun.Open(t.Context(), srv.Client(), params(), []toolrun.Tool{appendTool(dir)}, options(t, dir))
 				if err != nil {
 					t.Fatal(err)

@@ -93,10 +93,10 @@ func TestDecisionsStick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
-			)
+			))
 			var calls counter
 			env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, nil)
 			var rejected []string

@@ -15,10 +15,10 @@ import (
 // model: the first turn calls a tool that needs approval, a person allows
 // it with a signal, and the second turn answers.
 func Example() {
-	model := toolruntest.NewServer(
+	model := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "refund", map[string]any{"order": "A-17"})),
 		toolruntest.Message(toolruntest.Text("Refunded order A-17.")),
-	)
+	))
 	defer model.Close()
 
 	refund := toolrun.NewTool("refund", "Refund an order", func(ctx context.Context, in struct {

@@ -95,7 +95,7 @@ func TestStreamFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			opts := &toolrun.Options{Stream: true, StreamRetry: tt.streamRetry}
 			opts.StreamRetry.InitialBackoff = 1
 			env := newEnv(t, s, nil, opts)

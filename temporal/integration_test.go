@@ -256,14 +256,14 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	}
 	c := dialTemporal(t)
 	dir := t.TempDir()
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Working."),
 			toolruntest.ToolUse("toolu_quick", "quick", map[string]any{}),
 			toolruntest.ToolUse("toolu_charge", "charge", map[string]any{}),
 			toolruntest.ToolUse("toolu_fetch", "fetch", map[string]any{}),
 		),
 		toolruntest.Message(toolruntest.Text("All done.")),
-	)
+	))
 	id := make([]byte, 6)
 	rand.Read(id)
 	queue := "toolrun-test-" + hex.EncodeToString(id)

@@ -33,7 +33,7 @@ func TestModelOutage(t *testing.T) {
 				replies = append(replies, toolruntest.Reply{Fault: toolruntest.Fault{Status: 529}})
 			}
 			replies = append(replies, toolruntest.Message(toolruntest.Text("Back.")))
-			s := toolruntest.Start(t, replies...)
+			s := toolruntest.New(t, toolruntest.Script(replies...))
 			env := newEnv(t, s, nil, nil)
 			start := env.Now()
 			// The default policy, but for its unlimited attempts: the test

@@ -16,10 +16,10 @@ import (
 // TestReportProgress checks that what a tool reports with ReportProgress
 // reaches Temporal as its activity's heartbeat details.
 func TestReportProgress(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "copy", map[string]any{})),
 		toolruntest.Message(toolruntest.Text("Copied.")),
-	)
+	))
 	// Each report waits until Temporal has it: heartbeats are throttled,
 	// and a report made in the meantime replaces the one not sent yet.
 	seen := make(chan string, 10)

@@ -85,10 +85,10 @@ func recordHistory(t *testing.T, c client.Client, id, name string) {
 func TestApprovalOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-approval")
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.Text("Done.")),
-	)
+	))
 	var calls counter
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
@@ -148,11 +148,11 @@ func TestApprovalOnServer(t *testing.T) {
 func TestContinueAsNewOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-can")
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", cityIn{City: "Paris"}), toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Oslo"})),
 		toolruntest.Message(toolruntest.ToolUse("t3", "get_weather", cityIn{City: "Rome"})),
 		toolruntest.Message(toolruntest.Text("Sunny everywhere.")),
-	)
+	))
 	var calls counter
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(),
@@ -189,10 +189,10 @@ func TestSIGTERMLetsToolsFinish(t *testing.T) {
 	}
 	c := dialTemporal(t)
 	dir := t.TempDir()
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_charge", "charge", map[string]any{})),
 		toolruntest.Message(toolruntest.Text("Charged.")),
-	)
+	))
 	queue := newQueue("toolrun-sigterm")
 	first := startWorker(t, dir, queue, model.URL, "worker1")
 	const heartbeat = 20 * time.Second
@@ -247,14 +247,14 @@ func TestScaleSmoke(t *testing.T) {
 	const runs, turns = 50, 3
 	// The model calls step once per turn, with an id that names the run
 	// and the turn, then answers.
-	model := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	model := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		name := strings.TrimPrefix(msgs[0].Content[0].Text, "run ")
 		if n := len(msgs) / 2; n < turns {
 			return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%s_%d", name, n), "step", map[string]any{"id": fmt.Sprintf("%s-%d", name, n)}))
 		}
 		return toolruntest.Message(toolruntest.Text("Done " + name + "."))
-	})
+	}})
 	queue := newQueue("toolrun-scale")
 	victim := startWorker(t, dir, queue, model.URL, "worker1")
 	startWorker(t, dir, queue, model.URL, "worker2")

@@ -141,7 +141,7 @@ func TestRunsOfAnySize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.StartFunc(t, bigRun(turns))
+			s := toolruntest.New(t, toolruntest.Options{Func: bigRun(turns)})
 			opts := &toolrun.Options{Logger: discard()}
 			store := &memStore{}
 			if tt.store {

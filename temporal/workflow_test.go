@@ -141,7 +141,7 @@ func TestWorkflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			var calls counter
 			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, tt.policy)}
 			opts := tt.opts
@@ -205,11 +205,11 @@ func TestWorkflowApproval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", cityIn{City: "Paris"}),
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
-			)
+			))
 			var calls counter
 			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, toolrun.RequireApproval("writes change files"))}
 			env := newEnv(t, s, tools, nil)
@@ -271,11 +271,11 @@ func TestWorkflowApproval(t *testing.T) {
 }
 
 func TestWorkflowContinuesAsNew(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", cityIn{City: "Paris"})),
 		toolruntest.Message(toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Oslo"})),
 		toolruntest.Message(toolruntest.Text("Done.")),
-	)
+	))
 	var calls counter
 	tools := []toolrun.Tool{weatherTool(&calls)}
 	ro := fastRetries
@@ -358,10 +358,10 @@ func TestLostToolActivity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.Start(t,
+			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
-			)
+			))
 			var calls counter
 			w := writeTool(&calls, nil)
 			w.Idempotent = tt.idempotent
@@ -402,14 +402,14 @@ func TestLostToolActivity(t *testing.T) {
 // TestParallelAndExclusiveCalls checks that calls of non-exclusive tools run
 // together and a call of an exclusive tool runs alone.
 func TestParallelAndExclusiveCalls(t *testing.T) {
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.ToolUse("a", "meet", map[string]any{}),
 			toolruntest.ToolUse("b", "meet", map[string]any{}),
 			toolruntest.ToolUse("c", "alone", map[string]any{}),
 		),
 		toolruntest.Message(toolruntest.Text("Done.")),
-	)
+	))
 	// Both calls of meet wait for each other: they finish only if they run
 	// at the same time.
 	var meetings sync.WaitGroup

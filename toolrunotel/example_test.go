@@ -18,10 +18,10 @@ import (
 // the OpenTelemetry SDK with an exporter; here the spans are kept in memory
 // and the model is the fake server of toolruntest.
 func Example() {
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	defer s.Close()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))

@@ -242,7 +242,7 @@ func TestSpans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newRecorder(t)
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp, AgentName: "weather-bot"})
 			opts := tt.opts
 			opts.Logger = discard()
@@ -328,7 +328,7 @@ func TestMetrics(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newRecorder(t)
-			s := toolruntest.Start(t, tt.replies...)
+			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp})
 			opts := tt.opts
 			opts.Logger = discard()
@@ -353,7 +353,7 @@ func TestGlobalProviders(t *testing.T) {
 		otel.SetTracerProvider(prevTP)
 		otel.SetMeterProvider(prevMP)
 	})
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("Hello.")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("Hello."))))
 	obs := toolrunotel.New(toolrunotel.Options{})
 	r := toolrun.New(s.Client(), userParams("Hi"), nil, &toolrun.Options{Logger: discard(), OnEvent: obs.Observe})
 	if _, err := r.Run(t.Context()); err != nil {
@@ -379,7 +379,7 @@ func TestGlobalProviders(t *testing.T) {
 // tool's span with the run's, and that neither has an error status.
 func TestCancelledRun(t *testing.T) {
 	rec := newRecorder(t)
-	s := toolruntest.Start(t, toolruntest.Reply{ID: "msg_1", Content: []toolruntest.Block{toolruntest.ToolUse("t1", "block", nil)}, Usage: usage(10, 5, 0, 0)})
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Reply{ID: "msg_1", Content: []toolruntest.Block{toolruntest.ToolUse("t1", "block", nil)}, Usage: usage(10, 5, 0, 0)}))
 	ctx, cancel := context.WithCancel(t.Context())
 	block := toolrun.NewTool("block", "", func(ctx context.Context, in struct{}) (string, error) {
 		cancel()

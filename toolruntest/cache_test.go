@@ -142,9 +142,9 @@ func TestPromptCaching(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+			s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 				return toolruntest.Message(toolruntest.Text("Ok"))
-			})
+			}})
 			defer s.Close()
 			client := s.Client()
 			var got []toolruntest.Usage
@@ -189,11 +189,11 @@ func TestPromptCaching(t *testing.T) {
 // new part.
 func TestAutomaticCaching(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Ok")),
 		toolruntest.Message(toolruntest.Text("Ok")),
 		toolruntest.Message(toolruntest.Text("Ok")),
-	)
+	))
 	defer s.Close()
 	client := s.Client()
 	params := anthropic.BetaMessageNewParams{
@@ -255,8 +255,11 @@ func TestCacheTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := new(toolruntest.Clock)
-			s := toolruntest.NewServerFuncWithOptions(&toolruntest.Options{Now: clock.Now}, func(*toolruntest.Request) toolruntest.Reply {
-				return toolruntest.Message(toolruntest.Text("Ok"))
+			s := toolruntest.New(nil, toolruntest.Options{
+				Now: clock.Now,
+				Func: func(*toolruntest.Request) toolruntest.Reply {
+					return toolruntest.Message(toolruntest.Text("Ok"))
+				},
 			})
 			defer s.Close()
 			client := s.Client()
@@ -304,9 +307,9 @@ func TestCacheLookback(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+			s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 				return toolruntest.Message(toolruntest.Text("Ok"))
-			})
+			}})
 			defer s.Close()
 			client := s.Client()
 			first, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -340,7 +343,7 @@ func TestCacheLookback(t *testing.T) {
 // and weighs the usage as billed.
 func TestMixedTTLs(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Ok")))
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Ok"))))
 	defer s.Close()
 	// The system block (1h) ends at 4100 bytes, 1025 tokens; the user block
 	// (5m) at 8201, 2051 tokens; the request is 8218 bytes, 2055 tokens.
@@ -416,7 +419,7 @@ func TestMinCacheableTokens(t *testing.T) {
 
 	// Options.MinCacheableTokens lowers the bar for every model: the small
 	// system prompt of TestPromptCaching (257 tokens) is cached.
-	s := toolruntest.NewServerWithOptions(&toolruntest.Options{MinCacheableTokens: 100}, toolruntest.Message(toolruntest.Text("Ok")))
+	s := toolruntest.New(nil, toolruntest.Options{MinCacheableTokens: 100, Replies: []toolruntest.Reply{toolruntest.Message(toolruntest.Text("Ok"))}})
 	defer s.Close()
 	client := s.Client()
 	msg, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -471,7 +474,7 @@ func TestCacheControlRejected(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Ok")))
+			s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Ok"))))
 			defer s.Close()
 			tc.params.Model, tc.params.MaxTokens = model, 1024
 			client := s.Client()

@@ -7,32 +7,37 @@
 // talk to it through the real SDK client that [Server.Client] returns, so
 // what they exercise is the code that runs in production:
 //
-//	s := toolruntest.NewServer(
-//		toolruntest.Message(toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"})),
-//		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-//	)
-//	defer s.Close()
-//	client := s.Client()
-//	// ... run the code under test with client ...
-//	for _, err := range s.Errors() {
-//		t.Error(err)
+//	func TestWeather(t *testing.T) {
+//		s := toolruntest.New(t, toolruntest.Script(
+//			toolruntest.Message(toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"})),
+//			toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
+//		))
+//		client := s.Client()
+//		// ... run the code under test with client ...
 //	}
+//
+// [New] is the one constructor. Given a test, it closes the server when the
+// test ends and fails the test for every request the server rejected
+// ([Server.Errors]), so a passing test knows that every history the code
+// under test sent was valid. Given a nil [TB], as in a program that is not
+// a test, it leaves Close and Errors to the caller.
 //
 // # Scripted replies
 //
-// [NewServer] takes a script: it answers the first valid request with the
-// first [Reply], the second with the second, and so on. Build replies with
-// [Message] and the block constructors [Text], [ToolUse], [Thinking] and
-// [Compaction], or fill in a Reply to choose its stop reason, usage, id or
-// model. A request that fails validation uses up no reply. A request past the end of the
-// script is answered with HTTP 500 and recorded in [Server.Errors] as
+// [Script] makes the [Options] of a server with a script ([Options].Replies):
+// it answers the first valid request with the first [Reply], the second with
+// the second, and so on. Build replies with [Message] and the block
+// constructors [Text], [ToolUse], [Thinking] and [Compaction], or fill in a
+// Reply to choose its stop reason, usage, id or model. A request that fails
+// validation uses up no reply. A request past the end of the script is
+// answered with HTTP 500 and recorded in [Server.Errors] as
 // [ErrScriptEnded].
 //
 // # Replies from a function
 //
-// [NewServerFunc] calls a function with each valid request instead, which
-// suits replies that depend on the request (echoing a tool result back, say)
-// and concurrent runs whose requests arrive in no fixed order.
+// [Options].Func, in place of a script, is called with each valid request,
+// which suits replies that depend on the request (echoing a tool result
+// back, say) and concurrent runs whose requests arrive in no fixed order.
 //
 // # What the server records
 //
@@ -51,10 +56,9 @@
 //
 // # Options
 //
-// [NewServerWithOptions] and [NewServerFuncWithOptions] take [Options]: the
-// server's clock, a minimum cacheable prompt length for every model, and
-// threads the server refuses. The zero Options is the server of
-// [NewServer].
+// Besides the replies, [Options] set the server's clock, a minimum cacheable
+// prompt length for every model, and threads the server refuses. The zero
+// Options is a server with an empty script.
 //
 // # Faults
 //

@@ -12,11 +12,13 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-func ExampleNewServer() {
-	s := toolruntest.NewServer(
+// ExampleNew scripts a tool call and an answer. With a nil TB, as outside a
+// test, the example closes the server itself; in a test, New(t, ...) would.
+func ExampleNew() {
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	defer s.Close()
 	client := s.Client()
 	ctx := context.Background()
@@ -57,11 +59,12 @@ func ExampleNewServer() {
 	// tool_result toolu_01 sunny
 }
 
-func ExampleNewServerFunc() {
-	s := toolruntest.NewServerFunc(func(r *toolruntest.Request) toolruntest.Reply {
+// ExampleNew_func computes each reply from its request.
+func ExampleNew_func() {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
 		last := r.Params.Messages[len(r.Params.Messages)-1]
 		return toolruntest.Message(toolruntest.Text(strings.ToUpper(last.Content[0].Text)))
-	})
+	}})
 	defer s.Close()
 	client := s.Client()
 
@@ -83,10 +86,10 @@ func ExampleNewServerFunc() {
 }
 
 func ExampleRateLimited() {
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.RateLimited(10*time.Millisecond),
 		toolruntest.Message(toolruntest.Text("Worth the wait.")),
-	)
+	))
 	defer s.Close()
 	client := s.Client()
 
@@ -110,10 +113,10 @@ func ExampleRateLimited() {
 }
 
 func ExampleFault() {
-	s := toolruntest.NewServer(toolruntest.Reply{
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Reply{
 		Content: []toolruntest.Block{toolruntest.Text("Half a sentence and then")},
 		Fault:   toolruntest.Fault{StreamErrorAfter: 4},
-	})
+	}))
 	defer s.Close()
 	client := s.Client()
 
@@ -147,12 +150,12 @@ func ExampleValidate() {
 	// messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01. Each `tool_use` block must have a corresponding `tool_result` block in the next message.
 }
 
-// ExampleNewServerWithOptions caches a long system prompt, and lets the
-// cached prefix expire by moving the server's clock on.
-func ExampleNewServerWithOptions() {
+// ExampleClock caches a long system prompt, and lets the cached prefix
+// expire by moving the server's clock on.
+func ExampleClock() {
 	clock := new(toolruntest.Clock)
 	ok := toolruntest.Message(toolruntest.Text("Ok"))
-	s := toolruntest.NewServerWithOptions(&toolruntest.Options{Now: clock.Now}, ok, ok, ok)
+	s := toolruntest.New(nil, toolruntest.Options{Now: clock.Now, Replies: []toolruntest.Reply{ok, ok, ok}})
 	defer s.Close()
 	client := s.Client()
 

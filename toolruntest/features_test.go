@@ -26,7 +26,7 @@ func TestCompaction(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%t", stream), func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Ok")))
+			s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Ok"))))
 			defer s.Close()
 			client := s.Client()
 			params := anthropic.BetaMessageNewParams{
@@ -91,7 +91,7 @@ func TestCompaction(t *testing.T) {
 				{msg.ToParam(), user(plain("Next"))},
 				{user(plain("Hello there")), msg.ToParam(), user(plain("Next"))},
 			} {
-				s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Ok")))
+				s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Ok"))))
 				defer s.Close()
 				client := s.Client()
 				next, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -143,7 +143,7 @@ func TestCompactionRejected(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer()
+			s := toolruntest.New(nil, toolruntest.Script())
 			defer s.Close()
 			params := anthropic.BetaMessageNewParams{
 				Model: model, MaxTokens: 1024, Betas: compact, Compaction: summarize,
@@ -228,7 +228,7 @@ func TestClearToolUses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Done")))
+			s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Done"))))
 			defer s.Close()
 			client := s.Client()
 			msg, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -249,7 +249,7 @@ func TestClearToolUses(t *testing.T) {
 	}
 
 	// Without the beta, the API refuses context_management.
-	s := toolruntest.NewServer()
+	s := toolruntest.New(nil, toolruntest.Script())
 	defer s.Close()
 	client := s.Client()
 	_, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -274,7 +274,7 @@ func TestThreads(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("toolu_01", "get", nil)),
 		toolruntest.Message(toolruntest.Text("Done")),
 	}
-	s := toolruntest.NewServer(append(replies, replies[1])...)
+	s := toolruntest.New(nil, toolruntest.Script(append(replies, replies[1])...))
 	defer s.Close()
 	client := s.Client()
 	thread := client.Beta.Messages.NewThread(anthropic.BetaMessageThreadCreateParams{
@@ -439,9 +439,10 @@ func TestThreadErrors(t *testing.T) {
 			clock := new(toolruntest.Clock)
 			opts := tc.opts
 			opts.Now = clock.Now
-			s := toolruntest.NewServerFuncWithOptions(&opts, func(*toolruntest.Request) toolruntest.Reply {
+			opts.Func = func(*toolruntest.Request) toolruntest.Reply {
 				return toolruntest.Message(toolruntest.Text("Ok"))
-			})
+			}
+			s := toolruntest.New(nil, opts)
 			defer s.Close()
 			err := tc.do(s.Client(option.WithMaxRetries(0)), clock, t)
 			var apiErr *anthropic.Error
@@ -471,10 +472,13 @@ func TestThreadErrors(t *testing.T) {
 // threads.
 func TestThreadUnsupportedFallback(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServerWithOptions(&toolruntest.Options{ThreadUnsupported: []string{"inference_hooks"}},
-		toolruntest.Message(toolruntest.Text("One")),
-		toolruntest.Message(toolruntest.Text("Two")),
-	)
+	s := toolruntest.New(nil, toolruntest.Options{
+		ThreadUnsupported: []string{"inference_hooks"},
+		Replies: []toolruntest.Reply{
+			toolruntest.Message(toolruntest.Text("One")),
+			toolruntest.Message(toolruntest.Text("Two")),
+		},
+	})
 	defer s.Close()
 	client := s.Client()
 	thread := client.Beta.Messages.NewThread(anthropic.BetaMessageThreadCreateParams{
@@ -514,7 +518,7 @@ func TestCompactEdit(t *testing.T) {
 			if !pause {
 				replies = append(replies, toolruntest.Message(toolruntest.Text("Ok")))
 			}
-			s := toolruntest.NewServer(replies...)
+			s := toolruntest.New(nil, toolruntest.Script(replies...))
 			defer s.Close()
 			client := s.Client()
 			msg, err := client.Beta.Messages.New(t.Context(), anthropic.BetaMessageNewParams{
@@ -573,7 +577,7 @@ func TestClearThinking(t *testing.T) {
 	msgs := []anthropic.BetaMessageParam{
 		user(plain("One")), thinking(text(395)), user(plain("Two")), thinking(text(395)), user(plain("Three")),
 	}
-	s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Ok")), toolruntest.Message(toolruntest.Text("Ok")))
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Ok")), toolruntest.Message(toolruntest.Text("Ok"))))
 	defer s.Close()
 	client := s.Client()
 	params := anthropic.BetaMessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs}

@@ -6,10 +6,26 @@ import (
 	"time"
 )
 
-// Options configure a server made by [NewServerWithOptions] or
-// [NewServerFuncWithOptions]. The zero value, like a nil *Options, gives the
-// server of [NewServer] and [NewServerFunc].
+// Options configure a server made by [New]. The zero value is a server with
+// an empty script, the time.Now clock, the API's minimum cacheable lengths
+// and message threads for every request; [Script] fills in Replies.
 type Options struct {
+	// Replies is the script of the server: it answers the n-th valid
+	// POST /v1/messages with Replies[n]. A request that fails validation is
+	// answered with HTTP 400 and does not use up a reply. A request past the
+	// end of the script is answered with HTTP 500 and an api_error saying
+	// that the script ran out, and is recorded in [Server.Errors] as
+	// [ErrScriptEnded]. That answer carries "x-should-retry: false", so the
+	// SDK fails at once instead of retrying. Replies must be empty when Func
+	// is set.
+	Replies []Reply
+	// Func, if non-nil, computes the reply to each request that passed
+	// validation, in place of a script. The server may call it from many
+	// goroutines at once, which suits concurrent runs whose requests arrive
+	// in no fixed order. Func must not modify the Request. If it panics, the
+	// server records the panic in [Server.Errors] and answers with HTTP 500
+	// and "x-should-retry: false".
+	Func func(*Request) Reply
 	// Now, if non-nil, is the server's clock, which the prompt cache and
 	// message threads expire by. If nil, it is time.Now. A [Clock] lets a
 	// test move time on by hand, to see a 5-minute cache entry expire
@@ -50,13 +66,12 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// withDefaults returns a copy of opts with its defaults filled in.
-func withDefaults(opts *Options) Options {
-	var o Options
-	if opts != nil {
-		o = *opts
-		o.ThreadUnsupported = slices.Clone(opts.ThreadUnsupported)
-	}
+// withDefaults returns a copy of opts with its defaults filled in, and
+// without Replies and Func, which the server keeps in fields of its own.
+func withDefaults(opts Options) Options {
+	o := opts
+	o.Replies, o.Func = nil, nil
+	o.ThreadUnsupported = slices.Clone(opts.ThreadUnsupported)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

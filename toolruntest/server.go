@@ -28,8 +28,8 @@ import (
 const TestAPIKey = "sk-ant-toolruntest-0000"
 
 // ErrScriptEnded is recorded in [Server.Errors] for each request that a
-// server made by [NewServer] receives after it has sent every reply of its
-// script.
+// scripted server (one whose [Options].Func is nil) receives after it has
+// sent every reply of its script.
 var ErrScriptEnded = errors.New("toolruntest: script ran out of replies")
 
 // Request is one request as the server received it.
@@ -99,54 +99,13 @@ type Server struct {
 	usage    Usage
 }
 
-// NewServer starts a server that answers the n-th valid POST /v1/messages
-// with replies[n]. A request that fails validation is answered with HTTP 400
-// and does not use up a reply. A request past the end of the script is
-// answered with HTTP 500 and an api_error saying that the script ran out, and
-// is recorded in [Server.Errors] as [ErrScriptEnded]. That answer carries
-// "x-should-retry: false", so the SDK fails at once instead of retrying.
-//
-// The caller should call Close when finished, to shut it down.
-func NewServer(replies ...Reply) *Server {
-	return newServer(nil, slices.Clone(replies), nil)
-}
-
-// NewServerWithOptions is like [NewServer], with the options opts; a nil
-// opts is the zero Options.
-func NewServerWithOptions(opts *Options, replies ...Reply) *Server {
-	return newServer(opts, slices.Clone(replies), nil)
-}
-
-// NewServerFunc starts a server whose replies come from f, which is called
-// with each request that passed validation, possibly from many goroutines at
-// once. f must not modify the Request. If f panics, the server records the
-// panic in [Server.Errors] and answers with HTTP 500 and "x-should-retry:
-// false".
-//
-// The caller should call Close when finished, to shut it down.
-func NewServerFunc(f func(*Request) Reply) *Server {
-	if f == nil {
-		panic("toolruntest: NewServerFunc with nil func")
-	}
-	return newServer(nil, nil, f)
-}
-
-// NewServerFuncWithOptions is like [NewServerFunc], with the options opts; a
-// nil opts is the zero Options.
-func NewServerFuncWithOptions(opts *Options, f func(*Request) Reply) *Server {
-	if f == nil {
-		panic("toolruntest: NewServerFuncWithOptions with nil func")
-	}
-	return newServer(opts, nil, f)
-}
-
 // newServer starts a server with its options and its script or responder
 // set before it serves its first request.
-func newServer(opts *Options, script []Reply, respond func(*Request) Reply) *Server {
+func newServer(opts Options) *Server {
 	s := &Server{
 		opts:    withDefaults(opts),
-		script:  script,
-		respond: respond,
+		script:  slices.Clone(opts.Replies),
+		respond: opts.Func,
 		closing: make(chan struct{}),
 		seed:    maphash.MakeSeed(),
 		bodies:  make(map[uint64][]seenBody),

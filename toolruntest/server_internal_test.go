@@ -24,13 +24,13 @@ func TestEventDelayCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			entered := make(chan struct{})
-			s := NewServerFunc(func(*Request) Reply {
+			s := New(nil, Options{Func: func(*Request) Reply {
 				close(entered)
 				return Reply{
 					Content: []Block{Text("Never")},
 					Fault:   Fault{EventDelay: time.Hour},
 				}
-			})
+			}})
 			defer s.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			params := anthropic.BetaMessageNewParams{

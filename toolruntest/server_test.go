@@ -137,7 +137,7 @@ func TestReplyJSON(t *testing.T) {
 	for _, tc := range replyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(tc.reply)
+			s := toolruntest.New(nil, toolruntest.Script(tc.reply))
 			defer s.Close()
 			client := s.Client()
 
@@ -178,7 +178,7 @@ func TestReplyStreamMatchesJSON(t *testing.T) {
 			if reply.ID == "" {
 				reply.ID = "msg_same" // the default ID differs between the two requests
 			}
-			s := toolruntest.NewServer(reply, reply)
+			s := toolruntest.New(nil, toolruntest.Script(reply, reply))
 			defer s.Close()
 			client := s.Client()
 
@@ -251,7 +251,7 @@ func TestWireFormat(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(reply)
+			s := toolruntest.New(nil, toolruntest.Script(reply))
 			defer s.Close()
 			res, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(tc.body))
 			if err != nil {
@@ -318,7 +318,7 @@ func TestHeaders(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(tc.reply)
+			s := toolruntest.New(nil, toolruntest.Script(tc.reply))
 			defer s.Close()
 			res, err := http.Post(s.URL+"/v1/messages?beta=true", "application/json", strings.NewReader(tc.body))
 			if err != nil {
@@ -401,7 +401,7 @@ func TestValidationThroughSDK(t *testing.T) {
 	for _, tc := range invalidBodies {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Fine.")))
+			s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Fine."))))
 			defer s.Close()
 			client := s.Client()
 
@@ -445,7 +445,7 @@ func TestValidationThroughSDK(t *testing.T) {
 // the way a runner does, with two tools called in parallel.
 func TestToolConversation(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.Text("I'll look both up."),
 			toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"}),
@@ -453,7 +453,7 @@ func TestToolConversation(t *testing.T) {
 		),
 		toolruntest.Message(toolruntest.ToolUse("toolu_03", "get_time", map[string]string{"tz": "CET"})),
 		toolruntest.Message(toolruntest.Text("Sunny in both, and it is noon.")),
-	)
+	))
 	defer s.Close()
 	client := s.Client()
 
@@ -554,7 +554,7 @@ func TestRetries(t *testing.T) {
 			for _, stream := range []bool{false, true} {
 				t.Run(fmt.Sprintf("stream=%t", stream), func(t *testing.T) {
 					t.Parallel()
-					s := toolruntest.NewServer(tc.fault, toolruntest.Message(toolruntest.Text("Finally.")))
+					s := toolruntest.New(nil, toolruntest.Script(tc.fault, toolruntest.Message(toolruntest.Text("Finally."))))
 					defer s.Close()
 					client := s.Client()
 
@@ -596,7 +596,7 @@ func TestRetries(t *testing.T) {
 			}
 
 			// Without retries the SDK reports the fault.
-			s := toolruntest.NewServer(tc.fault)
+			s := toolruntest.New(nil, toolruntest.Script(tc.fault))
 			defer s.Close()
 			client := s.Client(option.WithMaxRetries(0))
 			_, err := client.Beta.Messages.New(t.Context(), question("Hi"))
@@ -638,7 +638,7 @@ func TestStreamErrorAfter(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := toolruntest.NewServer(toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Hello there")}, Fault: tc.fault})
+			s := toolruntest.New(nil, toolruntest.Script(toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Hello there")}, Fault: tc.fault}))
 			defer s.Close()
 			client := s.Client()
 			stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
@@ -684,7 +684,7 @@ func TestDropAfter(t *testing.T) {
 			t.Parallel()
 			r := reply
 			r.Fault.DropAfter = tc.dropAfter
-			s := toolruntest.NewServer(r)
+			s := toolruntest.New(nil, toolruntest.Script(r))
 			defer s.Close()
 			client := s.Client(option.WithMaxRetries(0))
 
@@ -711,7 +711,7 @@ func TestDropAfter(t *testing.T) {
 		t.Parallel()
 		r := reply
 		r.Fault = toolruntest.Fault{DropAfter: 10, RetryAfter: time.Millisecond}
-		s := toolruntest.NewServer(r, reply)
+		s := toolruntest.New(nil, toolruntest.Script(r, reply))
 		defer s.Close()
 		client := s.Client()
 		msg, err := client.Beta.Messages.New(t.Context(), question("Hi"))
@@ -729,10 +729,10 @@ func TestDropAfter(t *testing.T) {
 
 func TestEventDelay(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(toolruntest.Reply{
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Reply{
 		Content: []toolruntest.Block{toolruntest.Text("Slowly but surely")},
 		Fault:   toolruntest.Fault{EventDelay: time.Millisecond},
-	})
+	}))
 	defer s.Close()
 	client := s.Client()
 	stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
@@ -751,7 +751,7 @@ func TestEventDelay(t *testing.T) {
 
 func TestScriptEnded(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Only one.")))
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Only one."))))
 	defer s.Close()
 	client := s.Client()
 	if _, err := client.Beta.Messages.New(t.Context(), question("One")); err != nil {
@@ -776,7 +776,7 @@ func TestScriptEnded(t *testing.T) {
 
 func TestEmptyScript(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer()
+	s := toolruntest.New(nil, toolruntest.Script())
 	defer s.Close()
 	client := s.Client()
 	_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{
@@ -794,10 +794,10 @@ func TestEmptyScript(t *testing.T) {
 
 func TestServerFunc(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServerFunc(func(r *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
 		last := r.Params.Messages[len(r.Params.Messages)-1]
 		return toolruntest.Message(toolruntest.Text("echo: " + last.Content[0].Text))
-	})
+	}})
 	defer s.Close()
 	client := s.Client()
 
@@ -840,9 +840,9 @@ func TestServerFunc(t *testing.T) {
 
 func TestServerFuncPanic(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 		panic("responder bug")
-	})
+	}})
 	defer s.Close()
 	client := s.Client()
 	_, err := client.Beta.Messages.New(t.Context(), question("Hi"))
@@ -861,7 +861,7 @@ func TestServerFuncPanic(t *testing.T) {
 
 func TestCountTokens(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer()
+	s := toolruntest.New(nil, toolruntest.Script())
 	defer s.Close()
 	client := s.Client()
 	res, err := client.Beta.Messages.CountTokens(t.Context(), anthropic.BetaMessageCountTokensParams{
@@ -885,7 +885,7 @@ func TestCountTokens(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer()
+	s := toolruntest.New(nil, toolruntest.Script())
 	defer s.Close()
 	var res json.RawMessage
 	client := s.Client()
@@ -903,11 +903,11 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 		close(entered)
 		<-release
 		return toolruntest.Message(toolruntest.Text("Made it."))
-	})
+	}})
 	client := s.Client()
 
 	done := make(chan error, 1)
@@ -936,10 +936,10 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 
 func TestCloseEndsSlowStream(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(toolruntest.Reply{
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Reply{
 		Content: []toolruntest.Block{toolruntest.Text("Never")},
 		Fault:   toolruntest.Fault{EventDelay: time.Hour},
-	})
+	}))
 	client := s.Client()
 	stream := client.Beta.Messages.NewStreaming(t.Context(), question("Hi"))
 	defer stream.Close()
@@ -954,7 +954,7 @@ func TestCloseEndsSlowStream(t *testing.T) {
 
 func TestRequestsAreCopies(t *testing.T) {
 	t.Parallel()
-	s := toolruntest.NewServer(toolruntest.Message(toolruntest.Text("Hi")))
+	s := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Hi"))))
 	defer s.Close()
 	client := s.Client()
 	if _, err := client.Beta.Messages.New(t.Context(), question("Hi")); err != nil {
@@ -1004,12 +1004,12 @@ func TestResultText(t *testing.T) {
 func BenchmarkServer(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		b.Run(fmt.Sprintf("stream=%t", stream), func(b *testing.B) {
-			s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+			s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 				return toolruntest.Message(
 					toolruntest.Text("Checking."),
 					toolruntest.ToolUse("toolu_01", "get_weather", map[string]string{"city": "Paris"}),
 				)
-			})
+			}})
 			defer s.Close()
 			client := s.Client()
 			b.SetParallelism(16)

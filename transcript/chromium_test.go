@@ -98,7 +98,7 @@ func browserRun(t *testing.T) *transcript.Transcript {
 			return "", nil
 		}),
 	}
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("I'll look around. "+scriptPayload),
 			toolruntest.ToolUse("toolu_01", "search", map[string]string{"q": "weather " + scriptPayload}),
 			toolruntest.ToolUse("toolu_02", "fetch_page", map[string]string{"url": "https://example.com"}),
@@ -106,7 +106,7 @@ func browserRun(t *testing.T) *transcript.Transcript {
 		),
 		toolruntest.Message(toolruntest.Text("One more."), toolruntest.ToolUse("toolu_04", "parse", nil), toolruntest.ToolUse("toolu_05", "search", map[string]string{"q": "again"})),
 		toolruntest.Message(toolruntest.Text("Done. "+imgPayload)),
-	)
+	))
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, &transcript.RecorderOptions{Meta: map[string]string{"name": "browser test"}})
 	if _, err := toolrun.New(client(s), userParams("Find things. "+scriptPayload), tools, &toolrun.Options{Logger: discard(), OnEvent: rec.Observe}).Run(t.Context()); err != nil {
@@ -213,10 +213,10 @@ func TestReportImagesInChromium(t *testing.T) {
 	chart := toolrun.NewTool("chart", "Draws a chart", func(ctx context.Context, in struct{}) ([]toolrun.Content, error) {
 		return []toolrun.Content{toolrun.Text("the chart:"), toolrun.Image("image/png", png.Bytes())}, nil
 	})
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_01", "chart", nil)),
 		toolruntest.Message(toolruntest.Text("Here is the chart.")),
-	)
+	))
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, nil)
 	if _, err := toolrun.New(client(s), userParams("Draw it."), []toolrun.Tool{chart}, &toolrun.Options{Logger: discard(), OnEvent: rec.Observe}).Run(t.Context()); err != nil {

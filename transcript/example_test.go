@@ -23,10 +23,10 @@ func weather(answer string) toolrun.Tool {
 
 // exampleRun records a two-turn run with the weather tool into buf.
 func exampleRun(buf *bytes.Buffer, tool toolrun.Tool) {
-	server := toolruntest.NewServer(
+	server := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_weather", map[string]string{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("It is sunny in Paris.")),
-	)
+	))
 	defer server.Close()
 
 	rec := transcript.NewRecorder(buf, &transcript.RecorderOptions{Meta: map[string]string{"name": "weather"}})

@@ -142,7 +142,7 @@ func record(t *testing.T, tools []toolrun.Tool, opts *transcript.RecorderOptions
 	t.Helper()
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, opts)
-	s := toolruntest.Start(t, script()...)
+	s := toolruntest.New(t, toolruntest.Script(script()...))
 	res, err := toolrun.New(client(s), userParams("What's the weather, and is the database up?"), tools, runOptions(rec.Observe)).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)

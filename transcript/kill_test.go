@@ -33,10 +33,10 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := transcript.NewRecorder(f, nil) // an *os.File: no buffer between a line and the kernel
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Let me wait."), toolruntest.ToolUse("toolu_wait", "wait_forever", nil)),
 		toolruntest.Message(toolruntest.Text("never sent")),
-	)
+	))
 	defer s.Close()
 	block := toolrun.NewTool("wait_forever", "Blocks", func(ctx context.Context, in struct{}) (string, error) {
 		<-ctx.Done() // never: the process is killed first

@@ -154,7 +154,7 @@ func (w *writes) Write(p []byte) (int, error) {
 func TestRecorderWriteError(t *testing.T) {
 	w := &failingWriter{after: 3}
 	rec := transcript.NewRecorder(w, nil)
-	s := toolruntest.Start(t, script()...)
+	s := toolruntest.New(t, toolruntest.Script(script()...))
 	res, err := toolrun.New(client(s), userParams("go"), recordedTools().list(), runOptions(rec.Observe)).Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopEndTurn {
 		t.Fatalf("Run = %v, %v; want end_turn and no error", res.StopReason, err)
@@ -204,7 +204,7 @@ func TestRecorderRedactOption(t *testing.T) {
 
 // TestRecordsCompaction: a compaction is recorded with its summary.
 func TestRecordsCompaction(t *testing.T) {
-	s := toolruntest.StartFunc(t, func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		if last := msgs[len(msgs)-1]; last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize") {
 			return toolruntest.Message(toolruntest.Text("The user asked for the time twice."))
@@ -215,7 +215,7 @@ func TestRecordsCompaction(t *testing.T) {
 		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "clock", nil))
 		r.Usage = &toolruntest.Usage{InputTokens: 5000, OutputTokens: 5}
 		return r
-	})
+	}})
 	clock := toolrun.NewTool("clock", "The time", func(ctx context.Context, in struct{}) (string, error) { return "noon", nil })
 	var buf bytes.Buffer
 	rec := transcript.NewRecorder(&buf, nil)

@@ -307,7 +307,7 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 		}
 	}
 
-	s := toolruntest.NewServer(replies...)
+	s := toolruntest.New(nil, toolruntest.Script(replies...))
 	defer s.Close()
 
 	runOpts := o.Options

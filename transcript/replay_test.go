@@ -190,7 +190,7 @@ func TestReplayKilledRun(t *testing.T) {
 func TestReplayStreamedRecording(t *testing.T) {
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, nil)
-	s := toolruntest.Start(t, script()...)
+	s := toolruntest.New(t, toolruntest.Script(script()...))
 	opts := runOptions(rec.Observe)
 	opts.Stream = true
 	if _, err := toolrun.New(client(s), userParams("go"), recordedTools().list(), opts).Run(t.Context()); err != nil {
@@ -252,10 +252,10 @@ func TestReplayApprovedCall(t *testing.T) {
 		send.Policy = toolrun.RequireApproval("sends e-mail")
 		return []toolrun.Tool{send}
 	}
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "send_mail", map[string]string{"to": "ceo@example.com"})),
 		toolruntest.Message(toolruntest.Text("Sent.")),
-	)
+	))
 	r := toolrun.New(client(s), userParams("mail the ceo"), tools(), &toolrun.Options{Logger: discard(), OnEvent: rec.Observe})
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {

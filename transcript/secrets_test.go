@@ -32,14 +32,14 @@ func TestNoSecretsAnywhere(t *testing.T) {
 	var out syncBuffer
 	rec := transcript.NewRecorder(&out, &transcript.RecorderOptions{Meta: map[string]string{"key": toolruntest.TestAPIKey}})
 
-	s := toolruntest.Start(t,
+	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
 			toolruntest.Text("I will use the key "+toolruntest.TestAPIKey+"."),
 			toolruntest.ToolUse("toolu_1", "show_env", map[string]string{"key": toolruntest.TestAPIKey}),
 			toolruntest.ToolUse("toolu_2", "call_api", nil),
 		),
 		toolruntest.Message(toolruntest.Text("Done; the token was "+token+".")),
-	)
+	))
 	tools := []toolrun.Tool{
 		toolrun.NewTool("show_env", "", func(ctx context.Context, in struct {
 			Key string `json:"key"`
@@ -119,10 +119,10 @@ func FuzzNoSecretsAnywhere(f *testing.F) {
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var out syncBuffer
 		rec := transcript.NewRecorder(&out, nil)
-		s := toolruntest.Start(t,
+		s := toolruntest.New(t, toolruntest.Script(
 			toolruntest.Message(toolruntest.Text(planted), toolruntest.ToolUse("toolu_1", "show", nil), toolruntest.ToolUse("toolu_2", "fail", nil)),
 			toolruntest.Message(toolruntest.Text("done")),
-		)
+		))
 		tools := []toolrun.Tool{
 			toolrun.NewTool("show", "", func(ctx context.Context, in struct{}) (string, error) { return planted, nil }),
 			toolrun.NewTool("fail", "", func(ctx context.Context, in struct{}) (string, error) { return "", errors.New(planted) }),

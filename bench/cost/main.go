@@ -104,7 +104,7 @@ func newParams() anthropic.BetaMessageNewParams {
 // (message threads on, no cache breakpoint), or with caching, a top-level
 // cache_control as toolrun sends by default.
 func official(ctx context.Context, name string, caching bool) (outcome, error) {
-	s := toolruntest.NewServerFunc(script())
+	s := toolruntest.New(nil, toolruntest.Options{Func: script()})
 	defer s.Close()
 	tool, err := toolrunner.NewBetaToolFromJSONSchema("read_page", "Read one page of the log",
 		func(ctx context.Context, in pageIn) (anthropic.BetaToolResultBlockParamContentUnion, error) {
@@ -131,7 +131,7 @@ func official(ctx context.Context, name string, caching bool) (outcome, error) {
 }
 
 func withToolrun(ctx context.Context, name string, opts toolrun.Options) (outcome, error) {
-	s := toolruntest.NewServerFunc(script())
+	s := toolruntest.New(nil, toolruntest.Options{Func: script()})
 	defer s.Close()
 	tool := toolrun.NewTool("read_page", "Read one page of the log", func(ctx context.Context, in pageIn) (string, error) {
 		return page(in), nil

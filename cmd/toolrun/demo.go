@@ -95,7 +95,7 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 		client = anthropic.NewClient(opts...)
 		fmt.Fprintf(c.stdout, "toolrun demo: the Anthropic API, model %s\n", f.model)
 	} else {
-		s := toolruntest.NewServer(demoReplies()...)
+		s := toolruntest.New(nil, toolruntest.Script(demoReplies()...))
 		defer s.Close()
 		client = s.Client()
 		fmt.Fprintln(c.stdout, "toolrun demo: offline, with a scripted model on a local fake server (set ANTHROPIC_API_KEY to use the API)")

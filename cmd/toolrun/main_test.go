@@ -268,7 +268,7 @@ func TestDemoWithKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := toolruntest.NewServer(tt.replies...)
+			s := toolruntest.New(nil, toolruntest.Script(tt.replies...))
 			t.Cleanup(s.Close)
 			got := runCLI(t, env(map[string]string{"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": s.URL}), "", tt.args...)
 			if got.code != tt.wantCode {

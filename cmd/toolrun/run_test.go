@@ -190,7 +190,7 @@ func TestRunGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, crash := binaries(t)
 			dir := project(t)
-			s := toolruntest.NewServer(runScript()...)
+			s := toolruntest.New(nil, toolruntest.Script(runScript()...))
 			t.Cleanup(s.Close)
 			args := append([]string{"run", "--workdir", "work", "--mcp", "tracker=" + crash, "--approve", "auto"}, tt.extra...)
 			got := runBinary(t, dir, s, append(args, runPrompt), nil)
@@ -350,7 +350,7 @@ func TestRunExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := project(t)
-			s := toolruntest.NewServer(tt.replies...)
+			s := toolruntest.New(nil, toolruntest.Script(tt.replies...))
 			t.Cleanup(s.Close)
 			got := runBinary(t, dir, s, tt.args, nil)
 			if got.code != tt.wantCode {
@@ -385,11 +385,11 @@ func slicesRepeat[T any](v T, n int) []T {
 func TestRunInterrupted(t *testing.T) {
 	arrived := make(chan struct{})
 	var once sync.Once
-	s := toolruntest.NewServerFunc(func(*toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 		once.Do(func() { close(arrived) })
 		// The reply waits until the client goes away.
 		return toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}
-	})
+	}})
 	t.Cleanup(s.Close)
 	got := runBinary(t, project(t), s, []string{"run", "hello"}, func(p *os.Process) {
 		select {
@@ -411,7 +411,7 @@ func TestRunInterrupted(t *testing.T) {
 func TestRecordReplayView(t *testing.T) {
 	_, crash := binaries(t)
 	dir := project(t)
-	s := toolruntest.NewServer(runScript()...)
+	s := toolruntest.New(nil, toolruntest.Script(runScript()...))
 	t.Cleanup(s.Close)
 	rec := filepath.Join(dir, "run.jsonl")
 	got := runBinary(t, dir, s, []string{"run", "--workdir", "work", "--mcp", "tracker=" + crash, "--approve", "auto", "--record", rec, runPrompt}, nil)
@@ -621,7 +621,7 @@ func TestRunPrompt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := project(t)
-			s := toolruntest.NewServer(runScript()...)
+			s := toolruntest.New(nil, toolruntest.Script(runScript()...))
 			t.Cleanup(s.Close)
 			var stdout, stderr bytes.Buffer
 			c := &cli{
@@ -688,10 +688,10 @@ func TestRunMCPURL(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
 
-	s := toolruntest.NewServer(
+	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_01", "docs__search", map[string]any{"query": "retries"})),
 		toolruntest.Message(toolruntest.Text("Three pages cover retries.")),
-	)
+	))
 	t.Cleanup(s.Close)
 	got := runBinary(t, t.TempDir(), s, []string{"run", "--mcp-url", "docs=" + hs.URL, "--approve", "auto", "What do the docs say about retries?"}, nil)
 	if got.code != 0 {

@@ -102,7 +102,7 @@ func (c *cli) startSession(ctx context.Context, cmd string, saved *savedRun, spe
 		if saved.State != nil {
 			replies = replies[min(saved.State.Turns, len(replies)):]
 		}
-		srv := toolruntest.NewServer(replies...)
+		srv := toolruntest.New(nil, toolruntest.Script(replies...))
 		s.closers = append(s.closers, srv.Close)
 		s.client = srv.Client()
 		s.modelNote = fmt.Sprintf(" (offline: a scripted model, %s)", plural(len(saved.Script), "reply", "replies"))

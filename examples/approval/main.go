@@ -113,7 +113,7 @@ func run(ctx context.Context, in io.Reader, out, errOut io.Writer, stateFile str
 	if live {
 		client = anthropic.NewClient() // reads ANTHROPIC_API_KEY
 	} else {
-		s := toolruntest.NewServer(script()...)
+		s := toolruntest.New(nil, toolruntest.Script(script()...))
 		defer s.Close()
 		client = s.Client()
 	}

@@ -212,7 +212,7 @@ func run(ctx context.Context, out, errOut io.Writer, dir string, live bool) (*to
 	if live {
 		client = anthropic.NewClient() // reads ANTHROPIC_API_KEY
 	} else {
-		s := toolruntest.NewServer(script(dir)...)
+		s := toolruntest.New(nil, toolruntest.Script(script(dir)...))
 		defer s.Close()
 		client = s.Client()
 	}

@@ -115,7 +115,7 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 	if cfg.live {
 		client = anthropic.NewClient() // reads ANTHROPIC_API_KEY
 	} else {
-		s := toolruntest.NewServer(script(cfg.delay, cfg.fault)...)
+		s := toolruntest.New(nil, toolruntest.Script(script(cfg.delay, cfg.fault)...))
 		defer s.Close()
 		client = s.Client()
 	}

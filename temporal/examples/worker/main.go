@@ -49,7 +49,7 @@ func run(address, queue string) error {
 	if os.Getenv("ANTHROPIC_API_KEY") != "" {
 		model = anthropic.NewClient()
 	} else {
-		s := toolruntest.NewServerFunc(script)
+		s := toolruntest.New(nil, toolruntest.Options{Func: script})
 		defer s.Close()
 		model = s.Client()
 		fmt.Println("no ANTHROPIC_API_KEY: the model is a scripted one")
