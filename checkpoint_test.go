@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -281,13 +280,9 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	}
 }
 
-// The resumer tests run two child processes (this test binary, re-run with
-// TOOLRUN_RESUMER_DIR set) that resume one suspended run at the same time.
-// Each child starts its own fake server with the same script, resumes the
-// run (with Open, or with Resume of a State JSON file), allows the pending
-// call, says it is ready, waits for the parent's signal (its stdin closing)
-// and runs. The tool appends a line to a file, so the parent can count its
-// executions across both processes.
+// The two-resumer race with real processes is storetest.RunResumers, run
+// on FileStore by storetest's TestTwoResumersRunACallOnce and on sqlitestore
+// by its own; the fault-injection suite races resumers under faults.
 
 const resumerRunID = "resumer-run"
 
@@ -309,45 +304,6 @@ func appendTool(dir string) toolrun.Tool {
 	return t
 }
 
-// TestResumerChild is the child process; it does nothing in a normal run.
-func TestResumerChild(t *testing.T) {
-	dir := os.Getenv("TOOLRUN_RESUMER_DIR")
-	if dir == "" {
-		t.Skip("helper process for the resumer tests")
-	}
-	name := os.Getenv("TOOLRUN_RESUMER_NAME")
-	s := toolruntest.Start(t, toolruntest.Message(toolruntest.Text("done")))
-	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
-	tools := []toolrun.Tool{appendTool(dir)}
-	var r *toolrun.Runner
-	var err error
-	if os.Getenv("TOOLRUN_RESUMER_MODE") == "resume" {
-		var st toolrun.State
-		data, rerr := os.ReadFile(filepath.Join(dir, "state.json"))
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err := json.Unmarshal(data, &st); err != nil {
-			t.Fatal(err)
-		}
-		r, err = toolrun.Resume(client(s), &st, tools, opts)
-	} else {
-		r, err = toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ready-"+name), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, os.Stdin)
-	res, err := r.Run(t.Context())
-	fmt.Printf("error: %v\nstop=%s busy=%t\n", err, res.StopReason, errors.Is(err, toolrun.ErrRunBusy))
-}
-
 // suspendRun runs a run to StopAwaitingApproval in dir/store, with one
 // pending call of the append tool, and returns its State.
 func suspendRun(t *testing.T, dir string) *toolrun.State {
@@ -363,89 +319,6 @@ func suspendRun(t *testing.T, dir string) *toolrun.State {
 		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 	}
 	return r.State()
-}
-
-// TestTwoResumersRunACallOnce is the regression test of the at-most-once
-// promise across processes: two processes that resume one suspended run at
-// once run its non-idempotent call once between them, and the other is
-// refused with ErrRunBusy before running anything.
-func TestTwoResumersRunACallOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	for _, mode := range []string{"open", "resume"} {
-		t.Run(mode, func(t *testing.T) {
-			for rep := range 10 {
-				dir := t.TempDir()
-				st := suspendRun(t, dir)
-				data, err := json.Marshal(st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				outs := runResumers(t, dir, mode)
-				got := map[string]int{}
-				for _, out := range outs {
-					for line := range strings.Lines(out) {
-						if strings.HasPrefix(line, "stop=") {
-							got[strings.TrimSpace(line)]++
-						}
-					}
-				}
-				want := map[string]int{"stop=end_turn busy=false": 1, "stop=error busy=true": 1}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("repetition %d: how the children stopped (-want +got):\n%s\n%s", rep, diff, strings.Join(outs, "\n"))
-				}
-				if diff := cmp.Diff(map[string]int{"append a1": 1}, executions(t, dir)); diff != "" {
-					t.Fatalf("repetition %d: executions (-want +got):\n%s", rep, diff)
-				}
-			}
-		})
-	}
-}
-
-// runResumers runs two TestResumerChild processes on dir, lets them run at
-// the same moment, and returns their outputs.
-func runResumers(t *testing.T, dir, mode string) []string {
-	t.Helper()
-	var cmds []*exec.Cmd
-	var stdins []io.WriteCloser
-	var outs []*bytes.Buffer
-	for i := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestResumerChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), "TOOLRUN_RESUMER_DIR="+dir, "TOOLRUN_RESUMER_MODE="+mode, fmt.Sprintf("TOOLRUN_RESUMER_NAME=%d", i))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, stdins, outs = append(cmds, cmd), append(stdins, stdin), append(outs, &out)
-	}
-	waitFor(t, "both children to be ready", func() bool {
-		for i := range cmds {
-			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("ready-%d", i))); err != nil {
-				return false
-			}
-		}
-		return true
-	})
-	for _, stdin := range stdins {
-		stdin.Close()
-	}
-	var res []string
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
-		}
-		res = append(res, outs[i].String())
-	}
-	return res
 }
 
 // TestStaleStateIsRefused: a State resumed after the store moved on (here,
