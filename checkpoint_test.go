@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -538,4 +539,79 @@ func ExampleErrRunBusy() {
 	// charging 1200 cents
 	// a: end_turn Charged $12.
 	// b: true
+}
+
+// savesStore is a FileStore that keeps a copy of every state it saves.
+type savesStore struct {
+	toolrun.FileStore
+	mu    sync.Mutex // guards saved
+	saved []*toolrun.State
+}
+
+func (s *savesStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
+	if err := s.FileStore.Save(ctx, id, st, prev); err != nil {
+		return err
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	var c toolrun.State
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saved = append(s.saved, &c)
+	return nil
+}
+
+// TestCrashAfterAnySaveEndsAsScripted: a run resumed from any state it
+// saved, as after a crash right after that save, ends as the run that did
+// not crash ended, after as many turns and with the same history. Before
+// the final answer and the stop were saved together, a crash between the
+// two left a history ending in the answer, and the resumed run asked the
+// model again.
+func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
+	reply := func(req *toolruntest.Request) toolruntest.Reply {
+		if len(req.Params.Messages) == 1 {
+			return toolruntest.Message(toolruntest.Text("Fetching."), toolruntest.ToolUse("f1", "fetch", map[string]string{"id": "f1"}))
+		}
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done, with %d messages.", len(req.Params.Messages))))
+	}
+	type in struct {
+		ID string `json:"id"`
+	}
+	fetch := toolrun.NewTool("fetch", "Fetch a page (idempotent)", func(ctx context.Context, in in) (string, error) {
+		return "fetched " + in.ID, nil
+	})
+	fetch.Idempotent = true
+	s := toolruntest.StartFunc(t, reply)
+	store := &savesStore{FileStore: toolrun.FileStore{Dir: t.TempDir()}}
+	opts := &toolrun.Options{Logger: discard(), Store: store, RunID: "r1"}
+	want, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fetch}, opts).Run(t.Context())
+	if err != nil || want.StopReason != toolrun.StopEndTurn || want.Turns != 2 {
+		t.Fatalf("the run without a crash: got %q after %d turns, %v; want end_turn after 2", want.StopReason, want.Turns, err)
+	}
+	if len(store.saved) < 4 {
+		t.Fatalf("got %d saves, want a save before the first request, for each response, call and commit, and at the stop", len(store.saved))
+	}
+	for i, st := range store.saved {
+		dir := t.TempDir()
+		fs := &toolrun.FileStore{Dir: dir}
+		if err := fs.Save(t.Context(), "r1", st, 0); err != nil {
+			t.Fatal(err)
+		}
+		r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{fetch}, &toolrun.Options{Logger: discard(), Store: fs, RunID: "r1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Run(t.Context())
+		if err != nil || got.StopReason != want.StopReason || got.Turns != want.Turns || len(got.Messages) != len(want.Messages) {
+			t.Errorf("resumed after save %d of %d: got %q after %d turns with %d messages, %v; want %q after %d turns with %d messages",
+				i+1, len(store.saved), got.StopReason, got.Turns, len(got.Messages), err, want.StopReason, want.Turns, len(want.Messages))
+			continue
+		}
+		checkHistory(t, got.Messages)
+	}
 }
