@@ -74,9 +74,9 @@ const (
 // the run is finished from the store, where a call the kill interrupted is
 // answered as interrupted and run again only if its tool is idempotent.
 // Their tools count their entries in a file, across processes and kills.
-// Most of these runners are goroutines; 40 runs of a full test, and 8 with
-// -short, use processes, which cost the suite about as much as its other
-// runs together under the race detector.
+// Most of these runners are goroutines; about 40 runs of a full test, and
+// a handful with -short, use processes, which add about half to the suite's
+// CPU time under the race detector.
 //
 // The log's last lines add up what happened, and the test fails unless they
 // report 0 calls run twice, 0 invalid histories, 0 hangs past the deadline
