@@ -162,8 +162,9 @@ func TestFaultInjection(t *testing.T) {
 			seed, tally.reentered, tally.invalid, tally.hangs)
 	}
 	// A suite that met none of the Store's trials would pass without
-	// testing it.
-	if last-first >= faultRunsShort && (tally.raced[0] == 0 || tally.raced[1] == 0 || tally.refused == 0 || len(tally.kills) == 0) {
+	// testing it. A full run meets each with any seed; 200 runs may miss
+	// the rarest (processes) with some seeds.
+	if last-first >= faultRuns && (tally.raced[0] == 0 || tally.raced[1] == 0 || tally.refused == 0 || len(tally.kills) == 0) {
 		t.Errorf("seed %d: the runs raced resumers %d times in goroutines and %d in processes (%d refused) and killed %v processes at a save; want each at least once",
 			seed, tally.raced[0], tally.raced[1], tally.refused, tally.kills)
 	}
