@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -281,13 +281,9 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	}
 }
 
-// The resumer tests run two child processes (this test binary, re-run with
-// TOOLRUN_RESUMER_DIR set) that resume one suspended run at the same time.
-// Each child starts its own fake server with the same script, resumes the
-// run (with Open, or with Resume of a State JSON file), allows the pending
-// call, says it is ready, waits for the parent's signal (its stdin closing)
-// and runs. The tool appends a line to a file, so the parent can count its
-// executions across both processes.
+// The two-resumer race with real processes is storetest.RunResumers, run
+// on FileStore by storetest's TestTwoResumersRunACallOnce and on sqlitestore
+// by its own; the fault-injection suite races resumers under faults.
 
 const resumerRunID = "resumer-run"
 
@@ -309,45 +305,6 @@ func appendTool(dir string) toolrun.Tool {
 	return t
 }
 
-// TestResumerChild is the child process; it does nothing in a normal run.
-func TestResumerChild(t *testing.T) {
-	dir := os.Getenv("TOOLRUN_RESUMER_DIR")
-	if dir == "" {
-		t.Skip("helper process for the resumer tests")
-	}
-	name := os.Getenv("TOOLRUN_RESUMER_NAME")
-	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
-	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
-	tools := []toolrun.Tool{appendTool(dir)}
-	var r *toolrun.Runner
-	var err error
-	if os.Getenv("TOOLRUN_RESUMER_MODE") == "resume" {
-		var st toolrun.State
-		data, rerr := os.ReadFile(filepath.Join(dir, "state.json"))
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err := json.Unmarshal(data, &st); err != nil {
-			t.Fatal(err)
-		}
-		r, err = toolrun.Resume(client(s), &st, tools, opts)
-	} else {
-		r, err = toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ready-"+name), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, os.Stdin)
-	res, err := r.Run(t.Context())
-	fmt.Printf("error: %v\nstop=%s busy=%t\n", err, res.StopReason, errors.Is(err, toolrun.ErrRunBusy))
-}
-
 // suspendRun runs a run to StopAwaitingApproval in dir/store, with one
 // pending call of the append tool, and returns its State.
 func suspendRun(t *testing.T, dir string) *toolrun.State {
@@ -363,89 +320,6 @@ func suspendRun(t *testing.T, dir string) *toolrun.State {
 		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 	}
 	return r.State()
-}
-
-// TestTwoResumersRunACallOnce is the regression test of the at-most-once
-// promise across processes: two processes that resume one suspended run at
-// once run its non-idempotent call once between them, and the other is
-// refused with ErrRunBusy before running anything.
-func TestTwoResumersRunACallOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	for _, mode := range []string{"open", "resume"} {
-		t.Run(mode, func(t *testing.T) {
-			for rep := range 10 {
-				dir := t.TempDir()
-				st := suspendRun(t, dir)
-				data, err := json.Marshal(st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				outs := runResumers(t, dir, mode)
-				got := map[string]int{}
-				for _, out := range outs {
-					for line := range strings.Lines(out) {
-						if strings.HasPrefix(line, "stop=") {
-							got[strings.TrimSpace(line)]++
-						}
-					}
-				}
-				want := map[string]int{"stop=end_turn busy=false": 1, "stop=error busy=true": 1}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("repetition %d: how the children stopped (-want +got):\n%s\n%s", rep, diff, strings.Join(outs, "\n"))
-				}
-				if diff := cmp.Diff(map[string]int{"append a1": 1}, executions(t, dir)); diff != "" {
-					t.Fatalf("repetition %d: executions (-want +got):\n%s", rep, diff)
-				}
-			}
-		})
-	}
-}
-
-// runResumers runs two TestResumerChild processes on dir, lets them run at
-// the same moment, and returns their outputs.
-func runResumers(t *testing.T, dir, mode string) []string {
-	t.Helper()
-	var cmds []*exec.Cmd
-	var stdins []io.WriteCloser
-	var outs []*bytes.Buffer
-	for i := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestResumerChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), "TOOLRUN_RESUMER_DIR="+dir, "TOOLRUN_RESUMER_MODE="+mode, fmt.Sprintf("TOOLRUN_RESUMER_NAME=%d", i))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, stdins, outs = append(cmds, cmd), append(stdins, stdin), append(outs, &out)
-	}
-	waitFor(t, "both children to be ready", func() bool {
-		for i := range cmds {
-			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("ready-%d", i))); err != nil {
-				return false
-			}
-		}
-		return true
-	})
-	for _, stdin := range stdins {
-		stdin.Close()
-	}
-	var res []string
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
-		}
-		res = append(res, outs[i].String())
-	}
-	return res
 }
 
 // TestStaleStateIsRefused: a State resumed after the store moved on (here,
@@ -665,4 +539,79 @@ func ExampleErrRunBusy() {
 	// charging 1200 cents
 	// a: end_turn Charged $12.
 	// b: true
+}
+
+// savesStore is a FileStore that keeps a copy of every state it saves.
+type savesStore struct {
+	toolrun.FileStore
+	mu    sync.Mutex // guards saved
+	saved []*toolrun.State
+}
+
+func (s *savesStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
+	if err := s.FileStore.Save(ctx, id, st, prev); err != nil {
+		return err
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	var c toolrun.State
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saved = append(s.saved, &c)
+	return nil
+}
+
+// TestCrashAfterAnySaveEndsAsScripted: a run resumed from any state it
+// saved, as after a crash right after that save, ends as the run that did
+// not crash ended, after as many turns and with the same history. Before
+// the final answer and the stop were saved together, a crash between the
+// two left a history ending in the answer, and the resumed run asked the
+// model again.
+func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
+	reply := func(req *toolruntest.Request) toolruntest.Reply {
+		if len(req.Params.Messages) == 1 {
+			return toolruntest.Message(toolruntest.Text("Fetching."), toolruntest.ToolUse("f1", "fetch", map[string]string{"id": "f1"}))
+		}
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done, with %d messages.", len(req.Params.Messages))))
+	}
+	type in struct {
+		ID string `json:"id"`
+	}
+	fetch := toolrun.NewTool("fetch", "Fetch a page (idempotent)", func(ctx context.Context, in in) (string, error) {
+		return "fetched " + in.ID, nil
+	})
+	fetch.Idempotent = true
+	s := toolruntest.New(t, toolruntest.Options{Func: reply})
+	store := &savesStore{FileStore: toolrun.FileStore{Dir: t.TempDir()}}
+	opts := &toolrun.Options{Logger: discard(), Store: store, RunID: "r1"}
+	want, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fetch}, opts).Run(t.Context())
+	if err != nil || want.StopReason != toolrun.StopEndTurn || want.Turns != 2 {
+		t.Fatalf("the run without a crash: got %q after %d turns, %v; want end_turn after 2", want.StopReason, want.Turns, err)
+	}
+	if len(store.saved) < 4 {
+		t.Fatalf("got %d saves, want a save before the first request, for each response, call and commit, and at the stop", len(store.saved))
+	}
+	for i, st := range store.saved {
+		dir := t.TempDir()
+		fs := &toolrun.FileStore{Dir: dir}
+		if err := fs.Save(t.Context(), "r1", st, 0); err != nil {
+			t.Fatal(err)
+		}
+		r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{fetch}, &toolrun.Options{Logger: discard(), Store: fs, RunID: "r1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Run(t.Context())
+		if err != nil || got.StopReason != want.StopReason || got.Turns != want.Turns || len(got.Messages) != len(want.Messages) {
+			t.Errorf("resumed after save %d of %d: got %q after %d turns with %d messages, %v; want %q after %d turns with %d messages",
+				i+1, len(store.saved), got.StopReason, got.Turns, len(got.Messages), err, want.StopReason, want.Turns, len(want.Messages))
+			continue
+		}
+		checkHistory(t, got.Messages)
+	}
 }

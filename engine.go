@@ -396,7 +396,11 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 					r.answer(ctx, c, &ToolResult{Call: c.Call, Err: fmt.Errorf("%w: %s", ErrNotRun, detail)})
 				}
 			}
-			r.commit(ctx)
+			// The answer and the stop are saved together: a crash between
+			// two saves would leave a history ending in the model's answer
+			// with no stop, and the run resumed from it would ask the model
+			// again.
+			r.appendTurn(ctx)
 			r.stop(ctx, &Result{StopReason: reason, Detail: detail})
 			return step{}
 		}
@@ -496,8 +500,15 @@ func (r *Runner) setPending(p *TurnState) {
 }
 
 // commit appends the pending turn's assistant message and tool results to
-// the history.
+// the history, and saves the state.
 func (r *Runner) commit(ctx context.Context) {
+	r.appendTurn(ctx)
+	r.save(ctx)
+}
+
+// appendTurn is commit without the save, for a caller that saves what
+// follows with it.
+func (r *Runner) appendTurn(ctx context.Context) {
 	p := r.st.Pending
 	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), sanitizeAssistant(p.Message))
 	var results []*ToolResult
@@ -525,7 +536,6 @@ func (r *Runner) commit(ctx context.Context) {
 	}
 	r.setPending(nil)
 	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
-	r.save(ctx)
 }
 
 // sanitizeAssistant makes a response safe to send back: a tool_use whose

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -64,6 +66,22 @@ const (
 // Options.Timeouts.Request (a run still going at its 30-second deadline is a
 // hang); responses whose tool_use ids repeat; and cancellation.
 //
+// A tenth of the runs put a Store to the test under those faults (see
+// faults_store_test.go): two runners resume a suspended run at the same
+// moment, with Open or with Resume of its State's JSON, and exactly one may
+// go on while the other is refused with ErrRunBusy having run nothing; or a
+// process running the run is killed with SIGKILL at one of its saves and
+// the run is finished from the store, where a call the kill interrupted is
+// answered as interrupted and run again only if its tool is idempotent.
+// Their tools count their entries in a file, across processes and kills.
+// Most of these runners are goroutines; about 40 runs of a full test, and
+// a handful with -short, use processes, which add about half to the suite's
+// CPU time under the race detector.
+//
+// The log's last lines add up what happened, and the test fails unless they
+// report 0 calls run twice, 0 invalid histories, 0 hangs past the deadline
+// and 0 leaked goroutines.
+//
 // Each run's replies and faults come from its own PCG, seeded with the
 // test's seed and the run's number, which the responder reads from the
 // run's first message ("run 17"): concurrent runs interleave their requests
@@ -87,8 +105,15 @@ func TestFaultInjection(t *testing.T) {
 
 	before := runtime.NumGoroutine()
 	states := make([]*faultRunState, last)
+	dir := t.TempDir()
 	for i := first; i < last; i++ {
 		states[i] = &faultRunState{plan: newFaultPlan(seed, i), faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|1))}
+		if states[i].plan.store.kind != storeNone {
+			states[i].dir = filepath.Join(dir, strconv.Itoa(i))
+			if err := os.Mkdir(states[i].dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		n, ok := faultRunOf(req)
@@ -132,6 +157,17 @@ func TestFaultInjection(t *testing.T) {
 	if failed > len(failures) {
 		t.Errorf("seed %d: %d runs failed, the first %d shown", seed, failed, len(failures))
 	}
+	if tally.reentered != 0 || tally.invalid != 0 || tally.hangs != 0 {
+		t.Errorf("seed %d: got %d calls run twice, %d invalid histories and %d hangs past the deadline, want 0 of each",
+			seed, tally.reentered, tally.invalid, tally.hangs)
+	}
+	// A suite that met none of the Store's trials would pass without
+	// testing it. A full run meets each with any seed; 200 runs may miss
+	// the rarest (processes) with some seeds.
+	if last-first >= faultRuns && (tally.raced[0] == 0 || tally.raced[1] == 0 || tally.refused == 0 || len(tally.kills) == 0) {
+		t.Errorf("seed %d: the runs raced resumers %d times in goroutines and %d in processes (%d refused) and killed %v processes at a save; want each at least once",
+			seed, tally.raced[0], tally.raced[1], tally.refused, tally.kills)
+	}
 
 	// Close waits for the handlers and closes the client's idle
 	// connections, so that what is left is what the runs left.
@@ -144,6 +180,7 @@ func TestFaultInjection(t *testing.T) {
 		t.Errorf("seed %d: fake server rejected a request: %v", seed, err)
 	}
 	checkGoroutines(t, before)
+	t.Logf("%d invalid histories sent, 0 leaked goroutines", len(s.Errors()))
 }
 
 // checkGoroutines fails the test if more goroutines are running than
@@ -192,6 +229,7 @@ type faultPlan struct {
 	cancelAt   int // the request of the run that cancels it as it arrives; 0 for none
 	attempts   int // Run calls: a run that stops with an error is run again, as its caller may
 	stopReason toolrun.StopReason
+	store      faultStore // storeNone, or how a Store is put to the test (faults_store_test.go)
 }
 
 func (p *faultPlan) String() string {
@@ -203,6 +241,9 @@ func (p *faultPlan) String() string {
 		mode, p.turns, p.final, p.maxTurns, p.parallel, p.attempts)
 	if p.cancelAt > 0 {
 		s += fmt.Sprintf(", cancelled at request %d", p.cancelAt)
+	}
+	if p.store.kind != storeNone {
+		s += ", " + p.store.String()
 	}
 	return s
 }
@@ -225,6 +266,7 @@ func newFaultPlan(seed uint64, run int) *faultPlan {
 	if rng.IntN(100) < 4 {
 		p.cancelAt = 1 + rng.IntN(4)
 	}
+	p.drawStore(rng)
 	return p
 }
 
@@ -244,7 +286,7 @@ func (p *faultPlan) reply(turn int) toolruntest.Reply {
 		}
 		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done after %d turns.", turn)))
 	}
-	if rng.IntN(100) < 10 {
+	if rng.IntN(100) < 10 && !p.approvalTurn(turn) {
 		return toolruntest.Reply{StopReason: "pause_turn", Content: []toolruntest.Block{toolruntest.Text("Still working.")}}
 	}
 	var blocks []toolruntest.Block
@@ -258,6 +300,9 @@ func (p *faultPlan) reply(turn int) toolruntest.Reply {
 		switch x := rng.IntN(100); {
 		case x < 35:
 			name = "echo"
+			if p.store.kind != storeNone && rng.IntN(2) == 0 {
+				name = "fetch" // idempotent: run again after a crash
+			}
 		case x < 60:
 			name, in.Mode = "flaky", [...]string{"ok", "error", "panic"}[rng.IntN(3)]
 		case x < 80:
@@ -271,6 +316,10 @@ func (p *faultPlan) reply(turn int) toolruntest.Reply {
 			continue
 		}
 		blocks = append(blocks, toolruntest.ToolUse(id, name, in))
+	}
+	if p.approvalTurn(turn) {
+		id := p.chargeID()
+		blocks = append(blocks, toolruntest.ToolUse(id, "charge", faultInput{ID: id, Mode: "ok"}))
 	}
 	return toolruntest.Message(blocks...)
 }
@@ -302,6 +351,7 @@ func (p *faultPlan) messages(turns int) int {
 // faults come from, drawn one per request in the order the run sends them.
 type faultRunState struct {
 	plan *faultPlan
+	dir  string // the run's own directory, for a run with a Store
 
 	mu       sync.Mutex // guards faults, requests, began, cancel
 	faults   *rand.Rand
@@ -427,6 +477,17 @@ func (l *faultLedger) entered(id string) (n int, overlap bool) {
 	return l.n[id], l.overlap[id]
 }
 
+// calls returns what the ledger and the ToolFinished events, reported,
+// say of the calls ids.
+func (l *faultLedger) calls(ids []string, reported map[string]int) *faultCalls {
+	c := newFaultCalls()
+	for _, id := range ids {
+		c.entered[id], c.overlap[id] = l.entered(id)
+		c.reported[id] = reported[id]
+	}
+	return c
+}
+
 // faultMark is what the result of the entry n of the call id says,
 // whether it succeeded, failed or panicked.
 func faultMark(id string, n int) string { return fmt.Sprintf("ran %s #%d", id, n) }
@@ -437,26 +498,7 @@ func faultMark(id string, n int) string { return fmt.Sprintf("ran %s #%d", id, n
 // slow takes a millisecond unless its ctx is cancelled first; exclusive
 // runs alone, and ends what early start takes of a response.
 func faultTools(l *faultLedger) []toolrun.Tool {
-	run := func(ctx context.Context, in faultInput) (string, error) {
-		n, done := l.enter(in.ID)
-		defer done()
-		mark := faultMark(in.ID, n)
-		switch in.Mode {
-		case "error":
-			return "", errors.New(mark + " and failed")
-		case "panic":
-			panic(mark + " and panicked")
-		case "slow":
-			timer := time.NewTimer(time.Millisecond)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		return mark, nil
-	}
+	run := faultToolFunc(l.enter)
 	exclusive := toolrun.NewTool("exclusive", "Runs alone.", run)
 	exclusive.Exclusive = true
 	return []toolrun.Tool{
@@ -475,6 +517,16 @@ type faultTally struct {
 	resumed   int // runs run again after an error
 	retried   int // streams retried
 	reentered int // calls whose tool was entered more than once: always 0
+	invalid   int // runs whose final history the server would reject: always 0
+	hangs     int // runs still going at their deadline: always 0
+
+	// The runs with a Store (faults_store_test.go).
+	raced       [2]int // runs whose two resumers were goroutines, processes
+	refused     int    // resumers refused with ErrRunBusy: one a race
+	kills       map[string]int
+	missed      int // children that finished before the save they were to be killed at
+	interrupted int // calls a kill interrupted, answered as interrupted
+	rerun       int // idempotent calls a kill interrupted, run again
 }
 
 func (t *faultTally) add(u faultTally) {
@@ -484,42 +536,62 @@ func (t *faultTally) add(u faultTally) {
 	for k, v := range u.stops {
 		t.stops[k] += v
 	}
+	if t.kills == nil {
+		t.kills = map[string]int{}
+	}
+	for k, v := range u.kills {
+		t.kills[k] += v
+	}
 	t.requests += u.requests
 	t.resumed += u.resumed
 	t.retried += u.retried
 	t.reentered += u.reentered
+	t.invalid += u.invalid
+	t.hangs += u.hangs
+	t.raced[0] += u.raced[0]
+	t.raced[1] += u.raced[1]
+	t.refused += u.refused
+	t.missed += u.missed
+	t.interrupted += u.interrupted
+	t.rerun += u.rerun
 }
 
 func (t *faultTally) String() string {
-	return fmt.Sprintf("%d requests; stops %v; %d runs resumed after an error, %d streams retried, %d calls run twice",
-		t.requests, t.stops, t.resumed, t.retried, t.reentered)
+	return fmt.Sprintf("%d requests; stops %v; %d runs resumed after an error, %d streams retried; "+
+		"stores: %d runs raced two resumers in goroutines and %d in processes, %d resumers refused with ErrRunBusy; "+
+		"children killed at a save %v, %d finished first; %d calls answered interrupted, %d idempotent calls run again; "+
+		"%d calls run twice, %d invalid histories, %d hangs past the deadline",
+		t.requests, t.stops, t.resumed, t.retried,
+		t.raced[0], t.raced[1], t.refused, t.kills, t.missed, t.interrupted, t.rerun,
+		t.reentered, t.invalid, t.hangs)
 }
 
 // run runs the run to its end and returns what went wrong.
 func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools []toolrun.Tool, ledger *faultLedger) ([]string, faultTally) {
 	p := st.plan
-	// A runner that hangs ends in a failure, not a hung test.
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A runner that hangs ends in a failure, not a hung test. A run with a
+	// Store has more to do, some of it in processes of its own.
+	ctx, cancel := context.WithTimeout(ctx, p.deadline())
 	defer cancel()
 	st.mu.Lock()
 	st.cancel = cancel
 	st.mu.Unlock()
 
-	var mu sync.Mutex            // guards reported, tally
-	reported := map[string]int{} // ToolFinished with Ran, by id
-	var tally faultTally
-	// Every body sent, retries included, must be the full params as JSON.
-	wire := &wireCheck{}
-	opts := &toolrun.Options{
-		Logger:           discard(),
-		MaxTurns:         p.maxTurns,
-		MaxParallelTools: p.parallel,
-		Stream:           p.mode != unstreamed,
-		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
-		// Stalled responses end fast, so that the suite stays quick; a
-		// hang would be a run that passes the suite's deadline.
-		Timeouts: toolrun.Timeouts{StreamIdle: 2 * time.Second, Request: 3 * time.Second},
-		OnEvent: func(_ context.Context, e toolrun.Event) {
+	var problems []string
+	failf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var (
+		tally faultTally
+		res   *toolrun.Result
+		err   error
+		calls *faultCalls
+	)
+	if p.store.kind == storeNone {
+		var mu sync.Mutex            // guards reported, retried
+		reported := map[string]int{} // ToolFinished with Ran, by id
+		retried := 0
+		// Every body sent, retries included, must be the full params as JSON.
+		wire := &wireCheck{}
+		opts := p.options(func(_ context.Context, e toolrun.Event) {
 			wire.observe(e)
 			mu.Lock()
 			defer mu.Unlock()
@@ -529,39 +601,28 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 					reported[e.Result.Call.ID]++
 				}
 			case toolrun.StreamRetried:
-				tally.retried++
+				retried++
 			}
-		},
+		})
+		r := toolrun.New(s.Client(option.WithMaxRetries(2), option.WithMiddleware(wire.middleware)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
+		res, err, tally.resumed = p.drive(ctx, r)
+		if err := wire.err(); err != nil {
+			failf("%v", err)
+		}
+		mu.Lock()
+		tally.retried = retried
+		calls = ledger.calls(p.callIDs(), reported)
+		mu.Unlock()
+	} else {
+		res, err, calls = st.runStore(ctx, s, &tally, failf)
 	}
-	r := toolrun.New(s.Client(option.WithMaxRetries(2), option.WithMiddleware(wire.middleware)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
-	var (
-		res *toolrun.Result
-		err error
-	)
-	for i := range p.attempts {
-		if i > 0 {
-			tally.resumed++
-		}
-		if p.viaEvents {
-			err = nil
-			for _, e := range r.Events(ctx) {
-				if e != nil {
-					err = e
-				}
-			}
-			res = r.Result()
-		} else {
-			res, err = r.Run(ctx)
-		}
-		if err == nil || ctx.Err() != nil {
-			break
-		}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		tally.hangs++
+		failf("the run hung past its %v deadline: %v", p.deadline(), err)
 	}
 
-	var problems []string
-	failf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if res == nil {
-		return []string{fmt.Sprintf("got a nil Result, with error %v", err)}, tally
+		return append(problems, fmt.Sprintf("got a nil Result, with error %v", err)), tally
 	}
 	tally.stops = map[toolrun.StopReason]int{res.StopReason: 1}
 	st.mu.Lock()
@@ -597,9 +658,6 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
 			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)
 		}
-		if ctx.Err() != nil {
-			failf("the run hung past its 30 s deadline: %v", err)
-		}
 	case res.StopReason == toolrun.StopMalformedResponse:
 		// Two responses in a row repeated a tool_use id: the run stops
 		// with the history as it was, checked above, and nothing ran.
@@ -614,9 +672,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		}
 	}
 	if err := historyError(res.Messages); err != nil {
-		failf("%v", err)
-	}
-	if err := wire.err(); err != nil {
+		tally.invalid++
 		failf("%v", err)
 	}
 
@@ -639,28 +695,32 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 			results[b.OfToolResult.ToolUseID] = text.String()
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for turn := 1; turn <= p.turns; turn++ {
 		for _, b := range p.reply(turn).Content {
 			if b.Type != "tool_use" {
 				continue
 			}
 			id := b.ID
-			entered, overlap := ledger.entered(id)
-			if overlap {
+			entered, killed := calls.entered[id], calls.killed[id]
+			if calls.overlap[id] {
 				failf("%s: its tool was entered again while an earlier entry was still running", id)
 			}
-			if entered > reported[id] {
-				failf("%s: its tool was entered %d times, and %d reported by a ToolFinished that ran", id, entered, reported[id])
+			// Entries in a process killed before it could report them are
+			// not reported.
+			if entered-killed > calls.reported[id] {
+				failf("%s: its tool was entered %d times (%d in a killed process), and %d reported by a ToolFinished that ran", id, entered, killed, calls.reported[id])
 			}
-			if entered > 1 {
+			// An idempotent call that a kill interrupted may run again;
+			// nothing else may.
+			again := b.Name == "fetch" && killed > 0 && entered-killed <= 1
+			switch {
+			case entered > 1 && again:
+				tally.rerun++
+			case entered > 1:
 				tally.reentered++
+				failf("%s: its tool was entered %d times (%d in a killed process), want at most 1", id, entered, killed)
 			}
-			if entered > 1 {
-				failf("%s: its tool was entered %d times, want at most 1", id, entered)
-			}
-			if began := st.responses(turn); entered > began {
+			if began := st.responses(turn); min(entered, 1) > began {
 				failf("%s: its tool was entered %d times, from %d responses that began", id, entered, began)
 			}
 			result, answered := results[id]
@@ -668,6 +728,12 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 			case !answered && entered > 0:
 				failf("%s: its tool was entered %d times, but no result was sent", id, entered)
 			case answered && entered > 0 && !strings.Contains(result, faultMark(id, entered)):
+				// A call that a kill interrupted before its result was saved
+				// is answered as interrupted, and not run again.
+				if calls.lastKilled[id] && b.Name != "fetch" && strings.Contains(result, toolrun.ErrInterrupted.Error()) {
+					tally.interrupted++
+					break
+				}
 				failf("%s: the model got %q, want the result of the last of %d entries", id, result, entered)
 			case answered && entered == 0 && strings.Contains(result, "ran "+id+" #"):
 				failf("%s: the model got %q, from a run never entered", id, result)
@@ -675,6 +741,62 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		}
 	}
 	return problems, tally
+}
+
+// callIDs returns the ids of the calls of the run's script.
+func (p *faultPlan) callIDs() []string {
+	var ids []string
+	for turn := 1; turn <= p.turns; turn++ {
+		for _, b := range p.reply(turn).Content {
+			if b.Type == "tool_use" {
+				ids = append(ids, b.ID)
+			}
+		}
+	}
+	return ids
+}
+
+// options returns the Options of a runner of the run, which reports its
+// events to onEvent.
+func (p *faultPlan) options(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
+	return &toolrun.Options{
+		Logger:           discard(),
+		MaxTurns:         p.maxTurns,
+		MaxParallelTools: p.parallel,
+		Stream:           p.mode != unstreamed,
+		StreamRetry:      toolrun.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
+		// Stalled responses end fast, so that the suite stays quick; a
+		// hang would be a run that passes the suite's deadline.
+		Timeouts: toolrun.Timeouts{StreamIdle: 2 * time.Second, Request: 3 * time.Second},
+		OnEvent:  onEvent,
+	}
+}
+
+// drive runs r as the plan says, by Run or by ranging over Events, and runs
+// it again after an error up to p.attempts times in all, as its caller may;
+// a runner refused with ErrRunBusy is not tried again. It returns how the
+// last attempt ended and the number of attempts after the first.
+func (p *faultPlan) drive(ctx context.Context, r *toolrun.Runner) (res *toolrun.Result, err error, resumed int) {
+	for i := range p.attempts {
+		if i > 0 {
+			resumed++
+		}
+		if p.viaEvents {
+			err = nil
+			for _, e := range r.Events(ctx) {
+				if e != nil {
+					err = e
+				}
+			}
+			res = r.Result()
+		} else {
+			res, err = r.Run(ctx)
+		}
+		if err == nil || ctx.Err() != nil || errors.Is(err, toolrun.ErrRunBusy) {
+			break
+		}
+	}
+	return res, err, resumed
 }
 
 // cancelled reports whether the responder cancelled the run.

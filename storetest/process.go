@@ -27,15 +27,24 @@ const (
 	raceID    = "storetest-processes"
 )
 
-// Child runs this process as a child of [RunProcesses] and exits, if it was
-// started as one; otherwise it returns at once. Call it first thing in the
-// test binary's TestMain, with the same open function given to
-// RunProcesses.
+// Child runs this process as a child of [RunProcesses] or [RunResumers] and
+// exits, if it was started as one; otherwise it returns at once. Call it
+// first thing in the test binary's TestMain, with the same open function
+// given to RunProcesses and RunResumers.
 //
-// A child opens the store with open(dir), waits for the parent's signal, and
-// races the other children to save one run: first over nothing, then, again
-// and again, over the version it has just loaded. It prints what it won.
+// A child of RunProcesses opens the store with open(dir), waits for the
+// parent's signal, and races the other children to save one run: first over
+// nothing, then, again and again, over the version it has just loaded. It
+// prints what it won. A child of RunResumers continues a suspended run in
+// the store, as RunResumers describes.
 func Child(open func(dir string) (toolrun.Store, error)) {
+	if mode := os.Getenv(envResume); mode != "" {
+		if err := resumerChild(mode, open); err != nil {
+			fmt.Printf("error %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	n, err := strconv.Atoi(os.Getenv(envChild))
 	if err != nil {
 		return

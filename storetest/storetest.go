@@ -10,8 +10,11 @@
 //
 // Run checks one process. [RunProcesses] checks that Save's
 // compare-and-swap also holds between processes: it starts copies of the
-// test binary, which race to save one run. Those copies find their work
-// through [Child], which the test binary's TestMain calls first:
+// test binary, which race to save one run. [RunResumers] checks what the
+// compare-and-swap is for: two copies that resume one suspended run at once
+// run its non-idempotent call once, and the other is refused with
+// [toolrun.ErrRunBusy]. Those copies find their work through [Child], which
+// the test binary's TestMain calls first:
 //
 //	func openStore(dir string) (toolrun.Store, error) {
 //		return mystore.Open(filepath.Join(dir, "runs.db"))
@@ -24,6 +27,9 @@
 //
 //	func TestMyStoreAcrossProcesses(t *testing.T) {
 //		if err := storetest.RunProcesses(t.Context(), t.TempDir(), openStore); err != nil {
+//			t.Error(err)
+//		}
+//		if err := storetest.RunResumers(t.Context(), t.TempDir(), openStore); err != nil {
 //			t.Error(err)
 //		}
 //	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,7 +15,39 @@ import (
 	"github.com/toolrun/toolrun/storetest"
 )
 
-func openFileStore(dir string) (toolrun.Store, error) { return &toolrun.FileStore{Dir: dir}, nil }
+// openFileStore opens a FileStore in dir; under a directory named
+// brokenDir it opens an ignoresPrev instead. The children of RunResumers open
+// their store through TestMain's Child, so the dir is how
+// TestRunResumersFindsABrokenStore reaches them.
+func openFileStore(dir string) (toolrun.Store, error) {
+	fs := &toolrun.FileStore{Dir: dir}
+	if slices.Contains(strings.Split(filepath.ToSlash(dir), "/"), brokenDir) {
+		return ignoresPrev{fs}, nil
+	}
+	return fs, nil
+}
+
+const brokenDir = "ignores-prev"
+
+// ignoresPrev is a FileStore whose Save saves over whatever is saved, as
+// if it had been given the saved version as prev: a store without a
+// compare-and-swap.
+type ignoresPrev struct{ *toolrun.FileStore }
+
+func (s ignoresPrev) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
+	for {
+		var cur uint64
+		if saved, err := s.FileStore.Load(ctx, id); err == nil {
+			cur = saved.Version
+		}
+		c := *st
+		c.Version = cur + 1
+		err := s.FileStore.Save(ctx, id, &c, cur)
+		if !errors.Is(err, toolrun.ErrRunBusy) {
+			return err
+		}
+	}
+}
 
 func TestMain(m *testing.M) {
 	storetest.Child(openFileStore)
@@ -28,6 +63,28 @@ func TestFileStore(t *testing.T) {
 func TestFileStoreAcrossProcesses(t *testing.T) {
 	if err := storetest.RunProcesses(t.Context(), t.TempDir(), openFileStore); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestTwoResumersRunACallOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	if err := storetest.RunResumers(t.Context(), t.TempDir(), openFileStore); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRunResumersFindsABrokenStore: with a store that saves over whatever
+// is saved, both resumers go on and the call runs twice, and RunResumers
+// says so.
+func TestRunResumersFindsABrokenStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	err := storetest.RunResumers(t.Context(), filepath.Join(t.TempDir(), brokenDir), openFileStore)
+	if err == nil || !strings.Contains(err.Error(), "want one") {
+		t.Errorf("RunResumers with a store that ignores prev: got %v, want an error about how the resumers stopped", err)
 	}
 }
 
