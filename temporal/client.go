@@ -24,6 +24,11 @@ func NewInput(params anthropic.BetaMessageNewParams, opts *RunOptions) Input {
 	// The runner is built only for its State: it sends nothing and logs
 	// nothing.
 	r := toolrun.New(anthropic.Client{}, params, nil, &toolrun.Options{MaxTurns: o.MaxTurns, Logger: slog.New(slog.DiscardHandler)})
+	if o.MaxTurns != 0 {
+		// The limit goes in the State, which the workers resume: their
+		// own Options.MaxTurns applies only to runs that set none.
+		r.SetMaxTurns(o.MaxTurns)
+	}
 	return Input{State: r.State(), Options: o}
 }
 
