@@ -2,11 +2,15 @@ package temporal
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 )
 
 // NewInput returns the input of [Workflow] for a new run of params (model,
@@ -20,18 +24,38 @@ func NewInput(params anthropic.BetaMessageNewParams, opts *RunOptions) Input {
 	// The runner is built only for its State: it sends nothing and logs
 	// nothing.
 	r := toolrun.New(anthropic.Client{}, params, nil, &toolrun.Options{MaxTurns: o.MaxTurns, Logger: slog.New(slog.DiscardHandler)})
+	if o.MaxTurns != 0 {
+		// The limit goes in the State, which the workers resume: their
+		// own Options.MaxTurns applies only to runs that set none.
+		r.SetMaxTurns(o.MaxTurns)
+	}
 	return Input{State: r.State(), Options: o}
 }
 
 // Start starts a new run of params as an execution of [Workflow] with c,
 // as [NewInput] describes; start says where (task queue, workflow id).
+// It starts the run with the memo [PendingMemo] saying that no call awaits
+// approval, so that [Pending] answers from the memo even before a worker
+// has taken the run's first task.
 func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptions, params anthropic.BetaMessageNewParams, opts *RunOptions) (client.WorkflowRun, error) {
+	if _, ok := start.Memo[PendingMemo]; !ok {
+		memo := make(map[string]any, len(start.Memo)+1)
+		maps.Copy(memo, start.Memo)
+		memo[PendingMemo] = pendingApprovals(nil)
+		start.Memo = memo
+	}
 	return c.ExecuteWorkflow(ctx, start, WorkflowName, NewInput(params, opts))
 }
 
 // Decide gives a person's decision for a call of run workflowID awaiting
 // approval, with [DecideUpdate]. It returns once the workflow has applied
-// it, or an error if no call with that id awaits approval.
+// it, or an error if the call has a decision already or does not await
+// one ([ErrAlreadyDecided], in the update's failure).
+//
+// An update needs a worker: the server hands it to one to validate and
+// apply, and with no worker of the run's task queue running, Decide blocks
+// until ctx is done. Give ctx a deadline, or use [DecideBySignal], which
+// the server accepts with no worker running.
 func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
@@ -45,9 +69,58 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 	return h.Get(ctx, nil)
 }
 
-// Pending returns the calls of run workflowID awaiting approval, with
-// [PendingQuery].
+// DecideBySignal gives a person's decision for a call of run workflowID
+// with [DecideSignal], and returns as soon as the server has recorded the
+// signal in the run's history: it does not wait for a worker. A signal is
+// durable: the workflow applies it when a worker next runs it, even one
+// started days later, and a decision for a call that does not exist yet is
+// kept until the call appears. What it does not do is report back: a
+// decision for a call decided already is dropped, with a warning in the
+// worker's log, where [Decide] returns the refusal. So use DecideBySignal
+// where no worker may be running (an approval page, a chat command) and
+// [Pending] to see, once a worker has run, that the call no longer awaits
+// approval.
+func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
+	return c.SignalWorkflow(ctx, workflowID, "", DecideSignal, Approval{ToolUseID: toolUseID, Decision: d})
+}
+
+// Pending returns the calls of run workflowID awaiting approval, from the
+// memo [PendingMemo] that DescribeWorkflowExecution returns: one request
+// to the server, answered with no worker running. It lists at most
+// [MemoMaxCalls] calls (those beyond are listed once the first are
+// decided), without an input over [MemoMaxInput] bytes (Input is then
+// null). A run that is no longer running awaits nothing: Pending returns
+// no calls for it.
+//
+// The memo, not [PendingQuery], because a query is answered by a worker
+// replaying the workflow: with no worker running, the server fails it
+// after a 10 s wait, and a busy worker delays it. The memo is what the run
+// showed at its last workflow task: a decision sent a moment ago shows
+// once a worker has applied it. A run started by a toolrun older than the
+// memo has none; for it, Pending falls back on the query.
 func Pending(ctx context.Context, c client.Client, workflowID string) ([]toolrun.PendingCall, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: pending calls of %s: %w", workflowID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, nil
+	}
+	raw, ok := info.GetMemo().GetFields()[PendingMemo]
+	if !ok {
+		return pendingByQuery(ctx, c, workflowID)
+	}
+	var p PendingApprovals
+	if err := converter.GetDefaultDataConverter().FromPayload(raw, &p); err != nil {
+		return nil, fmt.Errorf("toolrun: pending calls of %s: the memo %s: %w", workflowID, PendingMemo, err)
+	}
+	return p.Calls, nil
+}
+
+// pendingByQuery returns the calls of run workflowID awaiting approval, with
+// [PendingQuery].
+func pendingByQuery(ctx context.Context, c client.Client, workflowID string) ([]toolrun.PendingCall, error) {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", PendingQuery)
 	if err != nil {
 		return nil, err

@@ -59,13 +59,17 @@
 // # Approvals
 //
 // A call deferred to a person ([toolrun.DeferCall], [toolrun.RequireApproval])
-// makes the workflow wait. [PendingQuery] (or [Pending]) lists the calls
-// awaiting a decision; [DecideUpdate] (or [Decide]) and [DecideSignal]
-// carry one [Approval] per call. A call's first decision is final: the
-// update is rejected for a call that does not await approval or is decided
-// already ([ErrAlreadyDecided]), and such a signal is dropped. The search
-// attributes ([StatusAttribute] and the others) make runs findable with a
-// visibility query: [ListAwaitingApproval].
+// makes the workflow wait. The memo [PendingMemo] lists the calls awaiting
+// a decision, and [Pending] reads it with DescribeWorkflowExecution, with
+// no worker running ([PendingQuery] lists them too, but only a worker
+// answers a query); [DecideUpdate] (or [Decide]) and [DecideSignal] (or
+// [DecideBySignal]) carry one [Approval] per call. An update waits for a
+// worker and reports a refusal; a signal is accepted by the server with no
+// worker running and applied when one runs the workflow. A call's first
+// decision is final: the update is rejected for a call that does not await
+// approval or is decided already ([ErrAlreadyDecided]), and such a signal
+// is dropped. The search attributes ([StatusAttribute] and the others) make
+// runs findable with a visibility query: [ListAwaitingApproval].
 //
 // # Long runs
 //

@@ -255,6 +255,8 @@ type ToolOutput struct {
 const (
 	// versionSearchAttributes guards the upserts of the search attributes.
 	versionSearchAttributes = "toolrun.search-attributes"
+	// versionPendingMemo guards the upserts of the memo [PendingMemo].
+	versionPendingMemo = "toolrun.pending-memo"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -272,8 +274,9 @@ const (
 // conversation.
 //
 // A call deferred to a person makes the workflow wait for a decision, sent
-// with [DecideSignal] or [DecideUpdate]; [PendingQuery] lists the calls
-// awaiting one. A call's first decision is final: a later one, by update
+// with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
+// calls awaiting one (read it with [Pending], no worker needed), and so
+// does [PendingQuery]. A call's first decision is final: a later one, by update
 // or signal, is refused ([ErrAlreadyDecided]). Every
 // [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
@@ -288,6 +291,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	}
 	w.attrs = !w.opts.NoSearchAttributes &&
 		workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
+	w.memo = workflow.GetVersion(ctx, versionPendingMemo, workflow.DefaultVersion, 1) >= 1
 	if err := w.handle(ctx); err != nil {
 		return nil, err
 	}
@@ -353,6 +357,9 @@ type run struct {
 	size     int     // about the size of state in JSON: the last step's result and the results since
 	attrs    bool    // upsert the search attributes
 	shown    summary // what the search attributes show
+	memo     bool    // upsert the memo PendingMemo
+	memoSet  bool    // the memo was upserted in this execution
+	memoKey  string  // the calls the memo lists, as pendingKey gives them
 }
 
 // handle registers the queries, the update and the signal.
@@ -646,8 +653,10 @@ func (w *run) end(ctx workflow.Context) *Outcome {
 	return &Outcome{StopReason: w.state.StopReason, Detail: w.state.Detail, Text: w.text, State: w.state, Ref: w.ref}
 }
 
-// upsert updates the search attributes if what they show changed.
+// upsert updates the memo and the search attributes if what they show
+// changed.
 func (w *run) upsert(ctx workflow.Context) {
+	w.upsertMemo(ctx)
 	if !w.attrs {
 		return
 	}
@@ -664,5 +673,24 @@ func (w *run) upsert(ctx workflow.Context) {
 		CostAttribute.ValueSet(s.cost),
 	); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: search attributes not updated", "error", err.Error())
+	}
+}
+
+// upsertMemo sets the memo [PendingMemo] to the calls awaiting approval,
+// once in each execution (so that a run without such calls says so, and
+// [Pending] need not fall back on the query) and then whenever those calls
+// change: a decision, a new turn, the end of the run.
+func (w *run) upsertMemo(ctx workflow.Context) {
+	if !w.memo {
+		return
+	}
+	p := pendingApprovals(w.state.AwaitingApproval())
+	key := pendingKey(p)
+	if w.memoSet && key == w.memoKey {
+		return
+	}
+	w.memoSet, w.memoKey = true, key
+	if err := workflow.UpsertMemo(ctx, map[string]any{PendingMemo: p}); err != nil {
+		workflow.GetLogger(ctx).Warn("toolrun: pending memo not updated", "error", err.Error())
 	}
 }
