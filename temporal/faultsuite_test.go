@@ -92,13 +92,13 @@ func TestWorkflowFaultInjection(t *testing.T) {
 		sides["run "+strconv.Itoa(i)] = &wfSide{plan: plans[i], faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|1))}
 		sides["ref "+strconv.Itoa(i)] = &wfSide{plan: plans[i], faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|2))}
 	}
-	s := toolruntest.NewServerFunc(func(req *toolruntest.Request) toolruntest.Reply {
+	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Params.Messages
 		if len(msgs) == 0 || len(msgs[0].Content) == 0 || sides[msgs[0].Content[0].Text] == nil {
 			panic(fmt.Sprintf("a request of no run: %s", req.Body))
 		}
 		return sides[msgs[0].Content[0].Text].respond(req)
-	})
+	}})
 	// The workflows' tools and the runners' count their entries apart:
 	// a plan's ids are the same in both.
 	wfLedger, refLedger := newWFLedger(), newWFLedger()

@@ -45,7 +45,7 @@ func TestPendingMemo(t *testing.T) {
 		}
 		blocks = append(blocks, toolruntest.ToolUse(fmt.Sprintf("t%02d", i), "write_file", in))
 	}
-	s := toolruntest.Start(t, toolruntest.Message(blocks...), toolruntest.Message(toolruntest.Text("Done.")))
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(blocks...), toolruntest.Message(toolruntest.Text("Done."))))
 	var calls counter
 	env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval(long))}, nil)
 	var memos [][]string
@@ -107,10 +107,10 @@ func TestPendingMemo(t *testing.T) {
 func TestPendingWithNoWorkerOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-noworker")
-	model := toolruntest.Start(t,
+	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.Text("Done.")),
-	)
+	))
 	var calls counter
 	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
