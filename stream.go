@@ -7,11 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/toolrun/toolrun/internal/retry"
 )
 
 // The defaults of [RetryPolicy].
@@ -64,7 +65,7 @@ func (p RetryPolicy) attempts() int {
 // delay is the wait after the failed attempt n (from 1), unless the
 // response asked for another one.
 func (p RetryPolicy) delay(n int, resp *http.Response, err error) time.Duration {
-	if d, ok := retryAfter(resp, err); ok {
+	if d, ok := retry.After(resp, err); ok {
 		return d
 	}
 	initial, ceiling := p.InitialBackoff, p.MaxBackoff
@@ -83,59 +84,6 @@ func (p RetryPolicy) delay(n int, resp *http.Response, err error) time.Duration 
 		d -= time.Duration(rand.Int64N(q))
 	}
 	return d
-}
-
-// retryAfter reads the wait the server asked for, from the error event's
-// response or the streamed response's headers.
-func retryAfter(resp *http.Response, err error) (time.Duration, bool) {
-	var apiErr *anthropic.Error
-	if errors.As(err, &apiErr) && apiErr.Response != nil {
-		resp = apiErr.Response
-	}
-	if resp == nil {
-		return 0, false
-	}
-	if v := resp.Header.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
-		}
-	}
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-			return time.Duration(s * float64(time.Second)), true
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return max(0, time.Until(t)), true
-		}
-	}
-	return 0, false
-}
-
-// Retryable reports whether a failed model request may succeed if it is
-// sent again, and how long the API asked to wait first (zero if it did not
-// say). It is the one classification of the runner's stream retries and of
-// the Temporal module's activities: what the anthropic client itself
-// retries is retryable (408, 409, 429, 5xx, a dropped connection, a
-// timeout, a stream cut short or idle), and so is an error event in a
-// stream that began (status 200) whose type is overloaded_error,
-// api_error, rate_limit_error or timeout_error. A bad request, a bad key or
-// a refused permission is not.
-func Retryable(err error) (bool, time.Duration) {
-	var api *anthropic.Error
-	if !errors.As(err, &api) {
-		return true, 0
-	}
-	wait, _ := retryAfter(nil, err)
-	switch s := api.StatusCode; {
-	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
-		return true, wait
-	case s >= 200 && s < 300:
-		switch api.Type() {
-		case "overloaded_error", "api_error", "rate_limit_error", "timeout_error", "":
-			return true, wait
-		}
-	}
-	return false, 0
 }
 
 // StreamError is the failure of one attempt of a streamed response after it
@@ -204,7 +152,7 @@ func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.Bet
 		default:
 			cause = err
 		}
-		if ok, _ := Retryable(err); ctx.Err() != nil || !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
+		if ok, _ := retry.Retryable(err); ctx.Err() != nil || !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)

@@ -8,6 +8,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/retry"
 )
 
 // This file holds every use this package makes of the fields of
@@ -174,5 +175,6 @@ func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.Stat
 }
 
 // retryable classifies a failed model request, after the runner's own
-// stream retries, by the root package's one rule.
-func retryable(err error) (bool, time.Duration) { return toolrun.Retryable(err) }
+// stream retries, by the one rule the runner's stream retries use too
+// (internal/retry).
+func retryable(err error) (bool, time.Duration) { return retry.Retryable(err) }
