@@ -7,12 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,41 +378,7 @@ func (st *faultRunState) respond(req *toolruntest.Request) toolruntest.Reply {
 		r.Fault.EventDelay = time.Minute
 		return r
 	}
-	ms := time.Millisecond
-	switch x := st.faults.IntN(100); {
-	case x < 45:
-	case x < 55:
-		r.Fault = toolruntest.Fault{Status: http.StatusTooManyRequests, RetryAfter: ms}
-	case x < 63:
-		r.Fault = toolruntest.Fault{Status: 529, RetryAfter: ms}
-	case x < 70:
-		r.Fault = toolruntest.Fault{Status: http.StatusInternalServerError, RetryAfter: ms}
-	case x < 80: // no fault for a reply that is not streamed
-		r.Fault = toolruntest.Fault{StreamErrorAfter: 1 + st.faults.IntN(24)}
-	case x < 90:
-		if req.Stream {
-			r.Fault = toolruntest.Fault{DropAfter: 1 + st.faults.IntN(24)}
-		} else {
-			r.Fault = toolruntest.Fault{DropAfter: 1 + st.faults.IntN(300), RetryAfter: ms}
-		}
-	case x < 93:
-		r.Fault = toolruntest.Fault{EventDelay: ms}
-	case x < 95:
-		r.Fault = toolruntest.Fault{EventDelay: ms, StreamErrorAfter: 1 + st.faults.IntN(24)}
-	case x < 97: // a stalled model: the idle or request timeout ends the attempt
-		if req.Stream {
-			r.Fault = toolruntest.Fault{StallAfter: 1 + st.faults.IntN(24)}
-		} else {
-			r.Fault = toolruntest.Fault{StallAfter: 1 + st.faults.IntN(300)}
-		}
-	default: // a response whose tool_use ids repeat: asked for again
-		for i, b := range r.Content {
-			if b.Type == "tool_use" {
-				r.Content = slices.Insert(slices.Clone(r.Content), i+1, b)
-				break
-			}
-		}
-	}
+	r = toolruntest.RandomFault(st.faults, req.Stream, r)
 	if r.Fault.Status == 0 {
 		if st.began == nil {
 			st.began = map[int]int{}

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -331,7 +330,8 @@ func (sd *wfSide) requestCount() int {
 }
 
 // respond answers a request with the plan's reply for its turn and, at
-// random, a fault: the root package's fault suite's mix.
+// random, a fault: toolruntest.RandomFault, the root package's fault
+// suite's mix.
 func (sd *wfSide) respond(req *toolruntest.Request) toolruntest.Reply {
 	turn := 1
 	for _, m := range req.Params.Messages {
@@ -343,41 +343,7 @@ func (sd *wfSide) respond(req *toolruntest.Request) toolruntest.Reply {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	sd.requests++
-	ms := time.Millisecond
-	switch x := sd.faults.IntN(100); {
-	case x < 45:
-	case x < 55:
-		r.Fault = toolruntest.Fault{Status: http.StatusTooManyRequests, RetryAfter: ms}
-	case x < 63:
-		r.Fault = toolruntest.Fault{Status: 529, RetryAfter: ms}
-	case x < 70:
-		r.Fault = toolruntest.Fault{Status: http.StatusInternalServerError, RetryAfter: ms}
-	case x < 80: // no fault for a reply that is not streamed
-		r.Fault = toolruntest.Fault{StreamErrorAfter: 1 + sd.faults.IntN(24)}
-	case x < 90:
-		if req.Stream {
-			r.Fault = toolruntest.Fault{DropAfter: 1 + sd.faults.IntN(24)}
-		} else {
-			r.Fault = toolruntest.Fault{DropAfter: 1 + sd.faults.IntN(300), RetryAfter: ms}
-		}
-	case x < 93:
-		r.Fault = toolruntest.Fault{EventDelay: ms}
-	case x < 95:
-		r.Fault = toolruntest.Fault{EventDelay: ms, StreamErrorAfter: 1 + sd.faults.IntN(24)}
-	case x < 97: // a stalled model: the idle or request timeout ends the attempt
-		if req.Stream {
-			r.Fault = toolruntest.Fault{StallAfter: 1 + sd.faults.IntN(24)}
-		} else {
-			r.Fault = toolruntest.Fault{StallAfter: 1 + sd.faults.IntN(300)}
-		}
-	default: // a response whose tool_use ids repeat: asked for again
-		for i, b := range r.Content {
-			if b.Type == "tool_use" {
-				r.Content = slices.Insert(slices.Clone(r.Content), i+1, b)
-				break
-			}
-		}
-	}
+	r = toolruntest.RandomFault(sd.faults, req.Stream, r)
 	return r
 }
 
