@@ -10,7 +10,8 @@
 #      most 60 s;
 #   3. runs go vet and go test -race in this module, with TEMPORAL_ADDRESS
 #      set, so the tests against the server run (a worker killed mid-run, a
-#      worker stopped with SIGTERM, approvals and search attributes,
+#      worker stopped with SIGTERM, approvals and search attributes, a
+#      cancelled run's search attributes,
 #      pending approvals read and decided with no worker running, the
 #      scale smoke test, the golden histories replayed): with CI set they
 #      fail rather than skip when the server is missing;

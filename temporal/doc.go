@@ -69,7 +69,10 @@
 // decision is final: the update is rejected for a call that does not await
 // approval or is decided already ([ErrAlreadyDecided]), and such a signal
 // is dropped. The search attributes ([StatusAttribute] and the others) make
-// runs findable with a visibility query: [ListAwaitingApproval].
+// runs findable with a visibility query: [ListAwaitingApproval]. When an
+// execution ends they say how, and never that it awaits approval: a
+// cancelled run (which ends with Temporal's CanceledError, not an
+// [Outcome]) shows "canceled" and an empty memo; see [Workflow].
 //
 // # Long runs
 //

@@ -25,7 +25,10 @@ import (
 // `temporal server start-dev --search-attribute ToolrunStatus=Keyword …`.
 var (
 	// StatusAttribute is the run's status: "running",
-	// "awaiting_approval", or the [toolrun.StopReason] it stopped with.
+	// "awaiting_approval", or the [toolrun.StopReason] it stopped with
+	// ("canceled", [toolrun.StopCanceled], for a cancelled workflow). An
+	// execution that ended never shows "awaiting_approval"; see
+	// [Workflow] for what each way of ending leaves.
 	StatusAttribute = sdktemporal.NewSearchAttributeKeyKeyword("ToolrunStatus")
 	// AwaitingApprovalAttribute is true while a call awaits a person.
 	AwaitingApprovalAttribute = sdktemporal.NewSearchAttributeKeyBool("ToolrunAwaitingApproval")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,7 +20,9 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -141,6 +144,78 @@ func TestApprovalOnServer(t *testing.T) {
 		t.Errorf("got %s %q, want %q", temporal.StatusAttribute.GetName(), status, toolrun.StopEndTurn)
 	}
 	recordHistory(t, c, queue, "approval")
+}
+
+// TestCanceledOnServer cancels a run on a real server while it awaits
+// approval: the run ends as a cancelled workflow, and visibility then
+// finds it as cancelled, not awaiting approval, even with a query that
+// does not filter on ExecutionStatus; ListAwaitingApproval leaves it out,
+// and its memo lists no call.
+func TestCanceledOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-canceled")
+	model := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
+	))
+	var calls counter
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+		Logger: discard(),
+		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+	}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() bool {
+		runs, err := temporal.ListAwaitingApproval(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(runs, func(r temporal.AwaitingRun) bool { return r.WorkflowID == queue })
+	}
+	// count returns how many executions of the run query q finds.
+	count := func(q string) int {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q AND %s", queue, q)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.GetExecutions())
+	}
+	waitFor(t, 30*time.Second, "the run in ListAwaitingApproval", listed)
+
+	if err := c.CancelWorkflow(ctx, queue, ""); err != nil {
+		t.Fatal(err)
+	}
+	var ce *sdktemporal.CanceledError
+	if err := run.Get(ctx, nil); !errors.As(err, &ce) {
+		t.Fatalf("got %v from the cancelled run, want a CanceledError", err)
+	}
+	waitFor(t, 30*time.Second, `the run in visibility as "canceled"`, func() bool {
+		return count(`ToolrunStatus = "canceled" AND ToolrunAwaitingApproval = false AND ExecutionStatus = "Canceled"`) == 1
+	})
+	if n := count("ToolrunAwaitingApproval = true"); n != 0 {
+		t.Errorf("got %d executions of the cancelled run awaiting approval, want 0", n)
+	}
+	if listed() {
+		t.Error("got the cancelled run in ListAwaitingApproval, want it left out")
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, queue, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memo temporal.PendingApprovals
+	if err := converter.GetDefaultDataConverter().FromPayload(desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[temporal.PendingMemo], &memo); err != nil {
+		t.Fatal(err)
+	}
+	if len(memo.Calls) != 0 || memo.More != 0 {
+		t.Errorf("got memo %+v after the cancel, want no calls", memo)
+	}
+	if n := len(calls.all()); n != 0 {
+		t.Errorf("got %d tool runs, want 0", n)
+	}
+	recordHistory(t, c, queue, "approval-canceled")
 }
 
 // TestContinueAsNewOnServer records a run that continues as new, with

@@ -257,6 +257,13 @@ const (
 	versionSearchAttributes = "toolrun.search-attributes"
 	// versionPendingMemo guards the upserts of the memo [PendingMemo].
 	versionPendingMemo = "toolrun.pending-memo"
+	// versionEndStatus guards the upserts at the end of an execution that
+	// make the search attributes and the memo show that it ended: a
+	// cancelled run's status "canceled", and no call awaiting approval in
+	// an execution that can no longer take a decision. It is asked at the
+	// end, not at the start, so that a run that was waiting when its
+	// workers were upgraded gets it too.
+	versionEndStatus = "toolrun.end-status"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -281,6 +288,22 @@ const (
 // [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
+//
+// A cancelled run (client.CancelWorkflow) ends as Temporal's workflows
+// usually do: with Temporal's CanceledError, not an Outcome, so that the
+// execution closes as cancelled. Before it does, the search attributes
+// and the memo are set to show it: [StatusAttribute] "canceled",
+// [AwaitingApprovalAttribute] false, no calls in [PendingMemo]. A run that
+// ends with an Outcome shows its stop reason, and nothing awaiting
+// approval either: calls that still await a decision when a hook or a
+// limit stops the run are in the Outcome's state, for a run resumed from
+// it, but this execution takes no more decisions. An execution that
+// continues as new keeps what it showed ("running", or awaiting the calls
+// it carries over), since the run goes on in the next execution, which
+// starts with the same search attributes and memo: query with
+// ExecutionStatus = "Running" to see each run once. A run terminated, or
+// timed out by the server, keeps what it last showed: no workflow code
+// runs then.
 func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.State == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
@@ -295,6 +318,17 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if err := w.handle(ctx); err != nil {
 		return nil, err
 	}
+	out, err := w.loop(ctx)
+	if err != nil && ctx.Err() != nil {
+		w.canceled(ctx)
+	}
+	return out, err
+}
+
+// loop drives the run until it ends with an [Outcome], continues as new
+// (a [workflow.ContinueAsNewError]) or is cancelled (an error, with ctx
+// done).
+func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 	w.applyBuffered(ctx)
 	w.upsert(ctx)
 	firstTurn := w.state.Turns
@@ -360,6 +394,7 @@ type run struct {
 	memo     bool    // upsert the memo PendingMemo
 	memoSet  bool    // the memo was upserted in this execution
 	memoKey  string  // the calls the memo lists, as pendingKey gives them
+	ending   string  // the status the execution ends with, once it ends; "" while it runs
 }
 
 // handle registers the queries, the update and the signal.
@@ -647,10 +682,30 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 	return nil, workflow.NewContinueAsNewError(ctx, WorkflowName, in)
 }
 
-// end returns the run's outcome, with the search attributes showing it.
+// end returns the run's outcome, with the search attributes showing it:
+// the stop reason as the status, and no call awaiting approval, since
+// this execution takes no more decisions (the outcome's state still has
+// the calls that awaited one, for a run resumed from it).
 func (w *run) end(ctx workflow.Context) *Outcome {
+	if workflow.GetVersion(ctx, versionEndStatus, workflow.DefaultVersion, 1) >= 1 {
+		w.ending = string(w.state.StopReason)
+	}
 	w.upsert(ctx)
 	return &Outcome{StopReason: w.state.StopReason, Detail: w.state.Detail, Text: w.text, State: w.state, Ref: w.ref}
+}
+
+// canceled makes the search attributes and the memo show that the run was
+// cancelled: status [toolrun.StopCanceled], nothing awaiting approval. The
+// workflow's result stays Temporal's CanceledError, so that the execution
+// closes as cancelled, as Temporal's tools expect; the upserts go through
+// a disconnected context, since ctx is done.
+func (w *run) canceled(ctx workflow.Context) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if workflow.GetVersion(ctx, versionEndStatus, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	w.ending = string(toolrun.StopCanceled)
+	w.upsert(ctx)
 }
 
 // upsert updates the memo and the search attributes if what they show
@@ -661,6 +716,9 @@ func (w *run) upsert(ctx workflow.Context) {
 		return
 	}
 	s := summarize(w.state)
+	if w.ending != "" {
+		s.status, s.awaiting = w.ending, false
+	}
 	if s == w.shown {
 		return
 	}
@@ -679,12 +737,16 @@ func (w *run) upsert(ctx workflow.Context) {
 // upsertMemo sets the memo [PendingMemo] to the calls awaiting approval,
 // once in each execution (so that a run without such calls says so, and
 // [Pending] need not fall back on the query) and then whenever those calls
-// change: a decision, a new turn, the end of the run.
+// change: a decision, a new turn, the end of the run (when it lists none).
 func (w *run) upsertMemo(ctx workflow.Context) {
 	if !w.memo {
 		return
 	}
-	p := pendingApprovals(w.state.AwaitingApproval())
+	var calls []toolrun.PendingCall
+	if w.ending == "" {
+		calls = w.state.AwaitingApproval()
+	}
+	p := pendingApprovals(calls)
 	key := pendingKey(p)
 	if w.memoSet && key == w.memoKey {
 		return
