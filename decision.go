@@ -258,8 +258,8 @@ func (r *Runner) decideTurn(ctx context.Context, p *TurnState) ([]*CallState, er
 // no running (unknown tool, denied, skipped, invalid input, interrupted),
 // and reports whether c is to run. The error is that of a hook.
 func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
-	e, ok := r.tools[c.Call.Name]
-	if !ok {
+	e := r.tool(c.Call.Name)
+	if e == nil {
 		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.names)})
 	}
 	if c.Phase == PhaseStarted {
@@ -283,6 +283,9 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 		r.mu.Lock()
 		c.Decision, c.DecidedBy, c.Phase = &d, by, PhaseDecided
 		r.mu.Unlock()
+		if r.decided == nil {
+			r.decided = map[string]bool{}
+		}
 		r.decided[c.Call.ID] = true
 		r.emit(ctx, ToolDecided{Turn: r.st.Pending.Turn, Call: c.Call, Decision: d, By: by})
 	}

@@ -33,9 +33,12 @@ type Runner struct {
 	messages anthropic.BetaMessageService
 	opts     Options
 	log      runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	tools    map[string]*toolEntry
-	order    []string // tool names in the order given to New
-	names    []string // sorted names of the tools in the run, for messages to the model
+	set      *toolSet    // shared with the runners built from the same tools
+	tools    []toolEntry // this runner's view of set's tools, by position
+	names    []string    // sorted names of the tools in the run, for messages to the model
+	// toolDefs is the tool list sent with each request: set.defs itself
+	// (shared, never written through) while the run has no tool params of
+	// its own and removed none.
 	toolDefs []anthropic.BetaToolUnionParam
 
 	// mu guards st.Pending's calls while the executor's goroutines answer
@@ -44,8 +47,17 @@ type Runner struct {
 	mu sync.Mutex
 	st State // the run's data: the only copy
 
-	stopped *Result                // set while the run is stopped
-	last    *anthropic.BetaMessage // the last response, for Result.Message
+	// stopped is set while the run is stopped. Once it has been handed
+	// out (see result), its Message is nil and lastRaw holds it.
+	stopped *Result
+	// last is the last response, decoded, for Result.Message and
+	// TurnFinished; lastRaw holds its JSON in its place once the run's
+	// result has been handed out, since a stopped run may be held for long
+	// (awaiting approval, by the thousand) and the decoded message, with
+	// the client's record of every field, is several times the size of the
+	// JSON it came from.
+	last    *anthropic.BetaMessage
+	lastRaw string
 
 	// decided holds the pending turn's calls this runner decided under its
 	// own Options: a call decided by another runner, before a Resume, is
@@ -103,8 +115,7 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 }
 
 func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
-	r := &Runner{messages: client.Beta.Messages, tools: map[string]*toolEntry{},
-		decided: map[string]bool{}, live: map[string]*ToolResult{}}
+	r := &Runner{messages: client.Beta.Messages}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -112,17 +123,18 @@ func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
 		panic("toolrun: Options.Store needs Options.RunID")
 	}
 	r.log = newRunLogger(r.opts.Logger)
-	for _, t := range tools {
-		name := t.Name()
-		if _, dup := r.tools[name]; dup {
-			panic(fmt.Sprintf("toolrun: two tools are named %q", name))
+	set, err := toolSetOf(tools)
+	if err != nil {
+		panic(err.Error())
+	}
+	r.set = set
+	r.tools = make([]toolEntry, len(tools))
+	for i, t := range tools {
+		e := toolEntry{tool: t, schema: set.schemas[i]}
+		if c, ok := t.(Configurable); ok {
+			e.config = c.Config()
 		}
-		e, err := newToolEntry(t)
-		if err != nil {
-			panic(err.Error())
-		}
-		r.tools[name] = e
-		r.order = append(r.order, name)
+		r.tools[i] = e
 	}
 	return r
 }
@@ -131,15 +143,24 @@ func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
 // names told to the model: the caller's own tool params, then the runner's
 // tools in the order they were given, less those removed.
 func (r *Runner) syncTools() {
+	removed := false
 	for _, name := range r.st.Removed {
-		delete(r.tools, name)
+		if i, ok := r.set.index[name]; ok {
+			r.tools[i].removed = true
+			removed = true
+		}
 	}
+	if !removed && len(r.st.Params.Tools) == 0 {
+		r.toolDefs, r.names = r.set.defs, r.set.names
+		return
+	}
+	// A list of the run's own, never the shared set's.
 	r.toolDefs = slices.Clone(r.st.Params.Tools)
-	r.names = r.names[:0]
-	for _, name := range r.order {
-		if e, ok := r.tools[name]; ok {
-			r.toolDefs = append(r.toolDefs, e.param)
-			r.names = append(r.names, name)
+	r.names = nil
+	for i := range r.tools {
+		if !r.tools[i].removed {
+			r.toolDefs = append(r.toolDefs, r.set.defs[i])
+			r.names = append(r.names, r.tools[i].tool.Name())
 		}
 	}
 	sort.Strings(r.names)
@@ -247,7 +268,48 @@ func (r *Runner) Params() anthropic.BetaMessageNewParams {
 }
 
 // Result returns how the run stopped, or nil while it has not.
-func (r *Runner) Result() *Result { return r.stopped }
+//
+// Its Message is the last response decoded afresh from the JSON it came as:
+// a runner that has handed out its result keeps only that JSON (so a change
+// a hook made to the decoded response is not in it).
+func (r *Runner) Result() *Result { return r.result() }
+
+// result returns how the run stopped, or nil while it has not. The first
+// time, it is the result RunStopped carried; the runner then keeps it
+// without its decoded Message (lastMessage decodes it again when asked).
+func (r *Runner) result() *Result {
+	res := r.stopped
+	if res == nil {
+		return nil
+	}
+	if res.Message != nil {
+		if raw := res.Message.RawJSON(); raw != "" && res.Message == r.last {
+			kept := *res
+			kept.Message = nil
+			r.stopped = &kept
+			r.last, r.lastRaw = nil, raw
+		}
+		return res
+	}
+	if m := r.lastMessage(); m != nil {
+		c := *res
+		c.Message = m
+		return &c
+	}
+	return res
+}
+
+// lastMessage returns the last response, decoding it again if the runner
+// kept only its JSON, or nil if this runner received none.
+func (r *Runner) lastMessage() *anthropic.BetaMessage {
+	if r.last == nil && r.lastRaw != "" {
+		var m anthropic.BetaMessage
+		if err := m.UnmarshalJSON([]byte(r.lastRaw)); err == nil {
+			return &m
+		}
+	}
+	return r.last
+}
 
 // Run runs the loop until it stops and returns how it ended. The result is
 // never nil. The error is nil when the model finished (or refused, or ran
@@ -264,7 +326,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	for {
 		turn, err := r.Next(ctx)
 		if err != nil || turn == nil {
-			return r.stopped, err
+			return r.result(), err
 		}
 	}
 }
@@ -491,8 +553,9 @@ func (r *Runner) setPending(p *TurnState) {
 	r.mu.Lock()
 	r.st.Pending, r.st.Edited = p, false
 	r.mu.Unlock()
-	clear(r.decided)
-	clear(r.live)
+	// Dropped rather than cleared: a run held awaiting approval keeps no
+	// map of a turn it no longer has.
+	r.decided, r.live = nil, nil
 }
 
 // commit appends the pending turn's assistant message and tool results to
@@ -520,8 +583,8 @@ func (r *Runner) commit(ctx context.Context) {
 	}
 	var msg *anthropic.BetaMessage
 	var u Usage
-	if r.last != nil && r.st.Turns == p.Turn {
-		msg, u = r.last, usageOf(r.last)
+	if m := r.lastMessage(); m != nil && r.st.Turns == p.Turn {
+		msg, u = m, usageOf(m)
 	}
 	r.setPending(nil)
 	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
@@ -560,7 +623,7 @@ func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam 
 
 // resultBlock is the tool_result block of an answered call.
 func (r *Runner) resultBlock(c *CallState) anthropic.BetaContentBlockParamUnion {
-	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tools[c.Call.Name]))
+	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tool(c.Call.Name)))
 	b := anthropic.BetaToolResultBlockParam{ToolUseID: c.Call.ID, Content: content, CacheControl: c.Result.CacheControl}
 	if c.Result.IsError {
 		b.IsError = anthropic.Bool(true)
@@ -639,6 +702,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	case StopBudget:
 		res.Err = fmt.Errorf("%w: %s", ErrBudget, res.Detail)
 	}
+	r.last, r.lastRaw = r.lastMessage(), ""
 	res.Message = r.last
 	res.Messages = slices.Clone(r.st.Params.Messages)
 	res.Usage = r.st.Usage
@@ -800,6 +864,6 @@ type PlannedCall struct {
 func (r *Runner) plan(c *CallState) PlannedCall {
 	call := c.Call
 	call.Input = c.input()
-	e := r.tools[call.Name]
+	e := r.tool(call.Name)
 	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e)}
 }

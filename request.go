@@ -23,8 +23,10 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	r.emit(ctx, TurnStarted{Turn: n})
 	params := r.requestParams()
 	if h := r.opts.BeforeRequest; h != nil {
-		// The hook may change the messages of this request only.
+		// The hook may change the messages and tools of this request only
+		// (the tool list is shared with other runners: toolentry.go).
 		params.Messages = slices.Clone(params.Messages)
+		params.Tools = slices.Clone(params.Tools)
 		if err := r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, &params) }); err != nil {
 			r.hookFailed(ctx, err)
 			return nil
@@ -64,7 +66,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		return nil
 	}
 	r.st.Turns = n
-	r.last = msg
+	r.last, r.lastRaw = msg, ""
 	r.lastInput = usageOf(msg).inputTotal()
 	if r.measureFloor {
 		r.compactFloor, r.measureFloor = r.lastInput, false
