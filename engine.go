@@ -32,7 +32,7 @@ type Runner struct {
 	// the thousand while they await approval.
 	messages anthropic.BetaMessageService
 	opts     Options
-	log      runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	log      runLogger   // Options.Logger as ANTHROPIC_LOG sets it, redacting
 	set      *toolSet    // shared with the runners built from the same tools
 	tools    []toolEntry // this runner's view of set's tools, by position
 	names    []string    // sorted names of the tools in the run, for messages to the model
