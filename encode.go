@@ -35,6 +35,13 @@ type wireCache struct {
 	scratch [][]byte
 	// tools is the request JSON of the last request's tool list.
 	tools *toolsJSON
+
+	// thread is the run's thread with Options.Thread, from the first
+	// request; threadKey is the system prompt and tools it was created
+	// with. A stopped run drops it with the rest of the cache, and starts
+	// a new thread if it goes on.
+	thread    *anthropic.BetaMessageThread
+	threadKey string
 }
 
 // toolsJSON is the request JSON of a tool list, known by the list's first
@@ -236,3 +243,11 @@ func wireRequest(params *anthropic.BetaMessageNewParams, body []byte, opts []opt
 }
 
 var emptyObject = json.RawMessage(`{}`)
+
+// wireCache returns the runner's cache of request JSON, made on first use.
+func (r *Runner) wireCache() *wireCache {
+	if r.wire == nil {
+		r.wire = &wireCache{}
+	}
+	return r.wire
+}

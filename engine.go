@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -30,12 +29,15 @@ type Runner struct {
 	// messages is the client's Messages service: all the runner needs of
 	// the client, a fraction of its size, which matters for runs held by
 	// the thousand while they await approval.
-	messages anthropic.BetaMessageService
-	opts     Options
-	log      runLogger   // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	//
+	// messages, opts and log point into a runConfig that the runners built
+	// with equal ones share (see sharedConfig), never written: opts is this
+	// runner's copy of its Options.
+	messages *anthropic.BetaMessageService
+	opts     *Options
+	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
 	set      *toolSet    // shared with the runners built from the same tools
 	tools    []toolEntry // this runner's view of set's tools, by position
-	names    []string    // sorted names of the tools in the run, for messages to the model
 	// toolDefs is the tool list sent with each request: set.defs itself
 	// (shared, never written through) while the run has no tool params of
 	// its own and removed none.
@@ -47,9 +49,10 @@ type Runner struct {
 	mu sync.Mutex
 	st State // the run's data: the only copy
 
-	// stopped is set while the run is stopped. Once it has been handed
-	// out (see result), its Message is nil and lastRaw holds it.
-	stopped *Result
+	// stopped is set while the run is stopped; fresh is its Result, until
+	// it is handed out (see result).
+	stopped *stopRecord
+	fresh   *Result
 	// last is the last response, decoded, for Result.Message and
 	// TurnFinished; lastRaw holds its JSON in its place once the run's
 	// result has been handed out, since a stopped run may be held for long
@@ -62,7 +65,9 @@ type Runner struct {
 	// decided holds the pending turn's calls this runner decided under its
 	// own Options: a call decided by another runner, before a Resume, is
 	// decided again, so that this runner's deny rules hold.
-	decided map[string]bool
+	// A list rather than a set: a turn has a few calls, and a held run
+	// keeps the list.
+	decided []string
 	// live holds the pending turn's results answered in this process,
 	// with their errors as the tools returned them.
 	live map[string]*ToolResult
@@ -70,23 +75,21 @@ type Runner struct {
 	started       time.Time // the first step in this process, for Budget.WallTime
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
-	compactAsked  bool      // CompactBeforeNextTurn was called
 	compactFloor  int64     // the input of the first response after the last compaction
+	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
 	warnedPrice   map[string]bool
 
 	// wire holds the request JSON of the history's messages, so that a
 	// request encodes only what is new (encode.go). It is a cache, not
 	// state: a resumed runner encodes its first request in full.
-	wire wireCache
-
-	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
-	threadKey string                       // the system prompt and tools the thread was created with
+	// It is nil until the first request, and again once the run stops.
+	wire *wireCache
 
 	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
 	saveErr error      // the first failed save, which stops the run
-	busy    error      // a save refused with ErrRunBusy: the run is another runner's, for good
 	version uint64     // the version of the state last loaded from or saved to the store
+	busy    bool       // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
 	claimed bool       // a save succeeded in this process
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
@@ -115,27 +118,17 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 }
 
 func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
-	r := &Runner{messages: client.Beta.Messages}
-	if opts != nil {
-		r.opts = *opts
-	}
+	cfg := sharedConfig(client.Beta.Messages, opts)
+	r := &Runner{messages: &cfg.messages, opts: &cfg.opts, log: &cfg.log}
 	if r.opts.Store != nil && r.opts.RunID == "" {
 		panic("toolrun: Options.Store needs Options.RunID")
 	}
-	r.log = newRunLogger(r.opts.Logger)
 	set, err := toolSetOf(tools)
 	if err != nil {
 		panic(err.Error())
 	}
 	r.set = set
-	r.tools = make([]toolEntry, len(tools))
-	for i, t := range tools {
-		e := toolEntry{tool: t, schema: set.schemas[i]}
-		if c, ok := t.(Configurable); ok {
-			e.config = c.Config()
-		}
-		r.tools[i] = e
-	}
+	r.tools = set.entriesFor(tools)
 	return r
 }
 
@@ -146,24 +139,36 @@ func (r *Runner) syncTools() {
 	removed := false
 	for _, name := range r.st.Removed {
 		if i, ok := r.set.index[name]; ok {
+			if len(r.tools) > 0 && &r.tools[0] == &r.set.entries[0] {
+				r.tools = slices.Clone(r.tools) // the set's, shared
+			}
 			r.tools[i].removed = true
 			removed = true
 		}
 	}
 	if !removed && len(r.st.Params.Tools) == 0 {
-		r.toolDefs, r.names = r.set.defs, r.set.names
+		r.toolDefs = r.set.defs
 		return
 	}
 	// A list of the run's own, never the shared set's.
 	r.toolDefs = slices.Clone(r.st.Params.Tools)
-	r.names = nil
 	for i := range r.tools {
 		if !r.tools[i].removed {
 			r.toolDefs = append(r.toolDefs, r.set.defs[i])
-			r.names = append(r.names, r.tools[i].tool.Name())
 		}
 	}
-	sort.Strings(r.names)
+}
+
+// toolNames returns the sorted names of the tools in the run, for a message
+// to the model.
+func (r *Runner) toolNames() []string {
+	var names []string
+	for _, name := range r.set.names {
+		if r.tool(name) != nil {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // RemoveTools takes tools out of the run: they are no longer sent to the
@@ -274,29 +279,47 @@ func (r *Runner) Params() anthropic.BetaMessageNewParams {
 // a hook made to the decoded response is not in it).
 func (r *Runner) Result() *Result { return r.result() }
 
-// result returns how the run stopped, or nil while it has not. The first
-// time, it is the result RunStopped carried; the runner then keeps it
-// without its decoded Message (lastMessage decodes it again when asked).
+// result returns how the run stopped, or nil while it has not: the first
+// time, the Result that RunStopped carried (after which the runner keeps
+// only the last response's JSON: lastMessage decodes it again when asked);
+// then one made afresh of the stopRecord and the State.
 func (r *Runner) result() *Result {
-	res := r.stopped
-	if res == nil {
+	s := r.stopped
+	if s == nil {
 		return nil
 	}
-	if res.Message != nil {
-		if raw := res.Message.RawJSON(); raw != "" && res.Message == r.last {
-			kept := *res
-			kept.Message = nil
-			r.stopped = &kept
-			r.last, r.lastRaw = nil, raw
+	if res := r.fresh; res != nil {
+		r.fresh = nil
+		if m := res.Message; m != nil && m == r.last {
+			if raw := m.RawJSON(); raw != "" {
+				r.last, r.lastRaw = nil, raw
+			}
 		}
 		return res
 	}
-	if m := r.lastMessage(); m != nil {
-		c := *res
-		c.Message = m
-		return &c
-	}
-	return res
+	return &Result{StopReason: s.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
+		Messages: slices.Clone(s.messages), Pending: s.pending, Usage: r.st.Usage,
+		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: s.Budget,
+		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
+}
+
+// stopRecord is how a run stopped, as a runner keeps it while the run is
+// held: with the State's Detail, usage and counters, which do not change
+// while the run is stopped, it is all a Result is made of, in half the
+// size.
+type stopRecord struct {
+	StopReason StopReason
+	Budget     BudgetKind
+	Err        error
+	messages   []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
+	pending    []PendingCall
+}
+
+// setStopped records res as how the run stopped, and hands it out first.
+func (r *Runner) setStopped(res *Result) {
+	r.stopped = &stopRecord{StopReason: res.StopReason, Budget: res.Budget, Err: res.Err,
+		messages: slices.Clip(r.st.Params.Messages), pending: res.Pending}
+	r.fresh = res
 }
 
 // lastMessage returns the last response, decoding it again if the runner
@@ -562,7 +585,13 @@ func (r *Runner) setPending(p *TurnState) {
 // the history.
 func (r *Runner) commit(ctx context.Context) {
 	p := r.st.Pending
-	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), sanitizeAssistant(p.Message))
+	// One new array, of the size it needs: a run held awaiting approval
+	// keeps it, and a long run copies its history once per turn, not twice.
+	add := 1
+	if len(p.Calls) > 0 {
+		add = 2
+	}
+	r.st.Params.Messages = append(slices.Grow(slices.Clip(r.st.Params.Messages), add), sanitizeAssistant(p.Message))
 	var results []*ToolResult
 	if len(p.Calls) > 0 {
 		blocks := make([]anthropic.BetaContentBlockParamUnion, len(p.Calls))
@@ -646,7 +675,7 @@ func (r *Runner) halted() bool {
 }
 
 func (r *Runner) clearStop() {
-	r.stopped = nil
+	r.stopped, r.fresh = nil, nil
 	r.st.StopReason, r.st.Detail = "", ""
 }
 
@@ -713,12 +742,12 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	if res.StopReason == StopAwaitingApproval {
 		res.Pending = r.st.AwaitingApproval()
 	}
-	r.stopped = res
+	r.setStopped(res)
 	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
 	// A stopped run may be held for long (awaiting approval, say): it
 	// keeps no encoded copy of its history, and re-encodes it once if it
 	// goes on.
-	r.wire = wireCache{}
+	r.wire = nil
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})

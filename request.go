@@ -176,7 +176,7 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 	}
 	// The body is encoded incrementally (encode.go); params still go to
 	// the client, for what it reads of them.
-	if body, ok := r.wire.body(params, false); ok {
+	if body, ok := r.wireCache().body(params, false); ok {
 		p, opts := wireRequest(params, body, opts)
 		return r.messages.New(ctx, p, opts...)
 	}

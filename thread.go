@@ -24,7 +24,7 @@ func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNe
 		return r.threadFor(params).SendStreaming(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
 	}
 	// As in Runner.send: the body is encoded incrementally (encode.go).
-	if body, ok := r.wire.body(params, true); ok {
+	if body, ok := r.wireCache().body(params, true); ok {
 		p, opts := wireRequest(params, body, opts)
 		return r.messages.NewStreaming(ctx, p, opts...)
 	}
@@ -43,13 +43,14 @@ func (r *Runner) threadFor(params *anthropic.BetaMessageNewParams) *anthropic.Be
 		System any `json:"system"`
 		Tools  any `json:"tools"`
 	}{params.System, params.Tools})
-	if r.thread == nil || err != nil || string(key) != r.threadKey {
-		r.thread = r.messages.NewThread(tp)
-		r.threadKey = string(key)
+	w := r.wireCache()
+	if w.thread == nil || err != nil || string(key) != w.threadKey {
+		w.thread = r.messages.NewThread(tp)
+		w.threadKey = string(key)
 	} else {
-		r.thread.Params = tp
+		w.thread.Params = tp
 	}
-	return r.thread
+	return w.thread
 }
 
 // threadParams are params as a thread's, falling back to the whole history

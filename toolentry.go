@@ -37,6 +37,10 @@ type toolSet struct {
 	funcs   []*FuncTool
 	index   map[string]int // a tool's position by name
 	schemas []*toolSchema
+	// entries are the tools with their settings as they were when the set
+	// was built: a runner whose tools have the same ones shares them, and
+	// copies them before it changes one.
+	entries []toolEntry
 	defs    []anthropic.BetaToolUnionParam // in the order given to New
 	names   []string                       // sorted, for messages to the model
 }
@@ -66,7 +70,8 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 		}
 	}
 	s := &toolSet{index: make(map[string]int, len(tools)), schemas: make([]*toolSchema, len(tools)),
-		defs: make([]anthropic.BetaToolUnionParam, len(tools)), names: make([]string, len(tools))}
+		defs: make([]anthropic.BetaToolUnionParam, len(tools)), names: make([]string, len(tools)),
+		entries: make([]toolEntry, len(tools))}
 	for i, t := range tools {
 		name := t.Name()
 		if _, dup := s.index[name]; dup {
@@ -83,6 +88,7 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 		}
 		s.index[name] = i
 		s.names[i] = name
+		s.entries[i] = newToolEntry(t, s.schemas[i])
 	}
 	sort.Strings(s.names)
 	if funcs != nil {
@@ -90,6 +96,45 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 		lastToolSet.Store(s)
 	}
 	return s, nil
+}
+
+// newToolEntry returns the entry of t, with its settings as they are now.
+func newToolEntry(t Tool, schema *toolSchema) toolEntry {
+	e := toolEntry{tool: t, schema: schema}
+	if c, ok := t.(Configurable); ok {
+		e.config = c.Config()
+	}
+	return e
+}
+
+// entriesFor returns the entries of tools, the set's own tools: the set's
+// shared entries if every tool's settings are as they were when the set
+// was built (compared as memory, since a Policy is a func), or new ones.
+func (s *toolSet) entriesFor(tools []Tool) []toolEntry {
+	shared := s.funcs != nil
+	for i := 0; shared && i < len(tools); i++ {
+		e := newToolEntry(tools[i], s.schemas[i])
+		shared = sameEntry(&e, &s.entries[i])
+	}
+	if shared {
+		return s.entries
+	}
+	entries := make([]toolEntry, len(tools))
+	for i, t := range tools {
+		entries[i] = newToolEntry(t, s.schemas[i])
+	}
+	return entries
+}
+
+// sameEntry reports whether a and b are the same tool with the same
+// settings: the same Policy func value, compared as memory, since Go
+// cannot compare funcs (a closure's pointer: two closures of one func
+// literal over different variables differ).
+func sameEntry(a, b *toolEntry) bool {
+	ca, cb := &a.config, &b.config
+	return a.tool == b.tool && a.schema == b.schema && a.removed == b.removed &&
+		ca.Timeout == cb.Timeout && ca.Exclusive == cb.Exclusive && ca.Idempotent == cb.Idempotent &&
+		ca.MaxResultBytes == cb.MaxResultBytes && sameMemory(&ca.Policy, &cb.Policy)
 }
 
 // tool returns the entry of the tool named name, or nil if the run has no
