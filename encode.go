@@ -36,12 +36,10 @@ type wireCache struct {
 	// tools is the request JSON of the last request's tool list.
 	tools *toolsJSON
 
-	// thread is the run's thread with Options.Thread, from the first
-	// request; threadKey is the system prompt and tools it was created
-	// with. A stopped run drops it with the rest of the cache, and starts
-	// a new thread if it goes on.
-	thread    *anthropic.BetaMessageThread
-	threadKey string
+	// link is the run's message thread with Options.Thread (thread.go).
+	// A stopped run drops it with the rest of the cache, and starts a new
+	// thread if it goes on.
+	link threadLink
 }
 
 // toolsJSON is the request JSON of a tool list, known by the list's first
@@ -114,6 +112,13 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
+	return c.bodyFrom(params, stream, 0, false)
+}
+
+// bodyFrom is body with only params.Messages[from:] in the body's
+// messages (the cache still learns them all), and no tools if omitTools:
+// a request that continues a message thread (thread.go).
+func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool) ([]byte, bool) {
 	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
@@ -124,7 +129,7 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 		return nil, false
 	}
 	var tools []byte
-	if len(params.Tools) > 0 {
+	if len(params.Tools) > 0 && !omitTools {
 		if tools, err = c.toolsBody(params.Tools); err != nil {
 			return nil, false
 		}
@@ -190,7 +195,7 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 		b = append(b, `"tools":`...)
 		b = append(b, tools...)
 		b = append(b, ',')
-	case params.Tools != nil: // empty, and not omitted (omitzero)
+	case params.Tools != nil && !omitTools: // empty, and not omitted (omitzero)
 		b = append(b, `"tools":[],`...)
 	}
 	if msgs == nil { // omitted, as marshalling omits it (omitzero)
@@ -200,7 +205,7 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 		return append(b, '}'), true
 	}
 	b = append(b, `"messages":[`...)
-	for i, enc := range encs {
+	for i, enc := range encs[min(from, len(encs)):] {
 		if i > 0 {
 			b = append(b, ',')
 		}

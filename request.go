@@ -51,6 +51,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		r.account(ctx, m)
 		bad := checkResponse(m)
 		if bad == nil {
+			r.threadReplied(m)
 			msg = m
 			r.emit(ctx, ResponseReceived{Turn: n, Message: m, Duration: time.Since(start)})
 			break
@@ -73,6 +74,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	}
 	r.lastInputMsgs = len(params.Messages)
 	p := newTurnState(n, msg)
+	r.threadReply(p)
 	r.setPending(p)
 	if err := r.save(ctx); err != nil {
 		r.fail(ctx, err, "")
@@ -172,7 +174,9 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 		opts = append(opts, option.WithRequestTimeout(d))
 	}
 	if r.opts.Thread {
-		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
+		if m, ok, err := r.sendThread(ctx, params, opts); ok {
+			return m, err
+		}
 	}
 	// The body is encoded incrementally (encode.go); params still go to
 	// the client, for what it reads of them.
