@@ -175,10 +175,14 @@ type Options struct {
 	// Thread runs the conversation on a message thread (beta): the API keeps
 	// the history and each request sends only the messages added since the
 	// last one. The runner still holds the whole history (for State, hooks,
-	// edits and compaction), and a request the thread cannot take — a
-	// changed system prompt or tool list, say — is sent again with the
-	// whole history, without a thread, as the API advises. A resumed run
-	// starts a new thread.
+	// edits and compaction) and encodes only what is new (thread.go). A
+	// history the caller, a hook or compaction changed, a changed system
+	// prompt or tool list, a refusal or a failed request starts a new
+	// thread, whose first request carries the whole history; a request the
+	// API cannot take on a thread is sent again with the whole history,
+	// without a thread, and so is every later one. A resumed run, or one
+	// that stopped and goes on, starts a new thread. The default is off
+	// (README says why).
 	Thread bool
 
 	// Stream, if true, streams every response: while it arrives, OnEvent

@@ -66,24 +66,38 @@ func TestThread(t *testing.T) {
 // TestThreadUnsupportedFallsBack: a request the thread cannot take is sent
 // again with the whole history, and the run goes on.
 func TestThreadUnsupportedFallsBack(t *testing.T) {
-	s := toolruntest.NewServerWithOptions(&toolruntest.Options{ThreadUnsupported: []string{"tools"}}, threadScript()...)
-	t.Cleanup(s.Close)
-	var calls counter
-	res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-		Logger: discard(), Thread: true,
-	}).Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
+			s := toolruntest.NewServerWithOptions(&toolruntest.Options{ThreadUnsupported: []string{"tools"}}, threadScript()...)
+			t.Cleanup(s.Close)
+			var calls counter
+			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger: discard(), Thread: true, Stream: stream,
+			}).Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StopReason != toolrun.StopEndTurn || calls.get("get_weather") != 2 {
+				t.Fatalf("stop %q with %d tool runs, want end_turn with 2", res.StopReason, calls.get("get_weather"))
+			}
+			reqs := s.Requests()
+			// The first request, on a thread, is refused; it and every later
+			// one go without a thread, with the whole history.
+			var threaded []bool
+			var sent []int
+			for _, r := range reqs {
+				threaded = append(threaded, r.Params.Thread != nil)
+				sent = append(sent, len(r.Params.Messages))
+			}
+			if diff := cmp.Diff([]bool{true, false, false, false}, threaded); diff != "" {
+				t.Errorf("requests on a thread (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]int{1, 1, 3, 5}, sent); diff != "" {
+				t.Errorf("messages per request (-want +got):\n%s", diff)
+			}
+			checkHistory(t, res.Messages)
+		})
 	}
-	if res.StopReason != toolrun.StopEndTurn || calls.get("get_weather") != 2 {
-		t.Fatalf("stop %q with %d tool runs, want end_turn with 2", res.StopReason, calls.get("get_weather"))
-	}
-	reqs := s.Requests()
-	last := reqs[len(reqs)-1]
-	if last.Params.Thread != nil || len(last.Params.Messages) != 5 {
-		t.Errorf("last request: thread %v with %d messages, want the whole history without a thread", last.Params.Thread, len(last.Params.Messages))
-	}
-	checkHistory(t, res.Messages)
 }
 
 // TestThreadToolsChanged: changing the tools mid-run, which a thread cannot
