@@ -280,9 +280,6 @@ func (r *Runner) save(ctx context.Context) error {
 	s := r.snapshot()
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	if r.busy != nil {
-		return r.busy
-	}
 	if r.saveErr != nil {
 		return r.saveErr
 	}
@@ -298,7 +295,7 @@ func (r *Runner) save(ctx context.Context) error {
 	}
 	err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)
 	if errors.Is(err, ErrRunBusy) {
-		r.busy = err
+		r.saveErr, r.busy = err, true
 		r.log.ErrorContext(ctx, "toolrun: run taken by another runner; stopping", "run_id", r.opts.RunID, "version", prev, "error", err.Error())
 		return err
 	}
@@ -311,7 +308,7 @@ func (r *Runner) save(ctx context.Context) error {
 func (r *Runner) hasSaveErr() bool {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	return r.saveErr != nil || r.busy != nil
+	return r.saveErr != nil
 }
 
 // takeSaveErr returns the first failed save, and forgets it unless it was a
@@ -319,8 +316,8 @@ func (r *Runner) hasSaveErr() bool {
 func (r *Runner) takeSaveErr() error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	if r.busy != nil {
-		return r.busy
+	if r.busy {
+		return r.saveErr
 	}
 	err := r.saveErr
 	r.saveErr = nil

@@ -258,9 +258,9 @@ func (r *Runner) decideTurn(ctx context.Context, p *TurnState) ([]*CallState, er
 // no running (unknown tool, denied, skipped, invalid input, interrupted),
 // and reports whether c is to run. The error is that of a hook.
 func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
-	e, ok := r.tools[c.Call.Name]
-	if !ok {
-		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.names)})
+	e := r.tool(c.Call.Name)
+	if e == nil {
+		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.toolNames())})
 	}
 	if c.Phase == PhaseStarted {
 		if !e.config.Idempotent {
@@ -272,7 +272,7 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 		c.Phase = PhaseDecided // run again, as its tool allows
 		r.mu.Unlock()
 	}
-	if !r.decided[c.Call.ID] {
+	if !slices.Contains(r.decided, c.Call.ID) {
 		d, by, res, err := r.rules(ctx, e, c)
 		if err != nil {
 			return false, err
@@ -283,7 +283,7 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 		r.mu.Lock()
 		c.Decision, c.DecidedBy, c.Phase = &d, by, PhaseDecided
 		r.mu.Unlock()
-		r.decided[c.Call.ID] = true
+		r.decided = append(r.decided, c.Call.ID)
 		r.emit(ctx, ToolDecided{Turn: r.st.Pending.Turn, Call: c.Call, Decision: d, By: by})
 	}
 	switch d := c.Decision; d.Kind {
@@ -395,7 +395,7 @@ func (r *Runner) Decide(toolUseID string, d Decision) error {
 	r.mu.Unlock()
 	if err == nil {
 		// The rules see the person's decision, and any input it carries.
-		delete(r.decided, toolUseID)
+		r.decided = slices.DeleteFunc(r.decided, func(id string) bool { return id == toolUseID })
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"encoding/json"
+	"sync/atomic"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -32,6 +33,51 @@ type wireCache struct {
 	spare map[messageKey][]byte
 	// scratch is reused as the list of one request's encodings.
 	scratch [][]byte
+	// tools is the request JSON of the last request's tool list.
+	tools *toolsJSON
+
+	// link is the run's message thread with Options.Thread (thread.go).
+	// A stopped run drops it with the rest of the cache, and starts a new
+	// thread if it goes on.
+	link threadLink
+}
+
+// toolsJSON is the request JSON of a tool list, known by the list's first
+// element and length. A tool list the runner sends is never written
+// through: it is a toolSet's (shared, never changed) or the runner's own,
+// rebuilt when it changes, and a BeforeRequest hook gets a copy. So its
+// identity is enough, as a message's pointer is, and a turn does not
+// encode the tools' schemas again: they are most of what a request
+// carries besides the messages (issue 15, CPU at 10 turns).
+type toolsJSON struct {
+	first *anthropic.BetaToolUnionParam
+	n     int
+	json  []byte
+}
+
+// lastToolsJSON is the tools JSON encoded last, for the next runner with
+// the same shared tool list (see toolSet): runners built from the same
+// tools encode their definitions once between them.
+var lastToolsJSON atomic.Pointer[toolsJSON]
+
+// toolsBody returns the request JSON of tools, a non-empty list.
+func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, error) {
+	first := &tools[0]
+	if t := c.tools; t != nil && t.first == first && t.n == len(tools) {
+		return t.json, nil
+	}
+	if t := lastToolsJSON.Load(); t != nil && t.first == first && t.n == len(tools) {
+		c.tools = t
+		return t.json, nil
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return nil, err
+	}
+	t := &toolsJSON{first: first, n: len(tools), json: b}
+	c.tools = t
+	lastToolsJSON.Store(t)
+	return b, nil
 }
 
 type wireEntry struct {
@@ -66,17 +112,30 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
+	return c.bodyFrom(params, stream, 0, false)
+}
+
+// bodyFrom is body with only params.Messages[from:] in the body's
+// messages (the cache still learns them all), and no tools if omitTools:
+// a request that continues a message thread (thread.go).
+func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool) ([]byte, bool) {
 	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
 	rest := *params
-	rest.Messages = nil
+	rest.Messages, rest.Tools = nil, nil
 	head, err := rest.MarshalJSON()
 	if err != nil || len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, false
 	}
+	var tools []byte
+	if len(params.Tools) > 0 && !omitTools {
+		if tools, err = c.toolsBody(params.Tools); err != nil {
+			return nil, false
+		}
+	}
 	msgs := params.Messages
-	size := len(head) + len(`,"stream":true,"messages":[]`)
+	size := len(head) + len(`,"stream":true,"tools":,"messages":[]`) + len(tools)
 	encs := c.scratch[:0]
 	var moved map[messageKey][]byte
 	kept := 0
@@ -131,14 +190,22 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 	if stream {
 		b = append(b, `"stream":true,`...)
 	}
+	switch {
+	case tools != nil:
+		b = append(b, `"tools":`...)
+		b = append(b, tools...)
+		b = append(b, ',')
+	case params.Tools != nil && !omitTools: // empty, and not omitted (omitzero)
+		b = append(b, `"tools":[],`...)
+	}
 	if msgs == nil { // omitted, as marshalling omits it (omitzero)
-		if len(head) > 2 || stream {
+		if b[len(b)-1] == ',' {
 			b = b[:len(b)-1]
 		}
 		return append(b, '}'), true
 	}
 	b = append(b, `"messages":[`...)
-	for i, enc := range encs {
+	for i, enc := range encs[min(from, len(encs)):] {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -181,3 +248,11 @@ func wireRequest(params *anthropic.BetaMessageNewParams, body []byte, opts []opt
 }
 
 var emptyObject = json.RawMessage(`{}`)
+
+// wireCache returns the runner's cache of request JSON, made on first use.
+func (r *Runner) wireCache() *wireCache {
+	if r.wire == nil {
+		r.wire = &wireCache{}
+	}
+	return r.wire
+}

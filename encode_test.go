@@ -58,7 +58,16 @@ func wireParams(msgs ...anthropic.BetaMessageParam) anthropic.BetaMessageNewPara
 		System:       []anthropic.BetaTextBlockParam{{Text: "be brief"}},
 		CacheControl: anthropic.NewBetaCacheControlEphemeralParam(),
 		Betas:        []anthropic.AnthropicBeta{anthropic.AnthropicBetaCompact2026_09_04},
+		Tools:        wireTools,
 	}
+}
+
+// wireTools is one tool list shared by every wireParams, as a toolSet's is
+// by runners: its encoding is cached by identity.
+var wireTools = []anthropic.BetaToolUnionParam{
+	{OfTool: &anthropic.BetaToolParam{Name: "get_weather", Description: anthropic.String("the <weather> & more"),
+		InputSchema: anthropic.BetaToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}},
+	{OfTool: &anthropic.BetaToolParam{Name: "deploy", InputSchema: anthropic.BetaToolInputSchemaParam{}}},
 }
 
 // TestWireBody: the incremental body equals the full params' JSON after
@@ -99,6 +108,11 @@ func TestWireBody(t *testing.T) {
 			p.System = []anthropic.BetaTextBlockParam{{Text: "be verbose"}}
 			p.Tools = []anthropic.BetaToolUnionParam{{OfTool: &anthropic.BetaToolParam{Name: "t", InputSchema: anthropic.BetaToolInputSchemaParam{Properties: map[string]any{"a": map[string]any{"type": "string"}}}}}}
 		}},
+		{name: "tools emptied", params: func(p *anthropic.BetaMessageNewParams) { p.Tools = []anthropic.BetaToolUnionParam{} }},
+		{name: "tools dropped", params: func(p *anthropic.BetaMessageNewParams) { p.Tools = nil }},
+		{name: "tools cut to the first", params: func(p *anthropic.BetaMessageNewParams) { p.Tools = p.Tools[:1] }},
+		{name: "no tools, no messages", edit: func(m []anthropic.BetaMessageParam) []anthropic.BetaMessageParam { return nil },
+			params: func(p *anthropic.BetaMessageNewParams) { p.Tools = nil }},
 		{name: "params with extra fields", params: func(p *anthropic.BetaMessageNewParams) { p.SetExtraFields(map[string]any{"messages": []any{}}) }},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -30,12 +29,18 @@ type Runner struct {
 	// messages is the client's Messages service: all the runner needs of
 	// the client, a fraction of its size, which matters for runs held by
 	// the thousand while they await approval.
-	messages anthropic.BetaMessageService
-	opts     Options
-	log      runLogger // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	tools    map[string]*toolEntry
-	order    []string // tool names in the order given to New
-	names    []string // sorted names of the tools in the run, for messages to the model
+	//
+	// messages, opts and log point into a runConfig that the runners built
+	// with equal ones share (see sharedConfig), never written: opts is this
+	// runner's copy of its Options.
+	messages *anthropic.BetaMessageService
+	opts     *Options
+	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	set      *toolSet    // shared with the runners built from the same tools
+	tools    []toolEntry // this runner's view of set's tools, by position
+	// toolDefs is the tool list sent with each request: set.defs itself
+	// (shared, never written through) while the run has no tool params of
+	// its own and removed none.
 	toolDefs []anthropic.BetaToolUnionParam
 
 	// mu guards st.Pending's calls while the executor's goroutines answer
@@ -44,13 +49,25 @@ type Runner struct {
 	mu sync.Mutex
 	st State // the run's data: the only copy
 
-	stopped *Result                // set while the run is stopped
-	last    *anthropic.BetaMessage // the last response, for Result.Message
+	// stopped is set while the run is stopped; fresh is its Result, until
+	// it is handed out (see result).
+	stopped *stopRecord
+	fresh   *Result
+	// last is the last response, decoded, for Result.Message and
+	// TurnFinished; lastRaw holds its JSON in its place once the run's
+	// result has been handed out, since a stopped run may be held for long
+	// (awaiting approval, by the thousand) and the decoded message, with
+	// the client's record of every field, is several times the size of the
+	// JSON it came from.
+	last    *anthropic.BetaMessage
+	lastRaw string
 
 	// decided holds the pending turn's calls this runner decided under its
 	// own Options: a call decided by another runner, before a Resume, is
 	// decided again, so that this runner's deny rules hold.
-	decided map[string]bool
+	// A list rather than a set: a turn has a few calls, and a held run
+	// keeps the list.
+	decided []string
 	// live holds the pending turn's results answered in this process,
 	// with their errors as the tools returned them.
 	live map[string]*ToolResult
@@ -58,23 +75,21 @@ type Runner struct {
 	started       time.Time // the first step in this process, for Budget.WallTime
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
-	compactAsked  bool      // CompactBeforeNextTurn was called
 	compactFloor  int64     // the input of the first response after the last compaction
+	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
 	warnedPrice   map[string]bool
 
 	// wire holds the request JSON of the history's messages, so that a
 	// request encodes only what is new (encode.go). It is a cache, not
 	// state: a resumed runner encodes its first request in full.
-	wire wireCache
-
-	thread    *anthropic.BetaMessageThread // with Options.Thread, from the first request
-	threadKey string                       // the system prompt and tools the thread was created with
+	// It is nil until the first request, and again once the run stops.
+	wire *wireCache
 
 	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
 	saveErr error      // the first failed save, which stops the run
-	busy    error      // a save refused with ErrRunBusy: the run is another runner's, for good
 	version uint64     // the version of the state last loaded from or saved to the store
+	busy    bool       // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
 	claimed bool       // a save succeeded in this process
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
@@ -103,27 +118,17 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 }
 
 func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
-	r := &Runner{messages: client.Beta.Messages, tools: map[string]*toolEntry{},
-		decided: map[string]bool{}, live: map[string]*ToolResult{}}
-	if opts != nil {
-		r.opts = *opts
-	}
+	cfg := sharedConfig(client.Beta.Messages, opts)
+	r := &Runner{messages: &cfg.messages, opts: &cfg.opts, log: &cfg.log}
 	if r.opts.Store != nil && r.opts.RunID == "" {
 		panic("toolrun: Options.Store needs Options.RunID")
 	}
-	r.log = newRunLogger(r.opts.Logger)
-	for _, t := range tools {
-		name := t.Name()
-		if _, dup := r.tools[name]; dup {
-			panic(fmt.Sprintf("toolrun: two tools are named %q", name))
-		}
-		e, err := newToolEntry(t)
-		if err != nil {
-			panic(err.Error())
-		}
-		r.tools[name] = e
-		r.order = append(r.order, name)
+	set, err := toolSetOf(tools)
+	if err != nil {
+		panic(err.Error())
 	}
+	r.set = set
+	r.tools = set.entriesFor(tools)
 	return r
 }
 
@@ -131,18 +136,39 @@ func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
 // names told to the model: the caller's own tool params, then the runner's
 // tools in the order they were given, less those removed.
 func (r *Runner) syncTools() {
+	removed := false
 	for _, name := range r.st.Removed {
-		delete(r.tools, name)
-	}
-	r.toolDefs = slices.Clone(r.st.Params.Tools)
-	r.names = r.names[:0]
-	for _, name := range r.order {
-		if e, ok := r.tools[name]; ok {
-			r.toolDefs = append(r.toolDefs, e.param)
-			r.names = append(r.names, name)
+		if i, ok := r.set.index[name]; ok {
+			if len(r.tools) > 0 && &r.tools[0] == &r.set.entries[0] {
+				r.tools = slices.Clone(r.tools) // the set's, shared
+			}
+			r.tools[i].removed = true
+			removed = true
 		}
 	}
-	sort.Strings(r.names)
+	if !removed && len(r.st.Params.Tools) == 0 {
+		r.toolDefs = r.set.defs
+		return
+	}
+	// A list of the run's own, never the shared set's.
+	r.toolDefs = slices.Clone(r.st.Params.Tools)
+	for i := range r.tools {
+		if !r.tools[i].removed {
+			r.toolDefs = append(r.toolDefs, r.set.defs[i])
+		}
+	}
+}
+
+// toolNames returns the sorted names of the tools in the run, for a message
+// to the model.
+func (r *Runner) toolNames() []string {
+	var names []string
+	for _, name := range r.set.names {
+		if r.tool(name) != nil {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // RemoveTools takes tools out of the run: they are no longer sent to the
@@ -247,7 +273,66 @@ func (r *Runner) Params() anthropic.BetaMessageNewParams {
 }
 
 // Result returns how the run stopped, or nil while it has not.
-func (r *Runner) Result() *Result { return r.stopped }
+//
+// Its Message is the last response decoded afresh from the JSON it came as:
+// a runner that has handed out its result keeps only that JSON (so a change
+// a hook made to the decoded response is not in it).
+func (r *Runner) Result() *Result { return r.result() }
+
+// result returns how the run stopped, or nil while it has not: the first
+// time, the Result that RunStopped carried (after which the runner keeps
+// only the last response's JSON: lastMessage decodes it again when asked);
+// then one made afresh of the stopRecord and the State.
+func (r *Runner) result() *Result {
+	s := r.stopped
+	if s == nil {
+		return nil
+	}
+	if res := r.fresh; res != nil {
+		r.fresh = nil
+		if m := res.Message; m != nil && m == r.last {
+			if raw := m.RawJSON(); raw != "" {
+				r.last, r.lastRaw = nil, raw
+			}
+		}
+		return res
+	}
+	return &Result{StopReason: s.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
+		Messages: slices.Clone(s.messages), Pending: s.pending, Usage: r.st.Usage,
+		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: s.Budget,
+		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
+}
+
+// stopRecord is how a run stopped, as a runner keeps it while the run is
+// held: with the State's Detail, usage and counters, which do not change
+// while the run is stopped, it is all a Result is made of, in half the
+// size.
+type stopRecord struct {
+	StopReason StopReason
+	Budget     BudgetKind
+	Err        error
+	messages   []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
+	pending    []PendingCall
+}
+
+// setStopped records res as how the run stopped, and hands it out first.
+func (r *Runner) setStopped(res *Result) {
+	r.stopped = &stopRecord{StopReason: res.StopReason, Budget: res.Budget, Err: res.Err,
+		messages: slices.Clip(r.st.Params.Messages), pending: res.Pending}
+	r.fresh = res
+}
+
+// lastMessage returns the last response, decoding it again if the runner
+// kept only its JSON, or nil if this runner received none.
+func (r *Runner) lastMessage() *anthropic.BetaMessage {
+	if r.last == nil && r.lastRaw != "" {
+		var m anthropic.BetaMessage
+		if err := m.UnmarshalJSON([]byte(r.lastRaw)); err == nil {
+			return &m
+		}
+	}
+	return r.last
+}
 
 // Run runs the loop until it stops and returns how it ended. The result is
 // never nil. The error is nil when the model finished (or refused, or ran
@@ -264,7 +349,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	for {
 		turn, err := r.Next(ctx)
 		if err != nil || turn == nil {
-			return r.stopped, err
+			return r.result(), err
 		}
 	}
 }
@@ -495,8 +580,9 @@ func (r *Runner) setPending(p *TurnState) {
 	r.mu.Lock()
 	r.st.Pending, r.st.Edited = p, false
 	r.mu.Unlock()
-	clear(r.decided)
-	clear(r.live)
+	// Dropped rather than cleared: a run held awaiting approval keeps no
+	// map of a turn it no longer has.
+	r.decided, r.live = nil, nil
 }
 
 // commit appends the pending turn's assistant message and tool results to
@@ -510,7 +596,13 @@ func (r *Runner) commit(ctx context.Context) {
 // follows with it.
 func (r *Runner) appendTurn(ctx context.Context) {
 	p := r.st.Pending
-	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), sanitizeAssistant(p.Message))
+	// One new array, of the size it needs: a run held awaiting approval
+	// keeps it, and a long run copies its history once per turn, not twice.
+	add := 1
+	if len(p.Calls) > 0 {
+		add = 2
+	}
+	r.st.Params.Messages = append(slices.Grow(slices.Clip(r.st.Params.Messages), add), sanitizeAssistant(p.Message))
 	var results []*ToolResult
 	if len(p.Calls) > 0 {
 		blocks := make([]anthropic.BetaContentBlockParamUnion, len(p.Calls))
@@ -531,8 +623,8 @@ func (r *Runner) appendTurn(ctx context.Context) {
 	}
 	var msg *anthropic.BetaMessage
 	var u Usage
-	if r.last != nil && r.st.Turns == p.Turn {
-		msg, u = r.last, usageOf(r.last)
+	if m := r.lastMessage(); m != nil && r.st.Turns == p.Turn {
+		msg, u = m, usageOf(m)
 	}
 	r.setPending(nil)
 	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
@@ -570,7 +662,7 @@ func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam 
 
 // resultBlock is the tool_result block of an answered call.
 func (r *Runner) resultBlock(c *CallState) anthropic.BetaContentBlockParamUnion {
-	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tools[c.Call.Name]))
+	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tool(c.Call.Name)))
 	b := anthropic.BetaToolResultBlockParam{ToolUseID: c.Call.ID, Content: content, CacheControl: c.Result.CacheControl}
 	if c.Result.IsError {
 		b.IsError = anthropic.Bool(true)
@@ -593,7 +685,7 @@ func (r *Runner) halted() bool {
 }
 
 func (r *Runner) clearStop() {
-	r.stopped = nil
+	r.stopped, r.fresh = nil, nil
 	r.st.StopReason, r.st.Detail = "", ""
 }
 
@@ -649,6 +741,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	case StopBudget:
 		res.Err = fmt.Errorf("%w: %s", ErrBudget, res.Detail)
 	}
+	r.last, r.lastRaw = r.lastMessage(), ""
 	res.Message = r.last
 	res.Messages = slices.Clone(r.st.Params.Messages)
 	res.Usage = r.st.Usage
@@ -659,12 +752,12 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	if res.StopReason == StopAwaitingApproval {
 		res.Pending = r.st.AwaitingApproval()
 	}
-	r.stopped = res
+	r.setStopped(res)
 	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
 	// A stopped run may be held for long (awaiting approval, say): it
 	// keeps no encoded copy of its history, and re-encodes it once if it
 	// goes on.
-	r.wire = wireCache{}
+	r.wire = nil
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
@@ -810,6 +903,6 @@ type PlannedCall struct {
 func (r *Runner) plan(c *CallState) PlannedCall {
 	call := c.Call
 	call.Input = c.input()
-	e := r.tools[call.Name]
+	e := r.tool(call.Name)
 	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e)}
 }

@@ -167,7 +167,7 @@ type ToolResult struct {
 func (r *Runner) emit(ctx context.Context, e Event) {
 	r.eventMu.Lock()
 	defer r.eventMu.Unlock()
-	logEvent(ctx, r.log, e)
+	logEvent(ctx, *r.log, e)
 	if r.opts.OnEvent != nil {
 		func() {
 			defer func() {

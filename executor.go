@@ -102,7 +102,7 @@ func (r *Runner) runCall(ctx context.Context, c *CallState, pc PlannedCall) erro
 		r.mu.Unlock()
 		return nil
 	}
-	e := r.tools[pc.Call.Name]
+	e := r.tool(pc.Call.Name)
 	r.emit(ctx, ToolStarted{Turn: r.st.Pending.Turn, Call: c.Call})
 	res := r.runTool(ctx, e, pc)
 	if res == nil {
@@ -202,7 +202,7 @@ func (r *Runner) answer(ctx context.Context, c *CallState, res *ToolResult) erro
 	if h := r.opts.AfterTool; h != nil {
 		hookErr = r.callHook(ctx, "AfterTool", func() error { return h(ctx, res) })
 	}
-	e := r.tools[c.Call.Name]
+	e := r.tool(c.Call.Name)
 	if _, cut := truncateContent(res.Content, r.resultLimit(e)); cut {
 		res.Truncated = true
 		r.log.WarnContext(ctx, "toolrun: tool result truncated for the model", "tool", c.Call.Name,
@@ -210,6 +210,9 @@ func (r *Runner) answer(ctx context.Context, c *CallState, res *ToolResult) erro
 	}
 	r.mu.Lock()
 	c.Result, c.Phase = resultState(res), PhaseAnswered
+	if r.live == nil {
+		r.live = map[string]*ToolResult{}
+	}
 	r.live[c.Call.ID] = res
 	r.mu.Unlock()
 	r.emit(ctx, ToolFinished{Turn: r.st.Pending.Turn, Result: res})

@@ -3,7 +3,11 @@ package toolrun
 import (
 	"context"
 	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -171,10 +175,14 @@ type Options struct {
 	// Thread runs the conversation on a message thread (beta): the API keeps
 	// the history and each request sends only the messages added since the
 	// last one. The runner still holds the whole history (for State, hooks,
-	// edits and compaction), and a request the thread cannot take — a
-	// changed system prompt or tool list, say — is sent again with the
-	// whole history, without a thread, as the API advises. A resumed run
-	// starts a new thread.
+	// edits and compaction) and encodes only what is new (thread.go). A
+	// history the caller, a hook or compaction changed, a changed system
+	// prompt or tool list, a refusal or a failed request starts a new
+	// thread, whose first request carries the whole history; a request the
+	// API cannot take on a thread is sent again with the whole history,
+	// without a thread, and so is every later one. A resumed run, or one
+	// that stopped and goes on, starts a new thread. The default is off
+	// (README says why).
 	Thread bool
 
 	// Stream, if true, streams every response: while it arrives, OnEvent
@@ -246,4 +254,54 @@ func orDefault(v, d time.Duration) time.Duration {
 		return 0
 	}
 	return v
+}
+
+// runConfig is what a runner is given at New and never changes: the
+// client's Messages service, its Options and the logger made of them (and
+// of logEnv and slog's default logger, which it was made with).
+type runConfig struct {
+	messages anthropic.BetaMessageService
+	opts     Options
+	log      runLogger
+	env      string
+	def      *slog.Logger
+}
+
+// lastConfig is the runConfig that New made last, for the next New with an
+// equal one.
+var lastConfig atomic.Pointer[runConfig]
+
+// sharedConfig returns the runConfig of a runner of messages with opts
+// (nil for none): the one the last New made, if it is equal, or a new one.
+// A runner is held by the thousand while runs await approval, and its own
+// copy of these would be a fifth of it.
+//
+// Equal means equal as memory: every field the same value, every func,
+// map, slice, pointer and string the same one (which is what copying opts
+// gives: a copy shares those with the caller's value). Options holds
+// funcs, which Go cannot compare, so it is compared as bytes; padding
+// that differs between two copies makes them unequal, which costs only the
+// sharing. A logEnv value that is not understood is not shared, so that
+// each New warns of it as before.
+func sharedConfig(messages anthropic.BetaMessageService, opts *Options) *runConfig {
+	c := runConfig{messages: messages, env: os.Getenv(logEnv), def: slog.Default()}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if last := lastConfig.Load(); last != nil && last.env == c.env && last.def == c.def &&
+		sameMemory(&last.messages, &c.messages) && sameMemory(&last.opts, &c.opts) {
+		return last
+	}
+	n := c
+	n.log = newRunLogger(n.opts.Logger)
+	if e := strings.ToLower(strings.TrimSpace(c.env)); e == "" || e == "info" || e == "debug" {
+		lastConfig.Store(&n)
+	}
+	return &n
+}
+
+// sameMemory reports whether *a and *b hold the same bytes.
+func sameMemory[T any](a, b *T) bool {
+	size := unsafe.Sizeof(*a)
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(a)), size)) == string(unsafe.Slice((*byte)(unsafe.Pointer(b)), size))
 }

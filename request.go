@@ -22,8 +22,10 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
 	params := r.requestParams()
 	if h := r.opts.BeforeRequest; h != nil {
-		// The hook may change the messages of this request only.
+		// The hook may change the messages and tools of this request only
+		// (the tool list is shared with other runners: toolentry.go).
 		params.Messages = slices.Clone(params.Messages)
+		params.Tools = slices.Clone(params.Tools)
 		if err := r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, &params) }); err != nil {
 			r.hookFailed(ctx, err)
 			return nil
@@ -48,6 +50,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		r.account(ctx, m)
 		bad := checkResponse(m)
 		if bad == nil {
+			r.threadReplied(m)
 			msg = m
 			r.emit(ctx, ResponseReceived{Turn: n, Message: m, Duration: time.Since(start)})
 			break
@@ -63,13 +66,14 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		return nil
 	}
 	r.st.Turns = n
-	r.last = msg
+	r.last, r.lastRaw = msg, ""
 	r.lastInput = usageOf(msg).inputTotal()
 	if r.measureFloor {
 		r.compactFloor, r.measureFloor = r.lastInput, false
 	}
 	r.lastInputMsgs = len(params.Messages)
 	p := newTurnState(n, msg)
+	r.threadReply(p)
 	r.setPending(p)
 	if err := r.save(ctx); err != nil {
 		r.fail(ctx, err, "")
@@ -166,11 +170,13 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 		opts = append(opts, option.WithRequestTimeout(d))
 	}
 	if r.opts.Thread {
-		return r.threadFor(params).Send(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
+		if m, ok, err := r.sendThread(ctx, params, opts); ok {
+			return m, err
+		}
 	}
 	// The body is encoded incrementally (encode.go); params still go to
 	// the client, for what it reads of them.
-	if body, ok := r.wire.body(params, false); ok {
+	if body, ok := r.wireCache().body(params, false); ok {
 		p, opts := wireRequest(params, body, opts)
 		return r.messages.New(ctx, p, opts...)
 	}

@@ -457,7 +457,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 		if reason == StopAwaitingApproval {
 			res.Pending = r.st.AwaitingApproval()
 		}
-		r.stopped = res
+		r.setStopped(res)
 	}
 	return r, nil
 }

@@ -3,13 +3,205 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/tidwall/gjson"
 )
 
-// messageStream is what a streamed response is read from: the client's own
-// stream, or a thread's.
+// This file sends a run's requests on a message thread (Options.Thread),
+// with the runner's own incremental encoding (encode.go) rather than the
+// SDK's BetaMessageThread. The SDK's thread re-encodes its whole stored
+// history every turn to see whether the caller edited it, which costs more
+// client CPU than a thread saves in bytes (BENCHMARKS.md has the profile).
+// The runner knows without encoding: a message is known by its pointer
+// (encode.go), so the history the API holds is a list of keys, and an
+// edit shows as a key that moved. A thread turn so costs O(new messages)
+// in bytes and encoding, and O(history) only in comparing pointers.
+//
+// The protocol is the one the SDK's thread speaks (betamessagethread.go):
+// a request with thread {"type":"create"} carries the whole history, the
+// system prompt and the tools, and the API keeps it with the reply; a
+// request with thread {"type":"continue","previous_message_id": reply's id}
+// carries only the messages after that reply, and neither system nor
+// tools, which stay the thread's. A refused turn, a turn a fallback model
+// wrote, a reply the runner did not keep as it came (sanitized, retried,
+// edited) and any failed request make the next request create a new
+// thread. An API that cannot take a thread request
+// (thread_unsupported_request) gets the turn again without a thread, and
+// every later one: the fallback to the whole history.
+
+// threadMode is what the next request of a run's thread does.
+type threadMode uint8
+
+const (
+	threadCreate   threadMode = iota // create a new thread with the whole history
+	threadContinue                   // continue from prevID, sending what follows held
+	threadNone                       // no thread, for good: the API cannot take one
+)
+
+// threadLink is what the API holds of a run's history on its thread. It
+// lives in the wire cache: a stopped run drops it, and a resumed run starts
+// with none, so either starts a new thread.
+type threadLink struct {
+	mode   threadMode
+	prevID string // the reply the next request continues from
+	// held are the keys of the history's messages the API holds, the
+	// reply last (replyOK says whether it is known).
+	held    []messageKey
+	replyOK bool
+	system  string     // the system prompt's JSON the thread was created with
+	tools   *toolsJSON // the tool list the thread was created with, nil for none
+	// sent are the keys of the messages of the request in flight, and ok
+	// whether each was keyed (see keyOf); created whether it created the
+	// thread, with system and tools as below.
+	sent        []messageKey
+	sentOK      bool
+	sentSystem  string
+	sentTools   *toolsJSON
+	sentCreated bool
+}
+
+// threadBetas are params.Betas with the message-threads beta.
+func threadBetas(b []anthropic.AnthropicBeta) []anthropic.AnthropicBeta {
+	if slices.Contains(b, anthropic.AnthropicBetaMessageThreads2026_08_12) {
+		return b
+	}
+	return append(slices.Clip(b), anthropic.AnthropicBetaMessageThreads2026_08_12)
+}
+
+// threadRequest returns the params and options of the next request of
+// params on the run's thread, its body encoded with only what the thread
+// does not hold; or false when the client must marshal params itself
+// (overrides, extra fields), without a thread.
+func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bool, opts []option.RequestOption) (anthropic.BetaMessageNewParams, []option.RequestOption, bool) {
+	w := r.wireCache()
+	l := &w.link
+	if l.mode == threadNone {
+		body, ok := w.body(params, stream)
+		if !ok {
+			return anthropic.BetaMessageNewParams{}, nil, false
+		}
+		p, o := wireRequest(params, body, opts)
+		return p, o, true
+	}
+	system, err := json.Marshal(params.System)
+	if err != nil {
+		return anthropic.BetaMessageNewParams{}, nil, false
+	}
+	var tools *toolsJSON
+	if len(params.Tools) > 0 {
+		if _, err := w.toolsBody(params.Tools); err != nil {
+			return anthropic.BetaMessageNewParams{}, nil, false
+		}
+		tools = w.tools
+	}
+	msgs := params.Messages
+	l.sent, l.sentOK = l.sent[:0], true
+	for i := range msgs {
+		k, ok := keyOf(&msgs[i])
+		l.sent = append(l.sent, k)
+		l.sentOK = l.sentOK && ok
+	}
+	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools, params.Tools) &&
+		len(l.held) <= len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
+	head := *params
+	from := 0
+	if cont {
+		head.Thread = anthropic.BetaMessageThreadParamOfContinue(l.prevID)
+		head.System = nil
+		from = len(l.held)
+	} else {
+		head.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
+	}
+	l.sentCreated, l.sentSystem, l.sentTools = !cont, string(system), tools
+	body, ok := w.bodyFrom(&head, stream, from, cont)
+	if !ok {
+		return anthropic.BetaMessageNewParams{}, nil, false
+	}
+	// Until a reply arrives whole, nothing is known of what the API holds.
+	l.mode = threadCreate
+	p, o := wireRequest(params, body, opts)
+	p.Betas = threadBetas(p.Betas)
+	return p, o, true
+}
+
+// sameTools reports whether the tools of a request (encoded as t) are the
+// thread's (created with c).
+func sameTools(t, c *toolsJSON, tools []anthropic.BetaToolUnionParam) bool {
+	if t == nil || c == nil {
+		return t == c && len(tools) == 0
+	}
+	return t == c || string(t.json) == string(c.json)
+}
+
+// threadReplied records m, the reply to the request in flight, valid and
+// whole: the next request continues from it, unless the API did not keep
+// it on the thread.
+func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
+	if !r.opts.Thread || r.wire == nil {
+		return
+	}
+	l := &r.wire.link
+	if l.mode == threadNone || !l.sentOK || m.StopReason == anthropic.BetaStopReasonRefusal {
+		return
+	}
+	for _, it := range m.Usage.Iterations {
+		if it.Type == "fallback_message" {
+			return // a thread keeps one model: the API did not store this turn
+		}
+	}
+	if l.sentCreated {
+		l.system, l.tools = l.sentSystem, l.sentTools
+	}
+	l.held = append(l.held[:0], l.sent...)
+	l.mode, l.prevID, l.replyOK = threadContinue, m.ID, false
+}
+
+// threadReply records the message the runner will put in the history for
+// the reply recorded last (p, its pending turn's), so that the next request
+// can tell that the history holds it as the API does.
+func (r *Runner) threadReply(p *TurnState) {
+	if !r.opts.Thread || r.wire == nil {
+		return
+	}
+	l := &r.wire.link
+	if l.mode != threadContinue || len(l.held) != len(l.sent) {
+		return
+	}
+	m := sanitizeAssistant(p.Message)
+	if m.OfAssistant != p.Message.OfAssistant {
+		return // sanitized: the history's reply is not the API's
+	}
+	if k, ok := keyOf(&p.Message); ok {
+		l.held = append(l.held, k)
+		l.replyOK = true
+	}
+}
+
+// threadRetry reports whether err is the API's refusal of the thread field
+// that the run's thread now adjusts for, so that the request is to be sent
+// again: a thread the API no longer holds is created anew, and a request
+// the API cannot take on a thread goes without one from then on.
+func (r *Runner) threadRetry(err error) bool {
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || r.wire == nil {
+		return false
+	}
+	l := &r.wire.link
+	switch gjson.Get(apiErr.RawJSON(), "error.details.error_code").String() {
+	case "thread_not_found", "thread_already_continued", "thread_continue_in_flight":
+		return !l.sentCreated // mode is threadCreate already
+	case "thread_unsupported_request":
+		l.mode = threadNone
+		return true
+	}
+	return false
+}
+
+// messageStream is what a streamed response is read from.
 type messageStream interface {
 	Next() bool
 	Current() anthropic.BetaRawMessageStreamEventUnion
@@ -21,67 +213,37 @@ type messageStream interface {
 // Options.Thread.
 func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNewParams, opts ...option.RequestOption) messageStream {
 	if r.opts.Thread {
-		return r.threadFor(params).SendStreaming(ctx, anthropic.BetaMessageThreadSendParams{}, opts...)
+		for attempt := 0; attempt < 3; attempt++ {
+			p, o, ok := r.threadRequest(params, true, opts)
+			if !ok {
+				break
+			}
+			s := r.messages.NewStreaming(ctx, p, o...)
+			if err := s.Err(); err == nil || attempt == 2 || !r.threadRetry(err) {
+				return s
+			}
+			s.Close()
+		}
 	}
 	// As in Runner.send: the body is encoded incrementally (encode.go).
-	if body, ok := r.wire.body(params, true); ok {
+	if body, ok := r.wireCache().body(params, true); ok {
 		p, opts := wireRequest(params, body, opts)
 		return r.messages.NewStreaming(ctx, p, opts...)
 	}
 	return r.messages.NewStreaming(ctx, *params, opts...)
 }
 
-// threadFor returns the run's thread, set to send params: the thread works
-// out which of params.Messages it holds already and sends only the rest.
-//
-// A thread keeps the system prompt and tools it was created with; when they
-// change (Runner.RemoveTools, a BeforeRequest hook), the run starts a new
-// thread, whose first request carries the whole history.
-func (r *Runner) threadFor(params *anthropic.BetaMessageNewParams) *anthropic.BetaMessageThread {
-	tp := threadParams(params)
-	key, err := json.Marshal(struct {
-		System any `json:"system"`
-		Tools  any `json:"tools"`
-	}{params.System, params.Tools})
-	if r.thread == nil || err != nil || string(key) != r.threadKey {
-		r.thread = r.messages.NewThread(tp)
-		r.threadKey = string(key)
-	} else {
-		r.thread.Params = tp
-	}
-	return r.thread
-}
-
-// threadParams are params as a thread's, falling back to the whole history
-// without a thread when the API cannot take a request on it.
-func threadParams(p *anthropic.BetaMessageNewParams) anthropic.BetaMessageThreadCreateParams {
-	return anthropic.BetaMessageThreadCreateParams{
-		MaxTokens:                  p.MaxTokens,
-		Messages:                   p.Messages,
-		Model:                      p.Model,
-		InferenceGeo:               p.InferenceGeo,
-		UserProfileID:              p.UserProfileID,
-		WorkspaceID:                p.WorkspaceID,
-		Container:                  p.Container,
-		FallbackCreditToken:        p.FallbackCreditToken,
-		Fallbacks:                  p.Fallbacks,
-		Speed:                      p.Speed,
-		BillingPolicy:              p.BillingPolicy,
-		CacheControl:               p.CacheControl,
-		Compaction:                 p.Compaction,
-		ContextManagement:          p.ContextManagement,
-		Diagnostics:                p.Diagnostics,
-		MCPServers:                 p.MCPServers,
-		Metadata:                   p.Metadata,
-		OutputConfig:               p.OutputConfig,
-		OutputFormat:               p.OutputFormat,
-		ServiceTier:                p.ServiceTier,
-		StopSequences:              p.StopSequences,
-		System:                     p.System,
-		Thinking:                   p.Thinking,
-		ToolChoice:                 p.ToolChoice,
-		Tools:                      p.Tools,
-		Betas:                      p.Betas,
-		UnsupportedRequestBehavior: anthropic.BetaMessageThreadUnsupportedRequestBehaviorContinueUnthreaded,
+// sendThread sends a request on the run's thread, as openStream does a
+// streamed one; false when params cannot go on one.
+func (r *Runner) sendThread(ctx context.Context, params *anthropic.BetaMessageNewParams, opts []option.RequestOption) (*anthropic.BetaMessage, bool, error) {
+	for attempt := 0; ; attempt++ {
+		p, o, ok := r.threadRequest(params, false, opts)
+		if !ok {
+			return nil, false, nil
+		}
+		m, err := r.messages.New(ctx, p, o...)
+		if err == nil || attempt == 2 || !r.threadRetry(err) {
+			return m, true, err
+		}
 	}
 }

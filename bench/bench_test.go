@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/toolrun/toolrun"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -74,6 +75,32 @@ func BenchmarkHistory(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkThread runs a conversation of 300 turns through toolrun with
+// Options.Thread, for the profile BENCHMARKS.md quotes of where a thread
+// turn's CPU goes:
+//
+//	go test ./bench -run '^$' -bench 'Thread' -benchtime 2x -cpuprofile cpu.out
+func BenchmarkThread(b *testing.B) {
+	const n = 300
+	srv := benchServer(b)
+	opts := toolrunOptions()
+	opts.Thread = true
+	tools := toolrunTools([]toolSpec{echoTool()})
+	c := newClient(srv.URL)
+	ctx := context.Background()
+	m := startMeter()
+	runs := 0
+	for b.Loop() {
+		res, err := toolrun.New(c, newParams(prompt("echo", n)), tools, opts).Run(ctx)
+		if err != nil || res.Turns != n {
+			b.Fatalf("run = %d turns, %v; want %d turns", res.Turns, err, n)
+		}
+		runs++
+	}
+	u := m.stop()
+	b.ReportMetric(float64(u.CPU.Microseconds())/float64(runs*n), "cpu-µs/turn")
 }
 
 // BenchmarkParallelTools runs a turn that calls a 100 ms tool 8 times.
