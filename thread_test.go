@@ -30,7 +30,7 @@ func TestThread(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 			var calls counter
 			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: discard(), Thread: true, Stream: stream,
+				Logger: discard(), Stream: stream,
 			}).Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +72,7 @@ func TestThreadUnsupportedFallsBack(t *testing.T) {
 			t.Cleanup(s.Close)
 			var calls counter
 			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: discard(), Thread: true, Stream: stream,
+				Logger: discard(), Stream: stream,
 			}).Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +106,7 @@ func TestThreadToolsChanged(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 	var calls, writes counter
 	r := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls), writeTool(&writes)}, &toolrun.Options{
-		Logger: discard(), Thread: true,
+		Logger: discard(),
 	})
 	for turn, err := range r.Turns(t.Context()) {
 		if err != nil {
@@ -156,7 +156,7 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(script()...))
 			var calls counter
 			var want [][]string // the runner's view of each request
-			opts := &toolrun.Options{Logger: discard(), Thread: true, Stream: stream, MaxTurns: 5,
+			opts := &toolrun.Options{Logger: discard(), Stream: stream, MaxTurns: 5,
 				OnEvent: func(ctx context.Context, e toolrun.Event) {
 					if rs, ok := e.(toolrun.RequestSent); ok {
 						b, _ := json.Marshal(rs.Params.Messages)
