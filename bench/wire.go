@@ -16,10 +16,10 @@ import (
 // client-side gap (a response's headers in → the next request out) at an
 // early and a late turn of a long conversation.
 type wireResult struct {
-	Turns                    int
-	Early, Late              int // the turns compared
-	BytesEarly, BytesLate    samples
-	GapFirst, GapLate        samples // nanoseconds; GapFirst is after turn 1
+	Turns                        int
+	Early, Late                  int // the turns compared
+	BytesEarly, BytesLate        samples
+	GapFirst, GapLate            samples // nanoseconds; GapFirst is after turn 1
 	NoThreadBytes, NoThreadEarly samples // toolrun with Options.NoThread: bytes at Late and Early
 	// CPU is the client CPU per turn of the whole conversation: "toolrun"
 	// with the defaults (on a message thread), "nothread" with
