@@ -199,7 +199,7 @@ func checkGoroutines(t *testing.T, before int) {
 // faultRunOf reads the number of the run that sent req from its first
 // message, "run 17".
 func faultRunOf(req *toolruntest.Request) (int, bool) {
-	msgs := req.Params.Messages
+	msgs := req.Conversation
 	if len(msgs) == 0 || len(msgs[0].Content) == 0 {
 		return 0, false
 	}
@@ -361,7 +361,7 @@ type faultRunState struct {
 // respond answers a request of the run.
 func (st *faultRunState) respond(req *toolruntest.Request) toolruntest.Reply {
 	turn := 1
-	for _, m := range req.Params.Messages {
+	for _, m := range req.Conversation {
 		if m.Role == "assistant" {
 			turn++
 		}
@@ -553,7 +553,8 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		var mu sync.Mutex            // guards reported, retried
 		reported := map[string]int{} // ToolFinished with Ran, by id
 		retried := 0
-		// Every body sent, retries included, must be the full params as JSON.
+		// Every body sent, retries included, must be the full params as
+		// JSON (a thread's create; see wireCheck).
 		wire := &wireCheck{}
 		opts := p.options(func(_ context.Context, e toolrun.Event) {
 			wire.observe(e)
@@ -733,6 +734,9 @@ func (p *faultPlan) options(onEvent func(context.Context, toolrun.Event)) *toolr
 		// hang would be a run that passes the suite's deadline.
 		Timeouts: toolrun.Timeouts{StreamIdle: 2 * time.Second, Request: 3 * time.Second},
 		OnEvent:  onEvent,
+		// Odd runs go without a thread, so that the whole-history path
+		// meets every fault too; even runs take the default.
+		NoThread: p.run%2 == 1,
 	}
 }
 

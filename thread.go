@@ -133,8 +133,10 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		l.sent = append(l.sent, k)
 		l.sentOK = l.sentOK && ok
 	}
+	// A continue must add a message: after a pause_turn the history ends
+	// with the reply the thread holds, so the turn creates a new thread.
 	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools, params.Tools) &&
-		len(l.held) <= len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
+		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
 	head := *params
 	from := 0
 	if cont {

@@ -92,7 +92,7 @@ func TestWorkflowFaultInjection(t *testing.T) {
 		sides["ref "+strconv.Itoa(i)] = &wfSide{plan: plans[i], faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|2))}
 	}
 	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		if len(msgs) == 0 || len(msgs[0].Content) == 0 || sides[msgs[0].Content[0].Text] == nil {
 			panic(fmt.Sprintf("a request of no run: %s", req.Body))
 		}
@@ -334,7 +334,7 @@ func (sd *wfSide) requestCount() int {
 // suite's mix.
 func (sd *wfSide) respond(req *toolruntest.Request) toolruntest.Reply {
 	turn := 1
-	for _, m := range req.Params.Messages {
+	for _, m := range req.Conversation {
 		if m.Role == "assistant" {
 			turn++
 		}

@@ -217,7 +217,7 @@ func TestRunGolden(t *testing.T) {
 				t.Errorf("request streamed = %v, want %v", got, want)
 			}
 			// What the model was told of the path outside the directory.
-			msgs := reqs[2].Params.Messages
+			msgs := reqs[2].Conversation
 			last := msgs[len(msgs)-1]
 			if got, want := last.Content[1].ResultText(), `path "../secret.txt" is outside the working directory`; !strings.HasPrefix(got, want) || strings.Contains(got, "launch codes") {
 				t.Errorf("read_file ../secret.txt gave the model %q, want an error starting %q", got, want)
