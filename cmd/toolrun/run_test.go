@@ -301,9 +301,11 @@ func TestRunExitCodes(t *testing.T) {
 			},
 		},
 		{
-			name:       "request rejected",
-			args:       []string{"run", "hello"},
-			replies:    []toolruntest.Reply{{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}},
+			name: "request rejected",
+			args: []string{"run", "hello"},
+			// twice: a 400 to the first request on a message thread is tried
+			// once more without the thread, and a bad model is bad there too
+			replies:    slicesRepeat(toolruntest.Reply{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}, 2),
 			wantCode:   1,
 			wantStdout: []string{"stopped: error after 0 turns"},
 			wantStderr: []string{"toolrun run: ", "bad model"},
