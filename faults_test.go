@@ -170,15 +170,28 @@ func TestFaultInjection(t *testing.T) {
 	// Close waits for the handlers and closes the client's idle
 	// connections, so that what is left is what the runs left.
 	s.Close()
-	for i, err := range s.Errors() {
+	// A thread's answers that the runner recovers from by creating a new
+	// thread are the protocol, not an invalid history: the client's own
+	// retry of a continue whose reply was cut off finds it continued.
+	var rejected []error
+	threadAnswers := 0
+	for _, err := range s.Errors() {
+		if msg := err.Error(); strings.Contains(msg, "thread_already_continued") || strings.Contains(msg, "thread_continue_in_flight") ||
+			strings.Contains(msg, "thread_not_found") {
+			threadAnswers++
+			continue
+		}
+		rejected = append(rejected, err)
+	}
+	for i, err := range rejected {
 		if i == 10 {
-			t.Errorf("seed %d: %d requests rejected in all", seed, len(s.Errors()))
+			t.Errorf("seed %d: %d requests rejected in all", seed, len(rejected))
 			break
 		}
 		t.Errorf("seed %d: fake server rejected a request: %v", seed, err)
 	}
 	checkGoroutines(t, before)
-	t.Logf("%d invalid histories sent, 0 leaked goroutines", len(s.Errors()))
+	t.Logf("%d invalid histories sent, %d thread continues refused (the runner creates a new thread), 0 leaked goroutines", len(rejected), threadAnswers)
 }
 
 // checkGoroutines fails the test if more goroutines are running than
