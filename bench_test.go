@@ -14,7 +14,7 @@ import (
 // two requests and one tool call.
 func benchServer(b *testing.B) *toolruntest.Server {
 	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		if len(req.Params.Messages) == 1 {
+		if len(req.Conversation) == 1 {
 			return toolruntest.Message(toolruntest.ToolUse("toolu_1", "echo", map[string]string{"s": "hi"}))
 		}
 		return toolruntest.Message(toolruntest.Text("done"))

@@ -17,7 +17,7 @@ import (
 // (600 uncached, 300 read from the cache, 100 written to it) and 50 output.
 func loopServer(t *testing.T) *toolruntest.Server {
 	return toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Params.Messages)), "get_weather", map[string]any{"city": "Oslo"}))
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Conversation)), "get_weather", map[string]any{"city": "Oslo"}))
 		r.Usage = &toolruntest.Usage{InputTokens: 600, CacheReadInputTokens: 300, CacheCreationInputTokens: 100, OutputTokens: 50}
 		return r
 	}})
@@ -90,12 +90,17 @@ func TestCostIsPriced(t *testing.T) {
 
 func TestWallTimeBudget(t *testing.T) {
 	s := loopServer(t)
+	// The tool outlasts the budget, which is generous enough for the first
+	// request on a loaded machine under -race (10 ms was not).
 	slow := toolrun.NewTool("get_weather", "", func(ctx context.Context, in weatherIn) (string, error) {
-		time.Sleep(30 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
 		return "ok", nil
 	})
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{slow}, &toolrun.Options{
-		Logger: discard(), Budget: toolrun.Budget{WallTime: 10 * time.Millisecond}, MaxTurns: 50,
+		Logger: discard(), Budget: toolrun.Budget{WallTime: 2 * time.Second}, MaxTurns: 50,
 	}).Run(t.Context())
 	if !errors.Is(err, toolrun.ErrBudget) {
 		t.Fatalf("got error %v, want one wrapping ErrBudget", err)

@@ -201,7 +201,7 @@ func TestCrashRecovery(t *testing.T) {
 			reqs := s.Requests()
 			last := reqs[len(reqs)-1]
 			var texts []string
-			for _, m := range last.Params.Messages {
+			for _, m := range last.Conversation {
 				for _, b := range m.Content {
 					if b.Type == "tool_result" {
 						texts = append(texts, b.ResultText())
@@ -574,10 +574,10 @@ func (s *savesStore) Save(ctx context.Context, id string, st *toolrun.State, pre
 // model again.
 func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
 	reply := func(req *toolruntest.Request) toolruntest.Reply {
-		if len(req.Params.Messages) == 1 {
+		if len(req.Conversation) == 1 {
 			return toolruntest.Message(toolruntest.Text("Fetching."), toolruntest.ToolUse("f1", "fetch", map[string]string{"id": "f1"}))
 		}
-		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done, with %d messages.", len(req.Params.Messages))))
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("Done, with %d messages.", len(req.Conversation))))
 	}
 	type in struct {
 		ID string `json:"id"`

@@ -19,7 +19,7 @@ import (
 func TestClientSideCompaction(t *testing.T) {
 	var summaryRequests []*toolruntest.Request
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
 			summaryRequests = append(summaryRequests, req)
@@ -74,7 +74,7 @@ func TestClientSideCompaction(t *testing.T) {
 	}
 	reqs := s.Requests()
 	after := reqs[len(reqs)-1]
-	if len(after.Params.Messages) != 1 || !strings.Contains(after.Params.Messages[0].Content[0].Text, "Checked Oslo twice") {
+	if len(after.Conversation) != 1 || !strings.Contains(after.Conversation[0].Content[0].Text, "Checked Oslo twice") {
 		t.Errorf("request after compaction = %v, want the summary alone", roles(after))
 	}
 	checkHistory(t, res.Messages)
@@ -88,7 +88,7 @@ func TestClientSideCompaction(t *testing.T) {
 // compaction block the API returned, and the run goes on from it.
 func TestServerSideCompaction(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		if msgs[0].Role == "assistant" { // after the compaction
 			return toolruntest.Message(toolruntest.Text("done"))
 		}
@@ -141,7 +141,7 @@ func TestServerSideCompaction(t *testing.T) {
 func TestCompactionLowThreshold(t *testing.T) {
 	summaries, turns := 0, 0
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		last := msgs[len(msgs)-1]
 		if last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation") {
 			summaries++

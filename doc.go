@@ -124,8 +124,10 @@
 // deadline on what is in flight. A cost budget for a model with no known
 // price is an error, never a silent $0.
 // [Options.Compaction] and [Runner.CompactBeforeNextTurn] compact a long
-// history between turns, on the server or client-side. [Options.Thread]
-// runs on a message thread. Oversized tool results reach the model
+// history between turns, on the server or client-side. Runs go on a
+// message thread by default, so a request sends only what is new, with a
+// fallback to the whole history where the platform has no threads
+// ([Options.NoThread]). Oversized tool results reach the model
 // truncated ([Options.MaxResultBytes]).
 //
 // # Durable runs

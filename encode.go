@@ -36,7 +36,7 @@ type wireCache struct {
 	// tools is the request JSON of the last request's tool list.
 	tools *toolsJSON
 
-	// link is the run's message thread with Options.Thread (thread.go).
+	// link is the run's message thread, on unless Options.NoThread (thread.go).
 	// A stopped run drops it with the rest of the cache, and starts a new
 	// thread if it goes on.
 	link threadLink

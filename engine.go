@@ -85,6 +85,11 @@ type Runner struct {
 	// state: a resumed runner encodes its first request in full.
 	// It is nil until the first request, and again once the run stops.
 	wire *wireCache
+	// threadOff says that this run's first thread request was refused with
+	// a 400 and the same request without a thread was not (thread.go): the
+	// rest of the run, in this process, goes without a thread, a stop and
+	// a continue included, and the Warn record is written once.
+	threadOff bool
 
 	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
 	saveErr error      // the first failed save, which stops the run

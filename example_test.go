@@ -220,7 +220,7 @@ func ExampleOpen() {
 func ExampleBudget() {
 	// The scripted model never stops calling its tool.
 	server := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Conversation)), "poll", nil))
 		r.Usage = &toolruntest.Usage{InputTokens: 2000, OutputTokens: 20}
 		return r
 	}})
@@ -289,7 +289,9 @@ func ExampleToolResult_cacheControl() {
 		} `json:"messages"`
 	}
 	_ = json.Unmarshal(server.Requests()[1].Body, &sent)
-	result := sent.Messages[2].Content[0]
+	// The last message sent is the tool results (on a message thread, the
+	// only one: the API holds the rest).
+	result := sent.Messages[len(sent.Messages)-1].Content[0]
 	fmt.Println(result.Type, string(result.CacheControl))
 	// Output:
 	// tool_result {"type":"ephemeral"}
@@ -299,7 +301,7 @@ func ExampleToolResult_cacheControl() {
 // that checks only err cannot miss that the run did not finish.
 func ExampleErrMaxTurns() {
 	server := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Params.Messages)), "poll", nil))
+		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", len(req.Conversation)), "poll", nil))
 	}})
 	defer server.Close()
 	poll := toolrun.NewTool("poll", "Poll the job", func(ctx context.Context, in struct{}) (string, error) {

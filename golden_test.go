@@ -37,36 +37,49 @@ func golden(t *testing.T, name string, got []byte) {
 
 // TestGoldenTwoTurnRun pins what goes on the wire in a two-turn run: both
 // request bodies, with the tool definitions, the assistant turn sent back
-// and the tool results (one failed), and the summary of the result.
+// and the tool results (one failed), and the summary of the result; on a
+// message thread (the default) and with the whole history (NoThread).
 func TestGoldenTwoTurnRun(t *testing.T) {
-	s := toolruntest.New(t, toolruntest.Script(
-		toolruntest.Message(
-			toolruntest.Text("Checking both."),
-			toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Paris", "units": "celsius"}),
-			toolruntest.ToolUse("toolu_02", "get_weather", map[string]any{"units": "kelvin"}),
-		),
-		toolruntest.Message(toolruntest.Text("Paris is sunny; I need a city for the second.")),
-	))
-	var calls counter
-	res, err := toolrun.New(client(s), userParams("Weather in Paris, and somewhere else?"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()}).Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, file string
+		noThread   bool
+	}{
+		{name: "thread", file: "two_turn_run_thread.golden"},
+		{name: "no thread", file: "two_turn_run.golden", noThread: true},
 	}
-	var out bytes.Buffer
-	for _, req := range s.Requests() {
-		var v any
-		if err := json.Unmarshal(req.Body, &v); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.MarshalIndent(v, "", "  ")
-		out.Write(b)
-		out.WriteString("\n")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(
+					toolruntest.Text("Checking both."),
+					toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Paris", "units": "celsius"}),
+					toolruntest.ToolUse("toolu_02", "get_weather", map[string]any{"units": "kelvin"}),
+				),
+				toolruntest.Message(toolruntest.Text("Paris is sunny; I need a city for the second.")),
+			))
+			var calls counter
+			res, err := toolrun.New(client(s), userParams("Weather in Paris, and somewhere else?"), []toolrun.Tool{weatherTool(&calls)},
+				&toolrun.Options{Logger: discard(), NoThread: tc.noThread}).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			for _, req := range s.Requests() {
+				var v any
+				if err := json.Unmarshal(req.Body, &v); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := json.MarshalIndent(v, "", "  ")
+				out.Write(b)
+				out.WriteString("\n")
+			}
+			summary, _ := json.MarshalIndent(map[string]any{
+				"stop_reason": res.StopReason, "turns": res.Turns, "tool_calls": res.ToolCalls,
+				"tool_failures": res.ToolFailures, "usage": res.Usage, "text": res.Text(),
+			}, "", "  ")
+			out.Write(summary)
+			out.WriteString("\n")
+			golden(t, tc.file, out.Bytes())
+		})
 	}
-	summary, _ := json.MarshalIndent(map[string]any{
-		"stop_reason": res.StopReason, "turns": res.Turns, "tool_calls": res.ToolCalls,
-		"tool_failures": res.ToolFailures, "usage": res.Usage, "text": res.Text(),
-	}, "", "  ")
-	out.Write(summary)
-	out.WriteString("\n")
-	golden(t, "two_turn_run.golden", out.Bytes())
 }

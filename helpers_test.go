@@ -88,7 +88,7 @@ func checkHistory(t *testing.T, msgs []anthropic.BetaMessageParam) {
 
 // toolResults returns the tool_result blocks of the last message of req.
 func toolResults(req *toolruntest.Request) []toolruntest.Block {
-	msgs := req.Params.Messages
+	msgs := req.Conversation
 	if len(msgs) == 0 {
 		return nil
 	}

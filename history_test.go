@@ -16,7 +16,7 @@ import (
 // message, such as "user:text" or "assistant:text,tool_use".
 func roles(req *toolruntest.Request) []string {
 	var out []string
-	for _, m := range req.Params.Messages {
+	for _, m := range req.Conversation {
 		s := m.Role + ":"
 		for i, b := range m.Content {
 			if i > 0 {
@@ -134,7 +134,7 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 // its turn limit, and no tool_result is orphaned.
 func TestAppendingEveryTurnIsBounded(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Params.Messages)), "get_weather", map[string]any{"city": "Oslo"}))
+		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Conversation)), "get_weather", map[string]any{"city": "Oslo"}))
 	}})
 	var calls counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), MaxTurns: 4})

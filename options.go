@@ -172,18 +172,30 @@ type Options struct {
 	// value never compacts on its own.
 	Compaction Compaction
 
-	// Thread runs the conversation on a message thread (beta): the API keeps
-	// the history and each request sends only the messages added since the
-	// last one. The runner still holds the whole history (for State, hooks,
-	// edits and compaction) and encodes only what is new (thread.go). A
-	// history the caller, a hook or compaction changed, a changed system
-	// prompt or tool list, a refusal or a failed request starts a new
-	// thread, whose first request carries the whole history; a request the
-	// API cannot take on a thread is sent again with the whole history,
-	// without a thread, and so is every later one. A resumed run, or one
-	// that stopped and goes on, starts a new thread. The default is off
-	// (README says why).
-	Thread bool
+	// NoThread turns off message threads. By default the conversation runs
+	// on a message thread (beta): the API keeps the history and each
+	// request sends only the messages added since the last one, so a
+	// request's size stays flat instead of growing with the history
+	// (BENCHMARKS.md: 0.3 KiB at turn 300 against 85.9 KiB), for no more
+	// client CPU per turn and, with prompt caching (on unless NoCache), the
+	// same billed tokens. The runner still holds the whole history (for
+	// State, hooks, edits and compaction) and encodes only what is new
+	// (thread.go). What it costs: a history the caller, a hook or
+	// compaction changed, a changed system prompt or tool list, a refusal
+	// or a failed request starts a new thread, whose first request carries
+	// the whole history, as does a resumed run's, or one that stopped and
+	// goes on; and the API stores the thread.
+	//
+	// How it falls back: a run whose model names Bedrock ("anthropic.…",
+	// an ARN) or Vertex ("…@version") starts without a thread; a request
+	// the API cannot take on a thread (thread_unsupported_request) is sent
+	// again with the whole history, and so is every later one; and when
+	// the run's first thread request fails with a 400 while the same
+	// request without the thread succeeds, the rest of the run goes
+	// without one, with one Warn record naming the error. Set NoThread for
+	// a platform known to have no threads, or to keep the API from
+	// storing the conversation.
+	NoThread bool
 
 	// Stream, if true, streams every response: while it arrives, OnEvent
 	// and [Runner.Events] receive its text, thinking and tool input as

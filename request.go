@@ -169,7 +169,7 @@ func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessa
 	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
 		opts = append(opts, option.WithRequestTimeout(d))
 	}
-	if r.opts.Thread {
+	if r.threaded() {
 		if m, ok, err := r.sendThread(ctx, params, opts); ok {
 			return m, err
 		}

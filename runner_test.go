@@ -366,7 +366,7 @@ func TestPauseTurnResumed(t *testing.T) {
 	if res.StopReason != toolrun.StopEndTurn || res.Text() != "Found it." || res.Turns != 2 {
 		t.Errorf("got %q %q after %d turns, want end_turn \"Found it.\" after 2", res.StopReason, res.Text(), res.Turns)
 	}
-	second := s.Requests()[1].Params.Messages
+	second := s.Requests()[1].Conversation
 	last := second[len(second)-1]
 	if last.Role != "assistant" || last.Content[0].Text != "Searching the web..." {
 		t.Errorf("second request ends with %+v, want the paused assistant turn sent back", last)
@@ -376,7 +376,7 @@ func TestPauseTurnResumed(t *testing.T) {
 func TestTurnLimit(t *testing.T) {
 	var calls counter
 	loop := func(req *toolruntest.Request) toolruntest.Reply {
-		n := len(req.Params.Messages)
+		n := len(req.Conversation)
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%d", n), "get_weather", map[string]any{"city": "Rome"}))
 	}
 	t.Run("default is bounded", func(t *testing.T) {
@@ -399,7 +399,7 @@ func TestTurnLimit(t *testing.T) {
 	})
 	t.Run("raised and resumed", func(t *testing.T) {
 		s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-			if len(req.Params.Messages) >= 7 {
+			if len(req.Conversation) >= 7 {
 				return toolruntest.Message(toolruntest.Text("enough"))
 			}
 			return loop(req)

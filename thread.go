@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/tidwall/gjson"
 )
 
-// This file sends a run's requests on a message thread (Options.Thread),
+// This file sends a run's requests on a message thread (on unless
+// Options.NoThread),
 // with the runner's own incremental encoding (encode.go) rather than the
 // SDK's BetaMessageThread. The SDK's thread re-encodes its whole stored
 // history every turn to see whether the caller edited it, which costs more
@@ -62,6 +65,27 @@ type threadLink struct {
 	sentSystem  string
 	sentTools   *toolsJSON
 	sentCreated bool
+	// worked says that a reply arrived on a thread of this link, so that
+	// the platform takes threads; until then, a 400 to a create is tried
+	// again without the thread (probe).
+	worked bool
+	// probe is the 400 the first thread request got, while the same
+	// request goes without a thread to see whether the thread was why.
+	probe error
+}
+
+// platformWithoutThreads reports whether model names a model of a platform
+// without message threads: Bedrock ("anthropic.…" or an ARN) or Vertex
+// ("…@version").
+func platformWithoutThreads(model anthropic.Model) bool {
+	m := string(model)
+	return strings.HasPrefix(m, "anthropic.") || strings.HasPrefix(m, "arn:") || strings.Contains(m, "@")
+}
+
+// threaded reports whether the run's next request goes on a thread, as far
+// as the options and what the run learned of the API say.
+func (r *Runner) threaded() bool {
+	return !r.opts.NoThread && !r.threadOff
 }
 
 // threadBetas are params.Betas with the message-threads beta.
@@ -79,9 +103,13 @@ func threadBetas(b []anthropic.AnthropicBeta) []anthropic.AnthropicBeta {
 func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bool, opts []option.RequestOption) (anthropic.BetaMessageNewParams, []option.RequestOption, bool) {
 	w := r.wireCache()
 	l := &w.link
-	if l.mode == threadNone {
+	if l.mode != threadNone && platformWithoutThreads(params.Model) {
+		l.mode = threadNone
+	}
+	if l.mode == threadNone || l.probe != nil {
 		body, ok := w.body(params, stream)
 		if !ok {
+			l.probe = nil
 			return anthropic.BetaMessageNewParams{}, nil, false
 		}
 		p, o := wireRequest(params, body, opts)
@@ -105,8 +133,10 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		l.sent = append(l.sent, k)
 		l.sentOK = l.sentOK && ok
 	}
+	// A continue must add a message: after a pause_turn the history ends
+	// with the reply the thread holds, so the turn creates a new thread.
 	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools, params.Tools) &&
-		len(l.held) <= len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
+		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
 	head := *params
 	from := 0
 	if cont {
@@ -141,11 +171,11 @@ func sameTools(t, c *toolsJSON, tools []anthropic.BetaToolUnionParam) bool {
 // whole: the next request continues from it, unless the API did not keep
 // it on the thread.
 func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
-	if !r.opts.Thread || r.wire == nil {
+	if !r.threaded() || r.wire == nil {
 		return
 	}
 	l := &r.wire.link
-	if l.mode == threadNone || !l.sentOK || m.StopReason == anthropic.BetaStopReasonRefusal {
+	if l.mode == threadNone || l.probe != nil || !l.sentOK || m.StopReason == anthropic.BetaStopReasonRefusal {
 		return
 	}
 	for _, it := range m.Usage.Iterations {
@@ -157,14 +187,14 @@ func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
 		l.system, l.tools = l.sentSystem, l.sentTools
 	}
 	l.held = append(l.held[:0], l.sent...)
-	l.mode, l.prevID, l.replyOK = threadContinue, m.ID, false
+	l.mode, l.prevID, l.replyOK, l.worked = threadContinue, m.ID, false, true
 }
 
 // threadReply records the message the runner will put in the history for
 // the reply recorded last (p, its pending turn's), so that the next request
 // can tell that the history holds it as the API does.
 func (r *Runner) threadReply(p *TurnState) {
-	if !r.opts.Thread || r.wire == nil {
+	if !r.threaded() || r.wire == nil {
 		return
 	}
 	l := &r.wire.link
@@ -198,7 +228,35 @@ func (r *Runner) threadRetry(err error) bool {
 		l.mode = threadNone
 		return true
 	}
+	if apiErr.StatusCode == http.StatusBadRequest && l.sentCreated && !l.worked && l.probe == nil &&
+		gjson.Get(apiErr.RawJSON(), "error.type").String() == "invalid_request_error" {
+		l.probe = err // the next attempt goes without a thread
+		return true
+	}
 	return false
+}
+
+// threadProbed settles a request sent without a thread because its thread
+// create got a 400 (threadRetry): if it succeeded (err is nil) the thread
+// was the problem, and the rest of the run goes without one; if not, the
+// 400 was about something else, and a later request may create a thread.
+func (r *Runner) threadProbed(ctx context.Context, err error) {
+	l := &r.wireCache().link
+	if l.probe == nil {
+		return
+	}
+	first := l.probe
+	l.probe = nil
+	if err != nil {
+		l.sentCreated = false // this request had no thread: no probe again
+		return
+	}
+	l.mode = threadNone
+	if !r.threadOff {
+		r.threadOff = true
+		r.log.WarnContext(ctx, "toolrun: the API refused a message thread; the run goes on without one, sending the whole history (set Options.NoThread for this platform)",
+			"error", first.Error())
+	}
 }
 
 // messageStream is what a streamed response is read from.
@@ -209,17 +267,19 @@ type messageStream interface {
 	Close() error
 }
 
-// openStream starts a streamed request, on the run's thread with
-// Options.Thread.
+// openStream starts a streamed request, on the run's thread unless
+// Options.NoThread or the API has none.
 func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNewParams, opts ...option.RequestOption) messageStream {
-	if r.opts.Thread {
+	if r.threaded() {
 		for attempt := 0; attempt < 3; attempt++ {
 			p, o, ok := r.threadRequest(params, true, opts)
 			if !ok {
 				break
 			}
 			s := r.messages.NewStreaming(ctx, p, o...)
-			if err := s.Err(); err == nil || attempt == 2 || !r.threadRetry(err) {
+			err := s.Err()
+			r.threadProbed(ctx, err)
+			if err == nil || attempt == 2 || !r.threadRetry(err) {
 				return s
 			}
 			s.Close()
@@ -242,6 +302,7 @@ func (r *Runner) sendThread(ctx context.Context, params *anthropic.BetaMessageNe
 			return nil, false, nil
 		}
 		m, err := r.messages.New(ctx, p, o...)
+		r.threadProbed(ctx, err)
 		if err == nil || attempt == 2 || !r.threadRetry(err) {
 			return m, true, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -30,7 +31,7 @@ func TestThread(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 			var calls counter
 			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: discard(), Thread: true, Stream: stream,
+				Logger: discard(), Stream: stream,
 			}).Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +73,7 @@ func TestThreadUnsupportedFallsBack(t *testing.T) {
 			t.Cleanup(s.Close)
 			var calls counter
 			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: discard(), Thread: true, Stream: stream,
+				Logger: discard(), Stream: stream,
 			}).Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +107,7 @@ func TestThreadToolsChanged(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(threadScript()...))
 	var calls, writes counter
 	r := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls), writeTool(&writes)}, &toolrun.Options{
-		Logger: discard(), Thread: true,
+		Logger: discard(),
 	})
 	for turn, err := range r.Turns(t.Context()) {
 		if err != nil {
@@ -156,7 +157,7 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(script()...))
 			var calls counter
 			var want [][]string // the runner's view of each request
-			opts := &toolrun.Options{Logger: discard(), Thread: true, Stream: stream, MaxTurns: 5,
+			opts := &toolrun.Options{Logger: discard(), Stream: stream, MaxTurns: 5,
 				OnEvent: func(ctx context.Context, e toolrun.Event) {
 					if rs, ok := e.(toolrun.RequestSent); ok {
 						b, _ := json.Marshal(rs.Params.Messages)
@@ -243,5 +244,160 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 			}
 			checkHistory(t, res.Messages)
 		})
+	}
+}
+
+// rejectThreads answers as Bedrock and Vertex do a request with a field
+// they do not know: any request on a thread gets a 400
+// invalid_request_error. Others are answered by the conversation's length,
+// from threadScript.
+func rejectThreads(r *toolruntest.Request) toolruntest.Reply {
+	if r.Params.Thread != nil {
+		return toolruntest.Reply{Fault: toolruntest.Fault{Status: 400, ErrorType: "invalid_request_error",
+			Message: "thread: Extra inputs are not permitted"}}
+	}
+	script := threadScript()
+	if i := len(r.Conversation) / 2; i < len(script) {
+		return script[i]
+	}
+	return toolruntest.Message(toolruntest.Text("too long"))
+}
+
+const threadRefusedLog = "toolrun: the API refused a message thread; the run goes on without one, sending the whole history (set Options.NoThread for this platform)"
+
+// TestThreadRejectedFallsBack: a platform that rejects the thread field with
+// a plain 400 (no thread error code) gets the first request again without
+// it, and the rest of the run goes without a thread, with one Warn record
+// naming the error.
+func TestThreadRejectedFallsBack(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Options{Func: rejectThreads})
+			logger, logs := newLogger()
+			var calls counter
+			res, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger: logger, Stream: stream,
+			}).Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StopReason != toolrun.StopEndTurn || calls.get("get_weather") != 2 {
+				t.Fatalf("stop %q with %d tool runs, want end_turn with 2", res.StopReason, calls.get("get_weather"))
+			}
+			var got []string
+			for _, r := range s.Requests() {
+				got = append(got, fmt.Sprintf("%d thread=%t messages=%d", r.Status, r.Params.Thread != nil, len(r.Params.Messages)))
+			}
+			want := []string{"400 thread=true messages=1", "200 thread=false messages=1", "200 thread=false messages=3", "200 thread=false messages=5"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			var warned []map[string]any
+			for _, r := range logs.records(t) {
+				if r["msg"] == threadRefusedLog {
+					warned = append(warned, r)
+				}
+			}
+			if len(warned) != 1 {
+				t.Fatalf("got %d records %q, want 1", len(warned), threadRefusedLog)
+			}
+			if w := warned[0]; w["level"] != "WARN" || !strings.Contains(fmt.Sprint(w["error"]), "Extra inputs are not permitted") {
+				t.Errorf("got record %v, want a WARN naming the API's error", w)
+			}
+			checkHistory(t, res.Messages)
+		})
+	}
+}
+
+// TestThreadRejected400NotTheThread: when the request without the thread
+// fails with a 400 too, the thread was not the problem: the turn fails with
+// that error, no record says the thread was refused, and nothing is sent a
+// third time.
+func TestThreadRejected400NotTheThread(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+				msg := "max_tokens: too large"
+				if r.Params.Thread != nil {
+					msg = "thread: " + msg
+				}
+				return toolruntest.Reply{Fault: toolruntest.Fault{Status: 400, ErrorType: "invalid_request_error", Message: msg}}
+			}})
+			logger, logs := newLogger()
+			_, err := toolrun.New(client(s), userParams("weather"), nil, &toolrun.Options{Logger: logger, Stream: stream}).Run(t.Context())
+			var apiErr *anthropic.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || strings.Contains(err.Error(), "thread: ") {
+				t.Fatalf("got error %v, want the 400 of the request without a thread", err)
+			}
+			var got []bool
+			for _, r := range s.Requests() {
+				got = append(got, r.Params.Thread != nil)
+			}
+			if diff := cmp.Diff([]bool{true, false}, got); diff != "" {
+				t.Errorf("requests on a thread (-want +got):\n%s", diff)
+			}
+			if r := logs.find(t, threadRefusedLog); r != nil {
+				t.Errorf("got record %v, want none: the thread was not refused", r)
+			}
+		})
+	}
+}
+
+// TestThreadNotForBedrockOrVertex: a model named as Bedrock's or Vertex's
+// runs without a thread from its first request, against a server that would
+// reject one; any other name goes on a thread.
+func TestThreadNotForBedrockOrVertex(t *testing.T) {
+	tests := []struct {
+		name, model string
+		thread      bool
+	}{
+		{name: "bedrock id", model: "anthropic.claude-sonnet-4-5-20250929-v1:0"},
+		{name: "bedrock arn", model: "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+		{name: "vertex", model: "claude-sonnet-4-5@20250929"},
+		{name: "first party", model: "claude-sonnet-4-5", thread: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Options{Func: rejectThreads})
+			params := userParams("weather")
+			params.Model = anthropic.Model(tc.model)
+			var calls counter
+			res, err := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()}).Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("got %v, %v; want end_turn", res.StopReason, err)
+			}
+			reqs := s.Requests()
+			if got := reqs[0].Params.Thread != nil; got != tc.thread {
+				t.Errorf("first request on a thread: got %t, want %t", got, tc.thread)
+			}
+			for i, r := range reqs[1:] {
+				if r.Params.Thread != nil || r.Status != 200 {
+					t.Errorf("request %d: status %d, on a thread %t; want 200 without one", i+2, r.Status, r.Params.Thread != nil)
+				}
+			}
+			if want := 3 + map[bool]int{true: 1}[tc.thread]; len(reqs) != want {
+				t.Errorf("got %d requests, want %d", len(reqs), want)
+			}
+		})
+	}
+}
+
+// TestNoThread: with Options.NoThread every request carries the whole
+// history and no thread.
+func TestNoThread(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(threadScript()...))
+	var calls counter
+	if _, err := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger: discard(), NoThread: true,
+	}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range s.Requests() {
+		got = append(got, fmt.Sprintf("thread=%t messages=%d beta=%t", r.Params.Thread != nil, len(r.Params.Messages), strings.Contains(r.Header.Get("anthropic-beta"), "thread")))
+	}
+	want := []string{"thread=false messages=1 beta=false", "thread=false messages=3 beta=false", "thread=false messages=5 beta=false"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

@@ -78,7 +78,7 @@ func BenchmarkHistory(b *testing.B) {
 }
 
 // BenchmarkThread runs a conversation of 300 turns through toolrun with
-// Options.Thread, for the profile BENCHMARKS.md quotes of where a thread
+// its defaults, on a message thread, for the profile BENCHMARKS.md quotes of where a thread
 // turn's CPU goes:
 //
 //	go test ./bench -run '^$' -bench 'Thread' -benchtime 2x -cpuprofile cpu.out
@@ -86,7 +86,6 @@ func BenchmarkThread(b *testing.B) {
 	const n = 300
 	srv := benchServer(b)
 	opts := toolrunOptions()
-	opts.Thread = true
 	tools := toolrunTools([]toolSpec{echoTool()})
 	c := newClient(srv.URL)
 	ctx := context.Background()

@@ -16,13 +16,14 @@ import (
 // client-side gap (a response's headers in → the next request out) at an
 // early and a late turn of a long conversation.
 type wireResult struct {
-	Turns                    int
-	Early, Late              int // the turns compared
-	BytesEarly, BytesLate    samples
-	GapFirst, GapLate        samples // nanoseconds; GapFirst is after turn 1
-	ThreadBytes, ThreadEarly samples // toolrun with Options.Thread: bytes at Late and Early
+	Turns                        int
+	Early, Late                  int // the turns compared
+	BytesEarly, BytesLate        samples
+	GapFirst, GapLate            samples // nanoseconds; GapFirst is after turn 1
+	NoThreadBytes, NoThreadEarly samples // toolrun with Options.NoThread: bytes at Late and Early
 	// CPU is the client CPU per turn of the whole conversation: "toolrun"
-	// with the defaults, "thread" with Options.Thread.
+	// with the defaults (on a message thread), "nothread" with
+	// Options.NoThread (the whole history in every request).
 	CPU samples
 }
 
@@ -72,7 +73,7 @@ func (m *wireMeter) size(i int) float64 {
 func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, error) {
 	n := cfg.wireTurns
 	res := &wireResult{Turns: n, Early: 10, Late: n, BytesEarly: samples{}, BytesLate: samples{},
-		GapFirst: samples{}, GapLate: samples{}, ThreadBytes: samples{}, ThreadEarly: samples{}, CPU: samples{}}
+		GapFirst: samples{}, GapLate: samples{}, NoThreadBytes: samples{}, NoThreadEarly: samples{}, CPU: samples{}}
 	specs := []toolSpec{echoTool()}
 	srv, err := startServer(ctx)
 	if err != nil {
@@ -99,19 +100,19 @@ func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, 
 			fmt.Fprintf(progress, "wire %d turns, round %d/%d, %-8s request %d: %d bytes, %d: %d bytes\n",
 				n, round+1, cfg.wireRounds, ct.name, res.Early, int(m.size(res.Early-1)), res.Late, int(m.size(res.Late-1)))
 		}
-		// toolrun on a message thread, which the fake server keeps.
+		// toolrun without a message thread: the whole history each turn.
 		m := &wireMeter{}
 		opts := toolrunOptions()
-		opts.Thread = true
+		opts.NoThread = true
 		c := newClient(srv.URL, option.WithMiddleware(m.middleware))
 		r := toolrun.New(c, newParams(prompt("echo", n)), toolrunTools(specs), opts)
 		meter := startMeter()
 		if _, err := r.Run(ctx); err != nil {
-			return nil, fmt.Errorf("wire, toolrun with a thread: %w", err)
+			return nil, fmt.Errorf("wire, toolrun without a thread: %w", err)
 		}
-		res.CPU.add("thread", float64(meter.stop().CPU)/float64(n))
-		res.ThreadEarly.add("toolrun", m.size(res.Early-1))
-		res.ThreadBytes.add("toolrun", m.size(res.Late-1))
+		res.CPU.add("nothread", float64(meter.stop().CPU)/float64(n))
+		res.NoThreadEarly.add("toolrun", m.size(res.Early-1))
+		res.NoThreadBytes.add("toolrun", m.size(res.Late-1))
 	}
 	return res, nil
 }
@@ -131,12 +132,12 @@ func (w *wireResult) rows() []row {
 	tl, tf := median(w.GapLate["toolrun"]), median(w.GapFirst["toolrun"])
 	gapLate.target = "toolrun ≤ 1 ms and ≤ 1.5× turn 1"
 	gapLate.met = check(tl <= 1e6) + " " + check(tl <= 1.5*tf)
-	thread := row{workload: name, measure: fmt.Sprintf("toolrun with Options.Thread: request bytes at turn %d, %d", w.Early, w.Late),
-		official: na, hand: na, toolrun: kib(median(w.ThreadEarly["toolrun"])) + ", " + kib(median(w.ThreadBytes["toolrun"])),
+	noThread := row{workload: name, measure: fmt.Sprintf("toolrun with Options.NoThread: request bytes at turn %d, %d", w.Early, w.Late),
+		official: na, hand: na, toolrun: kib(median(w.NoThreadEarly["toolrun"])) + ", " + kib(median(w.NoThreadBytes["toolrun"])),
 		vsHand: "—", vsOfficial: "—", met: "—"}
 	cpu := measureRow(name, "client CPU per turn, whole conversation", w.CPU, micros)
-	cpuThread := row{workload: name, measure: "toolrun with Options.Thread: client CPU per turn, whole conversation",
-		official: na, hand: na, toolrun: micros(median(w.CPU["thread"])),
-		vsHand: ratio(median(w.CPU["thread"]), median(w.CPU["hand"])), vsOfficial: ratio(median(w.CPU["thread"]), median(w.CPU["official"])), met: "—"}
-	return []row{early, late, thread, cpu, cpuThread, gapFirst, gapLate}
+	cpuNoThread := row{workload: name, measure: "toolrun with Options.NoThread: client CPU per turn, whole conversation",
+		official: na, hand: na, toolrun: micros(median(w.CPU["nothread"])),
+		vsHand: ratio(median(w.CPU["nothread"]), median(w.CPU["hand"])), vsOfficial: ratio(median(w.CPU["nothread"]), median(w.CPU["official"])), met: "—"}
+	return []row{early, late, noThread, cpu, cpuNoThread, gapFirst, gapLate}
 }

@@ -60,7 +60,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	sent := model.Requests()[1].Params.Messages
+	sent := model.Requests()[1].Conversation
 	fmt.Println("tool result:", sent[len(sent)-1].Content[0].ResultText())
 	fmt.Println(res.Text())
 	// Output:
@@ -136,7 +136,7 @@ func ExampleOptions_configFor() {
 		fmt.Println(err)
 		return
 	}
-	sent := model.Requests()[1].Params.Messages
+	sent := model.Requests()[1].Conversation
 	fmt.Println("tool result:", sent[len(sent)-1].Content[0].ResultText())
 	fmt.Println(res.Text())
 	// Output:

@@ -34,7 +34,7 @@ func userParams(text string) anthropic.BetaMessageNewParams {
 
 // toolResults returns the tool_result blocks of the last message of req.
 func toolResults(req *toolruntest.Request) []toolruntest.Block {
-	msgs := req.Params.Messages
+	msgs := req.Conversation
 	var out []toolruntest.Block
 	for _, b := range msgs[len(msgs)-1].Content {
 		if b.Type == "tool_result" {

@@ -129,6 +129,10 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		}
 		s = merge(s, stored)
 	}
+	// A step is a resumed Runner, so on a message thread (toolrun's
+	// default) each step's request creates a new thread with the whole
+	// history: the same turn as without one, and no bytes saved, since the
+	// thread does not outlive the step. Options.NoThread leaves it out.
 	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)

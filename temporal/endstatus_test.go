@@ -96,8 +96,9 @@ func TestEndStatus(t *testing.T) {
 			wantLast:   "hook awaiting=false",
 		},
 		{
-			name:     "failed with an error",
-			replies:  []toolruntest.Reply{{Fault: toolruntest.Fault{Status: http.StatusBadRequest}}},
+			name: "failed with an error",
+			// twice: the thread fallback sends a rejected first request once more
+			replies:  []toolruntest.Reply{{Fault: toolruntest.Fault{Status: http.StatusBadRequest}}, {Fault: toolruntest.Fault{Status: http.StatusBadRequest}}},
 			wantStop: toolrun.StopError,
 			wantLast: "error awaiting=false",
 		},

@@ -92,7 +92,7 @@ func TestWorkflowFaultInjection(t *testing.T) {
 		sides["ref "+strconv.Itoa(i)] = &wfSide{plan: plans[i], faults: rand.New(rand.NewPCG(seed, uint64(i)<<16|2))}
 	}
 	s := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		if len(msgs) == 0 || len(msgs[0].Content) == 0 || sides[msgs[0].Content[0].Text] == nil {
 			panic(fmt.Sprintf("a request of no run: %s", req.Body))
 		}
@@ -160,9 +160,19 @@ func TestWorkflowFaultInjection(t *testing.T) {
 		t.Errorf("seed %d: %d runs failed, the first %d shown", seed, failed, len(failures))
 	}
 	s.Close()
-	for i, err := range s.Errors() {
+	// A thread's refused continue, which the runner answers by creating a
+	// new thread, is the protocol: a step sent again (a retried activity,
+	// the client's retry of a cut-off reply) finds its thread continued.
+	var rejected []error
+	for _, err := range s.Errors() {
+		if msg := err.Error(); !strings.Contains(msg, "thread_already_continued") && !strings.Contains(msg, "thread_continue_in_flight") &&
+			!strings.Contains(msg, "thread_not_found") {
+			rejected = append(rejected, err)
+		}
+	}
+	for i, err := range rejected {
 		if i == 10 {
-			t.Errorf("seed %d: %d requests rejected in all", seed, len(s.Errors()))
+			t.Errorf("seed %d: %d requests rejected in all", seed, len(rejected))
 			break
 		}
 		t.Errorf("seed %d: fake server rejected a request: %v", seed, err)
@@ -334,7 +344,7 @@ func (sd *wfSide) requestCount() int {
 // suite's mix.
 func (sd *wfSide) respond(req *toolruntest.Request) toolruntest.Reply {
 	turn := 1
-	for _, m := range req.Params.Messages {
+	for _, m := range req.Conversation {
 		if m.Role == "assistant" {
 			turn++
 		}

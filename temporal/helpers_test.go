@@ -74,7 +74,7 @@ func outcome(t *testing.T, env *testsuite.TestWorkflowEnvironment) *temporal.Out
 func seenResults(s *toolruntest.Server) []string {
 	var out []string
 	for _, req := range s.Requests() {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		if len(msgs) == 0 {
 			continue
 		}

@@ -323,7 +323,7 @@ func TestScaleSmoke(t *testing.T) {
 	// The model calls step once per turn, with an id that names the run
 	// and the turn, then answers.
 	model := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		name := strings.TrimPrefix(msgs[0].Content[0].Text, "run ")
 		if n := len(msgs) / 2; n < turns {
 			return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("toolu_%s_%d", name, n), "step", map[string]any{"id": fmt.Sprintf("%s-%d", name, n)}))

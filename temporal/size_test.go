@@ -20,7 +20,7 @@ import (
 // bigRun is a model that calls fetch turns times, then answers.
 func bigRun(turns int) func(*toolruntest.Request) toolruntest.Reply {
 	return func(req *toolruntest.Request) toolruntest.Reply {
-		n := len(req.Params.Messages) / 2 // the fetches answered so far
+		n := len(req.Conversation) / 2 // the fetches answered so far
 		if n < turns {
 			return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("f%d", n), "fetch", map[string]any{"page": n}))
 		}

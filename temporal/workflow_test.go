@@ -117,13 +117,17 @@ func TestWorkflow(t *testing.T) {
 		},
 		{
 			name: "an invalid request is not retried",
+			// The step sends it once more without the message thread (a
+			// 400 to the first thread request may be the platform's), and
+			// the activity is not retried.
 			replies: []toolruntest.Reply{
+				{Fault: toolruntest.Fault{Status: http.StatusBadRequest}},
 				{Fault: toolruntest.Fault{Status: http.StatusBadRequest}},
 			},
 			wantStop:     toolrun.StopError,
 			wantDetail:   "400 Bad Request",
 			wantRuns:     map[string]int{},
-			wantRequests: 1,
+			wantRequests: 2,
 		},
 		{
 			name: "the turn limit",

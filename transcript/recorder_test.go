@@ -205,7 +205,7 @@ func TestRecorderRedactOption(t *testing.T) {
 // TestRecordsCompaction: a compaction is recorded with its summary.
 func TestRecordsCompaction(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
-		msgs := req.Params.Messages
+		msgs := req.Conversation
 		if last := msgs[len(msgs)-1]; last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize") {
 			return toolruntest.Message(toolruntest.Text("The user asked for the time twice."))
 		}

@@ -6,9 +6,10 @@
 //	go run ./bench/cost -o BENCHMARKS.md
 //
 // The task: the model calls a tool 39 times, each result longer than the
-// last (200 more bytes each turn), then answers. The official runner runs
-// with its defaults except DisableThread, so that both send the whole
-// history with every request. Billed input-token equivalents are
+// last (200 more bytes each turn), then answers. Both runners run with
+// their defaults (message threads on in each) and with one option changed
+// at a time; a thread changes the bytes sent, not the tokens billed, since
+// the API bills a thread's held history as input. Billed input-token equivalents are
 // uncached + 1.25 × cache writes + 0.1 × cache reads (the API's prices
 // relative to uncached input). A third run, toolrun with compaction at a
 // threshold, shows the context size at the end.
@@ -154,7 +155,7 @@ func report(w io.Writer, off, offCached outcome, tr []outcome) {
 			o.usage.CacheCreationInputTokens, o.usage.CacheReadInputTokens, o.usage.OutputTokens, o.billed(),
 			o.billed()/off.billed(), o.billed()/offCached.billed(), o.context, o.text)
 	}
-	fmt.Fprintf(w, "\nEach toolrun row names the option that earns its difference: the defaults differ from the official runner's defaults by prompt caching alone (toolrun sends `cache_control` unless `NoCache`), so against the official runner with caching on the ratio is %.3f; compaction (`Options.Compaction`) is what takes the billed input and the context below that; `Options.Thread` changes the bytes sent, not the tokens billed.\n",
+	fmt.Fprintf(w, "\nEach toolrun row names the option that earns its difference: the defaults differ from the official runner's defaults by prompt caching alone (toolrun sends `cache_control` unless `NoCache`), so against the official runner with caching on the ratio is %.3f; compaction (`Options.Compaction`) is what takes the billed input and the context below that; threads (on unless `NoThread`) change the bytes sent, not the tokens billed.\n",
 		tr[0].billed()/offCached.billed())
 }
 
@@ -180,7 +181,7 @@ func main() {
 		{"toolrun (defaults: caching)", toolrun.Options{}},
 		{"toolrun, NoCache", toolrun.Options{NoCache: true}},
 		{"toolrun, compaction at 20k tokens", toolrun.Options{Compaction: toolrun.Compaction{Threshold: 20_000}}},
-		{"toolrun, Thread", toolrun.Options{Thread: true}},
+		{"toolrun, NoThread", toolrun.Options{NoThread: true}},
 	} {
 		o, err := withToolrun(ctx, v.name, v.opts)
 		if err != nil {

@@ -259,9 +259,11 @@ func TestDemoWithKey(t *testing.T) {
 			wantOut:  []string{"stopped: max_tokens after 1 turn", "cut off at max_tokens"},
 		},
 		{
-			name:     "request error",
-			args:     []string{"demo"},
-			replies:  []toolruntest.Reply{{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}},
+			name: "request error",
+			args: []string{"demo"},
+			// twice: a 400 to the first request on a message thread is tried
+			// once more without the thread, and a bad model is bad there too
+			replies:  slicesRepeat(toolruntest.Reply{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}, 2),
 			wantCode: 1,
 			wantOut:  []string{"stopped: error after 0 turns"},
 		},

@@ -217,7 +217,7 @@ func TestRunGolden(t *testing.T) {
 				t.Errorf("request streamed = %v, want %v", got, want)
 			}
 			// What the model was told of the path outside the directory.
-			msgs := reqs[2].Params.Messages
+			msgs := reqs[2].Conversation
 			last := msgs[len(msgs)-1]
 			if got, want := last.Content[1].ResultText(), `path "../secret.txt" is outside the working directory`; !strings.HasPrefix(got, want) || strings.Contains(got, "launch codes") {
 				t.Errorf("read_file ../secret.txt gave the model %q, want an error starting %q", got, want)
@@ -301,9 +301,11 @@ func TestRunExitCodes(t *testing.T) {
 			},
 		},
 		{
-			name:       "request rejected",
-			args:       []string{"run", "hello"},
-			replies:    []toolruntest.Reply{{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}},
+			name: "request rejected",
+			args: []string{"run", "hello"},
+			// twice: a 400 to the first request on a message thread is tried
+			// once more without the thread, and a bad model is bad there too
+			replies:    slicesRepeat(toolruntest.Reply{Fault: toolruntest.Fault{Status: 400, Message: "bad model"}}, 2),
 			wantCode:   1,
 			wantStdout: []string{"stopped: error after 0 turns"},
 			wantStderr: []string{"toolrun run: ", "bad model"},
