@@ -65,21 +65,26 @@ type runLogger struct {
 	bodies bool
 }
 
-// newRunLogger returns the logger of a runner whose Options.Logger is l, as
-// [Options.Logger] describes.
-func newRunLogger(l *slog.Logger) runLogger {
-	rl := runLogger{routine: slog.LevelDebug}
-	env := os.Getenv(logEnv)
-	level, known := slog.LevelDebug, true
+// logEnvKnown reports whether env, the value of logEnv, is one the runner
+// understands: "info" or "debug", in any case and with spaces around.
+func logEnvKnown(env string) bool {
 	switch strings.ToLower(strings.TrimSpace(env)) {
-	case "":
-		known = false
+	case "info", "debug":
+		return true
+	}
+	return false
+}
+
+// newRunLogger returns the logger of a runner whose Options.Logger is l, as
+// [Options.Logger] describes, with env the value of logEnv.
+func newRunLogger(l *slog.Logger, env string) runLogger {
+	rl := runLogger{routine: slog.LevelDebug}
+	level, known := slog.LevelDebug, logEnvKnown(env)
+	switch strings.ToLower(strings.TrimSpace(env)) {
 	case "info":
 		rl.routine, level = slog.LevelInfo, slog.LevelInfo
 	case "debug":
 		rl.routine, level, rl.bodies = slog.LevelInfo, slog.LevelDebug, true
-	default:
-		known = false
 	}
 	if l == nil {
 		if known {

@@ -305,8 +305,8 @@ func sharedConfig(messages anthropic.BetaMessageService, opts *Options) *runConf
 		return last
 	}
 	n := c
-	n.log = newRunLogger(n.opts.Logger)
-	if e := strings.ToLower(strings.TrimSpace(c.env)); e == "" || e == "info" || e == "debug" {
+	n.log = newRunLogger(n.opts.Logger, c.env)
+	if strings.TrimSpace(c.env) == "" || logEnvKnown(c.env) {
 		lastConfig.Store(&n)
 	}
 	return &n

@@ -135,7 +135,7 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 	}
 	// A continue must add a message: after a pause_turn the history ends
 	// with the reply the thread holds, so the turn creates a new thread.
-	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools, params.Tools) &&
+	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools) &&
 		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
 	head := *params
 	from := 0
@@ -160,9 +160,9 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 
 // sameTools reports whether the tools of a request (encoded as t) are the
 // thread's (created with c).
-func sameTools(t, c *toolsJSON, tools []anthropic.BetaToolUnionParam) bool {
+func sameTools(t, c *toolsJSON) bool {
 	if t == nil || c == nil {
-		return t == c && len(tools) == 0
+		return t == c // nil: a request without tools
 	}
 	return t == c || string(t.json) == string(c.json)
 }
@@ -271,18 +271,14 @@ type messageStream interface {
 // Options.NoThread or the API has none.
 func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNewParams, opts ...option.RequestOption) messageStream {
 	if r.threaded() {
-		for attempt := 0; attempt < 3; attempt++ {
-			p, o, ok := r.threadRequest(params, true, opts)
-			if !ok {
-				break
-			}
-			s := r.messages.NewStreaming(ctx, p, o...)
-			err := s.Err()
-			r.threadProbed(ctx, err)
-			if err == nil || attempt == 2 || !r.threadRetry(err) {
-				return s
-			}
-			s.Close()
+		s, ok, _ := onThread(r, ctx, params, true, opts,
+			func(p anthropic.BetaMessageNewParams, o []option.RequestOption) (messageStream, error) {
+				s := r.messages.NewStreaming(ctx, p, o...)
+				return s, s.Err()
+			},
+			func(s messageStream) { s.Close() })
+		if ok {
+			return s
 		}
 	}
 	// As in Runner.send: the body is encoded incrementally (encode.go).
@@ -296,15 +292,34 @@ func (r *Runner) openStream(ctx context.Context, params *anthropic.BetaMessageNe
 // sendThread sends a request on the run's thread, as openStream does a
 // streamed one; false when params cannot go on one.
 func (r *Runner) sendThread(ctx context.Context, params *anthropic.BetaMessageNewParams, opts []option.RequestOption) (*anthropic.BetaMessage, bool, error) {
-	for attempt := 0; ; attempt++ {
-		p, o, ok := r.threadRequest(params, false, opts)
+	return onThread(r, ctx, params, false, opts,
+		func(p anthropic.BetaMessageNewParams, o []option.RequestOption) (*anthropic.BetaMessage, error) {
+			return r.messages.New(ctx, p, o...)
+		},
+		func(*anthropic.BetaMessage) {})
+}
+
+// threadAttempts bounds the sends of one request on a thread: after a
+// refusal the thread adjusts for ([Runner.threadRetry]: a thread the API
+// no longer holds, a thread field it cannot take), it is sent again.
+const threadAttempts = 3
+
+// onThread sends a request on the run's thread with send, and again after
+// a refusal the thread adjusts for, up to threadAttempts sends; discard
+// releases a refused attempt's response. ok is false when params cannot
+// go on a thread: the caller sends the whole history.
+func onThread[T any](r *Runner, ctx context.Context, params *anthropic.BetaMessageNewParams, stream bool, opts []option.RequestOption,
+	send func(anthropic.BetaMessageNewParams, []option.RequestOption) (T, error), discard func(T)) (res T, ok bool, err error) {
+	for attempt := 1; ; attempt++ {
+		p, o, ok := r.threadRequest(params, stream, opts)
 		if !ok {
-			return nil, false, nil
+			return res, false, nil
 		}
-		m, err := r.messages.New(ctx, p, o...)
+		res, err = send(p, o)
 		r.threadProbed(ctx, err)
-		if err == nil || attempt == 2 || !r.threadRetry(err) {
-			return m, true, err
+		if err == nil || attempt == threadAttempts || !r.threadRetry(err) {
+			return res, true, err
 		}
+		discard(res)
 	}
 }

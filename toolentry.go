@@ -34,9 +34,8 @@ type toolEntry struct {
 type toolSet struct {
 	// funcs are the tools the set was built from, when all are *FuncTool;
 	// nil for a set that is not shared.
-	funcs   []*FuncTool
-	index   map[string]int // a tool's position by name
-	schemas []*toolSchema
+	funcs []*FuncTool
+	index map[string]int // a tool's position by name
 	// entries are the tools with their settings as they were when the set
 	// was built: a runner whose tools have the same ones shares them, and
 	// copies them before it changes one.
@@ -69,7 +68,7 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 			return s, nil
 		}
 	}
-	s := &toolSet{index: make(map[string]int, len(tools)), schemas: make([]*toolSchema, len(tools)),
+	s := &toolSet{index: make(map[string]int, len(tools)),
 		defs: make([]anthropic.BetaToolUnionParam, len(tools)), names: make([]string, len(tools)),
 		entries: make([]toolEntry, len(tools))}
 	for i, t := range tools {
@@ -77,18 +76,21 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 		if _, dup := s.index[name]; dup {
 			return nil, fmt.Errorf("toolrun: two tools are named %q", name)
 		}
-		var err error
+		var (
+			schema *toolSchema
+			err    error
+		)
 		if ft, ok := t.(*FuncTool); ok {
-			s.schemas[i], s.defs[i], err = ft.prepare()
+			schema, s.defs[i], err = ft.prepare()
 		} else {
-			s.schemas[i], s.defs[i], err = compileTool(t)
+			schema, s.defs[i], err = compileTool(t)
 		}
 		if err != nil {
 			return nil, err
 		}
 		s.index[name] = i
 		s.names[i] = name
-		s.entries[i] = newToolEntry(t, s.schemas[i])
+		s.entries[i] = newToolEntry(t, schema)
 	}
 	sort.Strings(s.names)
 	if funcs != nil {
@@ -111,9 +113,12 @@ func newToolEntry(t Tool, schema *toolSchema) toolEntry {
 // shared entries if every tool's settings are as they were when the set
 // was built (compared as memory, since a Policy is a func), or new ones.
 func (s *toolSet) entriesFor(tools []Tool) []toolEntry {
-	shared := s.funcs != nil
+	if s.funcs == nil {
+		return s.entries // built for this runner alone
+	}
+	shared := true
 	for i := 0; shared && i < len(tools); i++ {
-		e := newToolEntry(tools[i], s.schemas[i])
+		e := newToolEntry(tools[i], s.entries[i].schema)
 		shared = sameEntry(&e, &s.entries[i])
 	}
 	if shared {
@@ -121,7 +126,7 @@ func (s *toolSet) entriesFor(tools []Tool) []toolEntry {
 	}
 	entries := make([]toolEntry, len(tools))
 	for i, t := range tools {
-		entries[i] = newToolEntry(t, s.schemas[i])
+		entries[i] = newToolEntry(t, s.entries[i].schema)
 	}
 	return entries
 }
@@ -132,7 +137,7 @@ func (s *toolSet) entriesFor(tools []Tool) []toolEntry {
 // literal over different variables differ).
 func sameEntry(a, b *toolEntry) bool {
 	ca, cb := &a.config, &b.config
-	return a.tool == b.tool && a.schema == b.schema && a.removed == b.removed &&
+	return a.tool == b.tool && a.schema == b.schema &&
 		ca.Timeout == cb.Timeout && ca.Exclusive == cb.Exclusive && ca.Idempotent == cb.Idempotent &&
 		ca.MaxResultBytes == cb.MaxResultBytes && sameMemory(&ca.Policy, &cb.Policy)
 }
