@@ -405,7 +405,7 @@ func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
 			return err
 		}, []string{"r1.lock", "r1.state.json"}},
 		{"Save", func(ctx context.Context, s *toolrun.FileStore) error {
-			return s.Save(ctx, "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 2, Turns: 2}, 1)
+			return s.Save(ctx, "r1", &toolrun.State{Format: 2, Version: 2, Turns: 2}, 1)
 		}, []string{"r1.lock", "r1.state.json"}},
 		{"Delete", func(ctx context.Context, s *toolrun.FileStore) error {
 			return s.Delete(ctx, "r1")
@@ -413,7 +413,7 @@ func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &toolrun.FileStore{Dir: t.TempDir()}
-			if err := s.Save(t.Context(), "r1", &toolrun.State{Format: toolrun.StateFormat, Version: 1, Turns: 1}, 0); err != nil {
+			if err := s.Save(t.Context(), "r1", &toolrun.State{Format: 2, Version: 1, Turns: 1}, 0); err != nil {
 				t.Fatal(err)
 			}
 			// What a save killed after writing half its file leaves.
@@ -441,7 +441,7 @@ func TestSaverChild(t *testing.T) {
 	s := &toolrun.FileStore{Dir: dir}
 	big := strings.Repeat("x", 256<<10) // so that a kill may land inside a save
 	for v := uint64(1); ; v++ {
-		st := &toolrun.State{Format: toolrun.StateFormat, Version: v, Turns: int(v), Params: userParams(big)}
+		st := &toolrun.State{Format: 2, Version: v, Turns: int(v), Params: userParams(big)}
 		if err := s.Save(context.Background(), "saver", st, v-1); err != nil {
 			t.Fatal(err)
 		}

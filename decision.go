@@ -236,11 +236,11 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 // answers those that need no running, and returns those to run. Calls
 // awaiting a person are neither. Calls are decided one at a time, in
 // order, so a hook that asks a person asks about one call at a time.
-func (r *Runner) decideTurn(ctx context.Context, p *TurnState) ([]*CallState, error) {
-	var run []*CallState
+func (r *Runner) decideTurn(ctx context.Context, p *turnState) ([]*callState, error) {
+	var run []*callState
 	for i := range p.Calls {
 		c := &p.Calls[i]
-		if c.Phase == PhaseAnswered {
+		if c.Phase == phaseAnswered {
 			continue
 		}
 		ok, err := r.decideCall(ctx, c)
@@ -257,19 +257,19 @@ func (r *Runner) decideTurn(ctx context.Context, p *TurnState) ([]*CallState, er
 // decideCall decides c, unless this runner has: it answers c if it needs
 // no running (unknown tool, denied, skipped, invalid input, interrupted),
 // and reports whether c is to run. The error is that of a hook.
-func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
+func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 	e := r.tool(c.Call.Name)
 	if e == nil {
 		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.toolNames())})
 	}
-	if c.Phase == PhaseStarted {
+	if c.Phase == phaseStarted {
 		if !e.config.Idempotent {
 			return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: fmt.Errorf(
 				"%w: it started but did not finish (the run was stopped or its process died), and tool %q is not declared idempotent, so it was not run again; its effects, if any, are unknown",
 				ErrInterrupted, c.Call.Name)})
 		}
 		r.mu.Lock()
-		c.Phase = PhaseDecided // run again, as its tool allows
+		c.Phase = phaseDecided // run again, as its tool allows
 		r.mu.Unlock()
 	}
 	if !slices.Contains(r.decided, c.Call.ID) {
@@ -281,10 +281,10 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 			return false, r.answer(ctx, c, res)
 		}
 		r.mu.Lock()
-		c.Decision, c.DecidedBy, c.Phase = &d, by, PhaseDecided
+		c.Decision, c.DecidedBy, c.Phase = &d, by, phaseDecided
 		r.mu.Unlock()
 		r.decided = append(r.decided, c.Call.ID)
-		r.emit(ctx, ToolDecided{Turn: r.st.Pending.Turn, Call: c.Call, Decision: d, By: by})
+		r.emit(ctx, ToolDecided{Turn: r.st.pending.Turn, Call: c.Call, Decision: d, By: by})
 	}
 	switch d := c.Decision; d.Kind {
 	case Defer:
@@ -300,7 +300,7 @@ func (r *Runner) decideCall(ctx context.Context, c *CallState) (bool, error) {
 // rules applies the decision order (see [Policy]) to c: it returns the
 // decision and who took it, or the result of a call answered without a
 // decision (invalid input), or a hook's error.
-func (r *Runner) rules(ctx context.Context, e *toolEntry, c *CallState) (Decision, DecidedBy, *ToolResult, error) {
+func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decision, DecidedBy, *ToolResult, error) {
 	name := c.Call.Name
 	if slices.Contains(r.opts.Deny, name) || r.opts.Allow != nil && !slices.Contains(r.opts.Allow, name) {
 		return DenyCall(fmt.Sprintf("tool %q is not allowed in this run", name)), ByOptions, nil, nil

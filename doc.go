@@ -93,7 +93,7 @@
 // module). The calls go to one executor, a bounded errgroup that runs them
 // in the groups [Batches] gives (an exclusive tool's call alone), journals
 // each as started before it runs, and answers it. A call's life is one
-// [CallPhase]: new, decided, started, answered.
+// phase: new, decided, started, answered.
 //
 //	drivers:  Run · Turns · Next · Events · Advance/ExecuteCall
 //	             │ each a short loop over

@@ -114,7 +114,7 @@ type Runner struct {
 // program.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
 	r := newRunner(client, tools, opts)
-	r.st = State{Format: StateFormat, Params: params}
+	r.st = State{Format: stateFormat, Params: params}
 	r.st.Params.Messages = slices.Clone(params.Messages)
 	r.st.Params.Tools = slices.Clone(params.Tools)
 	r.st.Betas = slices.Clone(params.Betas)
@@ -247,8 +247,8 @@ func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
 func (r *Runner) RetryTurn() { r.markEdited() }
 
 func (r *Runner) markEdited() {
-	if r.st.Pending != nil {
-		r.st.Edited = true
+	if r.st.pending != nil {
+		r.st.edited = true
 	}
 	if r.stopped != nil && r.stopped.StopReason != StopAwaitingApproval {
 		r.clearStop()
@@ -415,7 +415,7 @@ const (
 type step struct {
 	kind  stepKind
 	turn  *Turn
-	calls []*CallState // allowed, not started, in the order of the response
+	calls []*callState // allowed, not started, in the order of the response
 }
 
 // step takes the run one step from its state: it commits a pending turn
@@ -448,8 +448,8 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			r.fail(ctx, context.Cause(ctx), "")
 			return step{}
 		}
-		p := r.st.Pending
-		if p != nil && r.st.Edited {
+		p := r.st.pending
+		if p != nil && r.st.edited {
 			r.log.DebugContext(ctx, "toolrun: history changed by the caller; turn left out", "turn", p.Turn)
 			r.setPending(nil)
 			continue
@@ -482,7 +482,7 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			// executed with input that may be cut off.
 			reason, detail := modelStop(p.StopReason)
 			for i := range p.Calls {
-				if c := &p.Calls[i]; c.Phase != PhaseAnswered {
+				if c := &p.Calls[i]; c.Phase != phaseAnswered {
 					r.answer(ctx, c, &ToolResult{Call: c.Call, Err: fmt.Errorf("%w: %s", ErrNotRun, detail)})
 				}
 			}
@@ -539,9 +539,9 @@ func (r *Runner) maxTurns() int {
 // run is at its turn limit (the calls wait for it to be raised) or they
 // would pass the tool-call budget. A turn some of whose calls were decided
 // or answered already goes on.
-func (r *Runner) heldBack(p *TurnState) *Result {
+func (r *Runner) heldBack(p *turnState) *Result {
 	for _, c := range p.Calls {
-		if c.Phase != PhaseNew {
+		if c.Phase != phaseNew {
 			return nil
 		}
 	}
@@ -581,9 +581,9 @@ func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
 
 // setPending makes p the pending turn and forgets what this runner knew of
 // the previous one.
-func (r *Runner) setPending(p *TurnState) {
+func (r *Runner) setPending(p *turnState) {
 	r.mu.Lock()
-	r.st.Pending, r.st.Edited = p, false
+	r.st.pending, r.st.edited = p, false
 	r.mu.Unlock()
 	// Dropped rather than cleared: a run held awaiting approval keeps no
 	// map of a turn it no longer has.
@@ -600,7 +600,7 @@ func (r *Runner) commit(ctx context.Context) {
 // appendTurn is commit without the save, for a caller that saves what
 // follows with it.
 func (r *Runner) appendTurn(ctx context.Context) {
-	p := r.st.Pending
+	p := r.st.pending
 	// One new array, of the size it needs: a run held awaiting approval
 	// keeps it, and a long run copies its history once per turn, not twice.
 	add := 1
@@ -666,7 +666,7 @@ func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam 
 }
 
 // resultBlock is the tool_result block of an answered call.
-func (r *Runner) resultBlock(c *CallState) anthropic.BetaContentBlockParamUnion {
+func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion {
 	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tool(c.Call.Name)))
 	b := anthropic.BetaToolResultBlockParam{ToolUseID: c.Call.ID, Content: content, CacheControl: c.Result.CacheControl}
 	if c.Result.IsError {
@@ -837,7 +837,7 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 //
 // It returns [ErrAwaitingApproval] for a call deferred to a person, and an
 // error if the pending turn has no call with that id. If ctx is cancelled
-// while the tool runs, the call is left started (see [PhaseStarted]) and
+// while the tool runs, the call is left started (its phase in the State is started) and
 // ctx's error is returned. If AfterTool ends the run, the result is
 // returned with the hook's error (nil for [StopRun]) and [Runner.Result]
 // says how the run stopped.
@@ -855,11 +855,11 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 		r.fail(ctx, err, "")
 		return nil, err
 	}
-	c := r.st.callState(toolUseID)
+	c := r.st.call(toolUseID)
 	if c == nil {
 		return nil, fmt.Errorf("toolrun: execute call: no call %q in the pending turn", toolUseID)
 	}
-	if c.Phase != PhaseAnswered {
+	if c.Phase != phaseAnswered {
 		run, err := r.decideCall(ctx, c)
 		if err != nil {
 			r.hookFailed(ctx, err)
@@ -869,12 +869,12 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 			return nil, fmt.Errorf("%w: %s (%s)", ErrAwaitingApproval, toolUseID, c.Call.Name)
 		}
 		if run {
-			if err := r.execute(ctx, []*CallState{c}); err != nil && c.Phase != PhaseAnswered {
+			if err := r.execute(ctx, []*callState{c}); err != nil && c.Phase != phaseAnswered {
 				return nil, err
 			}
 		}
 	}
-	if c.Phase != PhaseAnswered {
+	if c.Phase != phaseAnswered {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
@@ -905,7 +905,7 @@ type PlannedCall struct {
 	Timeout    time.Duration `json:"timeout,omitempty"`
 }
 
-func (r *Runner) plan(c *CallState) PlannedCall {
+func (r *Runner) plan(c *callState) PlannedCall {
 	call := c.Call
 	call.Input = c.input()
 	e := r.tool(call.Name)

@@ -43,9 +43,9 @@ func Batches(calls []PlannedCall) [][]PlannedCall {
 // Each call is journaled as started before its tool runs. It returns the
 // run's error if the run stopped meanwhile (cancelled, a hook, a failed
 // checkpoint); calls not started then stay as they were.
-func (r *Runner) execute(ctx context.Context, calls []*CallState) error {
+func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	plans := make([]PlannedCall, len(calls))
-	byID := make(map[string]*CallState, len(calls))
+	byID := make(map[string]*callState, len(calls))
 	for i, c := range calls {
 		plans[i] = r.plan(c)
 		byID[c.Call.ID] = c
@@ -77,7 +77,7 @@ func (r *Runner) execute(ctx context.Context, calls []*CallState) error {
 	case len(hookErrs) > 0:
 		r.hookFailed(ctx, hookErrs[0])
 	case ctx.Err() != nil:
-		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.Pending.Turn))
+		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.pending.Turn))
 	case r.hasSaveErr():
 		r.fail(ctx, r.takeSaveErr(), "")
 	default:
@@ -88,22 +88,22 @@ func (r *Runner) execute(ctx context.Context, calls []*CallState) error {
 
 // runCall journals c as started, runs it and answers it. It returns the
 // error of AfterTool, if any.
-func (r *Runner) runCall(ctx context.Context, c *CallState, pc PlannedCall) error {
+func (r *Runner) runCall(ctx context.Context, c *callState, pc PlannedCall) error {
 	if ctx.Err() != nil || r.hasSaveErr() {
 		return nil // a call queued behind others does not start once the run is stopping
 	}
 	r.mu.Lock()
-	c.Phase = PhaseStarted
+	c.Phase = phaseStarted
 	r.mu.Unlock()
 	if err := r.save(ctx); err != nil {
 		// Not journaled, so not run: it stays decided, and the run stops.
 		r.mu.Lock()
-		c.Phase = PhaseDecided
+		c.Phase = phaseDecided
 		r.mu.Unlock()
 		return nil
 	}
 	e := r.tool(pc.Call.Name)
-	r.emit(ctx, ToolStarted{Turn: r.st.Pending.Turn, Call: c.Call})
+	r.emit(ctx, ToolStarted{Turn: r.st.pending.Turn, Call: c.Call})
 	res := r.runTool(ctx, e, pc)
 	if res == nil {
 		return nil // cut off by the run's end: it stays started
@@ -190,7 +190,7 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *Too
 // answer records res as the result of c: a failure becomes an is_error
 // result with the error's text, AfterTool may change it, and it is
 // journaled and announced. It returns the error of AfterTool.
-func (r *Runner) answer(ctx context.Context, c *CallState, res *ToolResult) error {
+func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) error {
 	if res.Err != nil && len(res.Content) == 0 {
 		res.IsError = true
 		res.Content = []Content{Text(res.Err.Error())}
@@ -206,23 +206,23 @@ func (r *Runner) answer(ctx context.Context, c *CallState, res *ToolResult) erro
 	if _, cut := truncateContent(res.Content, r.resultLimit(e)); cut {
 		res.Truncated = true
 		r.log.WarnContext(ctx, "toolrun: tool result truncated for the model", "tool", c.Call.Name,
-			"tool_use_id", c.Call.ID, "turn", r.st.Pending.Turn, "limit", r.resultLimit(e))
+			"tool_use_id", c.Call.ID, "turn", r.st.pending.Turn, "limit", r.resultLimit(e))
 	}
 	r.mu.Lock()
-	c.Result, c.Phase = resultState(res), PhaseAnswered
+	c.Result, c.Phase = resultOf(res), phaseAnswered
 	if r.live == nil {
 		r.live = map[string]*ToolResult{}
 	}
 	r.live[c.Call.ID] = res
 	r.mu.Unlock()
-	r.emit(ctx, ToolFinished{Turn: r.st.Pending.Turn, Result: res})
+	r.emit(ctx, ToolFinished{Turn: r.st.pending.Turn, Result: res})
 	r.save(ctx) // a failure stops the run at its next step
 	return hookErr
 }
 
 // input returns the input the call runs with: the decision's, if it
 // replaced the model's.
-func (c *CallState) input() json.RawMessage {
+func (c *callState) input() json.RawMessage {
 	if c.Decision != nil && len(c.Decision.Input) > 0 {
 		return c.Decision.Input
 	}

@@ -30,16 +30,9 @@ func roundTrip(t *testing.T, s *toolrun.State) *toolrun.State {
 }
 
 // callResult returns the result of call id in s, or nil.
-func callResult(s *toolrun.State, id string) *toolrun.ResultState {
-	if s.Pending == nil {
-		return nil
-	}
-	for _, c := range s.Pending.Calls {
-		if c.Call.ID == id {
-			return c.Result
-		}
-	}
-	return nil
+func callResult(s *toolrun.State, id string) *toolrun.ToolResult {
+	res, _ := s.CallResult(id)
+	return res
 }
 
 // distributed drives a run the way a durable workflow does: each step on a
@@ -108,7 +101,7 @@ func (d *distributed) run(s *toolrun.State) *toolrun.State {
 			if res == nil {
 				t.Fatalf("ExecuteCall(%s) recorded no result", p.Call.ID)
 			}
-			if err := s.SetResult(p.Call.ID, *res); err != nil {
+			if err := s.SetResult(p.Call.ID, res); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -592,14 +585,17 @@ func TestExecuteCallAfterCancelRunsAgain(t *testing.T) {
 
 func TestStateAsData(t *testing.T) {
 	pending := func() *toolrun.State {
-		return &toolrun.State{Format: toolrun.StateFormat, Pending: &toolrun.TurnState{
-			Turn: 1, StopReason: anthropic.BetaStopReasonToolUse,
-			Calls: []toolrun.CallState{
-				{Call: toolrun.ToolCall{ID: "a", Name: "write"}, Phase: toolrun.PhaseDecided, DecidedBy: "policy", Decision: &toolrun.Decision{Kind: toolrun.Defer, Reason: "writes"}},
-				{Call: toolrun.ToolCall{ID: "b", Name: "read"}, Phase: toolrun.PhaseDecided, DecidedBy: "default", Decision: &toolrun.Decision{}},
-				{Call: toolrun.ToolCall{ID: "c", Name: "write"}, Phase: toolrun.PhaseAnswered, DecidedBy: "policy", Decision: &toolrun.Decision{Kind: toolrun.Defer}, Result: &toolrun.ResultState{Content: []toolrun.Content{toolrun.Text("old")}}},
-			},
-		}}
+		var s toolrun.State
+		if err := json.Unmarshal([]byte(`{"format": 2, "pending": {"turn": 1, "stop_reason": "tool_use",
+			"message": {"role": "assistant", "content": []},
+			"calls": [
+				{"call": {"id": "a", "name": "write"}, "phase": "decided", "decided_by": "policy", "decision": {"kind": "defer", "reason": "writes"}},
+				{"call": {"id": "b", "name": "read"}, "phase": "decided", "decided_by": "default", "decision": {"kind": "allow"}},
+				{"call": {"id": "c", "name": "write"}, "phase": "answered", "decided_by": "policy", "decision": {"kind": "defer"},
+					"result": {"content": [{"type": "text", "text": "old"}]}}]}}`), &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
 	}
 	tests := []struct {
 		name       string
@@ -636,25 +632,25 @@ func TestStateAsData(t *testing.T) {
 		},
 		{
 			name:      "set a result",
-			change:    func(s *toolrun.State) error { return s.SetResult("b", toolrun.ResultState{Ran: true}) },
+			change:    func(s *toolrun.State) error { return s.SetResult("b", &toolrun.ToolResult{Ran: true}) },
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "set a result twice",
-			change:    func(s *toolrun.State) error { return s.SetResult("c", toolrun.ResultState{}) },
+			change:    func(s *toolrun.State) error { return s.SetResult("c", &toolrun.ToolResult{}) },
 			wantErr:   `call "c" already has a result`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "set the result of no call",
-			change:    func(s *toolrun.State) error { return s.SetResult("z", toolrun.ResultState{}) },
+			change:    func(s *toolrun.State) error { return s.SetResult("z", &toolrun.ToolResult{}) },
 			wantErr:   `no call "z"`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name: "no pending turn",
 			change: func(s *toolrun.State) error {
-				s.Pending = nil
+				*s = toolrun.State{Format: 2}
 				return s.Decide("a", toolrun.AllowCall())
 			},
 			wantErr: `no call "a" in the pending turn`,
@@ -719,11 +715,7 @@ func ExampleRunner_Advance() {
 			worker, _ := toolrun.Resume(s.Client(), state, tools, nil)
 			res, _ := worker.ExecuteCall(ctx, c.Call.ID)
 			fmt.Println("ran", c.Call.Name, "→", res.Content[0].OfText.Text)
-			for _, cs := range worker.State().Pending.Calls {
-				if cs.Call.ID == c.Call.ID {
-					state.SetResult(c.Call.ID, *cs.Result)
-				}
-			}
+			state.SetResult(c.Call.ID, res)
 		}
 		if len(calls) > 0 {
 			r, _ = toolrun.Resume(s.Client(), state, tools, nil)
@@ -762,7 +754,7 @@ func TestExecuteCallStartedBefore(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := roundTrip(t, r.State())
-			st.Pending.Calls[0].Phase, st.Pending.Calls[0].Decision = toolrun.PhaseStarted, &toolrun.Decision{} // as a crashed process left it
+			toolrun.MarkStarted(st, "t1") // as a crashed process left it
 			r, err := toolrun.Resume(client(s), st, []toolrun.Tool{tool}, opts)
 			if err != nil {
 				t.Fatal(err)

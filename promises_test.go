@@ -25,7 +25,8 @@ import (
 
 // TestResultErrorsKeepTheirKindAcrossState checks that a result's error
 // answers errors.Is and errors.As the same after the State that holds it
-// went through JSON as in the process that ran the call.
+// went through JSON as in the process that ran the call, and after the
+// ToolResult itself did (as the Temporal module sends it).
 func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
@@ -57,37 +58,52 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := map[string]error{}
-	for _, c := range roundTrip(t, r2.State()).Pending.Calls {
-		if c.Result == nil {
+	results, viaJSON := map[string]error{}, map[string]error{}
+	st2 := roundTrip(t, r2.State())
+	for _, c := range st2.Calls() {
+		if _, ok := st2.CallResult(c.ID); !ok {
 			continue
 		}
 		// A resumed runner answers ExecuteCall with the recorded result.
-		res, err := r2.ExecuteCall(t.Context(), c.Call.ID)
+		res, err := r2.ExecuteCall(t.Context(), c.ID)
 		if err != nil {
-			t.Fatalf("ExecuteCall(%s): %v", c.Call.ID, err)
+			t.Fatalf("ExecuteCall(%s): %v", c.ID, err)
 		}
-		results[c.Call.ID] = res.Err
+		results[c.ID] = res.Err
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back toolrun.ToolResult
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Err == nil || back.Err.Error() != res.Err.Error() || !back.IsError {
+			t.Errorf("%s: ToolResult JSON round trip = %v (is_error %t), want %v", c.ID, back.Err, back.IsError, res.Err)
+		}
+		viaJSON[c.ID] = back.Err
 	}
 	var (
 		ve *toolrun.ValidationError
 		pe *toolrun.PanicError
 		te *toolrun.TimeoutError
 	)
-	checks := []struct {
-		id   string
-		want bool
-		what string
-	}{
-		{"denied", errors.Is(results["denied"], toolrun.ErrDenied), "errors.Is ErrDenied"},
-		{"unknown", errors.Is(results["unknown"], toolrun.ErrUnknownTool), "errors.Is ErrUnknownTool"},
-		{"invalid", errors.As(results["invalid"], &ve) && len(ve.Violations) > 0, "errors.As *ValidationError"},
-		{"panics", errors.As(results["panics"], &pe) && pe.Tool == "boom", "errors.As *PanicError"},
-		{"slow", errors.As(results["slow"], &te) && te.After == time.Millisecond, "errors.As *TimeoutError"},
-	}
-	for _, c := range checks {
-		if !c.want {
-			t.Errorf("%s: %v after a State round trip: want %s", c.id, results[c.id], c.what)
+	for how, results := range map[string]map[string]error{"a State round trip": results, "a ToolResult round trip": viaJSON} {
+		checks := []struct {
+			id   string
+			want bool
+			what string
+		}{
+			{"denied", errors.Is(results["denied"], toolrun.ErrDenied), "errors.Is ErrDenied"},
+			{"unknown", errors.Is(results["unknown"], toolrun.ErrUnknownTool), "errors.Is ErrUnknownTool"},
+			{"invalid", errors.As(results["invalid"], &ve) && len(ve.Violations) > 0, "errors.As *ValidationError"},
+			{"panics", errors.As(results["panics"], &pe) && pe.Tool == "boom", "errors.As *PanicError"},
+			{"slow", errors.As(results["slow"], &te) && te.After == time.Millisecond, "errors.As *TimeoutError"},
+		}
+		for _, c := range checks {
+			if !c.want {
+				t.Errorf("%s: %v after %s: want %s", c.id, results[c.id], how, c.what)
+			}
 		}
 	}
 }
@@ -103,7 +119,7 @@ func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := roundTrip(t, r.State())
-	st.Pending.Calls[0].Phase, st.Pending.Calls[0].Decision = toolrun.PhaseStarted, &toolrun.Decision{} // a crash mid-call
+	toolrun.MarkStarted(st, st.Calls()[0].ID) // a crash mid-call
 	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{wait}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +128,8 @@ func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = roundTrip(t, r.State())
-	if st.Pending != nil {
-		t.Fatalf("pending turn left: %+v", st.Pending)
+	if calls := st.Calls(); calls != nil {
+		t.Fatalf("pending turn left: %+v", calls)
 	}
 	// The answer is in the history; rebuild it through a fresh state.
 	blocks := toolResults(s.Requests()[1])
@@ -336,11 +352,9 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 					}
 					wg.Wait()
 					for i, p := range batch {
-						for _, c := range answered[i].Pending.Calls {
-							if c.Call.ID == p.Call.ID && c.Result != nil {
-								if err := st.SetResult(p.Call.ID, *c.Result); err != nil {
-									t.Fatal(err)
-								}
+						if res, ok := answered[i].CallResult(p.Call.ID); ok {
+							if err := st.SetResult(p.Call.ID, res); err != nil {
+								t.Fatal(err)
 							}
 						}
 					}
@@ -503,7 +517,7 @@ func TestCancelReturnsWhenAToolIgnoresItsContext(t *testing.T) {
 			t.Errorf("abandoned call logged as %v, want ERROR", rec["level"])
 		}
 		st := roundTrip(t, r.State())
-		if got := st.Pending.Calls[0].Phase; got != toolrun.PhaseStarted {
+		if got := toolrun.PhaseOf(st, st.Calls()[0].ID); got != "started" {
 			t.Fatalf("phase = %q, want started", got)
 		}
 		r, err = toolrun.Resume(client, st, []toolrun.Tool{stubborn}, opts)

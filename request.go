@@ -106,8 +106,8 @@ func (r *Runner) requestParams() anthropic.BetaMessageNewParams {
 }
 
 // newTurnState is the pending turn of a response, each call new.
-func newTurnState(n int, msg *anthropic.BetaMessage) *TurnState {
-	p := &TurnState{Turn: n, Message: msg.ToParam(), StopReason: msg.StopReason}
+func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
+	p := &turnState{Turn: n, Message: msg.ToParam(), StopReason: msg.StopReason}
 	for _, c := range msg.Content {
 		if c.Type != "tool_use" {
 			continue
@@ -116,7 +116,7 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *TurnState {
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
-		p.Calls = append(p.Calls, CallState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: PhaseNew})
+		p.Calls = append(p.Calls, callState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: phaseNew})
 	}
 	return p
 }

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun/internal/bridge"
 )
 
-// StateFormat is the version of the [State] format this package writes. A
+// stateFormat is the version of the [State] format this package writes. A
 // State of another format is refused by [Resume].
-const StateFormat = 2
+const stateFormat = 2
 
 // State is a run's data: the runner holds one and works on it, and
 // everything needed to continue the run is in it, as plain data that
@@ -30,8 +31,16 @@ const StateFormat = 2
 // not in it and is given to Resume again: the client, the tools and the
 // [Options]. With Options.StateKey, a State is signed and a changed one is
 // refused.
+//
+// The turn in progress — its response and, for each call, where it is in
+// its life (new, decided, started, answered), its decision and its result —
+// is in the JSON but not in exported fields: it changes only through
+// [State.Decide] and [State.SetResult], which move a call forward and never
+// back, and is read through [State.AwaitingApproval] and [State.Result]. A
+// call cannot be marked unanswered by hand and so run twice.
 type State struct {
-	// Format is [StateFormat] for a state this package wrote.
+	// Format is the version of the format: 2 for a state this package
+	// writes. Resume refuses another.
 	Format int `json:"format"`
 	// Version counts the saves of the run to Options.Store; see [Store].
 	Version uint64 `json:"version,omitempty"`
@@ -41,11 +50,11 @@ type State struct {
 	// Betas are Params.Betas, which travel as a header and are not in
 	// Params' JSON.
 	Betas []anthropic.AnthropicBeta `json:"betas,omitempty"`
-	// Pending is the turn handed out and not yet committed, if any.
-	Pending *TurnState `json:"pending,omitempty"`
-	// Edited reports that the caller changed the history after Pending was
-	// handed out, so Pending will be left out.
-	Edited bool `json:"edited,omitempty"`
+	// pending is the turn handed out and not yet committed, if any.
+	pending *turnState
+	// edited reports that the caller changed the history after pending was
+	// handed out, so pending will be left out.
+	edited bool
 	// AlwaysAllow lists the tools a person allowed for the rest of the run:
 	// their calls that would be deferred to a person are allowed.
 	AlwaysAllow []string `json:"always_allow,omitempty"`
@@ -73,34 +82,62 @@ type State struct {
 	Signature string `json:"signature,omitempty"`
 }
 
-// TurnState is a response not yet committed to the history, and its calls.
-type TurnState struct {
+// plainState is State without its methods, so that its exported fields
+// encode as they are.
+type plainState State
+
+// stateJSON is the JSON form of a State: its exported fields and the turn
+// in progress.
+type stateJSON struct {
+	*plainState
+	Pending *turnState `json:"pending,omitempty"`
+	Edited  bool       `json:"edited,omitempty"`
+}
+
+// MarshalJSON encodes s whole, with the turn in progress.
+func (s State) MarshalJSON() ([]byte, error) {
+	p := plainState(s)
+	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited})
+}
+
+// UnmarshalJSON decodes a State that MarshalJSON encoded.
+func (s *State) UnmarshalJSON(b []byte) error {
+	j := stateJSON{plainState: (*plainState)(s)}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	s.pending, s.edited = j.Pending, j.Edited
+	return nil
+}
+
+// turnState is a response not yet committed to the history, and its calls.
+type turnState struct {
 	Turn int `json:"turn"`
 	// Message is the response as an assistant message.
 	Message    anthropic.BetaMessageParam `json:"message"`
 	StopReason anthropic.BetaStopReason   `json:"stop_reason"`
-	Calls      []CallState                `json:"calls"`
+	Calls      []callState                `json:"calls"`
 }
 
-// CallPhase is where a call is in its life. A call only moves forward:
+// callPhase is where a call is in its life. A call only moves forward:
 // new → decided → started → answered, except that a decided call may be
 // answered without starting (denied, skipped, invalid input).
-type CallPhase string
+type callPhase string
 
 // The phases of a call.
 const (
-	// PhaseNew: the call has arrived and has no decision yet.
-	PhaseNew CallPhase = "new"
-	// PhaseDecided: the call has a decision (CallState.Decision): allowed
+	// phaseNew: the call has arrived and has no decision yet.
+	phaseNew callPhase = "new"
+	// phaseDecided: the call has a decision (callState.Decision): allowed
 	// and about to run, or deferred to a person ([Defer]).
-	PhaseDecided CallPhase = "decided"
-	// PhaseStarted: the tool was called (journaled before it was). A call
+	phaseDecided callPhase = "decided"
+	// phaseStarted: the tool was called (journaled before it was). A call
 	// found started when a run continues did not finish: it is run again
 	// only if its tool is idempotent, and otherwise answered with
 	// [ErrInterrupted].
-	PhaseStarted CallPhase = "started"
-	// PhaseAnswered: the call has its result and never runs again.
-	PhaseAnswered CallPhase = "answered"
+	phaseStarted callPhase = "started"
+	// phaseAnswered: the call has its result and never runs again.
+	phaseAnswered callPhase = "answered"
 )
 
 // DecidedBy says who decided a call.
@@ -115,39 +152,39 @@ const (
 	ByAlways   DecidedBy = "always"   // an earlier Always approval of the tool
 )
 
-// CallState is one tool call of a [TurnState].
-type CallState struct {
+// callState is one tool call of a [turnState].
+type callState struct {
 	Call  ToolCall  `json:"call"`
-	Phase CallPhase `json:"phase"`
+	Phase callPhase `json:"phase"`
 	// Decision and DecidedBy are the call's decision once it has one.
 	Decision  *Decision `json:"decision,omitempty"`
 	DecidedBy DecidedBy `json:"decided_by,omitempty"`
-	// Result is the call's answer, in PhaseAnswered.
-	Result *ResultState `json:"result,omitempty"`
+	// Result is the call's answer, in phaseAnswered.
+	Result *resultState `json:"result,omitempty"`
 }
 
 // awaiting reports whether the call awaits a person's decision.
-func (c *CallState) awaiting() bool {
-	return c.Phase == PhaseDecided && c.Decision != nil && c.Decision.Kind == Defer
+func (c *callState) awaiting() bool {
+	return c.Phase == phaseDecided && c.Decision != nil && c.Decision.Kind == Defer
 }
 
-// ResultState is an answered call's result.
-type ResultState struct {
+// resultState is an answered call's result.
+type resultState struct {
 	Content      []Content                                `json:"content,omitempty"`
 	IsError      bool                                     `json:"is_error,omitempty"`
 	CacheControl anthropic.BetaCacheControlEphemeralParam `json:"cache_control,omitzero"`
-	Error        *ErrorState                              `json:"error,omitempty"`
+	Error        *errorState                              `json:"error,omitempty"`
 	Duration     time.Duration                            `json:"duration,omitempty"`
 	Ran          bool                                     `json:"ran,omitempty"`
 	Truncated    bool                                     `json:"truncated,omitempty"`
 }
 
-// ErrorState is a result's error as plain data, so that errors.Is and
+// errorState is a result's error as plain data, so that errors.Is and
 // errors.As answer the same for it after a round trip through JSON as in
 // the process that ran the call: [ErrDenied], [ErrNotRun],
 // [ErrInterrupted], [ErrUnknownTool], *[ValidationError], *[PanicError] and
 // *[TimeoutError] are kept; any other error keeps its text.
-type ErrorState struct {
+type errorState struct {
 	// Kind is "denied", "not_run", "interrupted", "unknown_tool",
 	// "validation", "panic", "timeout" or "tool" (any other error).
 	Kind    string `json:"kind"`
@@ -161,7 +198,7 @@ type ErrorState struct {
 	Validation *ValidationError `json:"validation,omitempty"`
 }
 
-// sentinelKinds are the sentinels an ErrorState keeps, by kind.
+// sentinelKinds are the sentinels an errorState keeps, by kind.
 var sentinelKinds = []struct {
 	kind string
 	err  error
@@ -172,11 +209,11 @@ var sentinelKinds = []struct {
 	{"unknown_tool", ErrUnknownTool},
 }
 
-func errorState(err error) *ErrorState {
+func errorOf(err error) *errorState {
 	if err == nil {
 		return nil
 	}
-	es := &ErrorState{Kind: "tool", Message: err.Error()}
+	es := &errorState{Kind: "tool", Message: err.Error()}
 	var (
 		ve *ValidationError
 		pe *PanicError
@@ -201,7 +238,7 @@ func errorState(err error) *ErrorState {
 }
 
 // err rebuilds the error es was made from.
-func (es *ErrorState) err() error {
+func (es *errorState) err() error {
 	switch es.Kind {
 	case "validation":
 		if es.Validation != nil {
@@ -230,23 +267,69 @@ type kindError struct {
 func (e *kindError) Error() string        { return e.msg }
 func (e *kindError) Is(target error) bool { return target == e.kind }
 
-func resultState(res *ToolResult) *ResultState {
-	return &ResultState{Content: slices.Clone(res.Content), IsError: res.IsError, CacheControl: res.CacheControl,
-		Error: errorState(res.Err), Duration: res.Duration, Ran: res.Ran, Truncated: res.Truncated}
+func resultOf(res *ToolResult) *resultState {
+	return &resultState{Content: slices.Clone(res.Content), IsError: res.IsError, CacheControl: res.CacheControl,
+		Error: errorOf(res.Err), Duration: res.Duration, Ran: res.Ran, Truncated: res.Truncated}
 }
 
 // toolResult rebuilds the result of c from its state.
-func (c *CallState) toolResult() *ToolResult {
-	rs := c.Result
-	res := &ToolResult{Call: c.Call, Content: rs.Content, IsError: rs.IsError, CacheControl: rs.CacheControl,
+func (c *callState) toolResult() *ToolResult { return c.Result.toolResult(c.Call, c.Decision) }
+
+// toolResult rebuilds the result rs was made from, of call decided by d.
+func (rs *resultState) toolResult(call ToolCall, d *Decision) *ToolResult {
+	res := &ToolResult{Call: call, Content: rs.Content, IsError: rs.IsError, CacheControl: rs.CacheControl,
 		Duration: rs.Duration, Ran: rs.Ran, Truncated: rs.Truncated}
 	if rs.Error != nil {
 		res.Err = rs.Error.err()
 	}
-	if c.Decision != nil {
-		res.Decision = *c.Decision
+	if d != nil {
+		res.Decision = *d
 	}
 	return res
+}
+
+// MarshalJSON encodes the result as a [State] keeps it: content,
+// is_error, cache_control, duration, ran, truncated, and the error as plain
+// data (see Err), so that errors.Is and errors.As answer the same for it
+// after a round trip as in the process that ran the call: [ErrDenied],
+// [ErrNotRun], [ErrInterrupted], [ErrUnknownTool], *[ValidationError],
+// *[PanicError] and *[TimeoutError] are kept; any other error keeps its
+// text. Call and Decision are not in it: the State keeps them beside the
+// result.
+func (res ToolResult) MarshalJSON() ([]byte, error) { return json.Marshal(resultOf(&res)) }
+
+// UnmarshalJSON decodes what MarshalJSON encoded.
+func (res *ToolResult) UnmarshalJSON(b []byte) error {
+	var rs resultState
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return err
+	}
+	d := res.Decision
+	*res = *rs.toolResult(res.Call, &d)
+	return nil
+}
+
+// Calls returns the calls of the turn in progress, in the order of the
+// response, answered or not; nil if no turn is in progress.
+func (s *State) Calls() []ToolCall {
+	if s.pending == nil {
+		return nil
+	}
+	out := make([]ToolCall, len(s.pending.Calls))
+	for i, c := range s.pending.Calls {
+		out[i] = c.Call
+	}
+	return out
+}
+
+// CallResult returns the result of the pending call toolUseID, with its
+// call and decision, if it has one.
+func (s *State) CallResult(toolUseID string) (*ToolResult, bool) {
+	cs := s.call(toolUseID)
+	if cs == nil || cs.Result == nil {
+		return nil, false
+	}
+	return cs.toolResult(), true
 }
 
 // clone returns a copy of s that shares no slice the runner changes.
@@ -257,10 +340,10 @@ func (s *State) clone() *State {
 	c.Betas = slices.Clone(s.Betas)
 	c.AlwaysAllow = slices.Clone(s.AlwaysAllow)
 	c.Removed = slices.Clone(s.Removed)
-	if s.Pending != nil {
-		p := *s.Pending
-		p.Calls = slices.Clone(s.Pending.Calls)
-		c.Pending = &p
+	if s.pending != nil {
+		p := *s.pending
+		p.Calls = slices.Clone(s.pending.Calls)
+		c.pending = &p
 	}
 	return &c
 }
@@ -324,14 +407,14 @@ func (s *State) verify(key []byte) error {
 	return nil
 }
 
-// callState returns the pending call with id, or nil.
-func (s *State) callState(id string) *CallState {
-	if s.Pending == nil {
+// call returns the pending call with id, or nil.
+func (s *State) call(id string) *callState {
+	if s.pending == nil {
 		return nil
 	}
-	for i := range s.Pending.Calls {
-		if s.Pending.Calls[i].Call.ID == id {
-			return &s.Pending.Calls[i]
+	for i := range s.pending.Calls {
+		if s.pending.Calls[i].Call.ID == id {
+			return &s.pending.Calls[i]
 		}
 	}
 	return nil
@@ -355,17 +438,9 @@ func (s *State) callState(id string) *CallState {
 // data, with no runner, no client and no I/O, so a deterministic workflow
 // may call them.
 func (s *State) Decide(toolUseID string, d Decision) error {
-	if d.Kind == Defer {
-		return errors.New("toolrun: decide: a person's decision cannot be Defer")
-	}
-	cs := s.callState(toolUseID)
-	switch {
-	case cs == nil:
-		return fmt.Errorf("toolrun: decide: no call %q in the pending turn", toolUseID)
-	case cs.DecidedBy == ByApproval || cs.Phase == PhaseAnswered || cs.Phase == PhaseStarted:
-		return fmt.Errorf("%w: call %q (%s)", ErrAlreadyDecided, toolUseID, cs.Call.Name)
-	case !cs.awaiting():
-		return fmt.Errorf("%w: call %q (%s) does not await approval", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+	cs, err := s.decidable(toolUseID, d)
+	if err != nil {
+		return err
 	}
 	d.Input = slices.Clone(d.Input)
 	cs.Decision, cs.DecidedBy = &d, ByApproval
@@ -376,33 +451,54 @@ func (s *State) Decide(toolUseID string, d Decision) error {
 	return nil
 }
 
+// decidable returns the call that decision d of a person for toolUseID
+// would answer, or why [State.Decide] refuses it; it changes nothing.
+func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
+	if d.Kind == Defer {
+		return nil, errors.New("toolrun: decide: a person's decision cannot be Defer")
+	}
+	cs := s.call(toolUseID)
+	switch {
+	case cs == nil:
+		return nil, fmt.Errorf("toolrun: decide: no call %q in the pending turn", toolUseID)
+	case cs.DecidedBy == ByApproval || cs.Phase == phaseAnswered || cs.Phase == phaseStarted:
+		return nil, fmt.Errorf("%w: call %q (%s)", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+	case !cs.awaiting():
+		return nil, fmt.Errorf("%w: call %q (%s) does not await approval", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+	}
+	return cs, nil
+}
+
 // SetResult records res as the result of the pending call toolUseID, as
 // [Runner.ExecuteCall] would have on a runner holding s: for a call run
 // elsewhere, or answered by the caller (a call interrupted by a crash, say).
-// The call is then never run again. It is an error if the pending turn has
-// no such call or the call has a result already.
-func (s *State) SetResult(toolUseID string, res ResultState) error {
-	cs := s.callState(toolUseID)
-	if cs == nil {
+// What is recorded is what the result's JSON form keeps (see
+// [ToolResult.MarshalJSON]); res.Call and res.Decision are ignored. The
+// call is then never run again. It is an error if the pending turn has no
+// such call or the call has a result already.
+func (s *State) SetResult(toolUseID string, res *ToolResult) error {
+	cs := s.call(toolUseID)
+	switch {
+	case res == nil:
+		return fmt.Errorf("toolrun: set result: nil result for call %q", toolUseID)
+	case cs == nil:
 		return fmt.Errorf("toolrun: set result: no call %q in the pending turn", toolUseID)
-	}
-	if cs.Phase == PhaseAnswered {
+	case cs.Phase == phaseAnswered:
 		return fmt.Errorf("toolrun: set result: call %q already has a result", toolUseID)
 	}
-	res.Content = slices.Clone(res.Content)
-	cs.Result, cs.Phase = &res, PhaseAnswered
+	cs.Result, cs.Phase = resultOf(res), phaseAnswered
 	return nil
 }
 
 // AwaitingApproval lists the calls of s deferred to a person and not
 // decided yet, in order.
 func (s *State) AwaitingApproval() []PendingCall {
-	if s.Pending == nil {
+	if s.pending == nil {
 		return nil
 	}
 	var out []PendingCall
-	for i := range s.Pending.Calls {
-		if cs := &s.Pending.Calls[i]; cs.awaiting() {
+	for i := range s.pending.Calls {
+		if cs := &s.pending.Calls[i]; cs.awaiting() {
 			out = append(out, PendingCall{Call: cs.Call, Reason: cs.Decision.Reason})
 		}
 	}
@@ -424,8 +520,8 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s == nil {
 		return nil, errors.New("toolrun: resume: nil state")
 	}
-	if s.Format != StateFormat {
-		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, StateFormat)
+	if s.Format != stateFormat {
+		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 	}
 	r := newRunner(client, tools, opts)
 	if err := s.verify(r.opts.StateKey); err != nil {
@@ -442,7 +538,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	r.st.Betas = slices.Clone(s.Betas)
 	r.st.Params.Betas = nil
 	r.version = s.Version
-	if p := r.st.Pending; p != nil {
+	if p := r.st.pending; p != nil {
 		for i := range p.Calls {
 			if err := p.Calls[i].check(); err != nil {
 				return nil, fmt.Errorf("toolrun: resume: %w", err)
@@ -463,14 +559,14 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 }
 
 // check reports a call whose phase and data disagree.
-func (c *CallState) check() error {
+func (c *callState) check() error {
 	switch c.Phase {
-	case PhaseNew:
-	case PhaseDecided, PhaseStarted:
+	case phaseNew:
+	case phaseDecided, phaseStarted:
 		if c.Decision == nil {
 			return fmt.Errorf("call %q is %s without a decision", c.Call.ID, c.Phase)
 		}
-	case PhaseAnswered:
+	case phaseAnswered:
 		if c.Result == nil {
 			return fmt.Errorf("call %q is answered without a result", c.Call.ID)
 		}
@@ -478,4 +574,67 @@ func (c *CallState) check() error {
 		return fmt.Errorf("call %q has an unknown phase %q", c.Call.ID, c.Phase)
 	}
 	return nil
+}
+
+// The operations the temporal module needs on the turn in progress (see
+// internal/bridge): it keeps a skeleton of the State in the workflow and
+// the whole State in a Store.
+func init() {
+	bridge.Set(bridge.StateOps[State, Decision]{
+		HasCall: func(s *State, id string) bool { return s.call(id) != nil },
+		CanDecide: func(s *State, id string, d Decision) error {
+			_, err := s.decidable(id, d)
+			return err
+		},
+		Skeleton: skeleton,
+		Merge:    merge,
+		ForCall:  forCall,
+	})
+}
+
+// skeleton returns s without what only a model request needs and what
+// grows with the run: the history (Params.Messages) and the pending
+// response as a message (its calls are kept, with their inputs, decisions
+// and results).
+func skeleton(s *State) *State {
+	t := *s
+	t.Params.Messages = nil
+	if s.pending != nil {
+		p := *s.pending
+		// An empty assistant message: a zero BetaMessageParam does not
+		// round-trip through JSON.
+		p.Message = anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{}}
+		t.pending = &p
+	}
+	return &t
+}
+
+// merge returns the whole state from skel and whole: skel's progress (the
+// decisions and results recorded since) with whole's history and, if it
+// is of the same turn, its pending response.
+func merge(skel, whole *State) *State {
+	s := *skel
+	s.Params.Messages = whole.Params.Messages
+	if s.pending != nil && whole.pending != nil && whole.pending.Turn == s.pending.Turn {
+		p := *s.pending
+		p.Message = whole.pending.Message
+		s.pending = &p
+	}
+	return &s
+}
+
+// forCall returns the skeleton of s with call id alone.
+func forCall(s *State, id string) *State {
+	t := skeleton(s)
+	if t.pending != nil {
+		p := *t.pending
+		p.Calls = nil
+		for _, c := range s.pending.Calls {
+			if c.Call.ID == id {
+				p.Calls = append(p.Calls, c)
+			}
+		}
+		t.pending = &p
+	}
+	return t
 }

@@ -538,8 +538,8 @@ func TestStreamRetriesExhausted(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Pending != nil {
-		t.Errorf("State.Pending = %+v, want nil: a failed response leaves no turn", st.Pending)
+	if calls := st.Calls(); calls != nil {
+		t.Errorf("State.Calls() = %+v, want nil: a failed response leaves no turn", calls)
 	}
 	r2, err := toolrun.Resume(client(s), &st, tools, opts)
 	if err != nil {
@@ -692,8 +692,8 @@ func TestCancelMidStream(t *testing.T) {
 	if deltas >= total {
 		t.Errorf("got all %d deltas; the stream did not stop when ctx was cancelled", deltas)
 	}
-	if st := r.State(); st.Pending != nil {
-		t.Errorf("State.Pending = %+v, want nil", st.Pending)
+	if calls := r.State().Calls(); calls != nil {
+		t.Errorf("State.Calls() = %+v, want nil", calls)
 	}
 	checkHistory(t, res.Messages)
 	checkNoRunGoroutines(t, before)

@@ -193,7 +193,7 @@ func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
 // threadReply records the message the runner will put in the history for
 // the reply recorded last (p, its pending turn's), so that the next request
 // can tell that the history holds it as the API does.
-func (r *Runner) threadReply(p *TurnState) {
+func (r *Runner) threadReply(p *turnState) {
 	if !r.threaded() || r.wire == nil {
 		return
 	}

@@ -56,7 +56,7 @@ func TestAnyPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.Save(t.Context(), "run-1", &toolrun.State{Format: toolrun.StateFormat, Version: 1, Turns: 7}, 0); err != nil {
+			if err := s.Save(t.Context(), "run-1", &toolrun.State{Format: 2, Version: 1, Turns: 7}, 0); err != nil {
 				t.Fatal(err)
 			}
 			var files []string
@@ -83,7 +83,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &toolrun.State{Format: toolrun.StateFormat, Version: 1, Turns: 7}
+	st := &toolrun.State{Format: 2, Version: 1, Turns: 7}
 	if err := s.Save(t.Context(), "run-1", st, 0); err != nil {
 		t.Fatal(err)
 	}

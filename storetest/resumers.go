@@ -171,8 +171,8 @@ func resumerRace(ctx context.Context, dir string, modes [2]string, open func(dir
 	switch st, err := s.Load(ctx, resumerID); {
 	case err != nil:
 		fail("Load after the race: %v", err)
-	case st.StopReason != toolrun.StopEndTurn || st.Pending != nil:
-		fail("Load after the race: got a run stopped with %q and a pending turn %t, want the finished run", st.StopReason, st.Pending != nil)
+	case st.StopReason != toolrun.StopEndTurn || st.Calls() != nil:
+		fail("Load after the race: got a run stopped with %q and %d calls pending, want the finished run", st.StopReason, len(st.Calls()))
 	}
 	if err := s.Delete(ctx, resumerID); err != nil {
 		fail("Delete: %v", err)

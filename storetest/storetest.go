@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"sync"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 )
 
@@ -202,33 +201,22 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 }
 
 // sample returns a distinct state for n at version, with a pending turn so
-// that every part of the format is exercised.
+// that every part of the format is exercised. It is written as JSON: the
+// turn in progress of a State is set only by a run or by decoding one.
 func sample(n int, version uint64) *toolrun.State {
-	d := toolrun.DeferCall("needs approval")
-	return &toolrun.State{
-		Format:  toolrun.StateFormat,
-		Version: version,
-		Params: anthropic.BetaMessageNewParams{
-			Model:     "claude-test",
-			MaxTokens: 1024,
-			Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(fmt.Sprintf("run %d", n)))},
-		},
-		Pending: &toolrun.TurnState{
-			Turn: n + 1,
-			Message: anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{
-				Content: []anthropic.BetaContentBlockParamUnion{
-					anthropic.NewBetaToolUseBlock(fmt.Sprintf("toolu_%d", n), map[string]any{"n": 1}, "write"),
-				},
-			}},
-			StopReason: anthropic.BetaStopReasonToolUse,
-			Calls: []toolrun.CallState{{
-				Call:  toolrun.ToolCall{ID: fmt.Sprintf("toolu_%d", n), Name: "write", Input: json.RawMessage(`{"n":1}`)},
-				Phase: toolrun.PhaseDecided, Decision: &d, DecidedBy: toolrun.ByPolicy,
-			}},
-		},
-		Turns: n,
-		Usage: toolrun.Usage{InputTokens: int64(n) * 10},
+	var s toolrun.State
+	j := fmt.Sprintf(`{"format": 2, "version": %[2]d,
+		"params": {"model": "claude-test", "max_tokens": 1024,
+			"messages": [{"role": "user", "content": [{"type": "text", "text": "run %[1]d"}]}]},
+		"pending": {"turn": %[3]d, "stop_reason": "tool_use",
+			"message": {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_%[1]d", "name": "write", "input": {"n": 1}}]},
+			"calls": [{"call": {"id": "toolu_%[1]d", "name": "write", "input": {"n": 1}}, "phase": "decided",
+				"decision": {"kind": "defer", "reason": "needs approval"}, "decided_by": "policy"}]},
+		"turns": %[1]d, "usage": {"input_tokens": %[4]d}}`, n, version, n+1, n*10)
+	if err := json.Unmarshal([]byte(j), &s); err != nil {
+		panic("storetest: sample state: " + err.Error())
 	}
+	return &s
 }
 
 func same(a, b *toolrun.State) bool {

@@ -215,8 +215,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		}
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
 	}
-	out := &ToolOutput{}
-	out.Result, _ = callResult(r.State(), in.ToolUseID)
+	out := &ToolOutput{Result: res}
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
 	}
@@ -224,7 +223,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		detail := payloadDetail(fmt.Sprintf("the result of call %s", in.ToolUseID), n, limitOr(in.PayloadLimit))
 		e := "toolrun: " + detail
 		out = &ToolOutput{
-			Result:     toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Error: &toolrun.ErrorState{Kind: "tool", Message: e}, Ran: true},
+			Result:     &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Err: errors.New(e), Ran: true},
 			StopReason: StopPayloadTooLarge,
 			Detail:     detail,
 		}

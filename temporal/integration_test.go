@@ -220,13 +220,13 @@ func unanswered(t *testing.T, c client.Client, workflowID string) []string {
 		return nil
 	}
 	var s toolrun.State
-	if v.Get(&s) != nil || s.Pending == nil {
+	if v.Get(&s) != nil {
 		return nil
 	}
 	var ids []string
-	for _, cs := range s.Pending.Calls {
-		if cs.Result == nil {
-			ids = append(ids, cs.Call.ID)
+	for _, c := range s.Calls() {
+		if _, ok := s.CallResult(c.ID); !ok {
+			ids = append(ids, c.ID)
 		}
 	}
 	return ids

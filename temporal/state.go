@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/bridge"
 	"github.com/toolrun/toolrun/internal/retry"
 )
 
@@ -28,18 +28,20 @@ var ErrAlreadyDecided = toolrun.ErrAlreadyDecided
 // a signal for it is kept until the call appears.
 var errUnknownCall = errors.New("toolrun: no such call yet")
 
+// ops are the root package's operations on the turn in progress of a
+// State, which only it can see (internal/bridge).
+var ops = bridge.Get[toolrun.State, toolrun.Decision]()
+
 // decidable says whether decision d for call id may be recorded in s: nil
 // if it may, an error wrapping ErrAlreadyDecided if the call has a decision
 // or cannot take one, errUnknownCall if s has no such call. The update's
 // validator and the signal handler both go through it, and it asks the
-// root package's one rule, on a copy of the call.
+// root package's one rule, [toolrun.State.Decide], without changing s.
 func decidable(s *toolrun.State, id string, d toolrun.Decision) error {
-	cs := callState(s, id)
-	if cs == nil {
+	if !hasCall(s, id) {
 		return errUnknownCall
 	}
-	probe := toolrun.State{Pending: &toolrun.TurnState{Calls: []toolrun.CallState{*cs}}}
-	return probe.Decide(id, d)
+	return ops.CanDecide(s, id, d)
 }
 
 // decide records decision d for call id in s if [decidable] allows it.
@@ -50,76 +52,25 @@ func decide(s *toolrun.State, id string, d toolrun.Decision) error {
 	return s.Decide(id, d)
 }
 
-// callState returns the pending call id of s, or nil.
-func callState(s *toolrun.State, id string) *toolrun.CallState {
-	if s == nil || s.Pending == nil {
-		return nil
-	}
-	for i := range s.Pending.Calls {
-		if s.Pending.Calls[i].Call.ID == id {
-			return &s.Pending.Calls[i]
-		}
-	}
-	return nil
-}
+// hasCall reports whether the pending turn of s has call id.
+func hasCall(s *toolrun.State, id string) bool { return s != nil && ops.HasCall(s, id) }
 
 // skeleton returns s without what only a model request needs and what
-// grows with the run: the history (Params.Messages) and the pending
-// response as a message (its calls are kept, with their inputs, decisions
-// and results). It is what the workflow holds; the whole state is in the
-// Store, and [merge] puts the two together again.
-func skeleton(s *toolrun.State) *toolrun.State {
-	t := *s
-	t.Params.Messages = nil
-	if s.Pending != nil {
-		p := *s.Pending
-		// An empty assistant message: a zero BetaMessageParam does not
-		// round-trip through JSON.
-		p.Message = anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{}}
-		t.Pending = &p
-	}
-	return &t
-}
+// grows with the run: the history and the pending response as a message
+// (its calls are kept, with their inputs, decisions and results). It is
+// what the workflow holds; the whole state is in the Store, and [merge]
+// puts the two together again.
+func skeleton(s *toolrun.State) *toolrun.State { return ops.Skeleton(s) }
 
 // merge returns the whole state from the skeleton the workflow holds and
 // the whole state the Store holds for it: the skeleton's progress (the
 // decisions and results recorded in the workflow since) with the stored
 // history and pending response.
-func merge(skel, stored *toolrun.State) *toolrun.State {
-	s := *skel
-	s.Params.Messages = stored.Params.Messages
-	if s.Pending != nil && stored.Pending != nil && stored.Pending.Turn == s.Pending.Turn {
-		p := *s.Pending
-		p.Message = stored.Pending.Message
-		s.Pending = &p
-	}
-	return &s
-}
+func merge(skel, stored *toolrun.State) *toolrun.State { return ops.Merge(skel, stored) }
 
 // forCall returns the state the tool activity needs for call id: the
 // skeleton with that call alone.
-func forCall(s *toolrun.State, id string) *toolrun.State {
-	t := skeleton(s)
-	if t.Pending != nil {
-		p := *t.Pending
-		p.Calls = nil
-		for _, c := range s.Pending.Calls {
-			if c.Call.ID == id {
-				p.Calls = append(p.Calls, c)
-			}
-		}
-		t.Pending = &p
-	}
-	return t
-}
-
-// callResult returns the result of call id in s, if it has one.
-func callResult(s *toolrun.State, id string) (toolrun.ResultState, bool) {
-	if cs := callState(s, id); cs != nil && cs.Result != nil {
-		return *cs.Result, true
-	}
-	return toolrun.ResultState{}, false
-}
+func forCall(s *toolrun.State, id string) *toolrun.State { return ops.ForCall(s, id) }
 
 // summary is what the search attributes show of a run.
 type summary struct {

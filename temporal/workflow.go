@@ -242,7 +242,7 @@ type ToolInput struct {
 
 // ToolOutput is the result of [Activities.RunTool].
 type ToolOutput struct {
-	Result toolrun.ResultState `json:"result"`
+	Result *toolrun.ToolResult `json:"result"`
 	// StopReason and Detail are set when [toolrun.Options.AfterTool] ended
 	// the run, or the result was over the payload limit.
 	StopReason toolrun.StopReason `json:"stop_reason,omitempty"`
@@ -444,7 +444,7 @@ func (w *run) handle(ctx workflow.Context) error {
 // counts as given.
 func (w *run) decidable(a Approval) error {
 	for _, b := range w.buffered {
-		if b.ToolUseID == a.ToolUseID && callState(w.state, a.ToolUseID) != nil {
+		if b.ToolUseID == a.ToolUseID && hasCall(w.state, a.ToolUseID) {
 			return fmt.Errorf("%w: %q", ErrAlreadyDecided, a.ToolUseID)
 		}
 	}
@@ -603,7 +603,7 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 }
 
 // interrupted is the result of a call whose activity failed.
-func interrupted(p toolrun.PlannedCall, err error) toolrun.ResultState {
+func interrupted(p toolrun.PlannedCall, err error) *toolrun.ToolResult {
 	cause := rootMessage(err)
 	var te *sdktemporal.TimeoutError
 	if errors.As(err, &te) {
@@ -620,7 +620,7 @@ func interrupted(p toolrun.PlannedCall, err error) toolrun.ResultState {
 	} else {
 		e = fmt.Errorf("%w: it started but did not finish (%s), and tool %q is not declared idempotent, so it was not run again; its effects, if any, are unknown", toolrun.ErrInterrupted, cause, p.Call.Name)
 	}
-	return toolrun.ResultState{Content: []toolrun.Content{toolrun.Text(e.Error())}, IsError: true, Error: &toolrun.ErrorState{Kind: "interrupted", Message: e.Error()}}
+	return &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e.Error())}, IsError: true, Err: e}
 }
 
 // rootMessage returns the message of the innermost error of err's chain,

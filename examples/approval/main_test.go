@@ -52,12 +52,12 @@ func TestRun(t *testing.T) {
 			if err := json.Unmarshal(b, &s); err != nil {
 				t.Fatal(err)
 			}
-			if s.StopReason != toolrun.StopAwaitingApproval || s.Pending == nil {
-				t.Fatalf("saved state: stop reason %q, pending %v; want a run awaiting approval", s.StopReason, s.Pending)
+			if s.StopReason != toolrun.StopAwaitingApproval {
+				t.Fatalf("saved state: stop reason %q; want a run awaiting approval", s.StopReason)
 			}
 			var ids []string
-			for _, c := range s.Pending.Calls {
-				ids = append(ids, c.Call.ID)
+			for _, c := range s.Calls() {
+				ids = append(ids, c.ID)
 			}
 			if diff := cmp.Diff([]string{"toolu_02"}, ids); diff != "" {
 				t.Errorf("pending calls in the saved state (-want +got):\n%s", diff)
