@@ -22,6 +22,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/storetest"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -287,30 +288,12 @@ func TestOpenResumesOrStarts(t *testing.T) {
 
 const resumerRunID = "resumer-run"
 
-// appendTool appends "append <id>" to dir/executions: not idempotent.
-func appendTool(dir string) toolrun.Tool {
-	type in struct {
-		ID string `json:"id"`
-	}
-	t := toolrun.NewTool("append", "Append a line (not idempotent)", func(ctx context.Context, in in) (string, error) {
-		f, err := os.OpenFile(filepath.Join(dir, "executions"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		_, err = fmt.Fprintf(f, "append %s\n", in.ID)
-		return "appended " + in.ID, err
-	})
-	t.Policy = toolrun.RequireApproval("appends")
-	return t
-}
-
 // suspendRun runs a run to StopAwaitingApproval in dir/store, with one
 // pending call of the append tool, and returns its State.
 func suspendRun(t *testing.T, dir string) *toolrun.State {
 	t.Helper()
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"}))))
-	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{appendTool(dir)}, &toolrun.Options{
+	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{storetest.AppendTool(dir)}, &toolrun.Options{
 		Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID,
 	})
 	if err != nil {
@@ -329,7 +312,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	stale := suspendRun(t, dir)
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
-	tools := []toolrun.Tool{appendTool(dir)}
+	tools := []toolrun.Tool{storetest.AppendTool(dir)}
 	r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
 	if err != nil {
 		t.Fatal(err)

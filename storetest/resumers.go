@@ -195,7 +195,7 @@ func suspend(ctx context.Context, dir string, open func(dir string) (toolrun.Sto
 	}
 	srv := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse(resumerCall, "append", map[string]string{"id": resumerCall}))))
 	defer srv.Close()
-	r, err := toolrun.Open(ctx, srv.Client(option.WithMaxRetries(0)), resumerParams(), []toolrun.Tool{appendTool(dir)}, resumerOptions(s))
+	r, err := toolrun.Open(ctx, srv.Client(option.WithMaxRetries(0)), resumerParams(), []toolrun.Tool{AppendTool(dir)}, resumerOptions(s))
 	if err != nil {
 		return fmt.Errorf("toolrun.Open: %w", err)
 	}
@@ -228,7 +228,7 @@ func resumerChild(mode string, open func(dir string) (toolrun.Store, error)) err
 	defer srv.Close()
 	client := srv.Client(option.WithMaxRetries(0))
 	ctx := context.Background()
-	tools := []toolrun.Tool{appendTool(dir)}
+	tools := []toolrun.Tool{AppendTool(dir)}
 	var r *toolrun.Runner
 	switch mode {
 	case "open":
@@ -265,9 +265,10 @@ func resumerChild(mode string, open func(dir string) (toolrun.Store, error)) err
 	return nil
 }
 
-// appendTool appends "append <id>" to dir/executions: not idempotent, and
-// needs a person's approval.
-func appendTool(dir string) toolrun.Tool {
+// AppendTool returns the tool [RunResumers] races: it appends the line
+// "append <id>" to dir/executions, is not idempotent, and needs a person's
+// approval, so that its executions can be counted outside any process.
+func AppendTool(dir string) toolrun.Tool {
 	type in struct {
 		ID string `json:"id"`
 	}
