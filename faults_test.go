@@ -655,24 +655,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	}
 
 	// The results the model received, by id.
-	results := map[string]string{}
-	for _, m := range res.Messages {
-		if m.OfUser == nil {
-			continue
-		}
-		for _, b := range m.OfUser.Content {
-			if b.OfToolResult == nil {
-				continue
-			}
-			var text strings.Builder
-			for _, c := range b.OfToolResult.Content {
-				if c.OfText != nil {
-					text.WriteString(c.OfText.Text)
-				}
-			}
-			results[b.OfToolResult.ToolUseID] = text.String()
-		}
-	}
+	results := toolruntest.ResultTexts(res.Messages)
 	for turn := 1; turn <= p.turns; turn++ {
 		for _, b := range p.reply(turn).Content {
 			if b.Type != "tool_use" {

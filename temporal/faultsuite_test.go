@@ -633,24 +633,7 @@ func runRefPlan(ctx context.Context, s *toolruntest.Server, tools []toolrun.Tool
 // the result the model received for each came from its one entry.
 func checkEntries(p *wfPlan, ledger *wfLedger, msgs []anthropic.BetaMessageParam, canceled bool) []string {
 	var problems []string
-	results := map[string]string{}
-	for _, m := range msgs {
-		if m.OfUser == nil {
-			continue
-		}
-		for _, b := range m.OfUser.Content {
-			if b.OfToolResult == nil {
-				continue
-			}
-			var text strings.Builder
-			for _, c := range b.OfToolResult.Content {
-				if c.OfText != nil {
-					text.WriteString(c.OfText.Text)
-				}
-			}
-			results[b.OfToolResult.ToolUseID] = text.String()
-		}
-	}
+	results := toolruntest.ResultTexts(msgs)
 	for turn := 1; turn <= p.turns; turn++ {
 		for _, b := range p.reply(turn).Content {
 			if b.Type != "tool_use" {

@@ -4,7 +4,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
 // RandomFault returns r with, at random from rnd, one of the faults a
@@ -63,4 +66,29 @@ func RandomFault(rnd *rand.Rand, stream bool, r Reply) Reply {
 		}
 	}
 	return r
+}
+
+// ResultTexts returns the text of each tool_result block in msgs, by its
+// tool_use id: what the model received for each call, for a suite that
+// checks every answer came from its call's one execution.
+func ResultTexts(msgs []anthropic.BetaMessageParam) map[string]string {
+	results := map[string]string{}
+	for _, m := range msgs {
+		if m.OfUser == nil {
+			continue
+		}
+		for _, b := range m.OfUser.Content {
+			if b.OfToolResult == nil {
+				continue
+			}
+			var text strings.Builder
+			for _, c := range b.OfToolResult.Content {
+				if c.OfText != nil {
+					text.WriteString(c.OfText.Text)
+				}
+			}
+			results[b.OfToolResult.ToolUseID] = text.String()
+		}
+	}
+	return results
 }
