@@ -383,12 +383,12 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *CallState) (Decisio
 // more (see [Policy]), approved calls run, and calls that ran before the
 // run was suspended do not run again.
 //
-// Decide returns [ErrNotAwaitingApproval] if the run is not awaiting
-// approval, and an error wrapping [ErrAlreadyDecided] for a call that does
-// not await a decision (see [State.Decide]).
+// Decide returns an error wrapping [ErrNotAwaitingApproval] if the run is
+// not awaiting approval or the call does not await a decision (see
+// [State.Decide]).
 func (r *Runner) Decide(toolUseID string, d Decision) error {
 	if r.stopped == nil || r.stopped.StopReason != StopAwaitingApproval {
-		return ErrNotAwaitingApproval
+		return fmt.Errorf("%w: the run is not suspended for approval", ErrNotAwaitingApproval)
 	}
 	r.mu.Lock()
 	err := r.st.Decide(toolUseID, d)

@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -295,8 +296,8 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if got := r.State().AlwaysAllow; !cmp.Equal(got, []string{"write_file"}) {
 		t.Errorf("AlwaysAllow = %v, want [write_file]", got)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != toolrun.ErrNotAwaitingApproval {
-		t.Errorf("Decide on a finished run = %v, want ErrStopped", err)
+	if err := r.Decide("w1", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("Decide on a finished run = %v, want ErrNotAwaitingApproval", err)
 	}
 }
 

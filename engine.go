@@ -835,8 +835,9 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 // in the pending turn and returns it. A call answered already is not run
 // again: its result is returned as it is.
 //
-// It returns [ErrAwaitingApproval] for a call deferred to a person, and an
-// error if the pending turn has no call with that id. If ctx is cancelled
+// It returns an error, and no result, for a call deferred to a person and
+// not decided yet (give the decision with [Runner.Decide] or
+// [State.Decide]) or if the pending turn has no call with that id. If ctx is cancelled
 // while the tool runs, the call is left started (see [PhaseStarted]) and
 // ctx's error is returned. If AfterTool ends the run, the result is
 // returned with the hook's error (nil for [StopRun]) and [Runner.Result]
@@ -866,7 +867,7 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 			return nil, r.stopErr()
 		}
 		if c.awaiting() {
-			return nil, fmt.Errorf("%w: %s (%s)", ErrAwaitingApproval, toolUseID, c.Call.Name)
+			return nil, fmt.Errorf("toolrun: execute call: call %q (%s) awaits a person's decision; give it with Decide first", toolUseID, c.Call.Name)
 		}
 		if run {
 			if err := r.execute(ctx, []*CallState{c}); err != nil && c.Phase != PhaseAnswered {

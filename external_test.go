@@ -369,6 +369,7 @@ func TestExecuteCall(t *testing.T) {
 		ctx       func(t *testing.T) context.Context
 		id        string // the id executed; "t1" if empty
 		wantErr   error  // matched with errors.Is; errAny for any error
+		wantMsg   string // a substring of the error's text, if set
 		wantText  string // the result's text, if it has one
 		wantIsErr bool
 		wantRan   bool
@@ -425,7 +426,8 @@ func TestExecuteCall(t *testing.T) {
 			input:   in{N: 1},
 			policy:  toolrun.RequireApproval("ask"),
 			run:     func(ctx context.Context, n int) (string, error) { return "ran", nil },
-			wantErr: toolrun.ErrAwaitingApproval,
+			wantErr: errAny,
+			wantMsg: `toolrun: execute call: call "t1" (calc) awaits a person's decision`,
 		},
 		{
 			name:    "unknown id",
@@ -491,6 +493,8 @@ func TestExecuteCall(t *testing.T) {
 				t.Fatalf("ExecuteCall error = %v, want %v", err, tt.wantErr)
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("ExecuteCall: %v", err)
+			case tt.wantMsg != "" && (err == nil || !strings.Contains(err.Error(), tt.wantMsg)):
+				t.Fatalf("ExecuteCall error = %v, want one containing %q", err, tt.wantMsg)
 			}
 			if tt.wantErr != nil {
 				if res != nil {

@@ -210,12 +210,12 @@ func TestDecisionsStick(t *testing.T) {
 	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrAlreadyDecided) {
-		t.Errorf("second Decide = %v, want ErrAlreadyDecided", err)
+	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("second Decide = %v, want ErrNotAwaitingApproval", err)
 	}
 	st := roundTrip(t, r.State())
-	if err := st.Decide("t1", toolrun.AllowWithInput(json.RawMessage(`{}`))); !errors.Is(err, toolrun.ErrAlreadyDecided) {
-		t.Errorf("State.Decide after a decision = %v, want ErrAlreadyDecided", err)
+	if err := st.Decide("t1", toolrun.AllowWithInput(json.RawMessage(`{}`))); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("State.Decide after a decision = %v, want ErrNotAwaitingApproval", err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || runs.get("deploy") != 1 {
 		t.Errorf("Run = %v, %v with %d deploys; want end_turn with 1", res.StopReason, err, runs.get("deploy"))
@@ -653,8 +653,8 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 		params := userParams("go")
 		params.Model = "claude-unknown-9"
 		res, err := toolrun.New(client(s), params, nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{CostUSD: 1}}).Run(t.Context())
-		if !errors.Is(err, toolrun.ErrUnknownPrice) || !strings.Contains(err.Error(), "claude-unknown-9") || !strings.Contains(err.Error(), "Budget.Prices") {
-			t.Errorf("Run = %v, want ErrUnknownPrice naming the model and Budget.Prices", err)
+		if err == nil || !strings.Contains(err.Error(), `no price for the model "claude-unknown-9"`) || !strings.Contains(err.Error(), "Budget.Prices") {
+			t.Errorf("Run = %v, want an error naming the unpriced model and Budget.Prices", err)
 		}
 		if len(s.Requests()) != 0 {
 			t.Errorf("%d requests sent, want none", len(s.Requests()))

@@ -343,7 +343,7 @@ func (s *State) callState(id string) *CallState {
 // for a person's decision, which [Runner.Decide] and the Temporal module
 // apply too: a call that does not await a decision — decided by a person
 // already, answered, or not deferred — is refused with an error wrapping
-// [ErrAlreadyDecided], so a decision, once given, stands. A decision may
+// [ErrNotAwaitingApproval], so a decision, once given, stands. A decision may
 // arrive while the other calls of the turn run; the run goes on once every
 // deferred call has one.
 //
@@ -363,9 +363,9 @@ func (s *State) Decide(toolUseID string, d Decision) error {
 	case cs == nil:
 		return fmt.Errorf("toolrun: decide: no call %q in the pending turn", toolUseID)
 	case cs.DecidedBy == ByApproval || cs.Phase == PhaseAnswered || cs.Phase == PhaseStarted:
-		return fmt.Errorf("%w: call %q (%s)", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+		return fmt.Errorf("%w: call %q (%s) was decided, or has run, already", ErrNotAwaitingApproval, toolUseID, cs.Call.Name)
 	case !cs.awaiting():
-		return fmt.Errorf("%w: call %q (%s) does not await approval", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+		return fmt.Errorf("%w: call %q (%s) was never deferred to a person", ErrNotAwaitingApproval, toolUseID, cs.Call.Name)
 	}
 	d.Input = slices.Clone(d.Input)
 	cs.Decision, cs.DecidedBy = &d, ByApproval

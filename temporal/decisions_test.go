@@ -21,7 +21,7 @@ type decisionMsg struct {
 
 // TestDecisionsStick checks the decided-once rule: the first decision for a
 // call is the one that counts, whatever comes after it and by whichever
-// path; a later update is rejected with ErrAlreadyDecided, and a later
+// path; a later update is rejected with ErrNotAwaitingApproval, and a later
 // signal is dropped.
 func TestDecisionsStick(t *testing.T) {
 	tests := []struct {
@@ -59,7 +59,7 @@ func TestDecisionsStick(t *testing.T) {
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
-			wantRejected: []string{"already decided"},
+			wantRejected: []string{"not awaiting approval"},
 		},
 		{
 			name: "update then update",
@@ -69,7 +69,7 @@ func TestDecisionsStick(t *testing.T) {
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
-			wantRejected: []string{"already decided"},
+			wantRejected: []string{"not awaiting approval"},
 		},
 		{
 			name: "duplicate signals",

@@ -67,7 +67,7 @@
 // worker and reports a refusal; a signal is accepted by the server with no
 // worker running and applied when one runs the workflow. A call's first
 // decision is final: the update is rejected for a call that does not await
-// approval or is decided already ([ErrAlreadyDecided]), and such a signal
+// approval or is decided already ([toolrun.ErrNotAwaitingApproval]), and such a signal
 // is dropped. The search attributes ([StatusAttribute] and the others) make
 // runs findable with a visibility query: [ListAwaitingApproval]. When an
 // execution ends they say how, and never that it awaits approval: a

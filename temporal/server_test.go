@@ -119,7 +119,7 @@ func TestApprovalOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = temporal.Decide(ctx, c, queue, "t1", toolrun.AllowWithInput([]byte(`{"path":"/etc/passwd"}`)))
-	if err == nil || !strings.Contains(err.Error(), "already decided") && !strings.Contains(err.Error(), "does not await") {
+	if err == nil || !strings.Contains(err.Error(), "not awaiting approval") {
 		t.Errorf("got a second update's error %v, want it refused", err)
 	}
 	var out temporal.Outcome

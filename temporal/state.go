@@ -17,13 +17,6 @@ import (
 // "lead: replace with toolrun.X" is a private stand-in for a rule the root
 // package should own and export.
 
-// ErrAlreadyDecided is returned (by the update's validator) or logged (for
-// a signal, which is dropped) for a decision on a call that has one
-// already, or that does not await one: a decision, once given, is never
-// replaced. It is [toolrun.ErrAlreadyDecided]: the rule is the root
-// package's [toolrun.State.Decide], the same as [toolrun.Runner.Decide].
-var ErrAlreadyDecided = toolrun.ErrAlreadyDecided
-
 // errUnknownCall is the rule's verdict on a call the state has not seen:
 // a signal for it is kept until the call appears.
 var errUnknownCall = errors.New("toolrun: no such call yet")

@@ -284,7 +284,7 @@ const (
 // with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
 // calls awaiting one (read it with [Pending], no worker needed), and so
 // does [PendingQuery]. A call's first decision is final: a later one, by update
-// or signal, is refused ([ErrAlreadyDecided]). Every
+// or signal, is refused ([toolrun.ErrNotAwaitingApproval]). Every
 // [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
@@ -419,7 +419,7 @@ func (w *run) handle(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
-				return fmt.Errorf("%w: no call %q awaits approval", ErrAlreadyDecided, a.ToolUseID)
+				return fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 			}
 			return err
 		}},
@@ -445,7 +445,7 @@ func (w *run) handle(ctx workflow.Context) error {
 func (w *run) decidable(a Approval) error {
 	for _, b := range w.buffered {
 		if b.ToolUseID == a.ToolUseID && callState(w.state, a.ToolUseID) != nil {
-			return fmt.Errorf("%w: %q", ErrAlreadyDecided, a.ToolUseID)
+			return fmt.Errorf("%w: call %q was decided already", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 		}
 	}
 	return decidable(w.state, a.ToolUseID, a.Decision)
