@@ -151,7 +151,8 @@
 // The environment variable ANTHROPIC_LOG turns a runner's
 // logging up: "info" logs each request, response, tool call and stop at
 // Info, and "debug" adds the request and response bodies; every record is
-// passed through [Redact] first, so keys and tokens never reach the log.
+// redacted first (see [Options].Logger for what is removed), so keys and
+// tokens never reach the log.
 // Package [github.com/toolrun/toolrun/transcript] records a run as JSON
 // Lines, replays it offline against the tools, and renders it as an HTML
 // report.

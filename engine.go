@@ -11,6 +11,8 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/internal/defaults"
 )
 
 // This file holds the engine: a run is one state machine, [Runner.step],
@@ -259,7 +261,7 @@ func (r *Runner) markEdited() {
 // at its limit may go on after it is raised.
 func (r *Runner) SetMaxTurns(n int) {
 	if n == 0 {
-		n = DefaultMaxTurns
+		n = defaults.MaxTurns
 	}
 	r.st.MaxTurns = n
 	if r.stopped != nil && r.stopped.StopReason == StopMaxTurns {
@@ -532,7 +534,7 @@ func (r *Runner) maxTurns() int {
 	case r.opts.MaxTurns != 0:
 		return r.opts.MaxTurns
 	}
-	return DefaultMaxTurns
+	return defaults.MaxTurns
 }
 
 // heldBack returns the stop for a tool turn whose calls must not start: the

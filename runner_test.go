@@ -390,8 +390,8 @@ func TestTurnLimit(t *testing.T) {
 		if !errors.Is(err, toolrun.ErrMaxTurns) {
 			t.Fatalf("got error %v, want one wrapping ErrMaxTurns", err)
 		}
-		if res.StopReason != toolrun.StopMaxTurns || res.Turns != toolrun.DefaultMaxTurns {
-			t.Errorf("stop = %q after %d turns, want max_turns after %d", res.StopReason, res.Turns, toolrun.DefaultMaxTurns)
+		if res.StopReason != toolrun.StopMaxTurns || res.Turns != 25 {
+			t.Errorf("stop = %q after %d turns, want max_turns after 25", res.StopReason, res.Turns)
 		}
 		if !strings.Contains(res.Detail, "turn limit of 25 reached") {
 			t.Errorf("Detail = %q, want it to name the limit", res.Detail)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
@@ -23,8 +24,9 @@ type RecorderOptions struct {
 	// like the rest.
 	Meta map[string]string
 
-	// Redact, if non-nil, is applied to every string written after
-	// [toolrun.Redact], to remove secrets of the application's own.
+	// Redact, if non-nil, is applied to every string written after the
+	// runner's own redaction (see [toolrun.Options].Logger for what that
+	// removes), to remove secrets of the application's own.
 	Redact func(string) string
 }
 
@@ -223,7 +225,7 @@ func (r *Recorder) redactDecision(d toolrun.Decision) *toolrun.Decision {
 }
 
 func redactWith(s string, extra func(string) string) string {
-	s = toolrun.Redact(s)
+	s = redact.String(s)
 	if extra != nil {
 		s = extra(s)
 	}

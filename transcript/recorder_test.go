@@ -180,7 +180,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 // TestRecorderRedactOption checks that the application's own redaction
-// applies to every string, JSON bodies included, after toolrun.Redact.
+// applies to every string, JSON bodies included, after the built-in redaction.
 func TestRecorderRedactOption(t *testing.T) {
 	b := record(t, recordedTools().list(), &transcript.RecorderOptions{
 		Meta:   map[string]string{"customer": "Paris"},

@@ -34,7 +34,7 @@ type ReplayOptions struct {
 	Options toolrun.Options
 
 	// Redact, if non-nil, is applied to the replay's tool results after
-	// [toolrun.Redact] before they are compared with the recorded ones:
+	// the runner's own redaction, before they are compared with the recorded ones:
 	// pass the [RecorderOptions].Redact the transcript was written with.
 	Redact func(string) string
 }
