@@ -72,9 +72,9 @@
 //
 // # Approval and policy
 //
-// Before a call runs, the Allow and Deny lists, [Options.Decide] and the
-// tool's [ToolConfig.Policy] decide it, in one order written once (see
-// [Policy]): allow (possibly with other input), deny with a reason the
+// Before a call runs, [Options].Policy and the tool's [ToolConfig].Policy
+// decide it, in one order written once (see [Policy]; [DenyTools],
+// [AllowOnly] and [Chain] build the common ones): allow (possibly with other input), deny with a reason the
 // model receives, skip with a result the caller supplies, or defer to a
 // person. Deny rules from every source win; a person's decision and a
 // remembered Always approval only answer a deferral. A deferred call

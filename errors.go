@@ -99,7 +99,7 @@ func (e *TurnError) Unwrap() error { return e.Err }
 // HookError is returned when a hook ends the run with an error of its own,
 // or panics (Err is then a *[PanicError] whose Tool is empty).
 type HookError struct {
-	Hook string // the Options field: "AfterTool", "BeforeRequest", "AfterResponse", "Decide", "Policy", "OnEvent"
+	Hook string // the field: "AfterTool", "BeforeRequest", "AfterResponse", "Policy", "ToolConfig.Policy", "OnEvent"
 	Err  error
 }
 

@@ -171,7 +171,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("Fine.")),
 			},
-			opts: toolrun.Options{Deny: []string{"get_weather"}},
+			opts: toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
 			policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
 				return toolrun.SkipCall(toolrun.Text("dry run"))
 			},
@@ -320,7 +320,7 @@ func TestResumedRunnerDecidesAgain(t *testing.T) {
 	var events []string
 	opts := &toolrun.Options{
 		Logger: discard(),
-		Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 			asked.inc(c.ID)
 			return toolrun.AllowWithInput(json.RawMessage(`{"city":"Lyon"}`))
 		},
@@ -415,7 +415,7 @@ func TestExecuteCall(t *testing.T) {
 		{
 			name:      "denied",
 			input:     in{N: 1},
-			policy:    toolrun.Never("no maths"),
+			policy:    func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall("no maths") },
 			run:       func(ctx context.Context, n int) (string, error) { return "ran", nil },
 			wantText:  "tool call denied: no maths",
 			wantIsErr: true,

@@ -42,11 +42,11 @@ const defaultCancelGrace = 5 * time.Second
 //
 //   - BeforeRequest may change the params of one request;
 //   - AfterResponse may end the run when a response arrives;
-//   - Decide and each tool's [ToolConfig.Policy] decide the calls (see
+//   - Policy and each tool's [ToolConfig.Policy] decide the calls (see
 //     [Policy] for the order);
 //   - AfterTool may change a call's result before it is sent.
 //
-// OnEvent only observes. Decide and the policies are called for the calls of
+// OnEvent only observes. The policies are called for the calls of
 // a turn one at a time, in order; AfterTool is called as each call
 // finishes, so it may be called concurrently for the calls of one turn;
 // OnEvent is never called concurrently with itself. A panic in any hook is
@@ -99,17 +99,16 @@ type Options struct {
 	// cancelled calls; see [Timeouts]. The zero value has the defaults.
 	Timeouts Timeouts
 
-	// Allow, if non-nil, lists the only tool names that may run; calls of
-	// other tools are denied.
-	Allow []string
-
-	// Deny lists tool names whose calls are denied.
-	Deny []string
-
-	// Decide, if non-nil, decides each call, before the tool's own policy.
-	// See [Policy] for how the decisions of the lists, Decide, the tool's
-	// policy, a person and a remembered Always approval combine.
-	Decide Policy
+	// Policy, if non-nil, decides each call, before the tool's own
+	// [ToolConfig].Policy: [DenyTools] and [AllowOnly] deny by name, and
+	// [Chain] combines several, as in
+	//
+	//	Policy: toolrun.Chain(toolrun.DenyTools("delete_file"), auditPolicy)
+	//
+	// See [Policy] for how Policy, the tool's policy, a person and a
+	// remembered Always approval combine. Nil allows every call the tool's
+	// policy allows.
+	Policy Policy
 
 	// AfterTool, if non-nil, is called with each call's result before it is
 	// sent: for calls that ran, failed, were denied, skipped or not run. It

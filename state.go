@@ -109,7 +109,7 @@ type DecidedBy string
 // Who decides a call; see [Policy] for the order.
 const (
 	ByDefault  DecidedBy = "default"  // no rule had anything to say: allowed
-	ByOptions  DecidedBy = "options"  // Options.Allow, Options.Deny or Options.Decide
+	ByOptions  DecidedBy = "options"  // Options.Policy
 	ByPolicy   DecidedBy = "policy"   // the tool's ToolConfig.Policy
 	ByApproval DecidedBy = "approval" // a person, with Runner.Decide or State.Decide
 	ByAlways   DecidedBy = "always"   // an earlier Always approval of the tool
@@ -347,8 +347,8 @@ func (s *State) callState(id string) *CallState {
 // arrive while the other calls of the turn run; the run goes on once every
 // deferred call has one.
 //
-// A person's Allow answers the deferral only: a deny rule (the Deny list,
-// Options.Decide, a policy) still wins when the run goes on, in this
+// A person's Allow answers the deferral only: a deny rule (Options.Policy,
+// a tool's policy) still wins when the run goes on, in this
 // process or after Resume with other Options.
 //
 // SetResult, Decide and [State.AwaitingApproval] change and read s as plain

@@ -95,7 +95,8 @@ type ToolConfig struct {
 	Idempotent bool
 
 	// Policy, if non-nil, decides each call of the tool before it runs, after
-	// Options.Decide has allowed it. See [Policy] and [Decision].
+	// Options.Policy, as if chained after it ([Chain]). See [Policy] and
+	// [Decision].
 	Policy Policy
 
 	// MaxResultBytes bounds the text of the tool's results sent to the

@@ -16,8 +16,8 @@
 // [toolrun.Options] it was given ([NewActivities]):
 //
 //   - [Activities.Step] resumes a runner from the state and calls
-//     [toolrun.Runner.Advance]: it decides the pending turn's calls (the
-//     Allow and Deny lists, Options.Decide, the tools' policies), answers
+//     [toolrun.Runner.Advance]: it decides the pending turn's calls
+//     (Options.Policy and the tools' policies), answers
 //     the denied and skipped ones, and once every call is answered, commits
 //     the turn and sends one model request. It returns the new state and
 //     the calls to run.
