@@ -60,14 +60,18 @@ func (k *DecisionKind) UnmarshalText(b []byte) error {
 
 // Decision is what a hook, a policy or a person decides about one tool call.
 // The zero value allows the call. Build one with [AllowCall], [DenyCall],
-// [SkipCall], [DeferCall] or [AllowWithInput].
+// [SkipCall] or [DeferCall], or as a literal to allow the call with other
+// input: Decision{Kind: Allow, Input: edited}.
 type Decision struct {
 	Kind DecisionKind `json:"kind"`
 	// Reason is sent to the model for Deny and shown to the person for
 	// Defer; it is logged for every kind but Allow.
 	Reason string `json:"reason,omitempty"`
-	// Input, if set with Allow, replaces the model's input. It is validated
-	// against the tool's schema like the model's.
+	// Input, if set with Allow, replaces the model's input, for the
+	// policies after this one ([Chain]) and for the run. It is validated
+	// against the tool's schema like the model's. A Defer that a [Chain]
+	// returns carries the input its policies edited, which a person's
+	// Allow without input of its own runs with.
 	Input json.RawMessage `json:"input,omitempty"`
 	// Result is the call's result for Skip.
 	Result []Content `json:"result,omitempty"`
@@ -81,10 +85,6 @@ type Decision struct {
 
 // AllowCall returns a decision that runs the call.
 func AllowCall() Decision { return Decision{Kind: Allow} }
-
-// AllowWithInput returns a decision that runs the call with input instead of
-// the model's.
-func AllowWithInput(input json.RawMessage) Decision { return Decision{Kind: Allow, Input: input} }
 
 // DenyCall returns a decision that refuses the call; the model is told reason.
 func DenyCall(reason string) Decision { return Decision{Kind: Deny, Reason: reason} }

@@ -58,7 +58,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "allow with modified input",
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
-				return toolrun.AllowWithInput(json.RawMessage(`{"path":"/sandbox/a","text":"x"}`))
+				return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/sandbox/a","text":"x"}`)}
 			}},
 			wantRuns:   map[string]int{"/sandbox/a": 1},
 			wantResult: "wrote /sandbox/a",
@@ -66,7 +66,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "modified input is validated too",
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
-				return toolrun.AllowWithInput(json.RawMessage(`{"path":7}`))
+				return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":7}`)}
 			}},
 			wantRuns:   map[string]int{},
 			wantResult: `invalid input for tool "write_file"`,
@@ -281,7 +281,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
 	}
-	d := toolrun.AllowWithInput(json.RawMessage(`{"path":"/tmp/edited","text":"1"}`))
+	d := toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/tmp/edited","text":"1"}`)}
 	d.Always = true
 	if err := r.Decide("w1", d); err != nil {
 		t.Fatal(err)

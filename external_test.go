@@ -191,7 +191,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Written.")),
 			},
 			policy:    toolrun.RequireApproval("writes change files"),
-			decisions: map[string]toolrun.Decision{"t2": toolrun.AllowWithInput(json.RawMessage(`{"path":"/sandbox/a","text":"x"}`))},
+			decisions: map[string]toolrun.Decision{"t2": toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/sandbox/a","text":"x"}`)}},
 			wantStop:  toolrun.StopEndTurn,
 			wantRuns:  map[string]int{"get_weather": 1, "/sandbox/a": 1},
 			wantSeen:  []string{"t1 error=false sunny in Paris", "t2 error=false wrote /sandbox/a"},
@@ -322,7 +322,7 @@ func TestResumedRunnerDecidesAgain(t *testing.T) {
 		Logger: discard(),
 		Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 			asked.inc(c.ID)
-			return toolrun.AllowWithInput(json.RawMessage(`{"city":"Lyon"}`))
+			return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"city":"Lyon"}`)}
 		},
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			switch e := e.(type) {

@@ -216,7 +216,7 @@ func TestDecisionsStick(t *testing.T) {
 		t.Errorf("second Decide = %v, want ErrNotAwaitingApproval", err)
 	}
 	st := roundTrip(t, r.State())
-	if err := st.Decide("t1", toolrun.AllowWithInput(json.RawMessage(`{}`))); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+	if err := st.Decide("t1", toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{}`)}); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("State.Decide after a decision = %v, want ErrNotAwaitingApproval", err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || runs.get("deploy") != 1 {

@@ -46,7 +46,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "update then signal with other input",
 			late: []decisionMsg{
 				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
-				{id: "t1", d: toolrun.AllowWithInput([]byte(`{"path":"/etc/passwd"}`))},
+				{id: "t1", d: toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)}},
 			},
 			wantRuns: map[string]int{"write /a": 1},
 			wantSeen: "t1 error=false wrote /a",

@@ -203,7 +203,7 @@ func TestWorkflowApproval(t *testing.T) {
 		},
 		{
 			name:     "allowed with other input by update",
-			decision: toolrun.AllowWithInput([]byte(`{"path":"/sandbox/a"}`)),
+			decision: toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/sandbox/a"}`)},
 			byUpdate: true,
 			wantRuns: map[string]int{"weather Paris": 1, "write /sandbox/a": 1},
 			wantSeen: []string{"t1 error=false sunny in Paris", "t2 error=false wrote /sandbox/a"},
