@@ -70,6 +70,11 @@ func newRunLogger(l *slog.Logger, env string) runLogger {
 func logEvent(ctx context.Context, log runLogger, e Event) {
 	switch e := e.(type) {
 	case RequestSent:
+		if e.Attempt > 1 {
+			log.WarnContext(ctx, "toolrun: streamed response failed; retrying", "turn", e.Turn, "attempt", e.Attempt,
+				"delay", e.Delay, "error", e.Err.Error())
+			break
+		}
 		log.Log(ctx, log.routine, "toolrun: request sent", "turn", e.Turn, "model", string(e.Params.Model),
 			"messages", len(e.Params.Messages), "streamed", e.Streamed)
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
@@ -116,9 +121,6 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		default:
 			log.ErrorContext(ctx, "toolrun: tool call failed", attrs...)
 		}
-	case StreamRetried:
-		log.WarnContext(ctx, "toolrun: streamed response failed; retrying", "turn", e.Turn, "attempt", e.Attempt,
-			"delay", e.Delay, "error", e.Err.Error())
 	case RunStopped:
 		res := e.Result
 		attrs := []any{"stop_reason", string(res.StopReason), "turns", res.Turns, "tool_calls", res.ToolCalls,

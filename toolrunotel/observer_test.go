@@ -261,8 +261,10 @@ func TestSpans(t *testing.T) {
 							replace = append(replace, te.Err.Error(), "$REQUEST_ERR")
 						}
 					}
-				case toolrun.StreamRetried:
-					replace = append(replace, e.Err.Error(), "$STREAM_ERR")
+				case toolrun.RequestSent:
+					if e.Attempt > 1 {
+						replace = append(replace, e.Err.Error(), "$STREAM_ERR")
+					}
 				}
 				obs.Observe(ctx, e)
 			}

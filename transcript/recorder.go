@@ -93,6 +93,16 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 	case toolrun.Delta:
 		return
 	case toolrun.RequestSent:
+		if e.Attempt > 1 {
+			// A stream asked for again keeps its line of format 1.
+			en.Type = TypeStreamRetried
+			en.Attempt = e.Attempt
+			if e.Err != nil {
+				en.Error = r.redact(e.Err.Error())
+			}
+			en.DelayMS = ms(e.Delay)
+			break
+		}
 		en.Type = TypeRequest
 		en.Streamed = e.Streamed
 		for _, b := range e.Params.Betas {
@@ -141,13 +151,6 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Type = TypeTurnFinished
 		u := e.Usage
 		en.Usage = &u
-	case toolrun.StreamRetried:
-		en.Type = TypeStreamRetried
-		en.Attempt = e.Attempt
-		if e.Err != nil {
-			en.Error = r.redact(e.Err.Error())
-		}
-		en.DelayMS = ms(e.Delay)
 	case toolrun.Compacted:
 		en.Type = TypeCompacted
 		en.Summary = r.redact(e.Summary)
