@@ -186,7 +186,7 @@ func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput i
 	if b.CostUSD > 0 {
 		p, ok := priceOf(r.opts.Budget.Prices, string(params.Model))
 		if !ok {
-			return nil, fmt.Errorf("%w %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", ErrUnknownPrice, params.Model)
+			return nil, fmt.Errorf("toolrun: no price for the model %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", params.Model)
 		}
 		// Priced as uncached input: the most the request can cost.
 		next := (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6

@@ -13,10 +13,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
-// ErrNoState is wrapped by the error of [Store.Load] when no state is saved
-// for a run.
-var ErrNoState = errors.New("toolrun: no saved state")
-
 // ErrRunBusy is wrapped by the error of [Store.Save] when the saved state is
 // not the one the runner last saw: another runner (in this process or
 // another) has saved the run since. The runner that gets it stops without
@@ -50,7 +46,8 @@ type Store interface {
 	// several goroutines and processes.
 	Save(ctx context.Context, id string, s *State, prev uint64) error
 	// Load returns the saved state of run id, with the Version it was saved
-	// with, or an error wrapping [ErrNoState] if there is none.
+	// with, or an error wrapping [fs.ErrNotExist] if there is none, as Go's
+	// own stores do (os.Open, fs.FS).
 	Load(ctx context.Context, id string) (*State, error)
 	// Delete removes the saved state of run id; it is not an error if there
 	// is none. A run saved again after Delete starts from version 0.
@@ -193,7 +190,7 @@ func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
 	}
 	data, err := os.ReadFile(name + ".state.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w for run %q in %s", ErrNoState, id, f.Dir)
+		return nil, fmt.Errorf("toolrun: file store: no saved state for run %q: %w", id, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: file store: %w", err)
@@ -243,7 +240,7 @@ func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMes
 		return nil, errors.New("toolrun: open: Options.Store and Options.RunID are required")
 	}
 	s, err := opts.Store.Load(ctx, opts.RunID)
-	if errors.Is(err, ErrNoState) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return New(client, params, tools, opts), nil
 	}
 	if err != nil {

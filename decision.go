@@ -60,14 +60,18 @@ func (k *DecisionKind) UnmarshalText(b []byte) error {
 
 // Decision is what a hook, a policy or a person decides about one tool call.
 // The zero value allows the call. Build one with [AllowCall], [DenyCall],
-// [SkipCall], [DeferCall] or [AllowWithInput].
+// [SkipCall] or [DeferCall], or as a literal to allow the call with other
+// input: Decision{Kind: Allow, Input: edited}.
 type Decision struct {
 	Kind DecisionKind `json:"kind"`
 	// Reason is sent to the model for Deny and shown to the person for
 	// Defer; it is logged for every kind but Allow.
 	Reason string `json:"reason,omitempty"`
-	// Input, if set with Allow, replaces the model's input. It is validated
-	// against the tool's schema like the model's.
+	// Input, if set with Allow, replaces the model's input, for the
+	// policies after this one ([Chain]) and for the run. It is validated
+	// against the tool's schema like the model's. A Defer that a [Chain]
+	// returns carries the input its policies edited, which a person's
+	// Allow without input of its own runs with.
 	Input json.RawMessage `json:"input,omitempty"`
 	// Result is the call's result for Skip.
 	Result []Content `json:"result,omitempty"`
@@ -82,10 +86,6 @@ type Decision struct {
 // AllowCall returns a decision that runs the call.
 func AllowCall() Decision { return Decision{Kind: Allow} }
 
-// AllowWithInput returns a decision that runs the call with input instead of
-// the model's.
-func AllowWithInput(input json.RawMessage) Decision { return Decision{Kind: Allow, Input: input} }
-
 // DenyCall returns a decision that refuses the call; the model is told reason.
 func DenyCall(reason string) Decision { return Decision{Kind: Deny, Reason: reason} }
 
@@ -96,9 +96,10 @@ func SkipCall(result ...Content) Decision { return Decision{Kind: Skip, Result: 
 // DeferCall returns a decision that suspends the run until a person decides.
 func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: reason} }
 
-// Policy decides tool calls. Options.Decide is one for every call, and a
-// tool's [ToolConfig.Policy] one for its own calls. [RequireApproval],
-// [Never] and [PolicyFunc] build the common ones.
+// Policy decides tool calls. [Options].Policy is one for every call, and a
+// tool's [ToolConfig].Policy one for its own calls. [DenyTools],
+// [AllowOnly], [RequireApproval] and [PolicyFunc] build the common ones,
+// and [Chain] makes one of several.
 //
 // # The decision order
 //
@@ -107,26 +108,30 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 //
 //  1. A call of a tool the runner does not have is answered
 //     [ErrUnknownTool].
-//  2. Options.Deny, and Options.Allow when set, deny by name, before the
-//     input is looked at.
-//  3. The input is validated against the tool's schema; invalid input is
-//     answered with a *[ValidationError]. The input is the model's, or a
-//     person's edit of it (see 6).
-//  4. Options.Decide, then the tool's Policy, see the validated input. The
-//     first Deny or Skip decides the call: deny rules from every source win.
-//     An Allow with Input replaces the input for the rules after it (the
-//     edit is validated first).
-//  5. If no rule denied or skipped, and one deferred the call, a person's
-//     decision answers the deferral; failing that an earlier Always
-//     approval of the tool allows it; failing that the call awaits a
-//     person ([StopAwaitingApproval]).
-//  6. If no rule had anything to say, a person's decision, if there is one,
-//     stands; otherwise the call is allowed.
+//  2. The input is validated against the tool's schema; invalid input is
+//     answered with a *[ValidationError], before any policy sees it. The
+//     input is the model's, or a person's edit of it (see 5). Name-based
+//     denials ([DenyTools], [AllowOnly]) are policies too, so they run
+//     after this step: a denied tool's call with invalid input is answered
+//     with the *ValidationError, and neither runs.
+//  3. Options.Policy, then the tool's Policy, are asked in order, as by
+//     [Chain]: the first Deny or Skip decides the call, so deny rules from
+//     every source win; an Allow with Input replaces the input for the
+//     policies after it (the edit is validated first, and invalid edited
+//     input is answered with a *ValidationError); a Defer is remembered
+//     and stands if nothing after it denies or skips.
+//  4. If no policy denied or skipped, and one deferred the call, a
+//     person's decision answers the deferral; failing that an earlier
+//     Always approval of the tool allows it; failing that the call awaits
+//     a person ([StopAwaitingApproval]).
+//  5. If no policy had anything to say, a person's decision, if there is
+//     one, stands; otherwise the call is allowed.
 //
-// A person's decision is taken once ([State.Decide]); a decision the rules
-// took in another runner is taken again by this runner's rules, so that a
-// run resumed with a new Deny list honours it. Policies must therefore be
-// free of side effects: they may be asked about a call more than once.
+// A person's decision is taken once ([State.Decide]); a decision the
+// policies took in another runner is taken again by this runner's, so that
+// a run resumed with a new Options.Policy honours it. Policies must
+// therefore be free of side effects: they may be asked about a call more
+// than once.
 type Policy func(ctx context.Context, call ToolCall) Decision
 
 // RequireApproval is a policy that defers every call to a person.
@@ -134,9 +139,131 @@ func RequireApproval(reason string) Policy {
 	return func(context.Context, ToolCall) Decision { return DeferCall(reason) }
 }
 
-// Never is a policy that denies every call with reason.
-func Never(reason string) Policy {
-	return func(context.Context, ToolCall) Decision { return DenyCall(reason) }
+// DenyTools is a policy that denies the calls of the named tools and has
+// nothing to say about the others. With no names it denies nothing.
+func DenyTools(names ...string) Policy {
+	names = slices.Clone(names)
+	return func(_ context.Context, call ToolCall) Decision {
+		if slices.Contains(names, call.Name) {
+			return notAllowed(call.Name)
+		}
+		return Decision{}
+	}
+}
+
+// AllowOnly is a policy that denies the calls of every tool it does not
+// name and has nothing to say about the named ones. With no names it
+// denies every call.
+func AllowOnly(names ...string) Policy {
+	names = slices.Clone(names)
+	return func(_ context.Context, call ToolCall) Decision {
+		if !slices.Contains(names, call.Name) {
+			return notAllowed(call.Name)
+		}
+		return Decision{}
+	}
+}
+
+// notAllowed is the denial of [DenyTools] and [AllowOnly].
+func notAllowed(name string) Decision {
+	return DenyCall(fmt.Sprintf("tool %q is not allowed in this run", name))
+}
+
+// Chain is a policy that asks policies in order (nil ones are passed
+// over): the first Deny or Skip decides the call; an Allow with Input
+// replaces the input the policies after it see, and is the input the call
+// runs with; a Defer is remembered and stands if nothing after it denies
+// or skips (with Input, if a policy edited the input, for a person's Allow
+// that brings none). With no policy to say otherwise it allows the call.
+//
+// In a runner, an edited input is validated against the tool's schema
+// before the next policy sees it; an invalid edit ends the chain and the
+// call is answered with a *[ValidationError]. Chain is the rule the runner
+// itself applies to Options.Policy and the tool's Policy (see [Policy]),
+// so a Chain nested in Options.Policy decides as if its policies were
+// listed there.
+func Chain(policies ...Policy) Policy {
+	policies = slices.Clone(policies)
+	return func(ctx context.Context, call ToolCall) Decision {
+		valid, _ := ctx.Value(validatorKey{}).(func(json.RawMessage) error)
+		v, _ := askChain(call, policies, func(_ int, p Policy, call ToolCall) (Decision, error) {
+			return p(ctx, call), nil
+		}, valid)
+		return v.decision()
+	}
+}
+
+// validatorKey is the context key under which a runner hands its policies
+// the validation of the call's input, for a [Chain] to check an edit.
+type validatorKey struct{}
+
+// chainVerdict is what asking a chain of policies found.
+type chainVerdict struct {
+	final    *Decision // the first Deny or Skip
+	finalAt  int
+	deferred *Decision // the first Defer
+	deferAt  int
+	edit     json.RawMessage // the last input an Allow or Defer gave
+	editAt   int
+	invalid  error // edit's validation error, which ended the chain
+}
+
+// askChain is the one implementation of the rule [Chain] documents, for
+// Chain and for the runner's own Options.Policy and tool Policy. It asks
+// each non-nil policies[i] through ask (which may guard the call);
+// valid, if non-nil, checks an edited input before the next policy sees
+// it. The error is ask's.
+func askChain(call ToolCall, policies []Policy, ask func(i int, p Policy, call ToolCall) (Decision, error), valid func(json.RawMessage) error) (chainVerdict, error) {
+	var v chainVerdict
+	for i, p := range policies {
+		if p == nil {
+			continue
+		}
+		d, err := ask(i, p, call)
+		if err != nil {
+			return v, err
+		}
+		switch d.Kind {
+		case Deny, Skip:
+			if d.Reason == "" {
+				d.Reason = "no reason given"
+			}
+			v.final, v.finalAt = &d, i
+			return v, nil
+		case Defer:
+			if v.deferred == nil {
+				v.deferred, v.deferAt = &d, i
+			}
+		}
+		if (d.Kind == Allow || d.Kind == Defer) && len(d.Input) > 0 {
+			v.edit, v.editAt = d.Input, i
+			if valid != nil {
+				if err := valid(d.Input); err != nil {
+					v.invalid = err
+					return v, nil
+				}
+			}
+			call.Input = d.Input
+		}
+	}
+	return v, nil
+}
+
+// decision is the verdict as one policy's decision: what [Chain] returns.
+// An invalid edit is returned as an Allow with it, which the runner's own
+// chain then refuses.
+func (v chainVerdict) decision() Decision {
+	switch {
+	case v.final != nil:
+		return *v.final
+	case v.invalid != nil:
+		return Decision{Kind: Allow, Input: v.edit}
+	case v.deferred != nil:
+		d := *v.deferred
+		d.Input = v.edit
+		return d
+	}
+	return Decision{Kind: Allow, Input: v.edit}
 }
 
 // PolicyFunc returns a policy that decodes each call's input into In and
@@ -301,10 +428,6 @@ func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 // decision and who took it, or the result of a call answered without a
 // decision (invalid input), or a hook's error.
 func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decision, DecidedBy, *ToolResult, error) {
-	name := c.Call.Name
-	if slices.Contains(r.opts.Deny, name) || r.opts.Allow != nil && !slices.Contains(r.opts.Allow, name) {
-		return DenyCall(fmt.Sprintf("tool %q is not allowed in this run", name)), ByOptions, nil, nil
-	}
 	var person *Decision
 	if c.DecidedBy == ByApproval {
 		person = c.Decision
@@ -313,49 +436,41 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	if person != nil && person.Kind == Allow && len(person.Input) > 0 {
 		call.Input = person.Input
 	}
-	if err := r.validate(ctx, e, call.Input); err != nil {
+	invalid := func(err error) (Decision, DecidedBy, *ToolResult, error) {
 		if ctx.Err() != nil {
 			return Decision{}, "", nil, err // no verdict: the run stops, the call unanswered
 		}
 		return Decision{}, "", &ToolResult{Call: c.Call, Err: err}, nil
 	}
-	allow, allowBy := AllowCall(), ByDefault
-	var deferred *Decision
-	var deferredBy DecidedBy
-	for _, rule := range []struct {
-		hook   string
-		by     DecidedBy
-		policy Policy
-	}{{"Decide", ByOptions, r.opts.Decide}, {"Policy", ByPolicy, e.config.Policy}} {
-		if rule.policy == nil {
-			continue
-		}
-		var d Decision
-		if err := r.callHook(ctx, rule.hook, func() error { d = rule.policy(ctx, call); return nil }); err != nil {
+	if err := r.validate(ctx, e, call.Input); err != nil {
+		return invalid(err)
+	}
+	// Options.Policy, then the tool's, as one Chain whose steps are hooks.
+	policies := [...]Policy{r.opts.Policy, e.config.Policy}
+	hooks := [...]string{"Policy", "ToolConfig.Policy"}
+	by := [...]DecidedBy{ByOptions, ByPolicy}
+	var v chainVerdict
+	if policies[0] != nil || policies[1] != nil {
+		valid := func(in json.RawMessage) error { return r.validate(ctx, e, in) }
+		pctx := context.WithValue(ctx, validatorKey{}, valid) // for a Chain in a policy
+		var err error
+		v, err = askChain(call, policies[:], func(i int, p Policy, call ToolCall) (d Decision, err error) {
+			err = r.callHook(ctx, hooks[i], func() error { d = p(pctx, call); return nil })
+			return d, err
+		}, valid)
+		if err != nil {
 			return Decision{}, "", nil, err
 		}
-		switch d.Kind {
-		case Deny, Skip:
-			if d.Reason == "" {
-				d.Reason = "no reason given"
-			}
-			return d, rule.by, nil, nil
-		case Defer:
-			if deferred == nil {
-				deferred, deferredBy = &d, rule.by
-			}
-		case Allow:
-			if len(d.Input) > 0 {
-				if err := r.validate(ctx, e, d.Input); err != nil {
-					if ctx.Err() != nil {
-						return Decision{}, "", nil, err
-					}
-					return Decision{}, "", &ToolResult{Call: c.Call, Err: err}, nil
-				}
-				call.Input = d.Input
-				allow, allowBy = AllowWithInput(d.Input), rule.by
-			}
-		}
+	}
+	switch {
+	case v.invalid != nil:
+		return invalid(v.invalid)
+	case v.final != nil:
+		return *v.final, by[v.finalAt], nil, nil
+	}
+	allow, allowBy := AllowCall(), ByDefault
+	if len(v.edit) > 0 {
+		allow, allowBy = Decision{Kind: Allow, Input: v.edit}, by[v.editAt]
 	}
 	switch {
 	case person != nil:
@@ -367,10 +482,10 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 			d.Input = allow.Input
 		}
 		return d, ByApproval, nil, nil
-	case deferred != nil && slices.Contains(r.st.AlwaysAllow, name):
+	case v.deferred != nil && slices.Contains(r.st.AlwaysAllow, call.Name):
 		return allow, ByAlways, nil, nil
-	case deferred != nil:
-		return *deferred, deferredBy, nil, nil
+	case v.deferred != nil:
+		return *v.deferred, by[v.deferAt], nil, nil
 	}
 	return allow, allowBy, nil, nil
 }
@@ -383,12 +498,12 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 // more (see [Policy]), approved calls run, and calls that ran before the
 // run was suspended do not run again.
 //
-// Decide returns [ErrNotAwaitingApproval] if the run is not awaiting
-// approval, and an error wrapping [ErrAlreadyDecided] for a call that does
-// not await a decision (see [State.Decide]).
+// Decide returns an error wrapping [ErrNotAwaitingApproval] if the run is
+// not awaiting approval or the call does not await a decision (see
+// [State.Decide]).
 func (r *Runner) Decide(toolUseID string, d Decision) error {
 	if r.stopped == nil || r.stopped.StopReason != StopAwaitingApproval {
-		return ErrNotAwaitingApproval
+		return fmt.Errorf("%w: the run is not suspended for approval", ErrNotAwaitingApproval)
 	}
 	r.mu.Lock()
 	err := r.st.Decide(toolUseID, d)

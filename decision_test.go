@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,8 +46,8 @@ func TestDecisions(t *testing.T) {
 			wantResult: "wrote /tmp/a",
 		},
 		{
-			name: "deny from Decide",
-			opts: toolrun.Options{Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+			name: "deny from Options.Policy",
+			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 				return toolrun.DenyCall("writes are disabled today")
 			}},
 			wantRuns:   map[string]int{},
@@ -56,16 +57,16 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "allow with modified input",
-			opts: toolrun.Options{Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
-				return toolrun.AllowWithInput(json.RawMessage(`{"path":"/sandbox/a","text":"x"}`))
+			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+				return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/sandbox/a","text":"x"}`)}
 			}},
 			wantRuns:   map[string]int{"/sandbox/a": 1},
 			wantResult: "wrote /sandbox/a",
 		},
 		{
 			name: "modified input is validated too",
-			opts: toolrun.Options{Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
-				return toolrun.AllowWithInput(json.RawMessage(`{"path":7}`))
+			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+				return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":7}`)}
 			}},
 			wantRuns:   map[string]int{},
 			wantResult: `invalid input for tool "write_file"`,
@@ -73,7 +74,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "skip with a supplied result",
-			opts: toolrun.Options{Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 				return toolrun.SkipCall(toolrun.Text("dry run: nothing written"))
 			}},
 			wantRuns:   map[string]int{},
@@ -82,7 +83,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name:       "policy denies",
-			policy:     toolrun.Never("read-only mode"),
+			policy:     func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall("read-only mode") },
 			wantRuns:   map[string]int{},
 			wantResult: "read-only mode",
 			wantError:  true,
@@ -99,25 +100,25 @@ func TestDecisions(t *testing.T) {
 			wantResult: "wrote /tmp/a",
 		},
 		{
-			name:       "deny list",
-			opts:       toolrun.Options{Deny: []string{"write_file"}},
+			name:       "DenyTools",
+			opts:       toolrun.Options{Policy: toolrun.DenyTools("write_file")},
 			wantRuns:   map[string]int{},
 			wantResult: `tool "write_file" is not allowed in this run`,
 			wantError:  true,
 		},
 		{
-			name:       "allow list without the tool",
-			opts:       toolrun.Options{Allow: []string{"read_file"}},
+			name:       "AllowOnly without the tool",
+			opts:       toolrun.Options{Policy: toolrun.AllowOnly("read_file")},
 			wantRuns:   map[string]int{},
 			wantResult: `tool "write_file" is not allowed in this run`,
 			wantError:  true,
 		},
 		{
-			name: "Decide allows, the tool's policy still applies",
-			opts: toolrun.Options{Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+			name: "Options.Policy allows, the tool's policy still applies",
+			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 				return toolrun.AllowCall()
 			}},
-			policy:     toolrun.Never("policy says no"),
+			policy:     func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall("policy says no") },
 			wantRuns:   map[string]int{},
 			wantResult: "policy says no",
 			wantError:  true,
@@ -280,7 +281,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
 	}
-	d := toolrun.AllowWithInput(json.RawMessage(`{"path":"/tmp/edited","text":"1"}`))
+	d := toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/tmp/edited","text":"1"}`)}
 	d.Always = true
 	if err := r.Decide("w1", d); err != nil {
 		t.Fatal(err)
@@ -295,8 +296,8 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if got := r.State().AlwaysAllow; !cmp.Equal(got, []string{"write_file"}) {
 		t.Errorf("AlwaysAllow = %v, want [write_file]", got)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != toolrun.ErrNotAwaitingApproval {
-		t.Errorf("Decide on a finished run = %v, want ErrStopped", err)
+	if err := r.Decide("w1", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("Decide on a finished run = %v, want ErrNotAwaitingApproval", err)
 	}
 }
 
@@ -328,8 +329,8 @@ func TestHookOrder(t *testing.T) {
 			add(fmt.Sprintf("AfterResponse %d", turn))
 			return nil
 		},
-		Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
-			add("Decide")
+		Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+			add("Options.Policy")
 			return toolrun.AllowCall()
 		},
 		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error { add("AfterTool"); return nil },
@@ -351,7 +352,7 @@ func TestHookOrder(t *testing.T) {
 	}
 	want := []string{
 		"BeforeRequest 1", "RequestSent", "ResponseReceived", "AfterResponse 1",
-		"Decide", "tool.Policy", "ToolDecided", "ToolStarted", "tool.Run", "AfterTool", "ToolFinished", "TurnFinished",
+		"Options.Policy", "tool.Policy", "ToolDecided", "ToolStarted", "tool.Run", "AfterTool", "ToolFinished", "TurnFinished",
 		"BeforeRequest 2", "RequestSent", "ResponseReceived", "AfterResponse 2",
 		"TurnFinished", "RunStopped",
 	}
@@ -472,4 +473,180 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 		}
 	}
 	_ = atomic.Int32{}
+}
+
+// TestChain pins the one rule Chain and the runner share: the first Deny
+// or Skip decides, an Allow with Input edits the input for later policies
+// (validated first), a Defer stands unless something later denies or
+// skips, and a Chain nested in Options.Policy decides as a flat one.
+func TestChain(t *testing.T) {
+	deny := func(reason string) toolrun.Policy {
+		return func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(reason) }
+	}
+	edit := func(input string) toolrun.Policy {
+		return func(context.Context, toolrun.ToolCall) toolrun.Decision {
+			return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(input)}
+		}
+	}
+	skip := func(context.Context, toolrun.ToolCall) toolrun.Decision {
+		return toolrun.SkipCall(toolrun.Text("skipped"))
+	}
+	tests := []struct {
+		name     string
+		input    any // the model's input; writeIn{Path: "/tmp/a"} if nil
+		policy   func(seen *[]string) toolrun.Policy
+		wantRuns map[string]int
+		wantText string // a substring of the result's text, if answered
+		wantStop toolrun.StopReason
+		wantSeen []string // the paths the recording policy saw
+		wantBy   toolrun.DecidedBy
+	}{
+		{
+			name:     "the first deny wins",
+			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(deny("a"), deny("b")) },
+			wantText: "tool call denied: a",
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name:     "a skip ends the chain too",
+			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(nil, skip, deny("b")) },
+			wantText: "skipped",
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name:     "an allow does not end it",
+			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(toolrun.AllowOnly("write_file"), deny("b")) },
+			wantText: "tool call denied: b",
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name: "an edit is what later policies see and what runs",
+			policy: func(seen *[]string) toolrun.Policy {
+				return toolrun.Chain(edit(`{"path":"/sandbox/a","text":"x"}`), recordPaths(seen))
+			},
+			wantRuns: map[string]int{"/sandbox/a": 1},
+			wantSeen: []string{"/sandbox/a"},
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name: "an invalid edit ends the chain with a validation error",
+			policy: func(seen *[]string) toolrun.Policy {
+				return toolrun.Chain(edit(`{"path":7}`), recordPaths(seen))
+			},
+			wantText: `invalid input for tool "write_file"`,
+		},
+		{
+			name: "a nested chain edits as a flat one",
+			policy: func(seen *[]string) toolrun.Policy {
+				return toolrun.Chain(toolrun.Chain(edit(`{"path":"/sandbox/b","text":"x"}`), recordPaths(seen)), recordPaths(seen))
+			},
+			wantRuns: map[string]int{"/sandbox/b": 1},
+			wantSeen: []string{"/sandbox/b", "/sandbox/b"},
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name: "an invalid edit in a nested chain is refused too",
+			policy: func(seen *[]string) toolrun.Policy {
+				return toolrun.Chain(toolrun.Chain(edit(`{"path":7}`), recordPaths(seen)), recordPaths(seen))
+			},
+			wantText: `invalid input for tool "write_file"`,
+		},
+		{
+			name: "a defer stands when nothing later denies",
+			policy: func(*[]string) toolrun.Policy {
+				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.AllowOnly("write_file"))
+			},
+			wantStop: toolrun.StopAwaitingApproval,
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			name: "a later deny beats a defer",
+			policy: func(*[]string) toolrun.Policy {
+				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.DenyTools("write_file"))
+			},
+			wantText: `tool call denied: tool "write_file" is not allowed in this run`,
+			wantBy:   toolrun.ByOptions,
+		},
+		{
+			// The decision order: input is validated before any policy,
+			// name-based denials included.
+			name:     "DenyTools sees only valid input",
+			input:    map[string]any{"path": 7},
+			policy:   func(*[]string) toolrun.Policy { return toolrun.DenyTools("write_file") },
+			wantText: `invalid input for tool "write_file"`,
+		},
+		{
+			name:     "AllowOnly lets the named tool through",
+			policy:   func(*[]string) toolrun.Policy { return toolrun.AllowOnly("read_file", "write_file") },
+			wantRuns: map[string]int{"/tmp/a": 1},
+			wantBy:   toolrun.ByDefault,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			input := tt.input
+			if input == nil {
+				input = writeIn{Path: "/tmp/a", Text: "hi"}
+			}
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", input)),
+				toolruntest.Message(toolruntest.Text("ok")),
+			))
+			var calls counter
+			var seen []string
+			var by []toolrun.DecidedBy
+			opts := &toolrun.Options{Logger: discard(), Policy: tt.policy(&seen), OnEvent: func(ctx context.Context, e toolrun.Event) {
+				if d, ok := e.(toolrun.ToolDecided); ok {
+					by = append(by, d.By)
+				}
+			}}
+			res, err := toolrun.New(client(s), userParams("write"), []toolrun.Tool{writeTool(&calls)}, opts).Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStop := tt.wantStop
+			if wantStop == "" {
+				wantStop = toolrun.StopEndTurn
+			}
+			if res.StopReason != wantStop {
+				t.Errorf("StopReason = %q, want %q", res.StopReason, wantStop)
+			}
+			got := map[string]int{}
+			for k, v := range calls.n {
+				got[k] = v
+			}
+			wantRuns := tt.wantRuns
+			if wantRuns == nil {
+				wantRuns = map[string]int{}
+			}
+			if diff := cmp.Diff(wantRuns, got); diff != "" {
+				t.Errorf("tool runs (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantSeen, seen); diff != "" {
+				t.Errorf("paths the later policy saw (-want +got):\n%s", diff)
+			}
+			var wantBy []toolrun.DecidedBy
+			if tt.wantBy != "" {
+				wantBy = []toolrun.DecidedBy{tt.wantBy}
+			}
+			if diff := cmp.Diff(wantBy, by); diff != "" {
+				t.Errorf("ToolDecided.By (-want +got):\n%s", diff)
+			}
+			if tt.wantText != "" {
+				results := toolResults(s.Requests()[1])
+				if len(results) != 1 || !strings.Contains(results[0].ResultText(), tt.wantText) {
+					t.Errorf("results = %+v, want one containing %q", results, tt.wantText)
+				}
+			}
+		})
+	}
+}
+
+// recordPaths is a policy that notes the path of each call it sees and
+// has nothing to say about it.
+func recordPaths(seen *[]string) toolrun.Policy {
+	return toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+		*seen = append(*seen, in.Path)
+		return toolrun.Decision{}
+	})
 }

@@ -72,9 +72,9 @@
 //
 // # Approval and policy
 //
-// Before a call runs, the Allow and Deny lists, [Options.Decide] and the
-// tool's [ToolConfig.Policy] decide it, in one order written once (see
-// [Policy]): allow (possibly with other input), deny with a reason the
+// Before a call runs, [Options].Policy and the tool's [ToolConfig].Policy
+// decide it, in one order written once (see [Policy]; [DenyTools],
+// [AllowOnly] and [Chain] build the common ones): allow (possibly with other input), deny with a reason the
 // model receives, skip with a result the caller supplies, or defer to a
 // person. Deny rules from every source win; a person's decision and a
 // remembered Always approval only answer a deferral. A deferred call
@@ -151,7 +151,8 @@
 // The environment variable ANTHROPIC_LOG turns a runner's
 // logging up: "info" logs each request, response, tool call and stop at
 // Info, and "debug" adds the request and response bodies; every record is
-// passed through [Redact] first, so keys and tokens never reach the log.
+// redacted first (see [Options].Logger for what is removed), so keys and
+// tokens never reach the log.
 // Package [github.com/toolrun/toolrun/transcript] records a run as JSON
 // Lines, replays it offline against the tools, and renders it as an HTML
 // report.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/internal/defaults"
 )
 
 // This file holds the engine: a run is one state machine, [Runner.step],
@@ -259,7 +261,7 @@ func (r *Runner) markEdited() {
 // at its limit may go on after it is raised.
 func (r *Runner) SetMaxTurns(n int) {
 	if n == 0 {
-		n = DefaultMaxTurns
+		n = defaults.MaxTurns
 	}
 	r.st.MaxTurns = n
 	if r.stopped != nil && r.stopped.StopReason == StopMaxTurns {
@@ -532,7 +534,7 @@ func (r *Runner) maxTurns() int {
 	case r.opts.MaxTurns != 0:
 		return r.opts.MaxTurns
 	}
-	return DefaultMaxTurns
+	return defaults.MaxTurns
 }
 
 // heldBack returns the stop for a tool turn whose calls must not start: the
@@ -835,8 +837,9 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 // in the pending turn and returns it. A call answered already is not run
 // again: its result is returned as it is.
 //
-// It returns [ErrAwaitingApproval] for a call deferred to a person, and an
-// error if the pending turn has no call with that id. If ctx is cancelled
+// It returns an error, and no result, for a call deferred to a person and
+// not decided yet (give the decision with [Runner.Decide] or
+// [State.Decide]) or if the pending turn has no call with that id. If ctx is cancelled
 // while the tool runs, the call is left started (its phase in the State is started) and
 // ctx's error is returned. If AfterTool ends the run, the result is
 // returned with the hook's error (nil for [StopRun]) and [Runner.Result]
@@ -866,7 +869,7 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 			return nil, r.stopErr()
 		}
 		if c.awaiting() {
-			return nil, fmt.Errorf("%w: %s (%s)", ErrAwaitingApproval, toolUseID, c.Call.Name)
+			return nil, fmt.Errorf("toolrun: execute call: call %q (%s) awaits a person's decision; give it with Decide first", toolUseID, c.Call.Name)
 		}
 		if run {
 			if err := r.execute(ctx, []*callState{c}); err != nil && c.Phase != phaseAnswered {

@@ -28,13 +28,12 @@ var (
 	// run again.
 	ErrInterrupted = errors.New("tool call interrupted")
 
-	// ErrNotAwaitingApproval is returned by [Runner.Decide] when the run is
-	// not suspended awaiting approval.
-	ErrNotAwaitingApproval = errors.New("toolrun: run is not awaiting approval")
-	// ErrAlreadyDecided is returned by [Runner.Decide] and [State.Decide]
-	// for a call that a person decided already: a decision, once given,
-	// stands, whoever sends another one and however.
-	ErrAlreadyDecided = errors.New("toolrun: tool call already decided")
+	// ErrNotAwaitingApproval is wrapped by the error of [Runner.Decide] and
+	// [State.Decide] when no such call awaits a person's decision: the run
+	// is not suspended awaiting approval, or the call was decided by a
+	// person already, answered, started, or never deferred. A decision,
+	// once given, stands, whoever sends another one and however.
+	ErrNotAwaitingApproval = errors.New("toolrun: not awaiting approval")
 	// ErrMaxTurns is wrapped by the error of a run that stopped at
 	// Options.MaxTurns ([StopMaxTurns]).
 	ErrMaxTurns = errors.New("toolrun: turn limit reached")
@@ -48,15 +47,9 @@ var (
 	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
 	// state whose signature does not match Options.StateKey.
 	ErrStateSignature = errors.New("toolrun: state signature does not match")
-	// ErrAwaitingApproval is returned by [Runner.ExecuteCall] for a call
-	// deferred to a person and not decided yet.
-	ErrAwaitingApproval = errors.New("toolrun: tool call awaits approval")
 	// ErrStreamIdle is wrapped by the [StreamError] of a streamed response that
 	// sent no bytes for Options.Timeouts.StreamIdle.
 	ErrStreamIdle = errors.New("toolrun: the stream sent nothing for too long")
-	// ErrUnknownPrice is wrapped by the error of a run with a cost budget
-	// whose model has no price in Budget.Prices or [DefaultPrices].
-	ErrUnknownPrice = errors.New("toolrun: no price for the model")
 )
 
 // PanicError is the failure of a tool that panicked. The runner recovers the
@@ -106,7 +99,7 @@ func (e *TurnError) Unwrap() error { return e.Err }
 // HookError is returned when a hook ends the run with an error of its own,
 // or panics (Err is then a *[PanicError] whose Tool is empty).
 type HookError struct {
-	Hook string // the Options field: "AfterTool", "BeforeRequest", "AfterResponse", "Decide", "Policy", "OnEvent"
+	Hook string // the field: "AfterTool", "BeforeRequest", "AfterResponse", "Policy", "ToolConfig.Policy", "OnEvent"
 	Err  error
 }
 

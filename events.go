@@ -15,11 +15,12 @@ import (
 // custom logging, metrics or a live display is one function over these
 // types:
 //
-//   - [RequestSent], [ResponseReceived], [TurnFinished] for each turn;
+//   - [RequestSent], [ResponseReceived], [TurnFinished] for each turn
+//     (RequestSent again, with Attempt above 1, when a streamed response
+//     failed midway and is asked for again);
 //   - [Delta] while a streamed turn arrives;
 //   - [ToolDecided], [ToolStarted], [ToolFinished] for each tool call, once
 //     its response has arrived whole;
-//   - [StreamRetried] when a streamed response failed midway and is asked for again;
 //   - [Compacted] when the history was compacted;
 //   - [RunStopped] once, when the run stops.
 //
@@ -32,10 +33,26 @@ type Event interface {
 
 // RequestSent is sent when a turn's request goes out. Params is the request
 // as sent (after [Options.BeforeRequest]); observers must not change it.
+//
+// A retry is a new request: a streamed response that failed after it began
+// is requested again, per [Options].StreamRetry, with a RequestSent whose
+// Attempt is 2, 3, … and whose Err says why. A display that showed the
+// deltas of the failed attempt should drop them: the new attempt streams
+// the response from its start. No call of the failed response has run.
+// (The anthropic client's own retries, of requests that fail before a
+// response begins, are not events.)
 type RequestSent struct {
 	Turn     int
 	Params   *anthropic.BetaMessageNewParams
 	Streamed bool
+	// Attempt counts the sends of this request, from 1.
+	Attempt int
+	// Err, when Attempt is above 1, is the failure of the previous
+	// attempt, a *[StreamError].
+	Err error
+	// Delay, when Attempt is above 1, is how long the runner waited
+	// after that failure before this attempt.
+	Delay time.Duration
 }
 
 // ResponseReceived is sent when a turn's response has arrived in full.

@@ -164,7 +164,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("Fine.")),
 			},
-			opts: toolrun.Options{Deny: []string{"get_weather"}},
+			opts: toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
 			policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
 				return toolrun.SkipCall(toolrun.Text("dry run"))
 			},
@@ -184,7 +184,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Written.")),
 			},
 			policy:    toolrun.RequireApproval("writes change files"),
-			decisions: map[string]toolrun.Decision{"t2": toolrun.AllowWithInput(json.RawMessage(`{"path":"/sandbox/a","text":"x"}`))},
+			decisions: map[string]toolrun.Decision{"t2": toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/sandbox/a","text":"x"}`)}},
 			wantStop:  toolrun.StopEndTurn,
 			wantRuns:  map[string]int{"get_weather": 1, "/sandbox/a": 1},
 			wantSeen:  []string{"t1 error=false sunny in Paris", "t2 error=false wrote /sandbox/a"},
@@ -313,9 +313,9 @@ func TestResumedRunnerDecidesAgain(t *testing.T) {
 	var events []string
 	opts := &toolrun.Options{
 		Logger: discard(),
-		Decide: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 			asked.inc(c.ID)
-			return toolrun.AllowWithInput(json.RawMessage(`{"city":"Lyon"}`))
+			return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"city":"Lyon"}`)}
 		},
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			switch e := e.(type) {
@@ -362,6 +362,7 @@ func TestExecuteCall(t *testing.T) {
 		ctx       func(t *testing.T) context.Context
 		id        string // the id executed; "t1" if empty
 		wantErr   error  // matched with errors.Is; errAny for any error
+		wantMsg   string // a substring of the error's text, if set
 		wantText  string // the result's text, if it has one
 		wantIsErr bool
 		wantRan   bool
@@ -407,7 +408,7 @@ func TestExecuteCall(t *testing.T) {
 		{
 			name:      "denied",
 			input:     in{N: 1},
-			policy:    toolrun.Never("no maths"),
+			policy:    func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall("no maths") },
 			run:       func(ctx context.Context, n int) (string, error) { return "ran", nil },
 			wantText:  "tool call denied: no maths",
 			wantIsErr: true,
@@ -418,7 +419,8 @@ func TestExecuteCall(t *testing.T) {
 			input:   in{N: 1},
 			policy:  toolrun.RequireApproval("ask"),
 			run:     func(ctx context.Context, n int) (string, error) { return "ran", nil },
-			wantErr: toolrun.ErrAwaitingApproval,
+			wantErr: errAny,
+			wantMsg: `toolrun: execute call: call "t1" (calc) awaits a person's decision`,
 		},
 		{
 			name:    "unknown id",
@@ -484,6 +486,8 @@ func TestExecuteCall(t *testing.T) {
 				t.Fatalf("ExecuteCall error = %v, want %v", err, tt.wantErr)
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("ExecuteCall: %v", err)
+			case tt.wantMsg != "" && (err == nil || !strings.Contains(err.Error(), tt.wantMsg)):
+				t.Fatalf("ExecuteCall error = %v, want one containing %q", err, tt.wantMsg)
 			}
 			if tt.wantErr != nil {
 				if res != nil {
@@ -621,13 +625,13 @@ func TestStateAsData(t *testing.T) {
 		{
 			name:      "a call not deferred",
 			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.AllowCall()) },
-			wantErr:   `call "b" (read) does not await approval`,
+			wantErr:   `call "b" (read) was never deferred to a person`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "a call answered",
 			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.AllowCall()) },
-			wantErr:   `tool call already decided: call "c"`,
+			wantErr:   `not awaiting approval: call "c" (write) was decided, or has run, already`,
 			wantAwait: []string{"a write writes"},
 		},
 		{

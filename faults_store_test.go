@@ -294,7 +294,7 @@ type faultRunner struct {
 	r        *toolrun.Runner
 	wire     *wireCheck
 	requests atomic.Int64 // requests sent, retries included
-	retried  atomic.Int64 // StreamRetried events
+	retried  atomic.Int64 // RequestSent events of a request sent again
 }
 
 // newFaultRunner makes the runner name of the run, with Open on store, or
@@ -311,8 +311,10 @@ func newFaultRunner(ctx context.Context, p *faultPlan, dir, name, mode string, s
 			if e.Result.Ran {
 				j.write("reported", e.Result.Call.ID, name)
 			}
-		case toolrun.StreamRetried:
-			fr.retried.Add(1)
+		case toolrun.RequestSent:
+			if e.Attempt > 1 {
+				fr.retried.Add(1)
+			}
 		}
 	})
 	opts.Store, opts.RunID = store, p.runID()

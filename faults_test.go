@@ -578,8 +578,10 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 				if e.Result.Ran {
 					reported[e.Result.Call.ID]++
 				}
-			case toolrun.StreamRetried:
-				retried++
+			case toolrun.RequestSent:
+				if e.Attempt > 1 {
+					retried++
+				}
 			}
 		})
 		r := toolrun.New(s.Client(option.WithMaxRetries(2), option.WithMiddleware(wire.middleware)), userParams(fmt.Sprintf("run %d", p.run)), tools, opts)
@@ -803,7 +805,7 @@ func TestFaultKinds(t *testing.T) {
 		Stream    int // the attempt a *StreamError names, or 0
 		Requests  int
 		Runs      int // of the tool
-		Retried   int // StreamRetried events
+		Retried   int // RequestSent events of a request sent again
 	}
 	tests := []struct {
 		name   string
@@ -884,7 +886,7 @@ func TestFaultKinds(t *testing.T) {
 				Stop:     res.StopReason,
 				Requests: len(s.Requests()),
 				Runs:     calls.get("get_weather"),
-				Retried:  len(all[toolrun.StreamRetried](observed.all())),
+				Retried:  len(retries(observed.all())),
 			}
 			if te := (*toolrun.TurnError)(nil); errors.As(err, &te) {
 				got.TurnError = te.Turn

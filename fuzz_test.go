@@ -76,3 +76,26 @@ func FuzzTypedInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRawToolSchema: any bytes as a raw schema either build a tool or give
+// an error wrapping ErrInvalidSchema — never a panic, whatever the schema.
+func FuzzRawToolSchema(f *testing.F) {
+	f.Add([]byte(`{"type":"object","properties":{"q":{"type":"string","pattern":"^a+$"}}}`))
+	f.Add([]byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`))
+	f.Add([]byte(`{"properties":{"n":{"maximum":1e400}}}`))
+	f.Add([]byte(`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"n":{"maximum":1,"exclusiveMaximum":true}}}`))
+	f.Add([]byte(`false`))
+	f.Add([]byte(`[`))
+	fn := func(ctx context.Context, in json.RawMessage) (string, error) { return "", nil }
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		tool, err := toolrun.NewRawTool("t", "", schema, fn)
+		if err != nil {
+			if !errors.Is(err, toolrun.ErrInvalidSchema) {
+				t.Fatalf("error %v does not wrap ErrInvalidSchema", err)
+			}
+			return
+		}
+		// A tool that was built is one a runner takes.
+		toolrun.New(anthropic.NewClient(), anthropic.BetaMessageNewParams{}, []toolrun.Tool{tool}, nil)
+	})
+}

@@ -19,42 +19,6 @@ import (
 // with a warning.
 const logEnv = "ANTHROPIC_LOG"
 
-// Redact returns s with every credential it recognises replaced by
-// "[REDACTED]":
-//
-//   - the values of Authorization and Proxy-Authorization headers, whatever
-//     their scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 or none),
-//     of which the scheme is kept, and of Cookie and Set-Cookie headers;
-//   - the values of fields whose names end in api_key, access_key,
-//     secret_key, private_key, secret, password, passwd, passphrase,
-//     token, credential(s) or auth ("X-Api-Key: v", `"client_secret":"v"`,
-//     "X-Amz-Security-Token=v"), and of Signature= and X-Amz-Signature=, as
-//     they appear in text, HTTP dumps, JSON, Go's printed http.Header and
-//     query strings, where key= and sig= are redacted too;
-//   - Anthropic API keys and tokens (sk-ant-…), the keys and tokens of other
-//     vendors known by their shape (OpenAI, AWS access key IDs, GitHub,
-//     GitLab, Slack, Google, Stripe, npm), JSON Web Tokens, bearer and basic
-//     credentials, the password of a URL's userinfo and the body of a PEM
-//     private key;
-//   - the values, at least 8 bytes long, of the environment variables whose
-//     names say they hold secrets, as set when Redact is called:
-//     ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, GITHUB_TOKEN,
-//     AWS_SECRET_ACCESS_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
-//     CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as one of its
-//     '_'-separated words, or KEY as its last.
-//
-// The header and field forms are found inside JSON strings too, escaped
-// once or more: an Authorization line after a "\n" inside a JSON-encoded
-// HTTP body is redacted to the end of its line. Redact keeps valid JSON
-// valid, and redacting twice gives what redacting once did.
-//
-// A runner passes every record it logs through Redact (see
-// [Options.Logger]); package transcript passes every string it writes, and
-// package mcptool every record it logs, with the standard error of the
-// servers it runs. Redact is a safety net, not a guarantee: it cannot
-// recognise a secret of the application's own.
-func Redact(s string) string { return redact.String(s) }
-
 // runLogger is the logger a runner writes to, and how loud it is.
 type runLogger struct {
 	*slog.Logger
@@ -106,6 +70,11 @@ func newRunLogger(l *slog.Logger, env string) runLogger {
 func logEvent(ctx context.Context, log runLogger, e Event) {
 	switch e := e.(type) {
 	case RequestSent:
+		if e.Attempt > 1 {
+			log.WarnContext(ctx, "toolrun: streamed response failed; retrying", "turn", e.Turn, "attempt", e.Attempt,
+				"delay", e.Delay, "error", e.Err.Error())
+			break
+		}
 		log.Log(ctx, log.routine, "toolrun: request sent", "turn", e.Turn, "model", string(e.Params.Model),
 			"messages", len(e.Params.Messages), "streamed", e.Streamed)
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
@@ -152,9 +121,6 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		default:
 			log.ErrorContext(ctx, "toolrun: tool call failed", attrs...)
 		}
-	case StreamRetried:
-		log.WarnContext(ctx, "toolrun: streamed response failed; retrying", "turn", e.Turn, "attempt", e.Attempt,
-			"delay", e.Delay, "error", e.Err.Error())
 	case RunStopped:
 		res := e.Result
 		attrs := []any{"stop_reason", string(res.StopReason), "turns", res.Turns, "tool_calls", res.ToolCalls,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -37,8 +38,8 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := toolrun.Redact(tt.in); got != tt.want {
-				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := redact.String(tt.in); got != tt.want {
+				t.Errorf("redact.String(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}

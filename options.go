@@ -10,17 +10,12 @@ import (
 	"unsafe"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-)
 
-// DefaultMaxTurns is the turn limit when [Options.MaxTurns] is zero.
-const DefaultMaxTurns = 25
+	"github.com/toolrun/toolrun/internal/defaults"
+)
 
 // Unlimited, as [Options.MaxTurns], lets a run take any number of turns.
 const Unlimited = -1
-
-// DefaultMaxParallelTools bounds the calls of one turn that run at once when
-// [Options.MaxParallelTools] is zero.
-const DefaultMaxParallelTools = 8
 
 // defaultRequestTimeout bounds each attempt of a model request that is not
 // streamed, when [Timeouts.Request] is zero.
@@ -36,8 +31,8 @@ const defaultStreamIdleTimeout = 90 * time.Second
 const defaultCancelGrace = 5 * time.Second
 
 // Options configures a [Runner]. The zero value is ready to use: it logs to
-// slog.Default(), stops after [DefaultMaxTurns] turns, runs up to
-// [DefaultMaxParallelTools] calls of a turn at once, with no tool timeout,
+// slog.Default(), stops after 25 turns, runs up to 8 calls of a turn at
+// once, with no tool timeout,
 // and allows every call. The runner copies Options when it is built.
 //
 // # Hooks
@@ -47,11 +42,11 @@ const defaultCancelGrace = 5 * time.Second
 //
 //   - BeforeRequest may change the params of one request;
 //   - AfterResponse may end the run when a response arrives;
-//   - Decide and each tool's [ToolConfig.Policy] decide the calls (see
+//   - Policy and each tool's [ToolConfig.Policy] decide the calls (see
 //     [Policy] for the order);
 //   - AfterTool may change a call's result before it is sent.
 //
-// OnEvent only observes. Decide and the policies are called for the calls of
+// OnEvent only observes. The policies are called for the calls of
 // a turn one at a time, in order; AfterTool is called as each call
 // finishes, so it may be called concurrently for the calls of one turn;
 // OnEvent is never called concurrently with itself. A panic in any hook is
@@ -68,11 +63,28 @@ type Options struct {
 	// and with "debug" at Info too, with each request and response body
 	// logged at Debug. If Logger is nil, ANTHROPIC_LOG also makes the
 	// runner log to a text handler on stderr at that level instead of
-	// slog.Default(). Every record is passed through [Redact] first.
+	// slog.Default().
+	//
+	// Every record is redacted first, each credential in it replaced by
+	// "[REDACTED]": the values of Authorization, Proxy-Authorization
+	// (whose scheme is kept), Cookie and Set-Cookie headers; of fields
+	// whose names end in api_key, access_key, secret_key, private_key,
+	// secret, password, passwd, passphrase, token, credential(s) or auth,
+	// in text, HTTP dumps, JSON and query strings; keys and tokens known
+	// by their shape (sk-ant-…, other vendors' keys, JSON Web Tokens,
+	// bearer and basic credentials); a URL's password; a PEM private
+	// key's body; and the values (8 bytes or more) of environment
+	// variables whose names say they hold secrets (ANTHROPIC_API_KEY, any
+	// name with SECRET, PASSWORD, TOKEN, APIKEY, CREDENTIAL, AUTH, COOKIE,
+	// SESSION, PRIVATE or PAT as a '_'-separated word, or KEY as its
+	// last). These are found in JSON strings too, however often escaped,
+	// and valid JSON stays valid. Redaction is a safety net: it cannot
+	// know a secret of the application's own. Package transcript and
+	// package mcptool redact the same way.
 	Logger *slog.Logger
 
 	// MaxTurns bounds the model requests of a run. Zero means
-	// [DefaultMaxTurns]; [Unlimited] means no bound. A run that reaches it
+	// 25; [Unlimited] means no bound. A run that reaches it
 	// stops with [StopMaxTurns] and an error wrapping [ErrMaxTurns]; the
 	// calls of the last turn are left pending, not run, so raising the
 	// limit with [Runner.SetMaxTurns] and running again picks up where it
@@ -80,24 +92,23 @@ type Options struct {
 	MaxTurns int
 
 	// MaxParallelTools bounds the calls of one turn that run at once. Zero
-	// means [DefaultMaxParallelTools]; 1 runs them one after another.
+	// means 8; 1 runs them one after another.
 	MaxParallelTools int
 
 	// Timeouts bound tool calls, requests, idle streams and the wait for
 	// cancelled calls; see [Timeouts]. The zero value has the defaults.
 	Timeouts Timeouts
 
-	// Allow, if non-nil, lists the only tool names that may run; calls of
-	// other tools are denied.
-	Allow []string
-
-	// Deny lists tool names whose calls are denied.
-	Deny []string
-
-	// Decide, if non-nil, decides each call, before the tool's own policy.
-	// See [Policy] for how the decisions of the lists, Decide, the tool's
-	// policy, a person and a remembered Always approval combine.
-	Decide Policy
+	// Policy, if non-nil, decides each call, before the tool's own
+	// [ToolConfig].Policy: [DenyTools] and [AllowOnly] deny by name, and
+	// [Chain] combines several, as in
+	//
+	//	Policy: toolrun.Chain(toolrun.DenyTools("delete_file"), auditPolicy)
+	//
+	// See [Policy] for how Policy, the tool's policy, a person and a
+	// remembered Always approval combine. Nil allows every call the tool's
+	// policy allows.
+	Policy Policy
 
 	// AfterTool, if non-nil, is called with each call's result before it is
 	// sent: for calls that ran, failed, were denied, skipped or not run. It
@@ -243,7 +254,7 @@ type Timeouts struct {
 // maxParallel returns the bound on the calls of a turn that run at once.
 func (o *Options) maxParallel() int {
 	if o.MaxParallelTools <= 0 {
-		return DefaultMaxParallelTools
+		return defaults.MaxParallelTools
 	}
 	return o.MaxParallelTools
 }

@@ -48,7 +48,7 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 	held := toolrun.NewTool("held", "", func(ctx context.Context, in struct{}) (string, error) { return "ok", nil })
 	held.Policy = toolrun.RequireApproval("a person decides")
 	tools := []toolrun.Tool{writeTool(&calls), weatherTool(&calls), boom, slow, held}
-	opts := &toolrun.Options{Logger: discard(), Deny: []string{"write_file"}}
+	opts := &toolrun.Options{Logger: discard(), Policy: toolrun.DenyTools("write_file")}
 	r := toolrun.New(client(s), userParams("go"), tools, opts)
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
@@ -140,8 +140,9 @@ func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
 
 // TestAlwaysNeverBeatsADenyRule checks the decision order: a remembered
 // Always approval answers only what would be deferred to a person, and
-// never lets through a call that the Deny list, Options.Decide or a policy
-// denies, in process and after Resume with other Options.
+// never lets through a call that Options.Policy (DenyTools, AllowOnly, a
+// func) or the tool's policy denies, in process and after Resume with other
+// Options.
 func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 	denyDecide := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
 		if strings.Contains(string(c.Input), "9999") {
@@ -157,10 +158,11 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 		wantRuns int            // wire_money runs, of the two calls
 	}{
 		{name: "no deny rule: Always answers the second deferral", wantRuns: 2},
-		{name: "Decide denies the second call in process", first: toolrun.Options{Decide: denyDecide}, wantRuns: 1},
-		{name: "Deny list after Resume", resumed: &toolrun.Options{Deny: []string{"wire_money"}}, wantRuns: 0},
-		{name: "Decide after Resume", resumed: &toolrun.Options{Decide: denyDecide}, wantRuns: 1},
-		{name: "Allow list after Resume", resumed: &toolrun.Options{Allow: []string{"other"}}, wantRuns: 0},
+		{name: "Options.Policy denies the second call in process", first: toolrun.Options{Policy: denyDecide}, wantRuns: 1},
+		{name: "DenyTools after Resume", resumed: &toolrun.Options{Policy: toolrun.DenyTools("wire_money")}, wantRuns: 0},
+		{name: "Options.Policy after Resume", resumed: &toolrun.Options{Policy: denyDecide}, wantRuns: 1},
+		{name: "AllowOnly after Resume", resumed: &toolrun.Options{Policy: toolrun.AllowOnly("other")}, wantRuns: 0},
+		{name: "a Chain after Resume", resumed: &toolrun.Options{Policy: toolrun.Chain(toolrun.RequireApproval("ask"), denyDecide)}, wantRuns: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,12 +228,12 @@ func TestDecisionsStick(t *testing.T) {
 	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrAlreadyDecided) {
-		t.Errorf("second Decide = %v, want ErrAlreadyDecided", err)
+	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("second Decide = %v, want ErrNotAwaitingApproval", err)
 	}
 	st := roundTrip(t, r.State())
-	if err := st.Decide("t1", toolrun.AllowWithInput(json.RawMessage(`{}`))); !errors.Is(err, toolrun.ErrAlreadyDecided) {
-		t.Errorf("State.Decide after a decision = %v, want ErrAlreadyDecided", err)
+	if err := st.Decide("t1", toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{}`)}); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("State.Decide after a decision = %v, want ErrNotAwaitingApproval", err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || runs.get("deploy") != 1 {
 		t.Errorf("Run = %v, %v with %d deploys; want end_turn with 1", res.StopReason, err, runs.get("deploy"))
@@ -624,7 +626,7 @@ func TestHookPanicsNeverCrash(t *testing.T) {
 		{"AfterTool on two parallel calls", "AfterTool", toolrun.Options{AfterTool: func(context.Context, *toolrun.ToolResult) error { boom(); return nil }}},
 		{"BeforeRequest", "BeforeRequest", toolrun.Options{BeforeRequest: func(context.Context, int, *anthropic.BetaMessageNewParams) error { boom(); return nil }}},
 		{"AfterResponse", "AfterResponse", toolrun.Options{AfterResponse: func(context.Context, int, *anthropic.BetaMessage) error { boom(); return nil }}},
-		{"Decide", "Decide", toolrun.Options{Decide: func(context.Context, toolrun.ToolCall) toolrun.Decision { boom(); return toolrun.Decision{} }}},
+		{"Policy", "Policy", toolrun.Options{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { boom(); return toolrun.Decision{} }}},
 		{"OnEvent", "OnEvent", toolrun.Options{OnEvent: func(context.Context, toolrun.Event) { boom() }}},
 	}
 	for _, tt := range tests {
@@ -667,8 +669,8 @@ func TestCostIsNeverSilentlyZero(t *testing.T) {
 		params := userParams("go")
 		params.Model = "claude-unknown-9"
 		res, err := toolrun.New(client(s), params, nil, &toolrun.Options{Logger: discard(), Budget: toolrun.Budget{CostUSD: 1}}).Run(t.Context())
-		if !errors.Is(err, toolrun.ErrUnknownPrice) || !strings.Contains(err.Error(), "claude-unknown-9") || !strings.Contains(err.Error(), "Budget.Prices") {
-			t.Errorf("Run = %v, want ErrUnknownPrice naming the model and Budget.Prices", err)
+		if err == nil || !strings.Contains(err.Error(), `no price for the model "claude-unknown-9"`) || !strings.Contains(err.Error(), "Budget.Prices") {
+			t.Errorf("Run = %v, want an error naming the unpriced model and Budget.Prices", err)
 		}
 		if len(s.Requests()) != 0 {
 			t.Errorf("%d requests sent, want none", len(s.Requests()))

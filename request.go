@@ -41,8 +41,9 @@ func (r *Runner) request(ctx context.Context) *Turn {
 			return nil
 		}
 		start := time.Now()
-		r.emit(ctx, RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream})
-		m, err := r.send(ctx, n, &params)
+		sent := RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream, Attempt: 1}
+		r.emit(ctx, sent)
+		m, err := r.send(ctx, sent)
 		if err != nil {
 			r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
 			return nil
@@ -161,9 +162,10 @@ func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
 }
 
 // send sends one turn's request and returns the whole response.
-func (r *Runner) send(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
+func (r *Runner) send(ctx context.Context, sent RequestSent) (*anthropic.BetaMessage, error) {
+	params := sent.Params
 	if r.opts.Stream {
-		return r.sendStream(ctx, turn, params)
+		return r.sendStream(ctx, sent)
 	}
 	var opts []option.RequestOption
 	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {

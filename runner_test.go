@@ -87,6 +87,11 @@ func TestToolOutputs(t *testing.T) {
 		Y int `json:"y"`
 	}
 	png := []byte("\x89PNG fake")
+	raw, err := toolrun.NewRawTool("raw", "", []byte(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
+		func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
 	tools := []toolrun.Tool{
 		toolrun.NewTool("text", "", func(ctx context.Context, in struct{}) (string, error) { return "plain", nil }),
 		toolrun.NewTool("json", "", func(ctx context.Context, in struct{}) (point, error) { return point{1, 2}, nil }),
@@ -96,8 +101,7 @@ func TestToolOutputs(t *testing.T) {
 		toolrun.NewTool("pdf", "", func(ctx context.Context, in struct{}) (toolrun.Content, error) {
 			return toolrun.PDF([]byte("%PDF-1.4")), nil
 		}),
-		toolrun.NewRawTool("raw", "", []byte(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
-			func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }),
+		raw,
 	}
 	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(
@@ -386,8 +390,8 @@ func TestTurnLimit(t *testing.T) {
 		if !errors.Is(err, toolrun.ErrMaxTurns) {
 			t.Fatalf("got error %v, want one wrapping ErrMaxTurns", err)
 		}
-		if res.StopReason != toolrun.StopMaxTurns || res.Turns != toolrun.DefaultMaxTurns {
-			t.Errorf("stop = %q after %d turns, want max_turns after %d", res.StopReason, res.Turns, toolrun.DefaultMaxTurns)
+		if res.StopReason != toolrun.StopMaxTurns || res.Turns != 25 {
+			t.Errorf("stop = %q after %d turns, want max_turns after 25", res.StopReason, res.Turns)
 		}
 		if !strings.Contains(res.Detail, "turn limit of 25 reached") {
 			t.Errorf("Detail = %q, want it to name the limit", res.Detail)
@@ -579,9 +583,12 @@ func TestToolTimeout(t *testing.T) {
 // sent with an input_schema, which the API requires.
 func TestToolWithoutProperties(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "ping", nil)), toolruntest.Message(toolruntest.Text("pong"))))
-	ping := toolrun.NewRawTool("ping", "Ping", []byte(`{"type":"object"}`), func(ctx context.Context, in json.RawMessage) (string, error) {
+	ping, err := toolrun.NewRawTool("ping", "Ping", []byte(`{"type":"object"}`), func(ctx context.Context, in json.RawMessage) (string, error) {
 		return "pong", nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{ping}, nil).Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopEndTurn {
 		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)

@@ -146,7 +146,7 @@ type DecidedBy string
 // Who decides a call; see [Policy] for the order.
 const (
 	ByDefault  DecidedBy = "default"  // no rule had anything to say: allowed
-	ByOptions  DecidedBy = "options"  // Options.Allow, Options.Deny or Options.Decide
+	ByOptions  DecidedBy = "options"  // Options.Policy
 	ByPolicy   DecidedBy = "policy"   // the tool's ToolConfig.Policy
 	ByApproval DecidedBy = "approval" // a person, with Runner.Decide or State.Decide
 	ByAlways   DecidedBy = "always"   // an earlier Always approval of the tool
@@ -426,12 +426,12 @@ func (s *State) call(id string) *callState {
 // for a person's decision, which [Runner.Decide] and the Temporal module
 // apply too: a call that does not await a decision — decided by a person
 // already, answered, or not deferred — is refused with an error wrapping
-// [ErrAlreadyDecided], so a decision, once given, stands. A decision may
+// [ErrNotAwaitingApproval], so a decision, once given, stands. A decision may
 // arrive while the other calls of the turn run; the run goes on once every
 // deferred call has one.
 //
-// A person's Allow answers the deferral only: a deny rule (the Deny list,
-// Options.Decide, a policy) still wins when the run goes on, in this
+// A person's Allow answers the deferral only: a deny rule (Options.Policy,
+// a tool's policy) still wins when the run goes on, in this
 // process or after Resume with other Options.
 //
 // SetResult, Decide and [State.AwaitingApproval] change and read s as plain
@@ -462,9 +462,9 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	case cs == nil:
 		return nil, fmt.Errorf("toolrun: decide: no call %q in the pending turn", toolUseID)
 	case cs.DecidedBy == ByApproval || cs.Phase == phaseAnswered || cs.Phase == phaseStarted:
-		return nil, fmt.Errorf("%w: call %q (%s)", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+		return nil, fmt.Errorf("%w: call %q (%s) was decided, or has run, already", ErrNotAwaitingApproval, toolUseID, cs.Call.Name)
 	case !cs.awaiting():
-		return nil, fmt.Errorf("%w: call %q (%s) does not await approval", ErrAlreadyDecided, toolUseID, cs.Call.Name)
+		return nil, fmt.Errorf("%w: call %q (%s) was never deferred to a person", ErrNotAwaitingApproval, toolUseID, cs.Call.Name)
 	}
 	return cs, nil
 }

@@ -116,30 +116,14 @@ func (e *StreamError) Unwrap() error { return e.Err }
 // before message_stop.
 var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.ErrUnexpectedEOF)
 
-// StreamRetried is sent when a streamed response failed after it began and
-// its turn is requested again. A display that showed the deltas of the
-// failed attempt should drop them: the next attempt streams the response
-// from its start. No call of the failed response has run.
-type StreamRetried struct {
-	Turn int
-	// Attempt is the attempt about to be made, from 2.
-	Attempt int
-	// Err is the failure of the previous attempt, a *[StreamError].
-	Err error
-	// Delay is the wait before the attempt.
-	Delay time.Duration
-}
-
-// EventTurn returns the turn.
-func (e StreamRetried) EventTurn() int { return e.Turn }
-
-// sendStream streams one turn's response, sending its deltas as they
-// arrive and retrying faults mid-stream per Options.StreamRetry, and
-// returns the whole response.
-func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
+// sendStream streams the response to the request sent announced, sending
+// its deltas as they arrive and retrying faults mid-stream per
+// Options.StreamRetry (each retry announced by a RequestSent of its own),
+// and returns the whole response.
+func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.BetaMessage, error) {
 	for attempt := 1; ; attempt++ {
-		st := &streamAttempt{r: r, turn: turn}
-		msg, err := st.receive(ctx, params)
+		st := &streamAttempt{r: r, turn: sent.Turn}
+		msg, err := st.receive(ctx, sent.Params)
 		if err == nil {
 			return msg, nil
 		}
@@ -156,10 +140,11 @@ func (r *Runner) sendStream(ctx context.Context, turn int, params *anthropic.Bet
 			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)
-		r.emit(ctx, StreamRetried{Turn: turn, Attempt: attempt + 1, Err: cause, Delay: delay})
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
+		sent.Attempt, sent.Err, sent.Delay = attempt+1, cause, delay
+		r.emit(ctx, sent)
 	}
 }
 

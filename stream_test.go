@@ -88,6 +88,17 @@ func index(events []toolrun.Event, k string) int {
 }
 
 // all returns the events of type E.
+// retries returns the RequestSent events of requests sent again.
+func retries(events []toolrun.Event) []toolrun.RequestSent {
+	var out []toolrun.RequestSent
+	for _, e := range all[toolrun.RequestSent](events) {
+		if e.Attempt > 1 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func all[E toolrun.Event](events []toolrun.Event) []E {
 	var out []E
 	for _, e := range events {
@@ -473,14 +484,17 @@ func TestStreamFaultRetried(t *testing.T) {
 			if n := len(all[toolrun.ToolStarted](events)); n != 1 {
 				t.Errorf("got %d ToolStarted, want 1", n)
 			}
-			retried := all[toolrun.StreamRetried](events)
+			retried := retries(events)
 			if len(retried) != 1 {
-				t.Fatalf("got %d StreamRetried events, want 1", len(retried))
+				t.Fatalf("got %d retried requests, want 1", len(retried))
 			}
 			rt := retried[0]
 			var se *toolrun.StreamError
 			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 {
-				t.Errorf("StreamRetried = %+v, want turn 1, attempt 2, a *StreamError of attempt 1", rt)
+				t.Errorf("RequestSent = %+v, want turn 1, attempt 2, a *StreamError of attempt 1", rt)
+			}
+			if first := all[toolrun.RequestSent](events)[0]; first.Attempt != 1 || first.Err != nil || first.Delay != 0 {
+				t.Errorf("first RequestSent = %+v, want attempt 1 with no error and no delay", first)
 			}
 			var apiErr *anthropic.Error
 			if got := errors.As(rt.Err, &apiErr); got != tt.wantAPIErr {

@@ -36,7 +36,7 @@ type Tool interface {
 	Description() string
 	// InputSchema returns the JSON Schema of the tool's input as JSON, an
 	// object schema in any draft from draft-04 to 2020-12 (see
-	// [CheckSchema]). nil means {"type":"object"}. It is read once, when a
+	// [NewRawTool]). nil means {"type":"object"}. It is read once, when a
 	// runner is built.
 	InputSchema() json.RawMessage
 	Run(ctx context.Context, input json.RawMessage) ([]Content, error)
@@ -95,7 +95,8 @@ type ToolConfig struct {
 	Idempotent bool
 
 	// Policy, if non-nil, decides each call of the tool before it runs, after
-	// Options.Decide has allowed it. See [Policy] and [Decision].
+	// Options.Policy, as if chained after it ([Chain]). See [Policy] and
+	// [Decision].
 	Policy Policy
 
 	// MaxResultBytes bounds the text of the tool's results sent to the
@@ -174,87 +175,70 @@ func checkName(name string) error {
 //   - any other value is marshalled to JSON and sent as text.
 //
 // A non-nil error is sent as an is_error result with the error's text (the
-// value returned with it is ignored). NewTool panics if name is not a valid
-// tool name or the schema cannot be inferred, as these are mistakes in the
-// program, not in the run; [NewToolE] returns them as an error.
+// value returned with it is ignored).
+//
+// NewTool panics if name is not a valid tool name or no usable schema can
+// be inferred from In, as [regexp.MustCompile] does for a bad pattern: In
+// is a type fixed when the program is compiled, so either mistake is in
+// the program and shows the first time it runs, never in one run and not
+// the next. A schema that arrives as data (a file, an MCP server) goes to
+// [NewRawTool], which returns an error instead.
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) *FuncTool {
-	t, err := NewToolE(name, description, fn)
-	if err != nil {
-		panic(err.Error())
-	}
-	return t
-}
-
-// NewToolE is [NewTool] for a program that builds tools at run time: it
-// returns an error instead of panicking, wrapping [ErrInvalidSchema] when
-// the schema inferred from In cannot be used.
-func NewToolE[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (*FuncTool, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
 	inferred, err := jsonschema.For[In](nil)
 	if err != nil {
-		return nil, fmt.Errorf("toolrun: inferring the input schema of tool %q: %w", name, err)
+		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
 	}
 	if inferred.Type != "object" {
-		return nil, fmt.Errorf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]())
+		panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]()))
 	}
 	raw, err := json.Marshal(inferred)
 	if err != nil {
-		return nil, fmt.Errorf("toolrun: tool %q: encoding its inferred input schema: %w", name, err)
+		panic(fmt.Sprintf("toolrun: tool %q: encoding its inferred input schema: %v", name, err))
 	}
-	t := &FuncTool{
-		name:        name,
-		description: description,
-		schema:      raw,
-		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
-			var in In
-			if len(input) > 0 {
-				if err := json.Unmarshal(input, &in); err != nil {
-					return nil, &ValidationError{Tool: name, Violations: []Violation{{
-						Expected: "input that decodes into " + reflect.TypeFor[In]().String(),
-						Got:      err.Error(),
-					}}}
-				}
+	t, err := newFuncTool(name, description, raw, func(ctx context.Context, input json.RawMessage) (Out, error) {
+		var in In
+		if len(input) > 0 {
+			if err := json.Unmarshal(input, &in); err != nil {
+				var out Out
+				return out, &ValidationError{Tool: name, Violations: []Violation{{
+					Expected: "input that decodes into " + reflect.TypeFor[In]().String(),
+					Got:      err.Error(),
+				}}}
 			}
-			out, err := fn(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			return toContent(out)
-		},
-	}
-	if _, _, err := t.prepare(); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// NewRawTool returns a tool with an explicit JSON Schema (schemaJSON, an
-// object schema in any draft [CheckSchema] accepts) whose function receives
-// the model's input as raw JSON, already validated against the schema. Its
-// result is converted as for [NewTool]. NewRawTool panics if name is
-// invalid or the schema cannot be used; [NewRawToolE] returns an error
-// instead.
-func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) *FuncTool {
-	t, err := NewRawToolE(name, description, schemaJSON, fn)
+		}
+		return fn(ctx, in)
+	})
 	if err != nil {
 		panic(err.Error())
 	}
 	return t
 }
 
-// NewRawToolE is [NewRawTool] for schemas loaded at run time: it returns an
-// error, wrapping [ErrInvalidSchema] when the schema cannot be used,
-// instead of panicking.
-func NewRawToolE[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) (*FuncTool, error) {
+// NewRawTool returns a tool with an explicit JSON Schema (schemaJSON, an
+// object schema in any draft from draft-04 to 2020-12; nil means
+// {"type":"object"}) whose function receives the model's input as raw
+// JSON, already validated against the schema. Its result is converted as
+// for [NewTool].
+//
+// A raw schema is data (read from a file, sent by an MCP server), so
+// NewRawTool checks it here, once, and never panics on it: a schema the
+// runner cannot use is an error wrapping [ErrInvalidSchema] that says why
+// (an integration leaves that tool out rather than offer the model a tool
+// whose every call fails). An invalid name is an error too.
+func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) (*FuncTool, error) {
+	return newFuncTool(name, description, json.RawMessage(bytes.Clone(schemaJSON)), fn)
+}
+
+// newFuncTool checks name and schema and builds the tool both constructors
+// return, compiled once for every runner that uses it.
+func newFuncTool[Out any](name, description string, schema json.RawMessage, fn func(ctx context.Context, input json.RawMessage) (Out, error)) (*FuncTool, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	t := &FuncTool{
 		name:        name,
 		description: description,
-		schema:      json.RawMessage(bytes.Clone(schemaJSON)),
+		schema:      schema,
 		run: func(ctx context.Context, input json.RawMessage) ([]Content, error) {
 			out, err := fn(ctx, input)
 			if err != nil {

@@ -26,30 +26,21 @@ import (
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
-// ErrInvalidSchema is wrapped by the error of [CheckSchema], and of
-// [NewToolE] and [NewRawToolE], for an input schema a tool cannot use: not
-// an object schema, an unknown $schema, a reference outside the schema, a
-// pattern no engine compiles, or a schema that is valid JSON Schema but
-// could not be validated safely (the message then says "cannot be validated
-// safely"): a cycle of references that never reaches into the input (which
-// would recurse forever), or a schema larger than 1 MiB, nested deeper than
-// 128 levels, or with more than 20000 subschemas.
-var ErrInvalidSchema = errors.New("toolrun: invalid input schema")
-
-// CheckSchema reports whether raw, a tool's input schema as JSON, can be
-// used by the runner, with an error wrapping [ErrInvalidSchema] that says
-// why not. Integrations that load tools at run time (MCP servers, say) call
-// it to leave out a tool they could not run, rather than offer the model a
-// tool whose every call fails.
+// ErrInvalidSchema is wrapped by the error of [NewRawTool], and of
+// [Resume] and [Open] for a tool of any kind ([New] panics with it), for
+// an input schema a tool cannot use: not an object schema, an unknown $schema, a reference outside the
+// schema, a pattern no engine compiles, a number too large for the
+// definition sent to the API, or a schema that is valid JSON Schema but
+// could not be validated safely (the message then says "cannot be
+// validated safely"): a cycle of references that never reaches into the
+// input (which would recurse forever), or a schema larger than 1 MiB,
+// nested deeper than 128 levels, or with more than 20000 subschemas.
 //
-// nil raw means {"type":"object"}; true and {} accept any object; false is
-// refused. The schema's $schema may name draft 2020-12 (the default),
-// 2019-09, draft-07, draft-06 or draft-04, with http or https and with or
-// without the trailing "#"; each is validated as that draft.
-func CheckSchema(raw json.RawMessage) error {
-	_, err := compileSchema(raw)
-	return err
-}
+// true and {} accept any object; false is refused. A schema's $schema may
+// name draft 2020-12 (the default), 2019-09, draft-07, draft-06 or
+// draft-04, with http or https and with or without the trailing "#"; each
+// is validated as that draft.
+var ErrInvalidSchema = errors.New("toolrun: invalid input schema")
 
 func compileSchema(raw json.RawMessage) (*schema.Schema, error) {
 	s, err := schema.Compile(raw)
@@ -75,7 +66,7 @@ func compileTool(t Tool) (*toolSchema, anthropic.BetaToolUnionParam, error) {
 	}
 	param, err := toolParam(t, raw)
 	if err != nil {
-		return nil, anthropic.BetaToolUnionParam{}, fmt.Errorf("toolrun: tool %q: %w", t.Name(), err)
+		return nil, anthropic.BetaToolUnionParam{}, fmt.Errorf("toolrun: tool %q: %w: %w", t.Name(), ErrInvalidSchema, err)
 	}
 	return &toolSchema{tool: t.Name(), schema: s}, param, nil
 }

@@ -55,9 +55,12 @@ func TestDraftsRunEndToEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tool := toolrun.NewRawTool("t", "", []byte(tt.schema), func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+			tool, err := toolrun.NewRawTool("t", "", []byte(tt.schema), func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
 				return in, nil
 			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("c1", "t", tt.input)),
 				toolruntest.Message(toolruntest.Text("done")),

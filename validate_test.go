@@ -527,9 +527,9 @@ func TestValidateBounded(t *testing.T) {
 	})
 }
 
-// TestCheckSchema: every schema a tool may use is checked once, when the
-// tool is registered, and refused there with a clear error.
-func TestCheckSchema(t *testing.T) {
+// TestNewRawToolSchema: every schema a tool may use is checked once, when
+// the tool is built, and refused there with a clear error, never a panic.
+func TestNewRawToolSchema(t *testing.T) {
 	tests := []struct {
 		name       string
 		schema     string
@@ -570,10 +570,12 @@ func TestCheckSchema(t *testing.T) {
 		{name: "too deep", schema: strings.Repeat(`{"properties":{"a":`, 70) + `{}` + strings.Repeat(`}}`, 70), wantErr: "nested more than 128 levels", wantUnsafe: true},
 		{name: "too large", schema: `{"description":"` + strings.Repeat("x", 1<<20) + `"}`, wantErr: "more than 1048576", wantUnsafe: true},
 		{name: "repeated key", schema: `{"type":"object","type":"array"}`, wantErr: "the schema repeats the key at /type"},
+		{name: "number beyond float64", schema: `{"type":"object","properties":{"n":{"maximum":1e400}}}`, wantErr: "decoding its input schema"},
 	}
+	fn := func(ctx context.Context, in json.RawMessage) (string, error) { return "", nil }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckSchema(json.RawMessage(tt.schema))
+			_, err := NewRawTool("t", "", []byte(tt.schema), fn)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("got %v, want nil", err)
@@ -633,31 +635,38 @@ func TestCompileToolRoot(t *testing.T) {
 	}
 }
 
-// TestNewToolE: the constructors have error-returning forms.
-func TestNewToolE(t *testing.T) {
+// TestToolConstructorErrors: NewRawTool returns an error for a bad name
+// or schema (data), NewTool panics for one (a mistake in the program).
+func TestToolConstructorErrors(t *testing.T) {
 	fn := func(ctx context.Context, in json.RawMessage) (string, error) { return "", nil }
-	if _, err := NewRawToolE("t", "", []byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`), fn); !errors.Is(err, schema.ErrUnsafe) {
-		t.Errorf("NewRawToolE with a cyclic schema: got %v, want an unsafe-schema error", err)
+	if _, err := NewRawTool("bad name", "", nil, fn); err == nil || !strings.Contains(err.Error(), "must match") {
+		t.Errorf("NewRawTool with a bad name: got %v, want an error about the name", err)
 	}
-	if _, err := NewRawToolE("bad name", "", nil, fn); err == nil || !strings.Contains(err.Error(), "must match") {
-		t.Errorf("NewRawToolE with a bad name: got %v, want an error about the name", err)
-	}
-	if _, err := NewToolE("t", "", func(ctx context.Context, in int) (string, error) { return "", nil }); err == nil {
-		t.Error("NewToolE with a non-struct input: got nil, want an error")
-	}
-	tool, err := NewToolE("t", "", func(ctx context.Context, in orderInput) (string, error) { return in.Customer, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckSchema(tool.InputSchema()); err != nil {
+	tool := NewTool("t", "", func(ctx context.Context, in orderInput) (string, error) { return in.Customer, nil })
+	if _, err := NewRawTool("t", "", tool.InputSchema(), fn); err != nil {
 		t.Errorf("the inferred schema: %v", err)
 	}
-	defer func() {
-		if r := recover(); r == nil {
-			t.Error("NewRawTool with a false schema did not panic")
-		}
-	}()
-	NewRawTool("t", "", []byte(`false`), fn)
+	for _, tt := range []struct {
+		name string
+		new  func()
+		want string
+	}{
+		{name: "non-struct input", new: func() {
+			NewTool("t", "", func(ctx context.Context, in int) (string, error) { return "", nil })
+		}, want: `toolrun: tool "t": input type int must be a struct, so its schema is an object`},
+		{name: "bad name", new: func() {
+			NewTool("bad name", "", func(ctx context.Context, in struct{}) (string, error) { return "", nil })
+		}, want: `toolrun: tool name "bad name" must match ^[a-zA-Z0-9_-]{1,128}$`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if got := fmt.Sprint(recover()); got != tt.want {
+					t.Errorf("panic = %q, want %q", got, tt.want)
+				}
+			}()
+			tt.new()
+		})
+	}
 }
 
 // TestValidationErrorError pins the text the model receives.

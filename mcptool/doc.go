@@ -33,7 +33,7 @@
 // The model sees each tool under the server's name, two underscores and the
 // tool's name, so that the search tools of the servers "github" and "jira"
 // become "github__search" and "jira__search"; [ToolName] gives the name, for
-// the Allow and Deny lists of [toolrun.Options]. [Options.Rename] chooses
+// [toolrun.DenyTools] and [toolrun.AllowOnly]. [Options.Rename] chooses
 // other names. The server receives each call under its own name.
 //
 // # Results
@@ -65,7 +65,8 @@
 //
 // A server is other people's code. Every record the package logs, the MCP
 // client's and the end of a server's standard error included, passes
-// through toolrun.Redact. A command's child does not inherit this
+// through the redaction a toolrun runner's log gets (see
+// toolrun.Options.Logger for what it removes). A command's child does not inherit this
 // process's environment: it gets [DefaultEnv], the variables that
 // [Options.PassEnv] names and those [Options.Env] sets, and never an
 // ANTHROPIC_* variable or one whose name says it holds a secret unless

@@ -26,7 +26,8 @@ var DefaultEnv = []string{
 
 // secretVar reports whether the variable named name is one a child never
 // gets unless it is named in [Options.PassEnv] or set in [Options.Env]:
-// any ANTHROPIC_* variable, and any that toolrun.Redact treats as a secret.
+// any ANTHROPIC_* variable, and any whose name says it holds a secret
+// (redact.SecretName).
 func secretVar(name string) bool {
 	return strings.HasPrefix(strings.ToUpper(name), "ANTHROPIC_") || redact.SecretName(name)
 }

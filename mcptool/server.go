@@ -109,7 +109,8 @@ type Options struct {
 	// that exited or hung at Error, with the end of its standard error for a
 	// command; restarts at Info; the progress a server reports of a call at
 	// Debug. The runner logs each failed call itself. Every record is
-	// passed through toolrun.Redact first. Nil means slog.Default().
+	// redacted first, as a runner's are (see [toolrun.Options].Logger).
+	// Nil means slog.Default().
 	Logger *slog.Logger
 
 	// Rename, if non-nil, returns the name the model sees for the server's
@@ -147,7 +148,9 @@ type Options struct {
 	// a GitHub server. A command whose Dial leaves its Env nil gets
 	// DefaultEnv and these. One whose Dial sets its Env gets that Env, and
 	// these. Either way the child never gets an ANTHROPIC_* variable, nor
-	// one whose name says it holds a secret (see toolrun.Redact), unless
+	// one whose name says it holds a secret (SECRET, PASSWORD, TOKEN,
+	// APIKEY, CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as a
+	// '_'-separated word of it, or KEY as its last), unless
 	// PassEnv names it or Env sets it. Names are compared without regard to
 	// case. Nil passes none.
 	PassEnv []string

@@ -232,7 +232,7 @@ func (s *Server) Tools(ctx context.Context) ([]toolrun.Tool, error) {
 		if other, dup := byName[name]; dup {
 			return nil, fmt.Errorf("mcptool: MCP server %q: tools %q and %q would both be named %q; set Options.Rename to tell them apart", s.name, other, def.Name, name)
 		}
-		schema, err := inputSchema(def.InputSchema)
+		schema, err := inputSchema(name, def.InputSchema)
 		if err != nil {
 			s.log.ErrorContext(ctx, "mcptool: MCP tool left out: its input schema cannot be used", "server", s.name, "tool", def.Name, "error", err.Error())
 			continue
@@ -277,10 +277,12 @@ func (s *Server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 }
 
 // inputSchema converts an MCP input schema to one the runner can use, or
-// says why it cannot (see [toolrun.CheckSchema]). MCP schemas are JSON
-// Schema, so every draft the runner validates is kept as the server wrote
-// it; a schema without a type is taken as an object schema.
-func inputSchema(v any) (json.RawMessage, error) {
+// says why it cannot, with the error [toolrun.NewRawTool] gives for it
+// (wrapping [toolrun.ErrInvalidSchema]). MCP schemas are JSON Schema, so
+// every draft the runner validates is kept as the server wrote it; a
+// schema without a type is taken as an object schema. name is the tool's
+// model name, already checked.
+func inputSchema(name string, v any) (json.RawMessage, error) {
 	raw := json.RawMessage(`{"type":"object"}`)
 	if v != nil {
 		b, err := json.Marshal(v)
@@ -289,7 +291,8 @@ func inputSchema(v any) (json.RawMessage, error) {
 		}
 		raw = b
 	}
-	if err := toolrun.CheckSchema(raw); err != nil {
+	// The tool NewRawTool builds is only a check: a [Tool] calls the server.
+	if _, err := toolrun.NewRawTool(name, "", raw, func(context.Context, json.RawMessage) (string, error) { return "", nil }); err != nil {
 		return nil, err
 	}
 	return raw, nil

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/url"
 	"path/filepath"
@@ -118,14 +119,14 @@ func (s *Store) Save(ctx context.Context, id string, st *toolrun.State, prev uin
 	return nil
 }
 
-// Load returns the state of run id, or an error wrapping
-// [toolrun.ErrNoState].
+// Load returns the state of run id, or an error wrapping [fs.ErrNotExist]
+// if none is saved.
 func (s *Store) Load(ctx context.Context, id string) (*toolrun.State, error) {
 	var data []byte
 	var version int64
 	err := s.db.QueryRowContext(ctx, `SELECT state, version FROM toolrun_state WHERE run_id = ?`, id).Scan(&data, &version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w for run %q", toolrun.ErrNoState, id)
+		return nil, fmt.Errorf("sqlitestore: no saved state for run %q: %w", id, fs.ErrNotExist)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: loading the state of %q: %w", id, err)

@@ -40,6 +40,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 
 	"github.com/toolrun/toolrun"
@@ -52,8 +53,8 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if _, err := s.Load(ctx, "storetest-missing"); !errors.Is(err, toolrun.ErrNoState) {
-		fail("Load of a run never saved: got %v, want an error wrapping toolrun.ErrNoState", err)
+	if _, err := s.Load(ctx, "storetest-missing"); !errors.Is(err, fs.ErrNotExist) {
+		fail("Load of a run never saved: got %v, want an error wrapping fs.ErrNotExist", err)
 	}
 	if err := s.Delete(ctx, "storetest-missing"); err != nil {
 		fail("Delete of a run never saved: got %v, want nil", err)
@@ -113,8 +114,8 @@ func Run(ctx context.Context, s toolrun.Store) error {
 		if err := s.Delete(ctx, id); err != nil {
 			fail("Delete(%q): %v", id, err)
 		}
-		if _, err := s.Load(ctx, id); !errors.Is(err, toolrun.ErrNoState) {
-			fail("Load(%q) after Delete: got %v, want ErrNoState", id, err)
+		if _, err := s.Load(ctx, id); !errors.Is(err, fs.ErrNotExist) {
+			fail("Load(%q) after Delete: got %v, want an error wrapping fs.ErrNotExist", id, err)
 		}
 	}
 	return errors.Join(errs...)

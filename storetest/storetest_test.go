@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,7 +96,7 @@ func (forgetful) Save(ctx context.Context, id string, s *toolrun.State, prev uin
 	return nil
 }
 func (forgetful) Load(ctx context.Context, id string) (*toolrun.State, error) {
-	return nil, toolrun.ErrNoState
+	return nil, fs.ErrNotExist
 }
 func (forgetful) Delete(ctx context.Context, id string) error { return nil }
 
@@ -145,7 +146,7 @@ func (l *lastWins) Load(ctx context.Context, id string) (*toolrun.State, error) 
 	if s, ok := l.m[id]; ok {
 		return s, nil
 	}
-	return nil, fmt.Errorf("%w: %s", toolrun.ErrNoState, id)
+	return nil, fmt.Errorf("no state for %s: %w", id, fs.ErrNotExist)
 }
 
 func (l *lastWins) Delete(ctx context.Context, id string) error {

@@ -31,8 +31,7 @@ type Activities struct {
 
 // NewActivities returns the activities for a worker that runs tools with
 // client and opts (which may be nil), as an in-process [toolrun.Runner]
-// would: the same decisions (Allow and Deny lists, Decide, the tools'
-// policies), hooks and events, called in the worker that runs the activity
+// would: the same decisions (Options.Policy and the tools' policies), hooks and events, called in the worker that runs the activity
 // with the activity's context. Every worker of a task queue must be given
 // the same tools.
 //

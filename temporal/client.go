@@ -50,7 +50,7 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // Decide gives a person's decision for a call of run workflowID awaiting
 // approval, with [DecideUpdate]. It returns once the workflow has applied
 // it, or an error if the call has a decision already or does not await
-// one ([ErrAlreadyDecided], in the update's failure).
+// one ([toolrun.ErrNotAwaitingApproval], in the update's failure).
 //
 // An update needs a worker: the server hands it to one to validate and
 // apply, and with no worker of the run's task queue running, Decide blocks

@@ -21,7 +21,7 @@ type decisionMsg struct {
 
 // TestDecisionsStick checks the decided-once rule: the first decision for a
 // call is the one that counts, whatever comes after it and by whichever
-// path; a later update is rejected with ErrAlreadyDecided, and a later
+// path; a later update is rejected with ErrNotAwaitingApproval, and a later
 // signal is dropped.
 func TestDecisionsStick(t *testing.T) {
 	tests := []struct {
@@ -46,7 +46,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "update then signal with other input",
 			late: []decisionMsg{
 				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
-				{id: "t1", d: toolrun.AllowWithInput([]byte(`{"path":"/etc/passwd"}`))},
+				{id: "t1", d: toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)}},
 			},
 			wantRuns: map[string]int{"write /a": 1},
 			wantSeen: "t1 error=false wrote /a",
@@ -59,7 +59,7 @@ func TestDecisionsStick(t *testing.T) {
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
-			wantRejected: []string{"already decided"},
+			wantRejected: []string{"not awaiting approval"},
 		},
 		{
 			name: "update then update",
@@ -69,7 +69,7 @@ func TestDecisionsStick(t *testing.T) {
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
-			wantRejected: []string{"already decided"},
+			wantRejected: []string{"not awaiting approval"},
 		},
 		{
 			name: "duplicate signals",

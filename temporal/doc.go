@@ -16,8 +16,8 @@
 // [toolrun.Options] it was given ([NewActivities]):
 //
 //   - [Activities.Step] resumes a runner from the state and calls
-//     [toolrun.Runner.Advance]: it decides the pending turn's calls (the
-//     Allow and Deny lists, Options.Decide, the tools' policies), answers
+//     [toolrun.Runner.Advance]: it decides the pending turn's calls
+//     (Options.Policy and the tools' policies), answers
 //     the denied and skipped ones, and once every call is answered, commits
 //     the turn and sends one model request. It returns the new state and
 //     the calls to run.
@@ -67,7 +67,7 @@
 // worker and reports a refusal; a signal is accepted by the server with no
 // worker running and applied when one runs the workflow. A call's first
 // decision is final: the update is rejected for a call that does not await
-// approval or is decided already ([ErrAlreadyDecided]), and such a signal
+// approval or is decided already ([toolrun.ErrNotAwaitingApproval]), and such a signal
 // is dropped. The search attributes ([StatusAttribute] and the others) make
 // runs findable with a visibility query: [ListAwaitingApproval]. When an
 // execution ends they say how, and never that it awaits approval: a

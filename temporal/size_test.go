@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func (m *memStore) Load(ctx context.Context, id string) (*toolrun.State, error) 
 	b, ok := m.states[id]
 	m.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("state %q: %w", id, toolrun.ErrNoState)
+		return nil, fmt.Errorf("state %q: %w", id, fs.ErrNotExist)
 	}
 	var s toolrun.State
 	return &s, json.Unmarshal(b, &s)

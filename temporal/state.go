@@ -17,13 +17,6 @@ import (
 // "lead: replace with toolrun.X" is a private stand-in for a rule the root
 // package should own and export.
 
-// ErrAlreadyDecided is returned (by the update's validator) or logged (for
-// a signal, which is dropped) for a decision on a call that has one
-// already, or that does not await one: a decision, once given, is never
-// replaced. It is [toolrun.ErrAlreadyDecided]: the rule is the root
-// package's [toolrun.State.Decide], the same as [toolrun.Runner.Decide].
-var ErrAlreadyDecided = toolrun.ErrAlreadyDecided
-
 // errUnknownCall is the rule's verdict on a call the state has not seen:
 // a signal for it is kept until the call appears.
 var errUnknownCall = errors.New("toolrun: no such call yet")
@@ -33,7 +26,7 @@ var errUnknownCall = errors.New("toolrun: no such call yet")
 var ops = bridge.Get[toolrun.State, toolrun.Decision]()
 
 // decidable says whether decision d for call id may be recorded in s: nil
-// if it may, an error wrapping ErrAlreadyDecided if the call has a decision
+// if it may, an error wrapping [toolrun.ErrNotAwaitingApproval] if the call has a decision
 // or cannot take one, errUnknownCall if s has no such call. The update's
 // validator and the signal handler both go through it, and it asks the
 // root package's one rule, [toolrun.State.Decide], without changing s.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/defaults"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -70,8 +71,8 @@ type RunOptions struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 
 	// MaxParallelTools bounds the calls of one turn that run at once, as
-	// [toolrun.Options.MaxParallelTools]. Zero means
-	// [toolrun.DefaultMaxParallelTools]. Calls of [toolrun.ToolConfig.Exclusive]
+	// [toolrun.Options.MaxParallelTools]. Zero means 8, as
+	// there. Calls of [toolrun.ToolConfig.Exclusive]
 	// tools run alone.
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
@@ -135,7 +136,7 @@ type RunOptions struct {
 
 func (o RunOptions) withDefaults() RunOptions {
 	if o.MaxParallelTools <= 0 {
-		o.MaxParallelTools = toolrun.DefaultMaxParallelTools
+		o.MaxParallelTools = defaults.MaxParallelTools
 	}
 	if o.ContinueAsNewAfter <= 0 {
 		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
@@ -284,7 +285,7 @@ const (
 // with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
 // calls awaiting one (read it with [Pending], no worker needed), and so
 // does [PendingQuery]. A call's first decision is final: a later one, by update
-// or signal, is refused ([ErrAlreadyDecided]). Every
+// or signal, is refused ([toolrun.ErrNotAwaitingApproval]). Every
 // [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
@@ -419,7 +420,7 @@ func (w *run) handle(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
-				return fmt.Errorf("%w: no call %q awaits approval", ErrAlreadyDecided, a.ToolUseID)
+				return fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 			}
 			return err
 		}},
@@ -445,7 +446,7 @@ func (w *run) handle(ctx workflow.Context) error {
 func (w *run) decidable(a Approval) error {
 	for _, b := range w.buffered {
 		if b.ToolUseID == a.ToolUseID && hasCall(w.state, a.ToolUseID) {
-			return fmt.Errorf("%w: %q", ErrAlreadyDecided, a.ToolUseID)
+			return fmt.Errorf("%w: call %q was decided already", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 		}
 	}
 	return decidable(w.state, a.ToolUseID, a.Decision)

@@ -67,7 +67,9 @@ func TestWorkflow(t *testing.T) {
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/etc/passwd"})),
 				toolruntest.Message(toolruntest.Text("I may not.")),
 			},
-			policy:       toolrun.Never("no writes under /etc"),
+			policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
+				return toolrun.DenyCall("no writes under /etc")
+			},
 			wantStop:     toolrun.StopEndTurn,
 			wantText:     "I may not.",
 			wantRuns:     map[string]int{},
@@ -81,7 +83,7 @@ func TestWorkflow(t *testing.T) {
 					toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Rome"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
 			},
-			opts:     toolrun.Options{Deny: []string{"write_file"}},
+			opts:     toolrun.Options{Policy: toolrun.DenyTools("write_file")},
 			wantStop: toolrun.StopEndTurn,
 			wantText: "Done.",
 			wantRuns: map[string]int{"weather Rome": 1},
@@ -201,7 +203,7 @@ func TestWorkflowApproval(t *testing.T) {
 		},
 		{
 			name:     "allowed with other input by update",
-			decision: toolrun.AllowWithInput([]byte(`{"path":"/sandbox/a"}`)),
+			decision: toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/sandbox/a"}`)},
 			byUpdate: true,
 			wantRuns: map[string]int{"weather Paris": 1, "write /sandbox/a": 1},
 			wantSeen: []string{"t1 error=false sunny in Paris", "t2 error=false wrote /sandbox/a"},

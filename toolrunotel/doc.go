@@ -38,7 +38,8 @@
 //     gen_ai.usage.cache_read.input_tokens,
 //     gen_ai.usage.cache_creation.input_tokens, and, for a streamed
 //     response, gen_ai.response.time_to_first_chunk and a
-//     toolrun.stream_retried event for each attempt streamed again. As the
+//     toolrun.stream_retried event for each attempt streamed again (a
+//     [toolrun.RequestSent] with Attempt above 1). As the
 //     conventions define it, gen_ai.usage.input_tokens counts the tokens read
 //     from and written to the cache too, which the API's input_tokens
 //     leaves out. A request that fails has an error status.

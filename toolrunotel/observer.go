@@ -160,14 +160,15 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 	run := o.run
 	switch e := e.(type) {
 	case toolrun.RequestSent:
+		if e.Attempt > 1 && run.chat != nil {
+			// A stream asked for again: one chat, another attempt.
+			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
+				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(e.Err.Error())))
+			break
+		}
 		o.startChat(ctx, run, e)
 	case toolrun.Delta:
 		o.firstChunk(ctx, run)
-	case toolrun.StreamRetried:
-		if run.chat != nil {
-			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
-				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(e.Err.Error())))
-		}
 	case toolrun.ResponseReceived:
 		o.endChat(ctx, run, e)
 	case toolrun.ToolDecided:

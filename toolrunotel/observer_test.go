@@ -144,7 +144,7 @@ func TestSpans(t *testing.T) {
 				{ID: "msg_2", Content: []toolruntest.Block{toolruntest.Text("I may not.")}, Usage: usage(20, 5, 0, 0)},
 			},
 			tools: []toolrun.Tool{weatherTool()},
-			opts:  toolrun.Options{Deny: []string{"get_weather"}},
+			opts:  toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
 			want: []span{
 				{Name: chat, Parent: run, Kind: "client", Attrs: chatAttrs(1, "msg_1", "tool_use", 10, 5, 0, 0)},
 				{Name: tool, Parent: run, Kind: "internal",
@@ -193,7 +193,7 @@ func TestSpans(t *testing.T) {
 				{ID: "msg_2", Content: []toolruntest.Block{toolruntest.Text("Sunny.")}, Usage: usage(20, 5, 0, 0)},
 			},
 			tools: []toolrun.Tool{weatherTool()},
-			opts: toolrun.Options{Decide: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+			opts: toolrun.Options{Policy: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
 				return toolrun.DeferCall("weather costs money")
 			}},
 			drive: func(t *testing.T, ctx context.Context, r *toolrun.Runner) {
@@ -261,8 +261,10 @@ func TestSpans(t *testing.T) {
 							replace = append(replace, te.Err.Error(), "$REQUEST_ERR")
 						}
 					}
-				case toolrun.StreamRetried:
-					replace = append(replace, e.Err.Error(), "$STREAM_ERR")
+				case toolrun.RequestSent:
+					if e.Attempt > 1 {
+						replace = append(replace, e.Err.Error(), "$STREAM_ERR")
+					}
 				}
 				obs.Observe(ctx, e)
 			}

@@ -24,9 +24,11 @@
 //	}
 //
 // Secrets are redacted before anything is written: every string goes
-// through [toolrun.Redact] (Anthropic keys, the values of ANTHROPIC_API_KEY
-// and ANTHROPIC_AUTH_TOKEN, Authorization and X-Api-Key header values) and
-// then [RecorderOptions].Redact, if set. The client's own headers are never
+// through the redaction a runner's log gets (API keys and tokens,
+// Authorization, Cookie and X-Api-Key header values, fields named like
+// secrets, the values of secret environment variables such as
+// ANTHROPIC_API_KEY; see [toolrun.Options].Logger) and then
+// [RecorderOptions].Redact, if set. The client's own headers are never
 // recorded.
 //
 // # Reading, replaying, viewing

@@ -123,16 +123,15 @@ func script() []toolruntest.Reply {
 func runOptions(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
 	return &toolrun.Options{
 		Logger:           discard(),
-		Deny:             []string{"delete_files"},
 		MaxParallelTools: 1,
-		Decide: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+		Policy: toolrun.Chain(toolrun.DenyTools("delete_files"), func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
 			if call.Name == "lookup" {
 				d := toolrun.SkipCall(toolrun.Text("cached answer"))
 				d.Reason = "answered from the cache"
 				return d
 			}
 			return toolrun.AllowCall()
-		},
+		}),
 		OnEvent: onEvent,
 	}
 }

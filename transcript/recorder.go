@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
@@ -23,8 +24,9 @@ type RecorderOptions struct {
 	// like the rest.
 	Meta map[string]string
 
-	// Redact, if non-nil, is applied to every string written after
-	// [toolrun.Redact], to remove secrets of the application's own.
+	// Redact, if non-nil, is applied to every string written after the
+	// runner's own redaction (see [toolrun.Options].Logger for what that
+	// removes), to remove secrets of the application's own.
 	Redact func(string) string
 }
 
@@ -91,6 +93,16 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 	case toolrun.Delta:
 		return
 	case toolrun.RequestSent:
+		if e.Attempt > 1 {
+			// A stream asked for again keeps its line of format 1.
+			en.Type = TypeStreamRetried
+			en.Attempt = e.Attempt
+			if e.Err != nil {
+				en.Error = r.redact(e.Err.Error())
+			}
+			en.DelayMS = ms(e.Delay)
+			break
+		}
 		en.Type = TypeRequest
 		en.Streamed = e.Streamed
 		for _, b := range e.Params.Betas {
@@ -139,13 +151,6 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Type = TypeTurnFinished
 		u := e.Usage
 		en.Usage = &u
-	case toolrun.StreamRetried:
-		en.Type = TypeStreamRetried
-		en.Attempt = e.Attempt
-		if e.Err != nil {
-			en.Error = r.redact(e.Err.Error())
-		}
-		en.DelayMS = ms(e.Delay)
 	case toolrun.Compacted:
 		en.Type = TypeCompacted
 		en.Summary = r.redact(e.Summary)
@@ -223,7 +228,7 @@ func (r *Recorder) redactDecision(d toolrun.Decision) *toolrun.Decision {
 }
 
 func redactWith(s string, extra func(string) string) string {
-	s = toolrun.Redact(s)
+	s = redact.String(s)
 	if extra != nil {
 		s = extra(s)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
@@ -180,7 +181,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 // TestRecorderRedactOption checks that the application's own redaction
-// applies to every string, JSON bodies included, after toolrun.Redact.
+// applies to every string, JSON bodies included, after the built-in redaction.
 func TestRecorderRedactOption(t *testing.T) {
 	b := record(t, recordedTools().list(), &transcript.RecorderOptions{
 		Meta:   map[string]string{"customer": "Paris"},
@@ -241,5 +242,33 @@ func TestRecordsCompaction(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Summary != "The user asked for the time twice." || got[0].Before != 3 || got[0].After != 1 || !got[0].ClientSide || got[0].Usage == nil {
 		t.Errorf("compacted lines = %+v, want one with the summary, 3 → 1 messages", got)
+	}
+}
+
+// TestRecorderStreamRetried: a streamed response asked for again (a
+// RequestSent with Attempt 2) is written as a stream_retried line, as in
+// format 1, with the attempt, the failure and the wait.
+func TestRecorderStreamRetried(t *testing.T) {
+	var buf syncBuffer
+	rec := transcript.NewRecorder(&buf, nil)
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Sun")}, Fault: toolruntest.Fault{StreamErrorAfter: 4, RetryAfter: 3 * time.Millisecond}},
+		toolruntest.Message(toolruntest.Text("Sunny.")),
+	))
+	opts := &toolrun.Options{Logger: discard(), Stream: true, OnEvent: rec.Observe}
+	if _, err := toolrun.New(client(s), userParams("Weather?"), nil, opts).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tr := readBytes(t, buf.Bytes())
+	if diff := cmp.Diff([]string{"1:request", "1:stream_retried", "1:response", "1:turn_finished", "1:run_stopped"}, types(tr)); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+	for _, e := range tr.Entries {
+		if e.Type == transcript.TypeStreamRetried && (e.Attempt != 2 || e.Error == "" || e.DelayMS != 3) {
+			t.Errorf("stream_retried line = attempt %d, error %q, delay %vms; want attempt 2, the failure, 3ms", e.Attempt, e.Error, e.DelayMS)
+		}
 	}
 }

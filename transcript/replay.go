@@ -29,12 +29,12 @@ var ErrNothingToReplay = errors.New("transcript: nothing to replay")
 type ReplayOptions struct {
 	// Options are the runner's options for the replay: a logger, a tool
 	// timeout, an AfterTool hook like the recorded run's, an OnEvent
-	// observer (to record the replay, say). Decide is replaced by the
+	// observer (to record the replay, say). Policy is replaced by the
 	// recorded decisions, and MaxTurns by the recorded run's.
 	Options toolrun.Options
 
 	// Redact, if non-nil, is applied to the replay's tool results after
-	// [toolrun.Redact] before they are compared with the recorded ones:
+	// the runner's own redaction, before they are compared with the recorded ones:
 	// pass the [RecorderOptions].Redact the transcript was written with.
 	Redact func(string) string
 }
@@ -293,10 +293,10 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 			switch {
 			case c.Decision.By == string(toolrun.ByApproval) && d.Kind == toolrun.Allow:
 				// A person's approval is given again when the replay
-				// awaits it: through Options.Decide it would not answer
+				// awaits it: through Options.Policy it would not answer
 				// the tool's deferral (deny rules and deferrals come
 				// first). A person's denial or skip is replayed through
-				// Options.Decide below, which always honours it.
+				// Options.Policy below, which always honours it.
 				approvals[c.ID] = d
 			case d.Kind == toolrun.Allow && len(d.Input) == 0:
 				// allowed by default, by the tool's policy or by an Always
@@ -315,7 +315,7 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 	if recStop != nil && recStop.StopReason == toolrun.StopMaxTurns {
 		runOpts.MaxTurns = len(replies)
 	}
-	runOpts.Decide = func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+	runOpts.Policy = func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
 		return decisions[call.ID] // the zero Decision allows
 	}
 	var mu sync.Mutex // guards replayed, decided

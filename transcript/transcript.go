@@ -39,7 +39,7 @@ const (
 	// TypeTurnFinished is a turn committed to the history, with its usage.
 	TypeTurnFinished = "turn_finished"
 	// TypeStreamRetried is a streamed response that failed and is asked
-	// for again.
+	// for again: a [toolrun.RequestSent] with Attempt above 1.
 	TypeStreamRetried = "stream_retried"
 	// TypeCompacted is the history compacted, with the summary.
 	TypeCompacted = "compacted"

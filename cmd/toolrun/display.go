@@ -173,6 +173,9 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 	defer d.mu.Unlock()
 	switch e := e.(type) {
 	case toolrun.RequestSent:
+		if e.Attempt > 1 {
+			d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
+		}
 		if e.Turn != d.turn { // a request asked again keeps its turn
 			d.turn, d.streamed, d.order = e.Turn, false, nil
 			d.line("\n" + d.paint(ansiBold, fmt.Sprintf("turn %d", e.Turn)))
@@ -183,8 +186,6 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 			d.streamed = true
 			d.textDelta(e.Index, e.Text)
 		}
-	case toolrun.StreamRetried:
-		d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
 	case toolrun.ResponseReceived:
 		d.waiting = time.Time{}
 		d.endText()

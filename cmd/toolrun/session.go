@@ -133,7 +133,7 @@ func (c *cli) startSession(ctx context.Context, cmd string, saved *savedRun, spe
 		case approveAsk:
 			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
 		case approveDeny:
-			return toolrun.ToolConfig{Policy: toolrun.Never(denyFlagReason)}
+			return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
 		}
 		return toolrun.ToolConfig{}
 	}, s.log)

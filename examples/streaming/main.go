@@ -145,6 +145,16 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 		}
 		switch e := e.(type) {
 		case toolrun.RequestSent:
+			if e.Attempt > 1 { // a stream asked for again: drop what it showed
+				newline()
+				var se *toolrun.StreamError
+				events := 0
+				if errors.As(e.Err, &se) {
+					events = se.Events
+				}
+				fmt.Fprintf(out, "%s   ✗ the response broke off after %d events; discarded it and retried after %s\n",
+					since(), events, e.Delay.Round(time.Millisecond))
+			}
 			fmt.Fprintf(out, "%s claude: ", since())
 			midLine = true
 		case toolrun.Delta:
@@ -159,17 +169,6 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 			fmt.Fprintf(out, "%s   (response complete: %s)\n", since(), e.Message.StopReason)
 		case toolrun.ToolFinished:
 			fmt.Fprintf(out, "%s   ← %s: %s\n", since(), e.Result.Call.ID, text(e.Result))
-		case toolrun.StreamRetried:
-			newline()
-			var se *toolrun.StreamError
-			events := 0
-			if errors.As(e.Err, &se) {
-				events = se.Events
-			}
-			fmt.Fprintf(out, "%s   ✗ the response broke off after %d events; discarding it and retrying in %s\n",
-				since(), events, e.Delay.Round(time.Millisecond))
-			fmt.Fprintf(out, "%s claude: ", since())
-			midLine = true
 		case toolrun.RunStopped:
 			newline()
 			res := e.Result

@@ -1,6 +1,6 @@
 // Package redact removes credentials from text: log records, transcripts,
-// reports and error messages. It is the implementation behind
-// toolrun.Redact and the redacting log handlers of toolrun and mcptool.
+// reports and error messages. It is what redacts the records of toolrun's
+// and mcptool's log handlers and every string of a transcript.
 package redact
 
 import (
@@ -79,7 +79,41 @@ var (
 )
 
 // String returns s with every credential it recognises replaced by
-// [Mark]; see toolrun.Redact for the list. Valid JSON stays valid.
+// [Mark] ("[REDACTED]"):
+//
+//   - the values of Authorization and Proxy-Authorization headers, whatever
+//     their scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 or none),
+//     of which the scheme is kept, and of Cookie and Set-Cookie headers;
+//   - the values of fields whose names end in api_key, access_key,
+//     secret_key, private_key, secret, password, passwd, passphrase,
+//     token, credential(s) or auth ("X-Api-Key: v", `"client_secret":"v"`,
+//     "X-Amz-Security-Token=v"), and of Signature= and X-Amz-Signature=, as
+//     they appear in text, HTTP dumps, JSON, Go's printed http.Header and
+//     query strings, where key= and sig= are redacted too;
+//   - Anthropic API keys and tokens (sk-ant-…), the keys and tokens of other
+//     vendors known by their shape (OpenAI, AWS access key IDs, GitHub,
+//     GitLab, Slack, Google, Stripe, npm), JSON Web Tokens, bearer and basic
+//     credentials, the password of a URL's userinfo and the body of a PEM
+//     private key;
+//   - the values, at least 8 bytes long, of the environment variables whose
+//     names say they hold secrets, as set when String is called ([SecretName]):
+//     ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, GITHUB_TOKEN,
+//     AWS_SECRET_ACCESS_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
+//     CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as one of its
+//     '_'-separated words, or KEY as its last.
+//
+// The header and field forms are found inside JSON strings too, escaped
+// once or more: an Authorization line after a "\n" inside a JSON-encoded
+// HTTP body is redacted to the end of its line. String keeps valid JSON
+// valid, and redacting twice gives what redacting once did.
+//
+// A toolrun runner passes every record it logs through String (see
+// toolrun.Options.Logger); package transcript passes every string it
+// writes, and package mcptool every record it logs, with the standard
+// error of the servers it runs. It is internal so that what it removes can
+// grow without a change to any public API; the root package's docs say
+// what it removes. String is a safety net, not a guarantee: it cannot
+// recognise a secret of the application's own.
 func String(s string) string {
 	s = envValues(s)
 	if strings.Contains(s, "PRIVATE KEY-----") {
