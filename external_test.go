@@ -629,13 +629,13 @@ func TestStateAsData(t *testing.T) {
 		{
 			name:      "a call not deferred",
 			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.AllowCall()) },
-			wantErr:   `call "b" (read) does not await approval`,
+			wantErr:   `not awaiting approval: call "b" (read) was never deferred to a person`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "a call answered",
 			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.AllowCall()) },
-			wantErr:   `tool call already decided: call "c"`,
+			wantErr:   `not awaiting approval: call "c" (write) was decided, or has run, already`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
