@@ -45,7 +45,9 @@ type RequestSent struct {
 	Turn     int
 	Params   *anthropic.BetaMessageNewParams
 	Streamed bool
-	// Attempt counts the sends of this request, from 1.
+	// Attempt counts the sends of this request, from 1. Only a stream
+	// asked for again raises it; a malformed response asked for again
+	// (see [StopMalformedResponse]) is a new request, at Attempt 1.
 	Attempt int
 	// Err, when Attempt is above 1, is the failure of the previous
 	// attempt, a *[StreamError].

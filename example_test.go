@@ -322,3 +322,60 @@ func ExampleErrMaxTurns() {
 	// true max_turns 3
 	// true max_turns 4
 }
+
+func ExampleChain() {
+	// The scripted model asks to delete a branch and to write two files.
+	server := toolruntest.New(nil, toolruntest.Script(
+		toolruntest.Message(
+			toolruntest.ToolUse("toolu_1", "delete_branch", map[string]string{"name": "main"}),
+			toolruntest.ToolUse("toolu_2", "write_file", map[string]string{"path": "/etc/hosts"}),
+			toolruntest.ToolUse("toolu_3", "write_file", map[string]string{"path": "notes.txt"}),
+		),
+		toolruntest.Message(toolruntest.Text("Done what I could.")),
+	))
+	defer server.Close()
+
+	type branchIn struct {
+		Name string `json:"name"`
+	}
+	type writeIn struct {
+		Path string `json:"path"`
+	}
+	deleteBranch := toolrun.NewTool("delete_branch", "Delete a branch", func(ctx context.Context, in branchIn) (string, error) {
+		return "deleted " + in.Name, nil
+	})
+	write := toolrun.NewTool("write_file", "Write a file", func(ctx context.Context, in writeIn) (string, error) {
+		return "wrote " + in.Path, nil
+	})
+	opts := &toolrun.Options{
+		// Never delete a branch; no writes under /etc; the rest may run.
+		Policy: toolrun.Chain(
+			toolrun.DenyTools("delete_branch"),
+			toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+				if strings.HasPrefix(in.Path, "/etc/") {
+					return toolrun.DenyCall("no writes under /etc")
+				}
+				return toolrun.Decision{} // nothing to say
+			}),
+		),
+		OnEvent: func(ctx context.Context, e toolrun.Event) {
+			if e, ok := e.(toolrun.ToolFinished); ok {
+				fmt.Printf("%s: %s\n", e.Result.Call.ID, e.Result.Content[0].OfText.Text)
+			}
+		},
+		MaxParallelTools: 1, // one at a time, so the output's order is fixed
+		Logger:           slog.New(slog.DiscardHandler),
+	}
+	r := toolrun.New(server.Client(), anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Tidy up."))},
+	}, []toolrun.Tool{deleteBranch, write}, opts)
+	if _, err := r.Run(context.Background()); err != nil {
+		fmt.Println("error:", err)
+	}
+	// Output:
+	// toolu_1: tool call denied: tool "delete_branch" is not allowed in this run
+	// toolu_2: tool call denied: no writes under /etc
+	// toolu_3: wrote notes.txt
+}

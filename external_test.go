@@ -625,7 +625,7 @@ func TestStateAsData(t *testing.T) {
 		{
 			name:      "a call not deferred",
 			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.AllowCall()) },
-			wantErr:   `call "b" (read) was never deferred to a person`,
+			wantErr:   `not awaiting approval: call "b" (read) was never deferred to a person`,
 			wantAwait: []string{"a write writes"},
 		},
 		{

@@ -77,7 +77,7 @@ func TestWorkflow(t *testing.T) {
 			wantRequests: 2,
 		},
 		{
-			name: "denied by Options.Deny, the other call runs",
+			name: "denied by DenyTools, the other call runs",
 			replies: []toolruntest.Reply{
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}),
 					toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Rome"})),
