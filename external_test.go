@@ -714,12 +714,14 @@ func ExampleRunner_Advance() {
 			return
 		}
 		state := r.State()
-		for _, c := range calls {
-			// Elsewhere: another goroutine, process or machine.
-			worker, _ := toolrun.Resume(s.Client(), state, tools, nil)
-			res, _ := worker.ExecuteCall(ctx, c.Call.ID)
-			fmt.Println("ran", c.Call.Name, "→", res.Content[0].OfText.Text)
-			state.SetResult(c.Call.ID, res)
+		for _, batch := range toolrun.Batches(calls) { // the calls of a batch may run at once
+			for _, c := range batch {
+				// Elsewhere: another goroutine, process or machine.
+				worker, _ := toolrun.Resume(s.Client(), state, tools, nil)
+				res, _ := worker.ExecuteCall(ctx, c.Call.ID)
+				fmt.Println("ran", c.Call.Name, "→", res.Content[0].OfText.Text)
+				state.SetResult(c.Call.ID, res)
+			}
 		}
 		if len(calls) > 0 {
 			r, _ = toolrun.Resume(s.Client(), state, tools, nil)
