@@ -2,7 +2,6 @@ package toolrun
 
 import (
 	"encoding/json"
-	"sync/atomic"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -33,8 +32,15 @@ type wireCache struct {
 	spare map[messageKey][]byte
 	// scratch is reused as the list of one request's encodings.
 	scratch [][]byte
-	// tools is the request JSON of the last request's tool list.
+	// tools is the request JSON of the last request's tool list; set is
+	// the runner's tool set, which keeps the JSON of its own list.
 	tools *toolsJSON
+	set   *toolSet
+	// system is the JSON of the last thread request's system prompt, whose
+	// first element and length are systemOf and systemLen (systemJSON).
+	system    string
+	systemOf  *anthropic.BetaTextBlockParam
+	systemLen int
 
 	// link is the run's message thread, on unless Options.NoThread (thread.go).
 	// A stopped run drops it with the rest of the cache, and starts a new
@@ -55,20 +61,21 @@ type toolsJSON struct {
 	json  []byte
 }
 
-// lastToolsJSON is the tools JSON encoded last, for the next runner with
-// the same shared tool list (see toolSet): runners built from the same
-// tools encode their definitions once between them.
-var lastToolsJSON atomic.Pointer[toolsJSON]
-
-// toolsBody returns the request JSON of tools, a non-empty list.
+// toolsBody returns the request JSON of tools, a non-empty list. The
+// encoding of a toolSet's own list is kept on the set, so that the runners
+// built from the same tools encode their definitions once between them.
 func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, error) {
 	first := &tools[0]
 	if t := c.tools; t != nil && t.first == first && t.n == len(tools) {
 		return t.json, nil
 	}
-	if t := lastToolsJSON.Load(); t != nil && t.first == first && t.n == len(tools) {
-		c.tools = t
-		return t.json, nil
+	s := c.set
+	shared := s != nil && len(s.defs) == len(tools) && &s.defs[0] == first
+	if shared {
+		if t := s.defsJSON.Load(); t != nil {
+			c.tools = t
+			return t.json, nil
+		}
 	}
 	b, err := json.Marshal(tools)
 	if err != nil {
@@ -76,8 +83,33 @@ func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, err
 	}
 	t := &toolsJSON{first: first, n: len(tools), json: b}
 	c.tools = t
-	lastToolsJSON.Store(t)
+	if shared {
+		s.defsJSON.Store(t)
+	}
 	return b, nil
+}
+
+// systemJSON returns the JSON of a request's system prompt, known by its
+// first element and length as a tool list is (toolsJSON): the runner's
+// system prompt is its own (New clones it; a BeforeRequest hook gets a
+// copy) and is never written through, so a thread turn does not encode it
+// again to see whether it changed (thread.go).
+func (c *wireCache) systemJSON(system []anthropic.BetaTextBlockParam) (string, error) {
+	if len(system) == 0 {
+		if system == nil {
+			return "null", nil
+		}
+		return "[]", nil
+	}
+	if c.systemOf == &system[0] && c.systemLen == len(system) {
+		return c.system, nil
+	}
+	b, err := json.Marshal(system)
+	if err != nil {
+		return "", err
+	}
+	c.system, c.systemOf, c.systemLen = string(b), &system[0], len(system)
+	return c.system, nil
 }
 
 type wireEntry struct {
@@ -112,13 +144,15 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
-	return c.bodyFrom(params, stream, 0, false)
+	return c.bodyFrom(params, stream, 0, false, nil)
 }
 
 // bodyFrom is body with only params.Messages[from:] in the body's
 // messages (the cache still learns them all), and no tools if omitTools:
-// a request that continues a message thread (thread.go).
-func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool) ([]byte, bool) {
+// a request that continues a message thread (thread.go). keys, if not nil,
+// are the messages' keys as keyOf gives them, the zero key for one it
+// does not cache: the thread has them already.
+func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool, keys []messageKey) ([]byte, bool) {
 	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
@@ -141,7 +175,14 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	kept := 0
 	for i := range msgs {
 		m := &msgs[i]
-		key, cacheable := keyOf(m)
+		var key messageKey
+		var cacheable bool
+		if keys != nil {
+			key = keys[i]
+			cacheable = key != messageKey{}
+		} else {
+			key, cacheable = keyOf(m)
+		}
 		var enc []byte
 		switch {
 		case !cacheable:
@@ -252,7 +293,7 @@ var emptyObject = json.RawMessage(`{}`)
 // wireCache returns the runner's cache of request JSON, made on first use.
 func (r *Runner) wireCache() *wireCache {
 	if r.wire == nil {
-		r.wire = &wireCache{}
+		r.wire = &wireCache{set: r.set}
 	}
 	return r.wire
 }

@@ -124,6 +124,9 @@ func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools [
 	*r.st = State{Format: StateFormat, Params: params}
 	r.st.Params.Messages = slices.Clone(params.Messages)
 	r.st.Params.Tools = slices.Clone(params.Tools)
+	// The system prompt is the run's own too: the wire cache knows it by
+	// identity (encode.go's systemJSON).
+	r.st.Params.System = slices.Clone(params.System)
 	r.st.Betas = slices.Clone(params.Betas)
 	r.syncTools()
 	return r
