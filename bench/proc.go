@@ -32,8 +32,13 @@ type childSpec struct {
 	Runs   int    `json:"runs,omitempty"`
 	Turns  int    `json:"turns,omitempty"`
 	// HeapProfile, for a suspended child, is where to write a heap profile
-	// while the runs are held.
-	HeapProfile string `json:"heap_profile,omitempty"`
+	// while the runs are held, every HeapProfileRate bytes allocated
+	// sampled (every allocation if 0).
+	HeapProfile     string `json:"heap_profile,omitempty"`
+	HeapProfileRate int    `json:"heap_profile_rate,omitempty"`
+	// CPUProfile, for a concurrent child, is where to write a CPU profile
+	// of its runs.
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 // childMain runs the child that spec describes, if the environment names
