@@ -29,6 +29,7 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer rounds and runs: a check that the harness works, not figures to quote")
 	out := flag.String("o", "", "also write the table into this markdown `file` (between its bench markers), such as BENCHMARKS.md")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`; it covers the history and parallel workloads (the fake server and the other workloads run in child processes)")
+	profiles := flag.String("profiles", "unmet", "after the measured rounds, profile where toolrun's cost sits for the targets not met (unmet), for every target (all), or for none (none), into the report")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile of toolrun's suspended runs, taken while they are held, to `file`")
 	flag.Parse()
 
@@ -42,6 +43,15 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+	}
+	switch *profiles {
+	case "unmet", "all":
+		cfg.profiles = *profiles
+	case "none":
+		cfg.profiles = ""
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -profiles %q; want unmet, all or none\n", *profiles)
+		os.Exit(2)
 	}
 	cfg.workloads = map[string]bool{}
 	for _, w := range strings.Split(*run, ",") {

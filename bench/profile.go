@@ -38,40 +38,40 @@ type area struct {
 // cpuAreas are the areas of a CPU profile of conversations.
 var cpuAreas = []area{
 	{"garbage collection (background and assists)", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.markrootSpans"},
-		"follows the bytes allocated and how long they live; toolrun allocates less per turn (the table's rows), so its share is what its live objects add"},
+		"follows the bytes allocated per turn (fewer for toolrun: the table's rows) and how long what is allocated stays live"},
 	{"encoding the request", []string{"toolrun.(*wireCache)", "toolrun.(*Runner).threadRequest", "BetaMessageNewParams.MarshalJSON"},
-		"toolrun encodes only what a turn adds (encode.go) and, on a thread, sends only that; the hand loop marshals the whole params"},
+		"toolrun encodes only what a turn adds (encode.go) and, on its thread, sends only that; the hand loop marshals the whole params every turn"},
 	{"decoding the response", []string{"(*RequestConfig).decode", "(*BetaMessage).UnmarshalJSON", "ssestream."},
-		"the client's decoder, the same code for both; toolrun's responses carry more fields, because by default it asks for prompt caching (cache usage) and a thread (its id), which the hand loop does not"},
+		"the same responses (the fake server's replies are the same size for both), decoded by the same SDK code: a difference here is the profile's sampling noise"},
 	{"the response made params (ToParam)", []string{"BetaMessage.ToParam"},
-		"the SDK's conversion, which both call once per response"},
+		"the SDK's conversion of each response, the same for both"},
 	{"the tool call: input decoded, validated, run, answered", []string{"toolrun.(*Runner).runCall", "toolrun.(*Runner).decideTurn", "toolrun.(*Runner).execute", "errgroup.", ".handCall"},
-		"what toolrun adds by design: the input checked against the tool's JSON Schema, the call run panic-safe under its timeout in a goroutine of a bounded errgroup, a decision by policy, the result made safe to send; the hand loop decodes the input and calls the function inline. A single call without a timeout run inline, without its goroutines, is what would be next"},
+		"what toolrun adds by design: the input checked against the tool's JSON Schema, a decision in the policy order, the call run panic-safe in goroutines of a bounded errgroup, its result made safe to send; the hand loop decodes the input and calls the function inline. A turn's single call run inline, without its goroutines, is what would be next"},
 	{"net/http and the socket", []string{"net/http.", "net.", "internal/poll.", "syscall."},
-		"the same requests over the same transport; a thread request is smaller, so toolrun's share is the fixed cost of a request and its response"},
+		"the same transport; on its thread toolrun's requests are smaller, so what is left is the fixed cost of a request and its response"},
 	{"the SDK's request setup (options, headers, tracing)", []string{"anthropic-sdk-go"},
-		"the client's own per-request work, which toolrun's options (a request timeout, the raw body, the thread beta) add a little to"},
+		"the client's per-request work (options, headers, the tracing hook), with toolrun's request options on top (a timeout, the encoded body, the thread beta header)"},
 	{"the rest of toolrun's engine (events, state, budgets, commit)", []string{"github.com/toolrun/toolrun."},
-		"the engine's bookkeeping per turn: the pending turn's state, events, the budget and stop checks, the commit of the turn"},
+		"the engine's per-turn bookkeeping: the pending turn's state and phases, events, the budget and stop checks, the commit"},
 	{"the runtime: scheduler, allocator, the rest", nil,
-		"goroutines parked and woken per request and per call; the allocator's work outside the areas above"},
+		"goroutines parked and woken around each request and call, and the allocator outside the areas above"},
 }
 
 // heapAreas are the areas of a heap profile of held runs.
 var heapAreas = []area{
 	{"the Runner and its State", []string{"toolrun.newRunner", "toolrun.New"},
-		"the runner's own fields and the State, which holds the params the hand loop holds too; the rest of a Runner is the engine's per-run fields (320 bytes)"},
+		"the State holds the params, as the hand loop's params box does (below), with the run's counters; the Runner's own fields are one 320-byte object"},
 	{"the history's messages made from responses (ToParam, the response's JSON)", []string{"BetaMessage.ToParam", "gjson.", "(*RequestConfig).decode", "(*BetaMessage).UnmarshalJSON"},
 		"the SDK's params of each response, which both hold; their strings share the response's JSON"},
 	{"the pending turn (its calls and their phases)", []string{"toolrun.newTurnState"},
 		"what resuming needs beyond the history: each call of the held turn with its phase; the hand loop keeps only the call's block"},
 	{"the decision and the stop (awaiting approval)", []string{"toolrun.(*Runner).decide", "toolrun.(*Runner).rules", "toolrun.(*Runner).setStopped", "toolrun.(*Runner).stop", "(*State).AwaitingApproval"},
-		"the approval's reason and the stop record a held run reports from; the hand loop holds none"},
+		"the call's decision (why it waits for approval) and the stop record a held run's Result is made of; the hand loop holds neither"},
 	{"tool results and the history's growth", []string{"toolrun.(*Runner).appendTurn", "toolrun.(*Runner).resultBlock", "toolrun.Text", ".handCall", ".handLoop"},
-		"both append the first turn's result and the reply; toolrun's result keeps its content as a Content value"},
+		"both append the first turn's result and the reply"},
 	{"the first params", []string{".newParams", "leaf:.suspender.func"},
-		"the caller's params (the hand loop's held on the heap), the same for both"},
-	{"the rest", nil, ""},
+		"the first user message, for both, and the hand loop's params box (toolrun's params are in its State, above)"},
+	{"the rest", nil, "the client's caches and what the runs share, per run"},
 }
 
 // areaShares sums the samples of p (the sampleIndex'th value) by area, in
@@ -111,6 +111,9 @@ func areaOf(s *profile.Sample, areas []area) int {
 // the hand loop and for toolrun, in unit per turn or per run.
 type profileReport struct {
 	title, how string
+	// note says why what remains cannot go lower on the client side, or
+	// what would be next.
+	note       string
 	areas      []area
 	hand, tr   []float64
 	format     func(float64) string
@@ -145,6 +148,9 @@ func (pr *profileReport) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", pr.areas[i].name, pr.format(pr.hand[i]), pr.format(pr.tr[i]), signed(pr.format, pr.tr[i]-pr.hand[i]), pr.areas[i].why)
 	}
 	fmt.Fprintf(w, "| all | %s | %s | %s |  |\n", pr.format(th), pr.format(tt), signed(pr.format, tt-th))
+	if pr.note != "" {
+		fmt.Fprintf(w, "\n%s\n", pr.note)
+	}
 }
 
 func signed(format func(float64) string, v float64) string {
@@ -180,7 +186,8 @@ func profileHistory(ctx context.Context, n, conversations int) (*profileReport, 
 	c := newClient(srv.URL)
 	pr := &profileReport{title: fmt.Sprintf("client CPU per turn, history of %d turns", n),
 		how:   fmt.Sprintf("a CPU profile of %d conversations per runner, taken after the measured rounds, its samples put into areas by the functions on their stacks; profiling's own cost is in the figures, so they are larger than the table's", conversations),
-		areas: cpuAreas, format: micros}
+		areas: cpuAreas, format: micros,
+		note: "A short history leaves little for the incremental encoding to save, against what toolrun adds by design per turn (the schema check, the policy, panic-safe calls in goroutines, events, the state kept for resuming). The areas toolrun shares with the hand loop (the SDK's decoding and its conversion of the response, net/http) cannot go lower from the client side; toolrun's own can, by the step named in the table."}
 	for _, name := range []string{"hand", "toolrun"} {
 		ct, err := contenderNamed(name)
 		if err != nil {
@@ -227,7 +234,8 @@ func profileConcurrent(ctx context.Context, cfg config) (*profileReport, error) 
 	defer os.RemoveAll(dir)
 	pr := &profileReport{title: fmt.Sprintf("%s concurrent runs of %d turns, client CPU per turn", thousands(cfg.concurrentRuns), cfg.concurrentTurns),
 		how:   "a CPU profile of one more round per runner, in its child process, taken after the measured rounds, its samples put into areas by the functions on their stacks; throughput on this machine is bound by the CPU the client and the fake server share, so the client's CPU per turn is where toolrun can gain",
-		areas: cpuAreas, format: micros}
+		areas: cpuAreas, format: micros,
+		note: "Throughput here is bound by the two CPUs that the client process, the fake server's process and the machine's other work share, so it moves with the client's CPU per turn, whose areas are as at 10 turns: the shared ones (the SDK's decoding and conversion, net/http) cannot go lower from the client side, and toolrun's own cost is what it adds by design, less what it saves in encoding."}
 	for _, name := range []string{"hand", "toolrun"} {
 		var res concurrentResult
 		path := filepath.Join(dir, name+".cpu")
@@ -264,7 +272,8 @@ func profileSuspended(ctx context.Context, cfg config) (*profileReport, error) {
 	defer os.RemoveAll(dir)
 	pr := &profileReport{title: "live heap per held run",
 		how:   fmt.Sprintf("a heap profile (in-use bytes, every %d bytes allocated sampled) of %s held runs per runner, in its child process, its allocations put into areas by the functions on their stacks", heapProfileRate, thousands(cfg.suspendedRuns)),
-		areas: heapAreas, format: func(b float64) string { return fmt.Sprintf("%.2f KiB", b/1024) }}
+		areas: heapAreas, format: func(b float64) string { return fmt.Sprintf("%.2f KiB", b/1024) },
+		note: "A held toolrun run keeps, beyond the history the hand loop keeps, what resuming it needs: the pending turn with each call's phase, the call's decision and the stop record, and the Runner's own fields. What would be next: the decision and the stop record folded into the State, and fewer per-run fields in the Runner (a held run needs neither the compaction nor the store's)."}
 	for _, name := range []string{"hand", "toolrun"} {
 		var res suspendedResult
 		path := filepath.Join(dir, name+".heap")
