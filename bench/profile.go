@@ -113,10 +113,10 @@ type profileReport struct {
 	title, how string
 	// note says why what remains cannot go lower on the client side, or
 	// what would be next.
-	note       string
-	areas      []area
-	hand, tr   []float64
-	format     func(float64) string
+	note     string
+	areas    []area
+	hand, tr []float64
+	format   func(float64) string
 }
 
 // write writes the report as a table of the areas, the largest difference
