@@ -45,7 +45,7 @@ var cpuAreas = []area{
 		"the same responses (the fake server's replies are the same size for both), decoded by the same SDK code: a difference here is the profile's sampling noise"},
 	{"the response made params (ToParam)", []string{"BetaMessage.ToParam"},
 		"the SDK's conversion of each response, the same for both"},
-	{"the tool call: input decoded, validated, run, answered", []string{"toolrun.(*Runner).runCall", "toolrun.(*Runner).decideTurn", "toolrun.(*Runner).execute", "errgroup.", ".handCall"},
+	{"the tool call: input decoded, validated, run, answered", []string{"toolrun.(*Runner).runCall", "toolrun.(*Runner).runTool", "toolrun.(*FuncTool).Run", "toolrun.(*Runner).decideTurn", "toolrun.(*Runner).execute", "errgroup.", ".handCall"},
 		"what toolrun adds by design: the input checked against the tool's JSON Schema, a decision in the policy order, the call run panic-safe in goroutines of a bounded errgroup, its result made safe to send; the hand loop decodes the input and calls the function inline. A turn's single call run inline, without its goroutines, is what would be next"},
 	{"net/http and the socket", []string{"net/http.", "net.", "internal/poll.", "syscall."},
 		"the same transport; on its thread toolrun's requests are smaller, so what is left is the fixed cost of a request and its response"},
