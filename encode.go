@@ -41,6 +41,10 @@ type wireCache struct {
 	system    string
 	systemOf  *anthropic.BetaTextBlockParam
 	systemLen int
+	// head is the JSON of the plain params headOf, without messages,
+	// tools and thread (headJSON).
+	head   []byte
+	headOf *anthropic.BetaMessageNewParams
 
 	// link is the run's message thread, on unless Options.NoThread (thread.go).
 	// A stopped run drops it with the rest of the cache, and starts a new
@@ -158,7 +162,7 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	}
 	rest := *params
 	rest.Messages, rest.Tools = nil, nil
-	head, err := rest.MarshalJSON()
+	head, err := c.headJSON(&rest)
 	if err != nil || len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, false
 	}
@@ -255,6 +259,74 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	clear(encs)
 	c.scratch = encs[:0]
 	return append(b, ']', '}'), true
+}
+
+// headJSON returns the JSON of rest, params without messages and tools.
+// The params of a run are mostly the same from turn to turn but for the
+// thread field, and marshalling them walks every field of the SDK's
+// struct by reflection (issue 15: CPU per turn at 10 turns, concurrent
+// runs). So the JSON of plain params (see plainHead) without the thread is
+// kept, known by the params' memory, and the thread's JSON is added to it.
+// Params that are not plain are marshalled every time: a field that holds
+// a pointer, a map or a slice the caller may still write through is not
+// known by its memory.
+func (c *wireCache) headJSON(rest *anthropic.BetaMessageNewParams) ([]byte, error) {
+	k := *rest
+	k.Thread = anthropic.BetaMessageThreadParamUnion{}
+	// Headers, not in the JSON.
+	k.Betas, k.UserProfileID, k.WorkspaceID = nil, param.Opt[string]{}, param.Opt[string]{}
+	if !plainHead(&k) {
+		return rest.MarshalJSON()
+	}
+	if c.head == nil || !sameMemory(&k, c.headOf) {
+		b, err := k.MarshalJSON()
+		if err != nil || len(b) < 2 || b[len(b)-1] != '}' {
+			return rest.MarshalJSON()
+		}
+		c.head, c.headOf = b, &k
+	}
+	if param.IsOmitted(rest.Thread) {
+		return c.head, nil
+	}
+	thread, err := rest.Thread.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(c.head)+len(`,"thread":`)+len(thread))
+	b = append(b, c.head[:len(c.head)-1]...)
+	if len(c.head) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, `"thread":`...)
+	b = append(b, thread...)
+	return append(b, '}'), nil
+}
+
+// plainHead reports whether k, params without messages, tools, thread and
+// headers,
+// sets only the model, max_tokens, cache_control and a system prompt
+// without citations, and none of them with extra fields: values that
+// cannot change under the runner's feet. The system prompt's array is
+// the run's own (New clones it, and a BeforeRequest hook gets a copy), and
+// its blocks then hold strings only.
+func plainHead(k *anthropic.BetaMessageNewParams) bool {
+	for i := range k.System {
+		b := &k.System[i]
+		if len(b.Citations) > 0 || b.ExtraFields() != nil || b.CacheControl.ExtraFields() != nil {
+			return false
+		}
+		if _, ok := b.Overrides(); ok {
+			return false
+		}
+	}
+	if k.CacheControl.ExtraFields() != nil {
+		return false
+	}
+	if _, ok := k.CacheControl.Overrides(); ok {
+		return false
+	}
+	plain := anthropic.BetaMessageNewParams{Model: k.Model, MaxTokens: k.MaxTokens, CacheControl: k.CacheControl, System: k.System}
+	return sameMemory(&plain, k)
 }
 
 // index returns the entries from i on by key, for messages that moved.
