@@ -221,13 +221,14 @@ func TestHarness(t *testing.T) {
 		"| 20 runs awaiting approval | live heap per run, run held in memory |", "| live heap per run, only its state as JSON |",
 		"| state JSON per run |", "| process RSS, runs held |",
 		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
+		"| fake server CPU per turn (its process, not the client's) |",
 	}
 	for _, w := range want {
 		if !strings.Contains(table, w) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+3; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+4; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {

@@ -167,7 +167,8 @@ func (res *results) rows(cfg config) []row {
 		tp.target, tp.met = "≥ 1.00× hand", check(vsHand >= 1.00)
 		rows = append(rows, tp,
 			measureRow(w, "peak RSS", c.PeakRSS, mib),
-			measureRow(w, "client CPU per turn", c.CPU, micros))
+			measureRow(w, "client CPU per turn", c.CPU, micros),
+			measureRow(w, "fake server CPU per turn (its process, not the client's)", c.ServerCPU, micros))
 	}
 	return rows
 }

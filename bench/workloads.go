@@ -403,18 +403,18 @@ type concurrentResult struct {
 	PeakRSS int64         `json:"peak_rss"`
 }
 
-// concurrentSamples are the throughput (turns/s), client CPU per turn (ns)
-// and peak RSS (bytes) of each round.
+// concurrentSamples are the throughput (turns/s), client CPU per turn (ns),
+// peak RSS (bytes) and the fake server's CPU per turn (ns) of each round.
 type concurrentSamples struct {
-	Runs, TurnsPerRun        int
-	Throughput, CPU, PeakRSS samples
+	Runs, TurnsPerRun                   int
+	Throughput, CPU, PeakRSS, ServerCPU samples
 }
 
 // runConcurrent runs cfg.concurrentRuns conversations at once through each
 // runner, each in a child process (peak RSS is a process's), in rotated
 // order, against a fresh fake server per round.
 func runConcurrent(ctx context.Context, cfg config, progress io.Writer) (*concurrentSamples, error) {
-	out := &concurrentSamples{Runs: cfg.concurrentRuns, TurnsPerRun: cfg.concurrentTurns, Throughput: samples{}, CPU: samples{}, PeakRSS: samples{}}
+	out := &concurrentSamples{Runs: cfg.concurrentRuns, TurnsPerRun: cfg.concurrentTurns, Throughput: samples{}, CPU: samples{}, PeakRSS: samples{}, ServerCPU: samples{}}
 	for round := range cfg.concurrentRounds {
 		srv, err := startServer(ctx)
 		if err != nil {
@@ -423,10 +423,12 @@ func runConcurrent(ctx context.Context, cfg config, progress io.Writer) (*concur
 		for _, ct := range rotate(round) {
 			var res concurrentResult
 			spec := childSpec{Role: "concurrent", URL: srv.URL, Runner: ct.name, Runs: cfg.concurrentRuns, Turns: cfg.concurrentTurns}
+			before := srv.cpu()
 			if err := runChild(ctx, spec, &res); err != nil {
 				srv.Close()
 				return nil, err
 			}
+			out.ServerCPU.add(ct.name, float64(srv.cpu()-before)/float64(max(res.Turns, 1)))
 			out.Throughput.add(ct.name, float64(res.Turns)/res.Wall.Seconds())
 			out.CPU.add(ct.name, float64(res.CPU)/float64(max(res.Turns, 1)))
 			out.PeakRSS.add(ct.name, float64(res.PeakRSS))
