@@ -218,7 +218,8 @@ func (res *results) profile(ctx context.Context, cfg config, progress io.Writer)
 	if c := res.Concurrent; c != nil {
 		if vsHand, _, _ := paired(c.Throughput, "hand"); all || vsHand < 1 {
 			fmt.Fprintln(progress, "profiling concurrent runs")
-			pr, err := profileConcurrent(ctx, cfg)
+			server, _, _ := paired(c.ServerCPU, "hand")
+			pr, err := profileConcurrent(ctx, cfg, server)
 			if err != nil {
 				return nil, err
 			}

@@ -220,8 +220,9 @@ func profileHistory(ctx context.Context, n, conversations int) (*profileReport, 
 
 // profileConcurrent profiles cfg's concurrent runs, each runner in a child
 // process of its own as the measured rounds are, and returns their CPU per
-// turn by area.
-func profileConcurrent(ctx context.Context, cfg config) (*profileReport, error) {
+// turn by area; server is the median ratio of the fake server's CPU per
+// turn for toolrun's requests to that for the hand loop's.
+func profileConcurrent(ctx context.Context, cfg config, server float64) (*profileReport, error) {
 	srv, err := startServer(ctx)
 	if err != nil {
 		return nil, err
@@ -233,9 +234,9 @@ func profileConcurrent(ctx context.Context, cfg config) (*profileReport, error) 
 	}
 	defer os.RemoveAll(dir)
 	pr := &profileReport{title: fmt.Sprintf("%s concurrent runs of %d turns, client CPU per turn", thousands(cfg.concurrentRuns), cfg.concurrentTurns),
-		how:   "a CPU profile of one more round per runner, in its child process, taken after the measured rounds, its samples put into areas by the functions on their stacks; throughput on this machine is bound by the CPU the client and the fake server share, so the client's CPU per turn is where toolrun can gain",
+		how:   "a CPU profile of one more round per runner, in its child process, taken after the measured rounds, its samples put into areas by the functions on their stacks; the client's CPU per turn is where toolrun can gain",
 		areas: cpuAreas, format: micros,
-		note: "Throughput here is bound by the two CPUs that the client's process, the fake server's process and the machine's other work share. The fake server's CPU per turn is a row of the table: toolrun's requests, which by default ask for prompt caching and go on a thread, cost the fake server more to answer than the hand loop's plain ones, and that is taken from the same two CPUs here, as an API server elsewhere would not. The client's own CPU per turn is above by area, as at 10 turns: the areas it shares with the hand loop (the SDK's decoding and conversion, net/http) cannot go lower from the client side, and toolrun's own cost is what it adds by design, less what it saves in encoding."}
+		note: concurrentNote(server)}
 	for _, name := range []string{"hand", "toolrun"} {
 		var res concurrentResult
 		path := filepath.Join(dir, name+".cpu")
@@ -308,4 +309,21 @@ func readProfile(path string) (*profile.Profile, error) {
 	}
 	defer f.Close()
 	return profile.Parse(f)
+}
+
+// concurrentNote says why the concurrent runs' throughput stands where it
+// does, given server, the median ratio of the fake server's CPU per turn
+// for toolrun's requests to that for the hand loop's.
+func concurrentNote(server float64) string {
+	var srv string
+	switch {
+	case server > 1.05:
+		srv = fmt.Sprintf("toolrun's requests, which by default ask for prompt caching and go on a thread, cost the fake server more to answer than the hand loop's plain ones (%.2f× its CPU per turn, the table's row), and on this machine that comes out of the same two CPUs, as an API server elsewhere would not", server)
+	case server < 0.95:
+		srv = fmt.Sprintf("toolrun's requests cost the fake server less to answer than the hand loop's (%.2f× its CPU per turn, the table's row)", server)
+	default:
+		srv = fmt.Sprintf("toolrun's requests cost the fake server about what the hand loop's do (%.2f× its CPU per turn, the table's row)", server)
+	}
+	return "Throughput here is bound by the two CPUs that the client's process, the fake server's process and the machine's other work share: " + srv +
+		". The client's own CPU per turn is above by area, as at 10 turns: the areas it shares with the hand loop (the SDK's decoding and conversion, net/http) cannot go lower from the client side, and toolrun's own cost is what it adds by design, less what it saves in encoding."
 }
