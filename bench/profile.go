@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -42,13 +43,13 @@ var cpuAreas = []area{
 	{"encoding the request", []string{"toolrun.(*wireCache)", "toolrun.(*Runner).threadRequest", "BetaMessageNewParams.MarshalJSON"},
 		"toolrun encodes only what a turn adds (encode.go) and, on its thread, sends only that; the hand loop marshals the whole params every turn"},
 	{"decoding the response", []string{"(*RequestConfig).decode", "(*BetaMessage).UnmarshalJSON", "ssestream."},
-		"the same responses (the fake server's replies are the same size for both), decoded by the same SDK code: a difference here is the profile's sampling noise"},
+		"the same responses (the fake server's replies are the same size for both), decoded by the same SDK code"},
 	{"the response made params (ToParam)", []string{"BetaMessage.ToParam"},
 		"the SDK's conversion of each response, the same for both"},
 	{"the tool call: input decoded, validated, run, answered", []string{"toolrun.(*Runner).runCall", "toolrun.(*Runner).runTool", "toolrun.(*FuncTool).Run", "toolrun.(*Runner).decideTurn", "toolrun.(*Runner).execute", "errgroup.", ".handCall"},
 		"what toolrun adds by design: the input checked against the tool's JSON Schema, a decision in the policy order, the call run panic-safe in goroutines of a bounded errgroup, its result made safe to send; the hand loop decodes the input and calls the function inline. Running a turn's single call without the errgroup's goroutine is what would be next; the tool's own goroutine stays, since it is what lets a run abandon a tool that ignores its context"},
 	{"net/http and the socket", []string{"net/http.", "net.", "internal/poll.", "syscall."},
-		"the same transport; on its thread toolrun's requests are smaller, so what is left is the fixed cost of a request and its response"},
+		"the same transport and as many requests; toolrun's are smaller on its thread, and each has a timeout of its own (Timeouts.Request)"},
 	{"the SDK's request setup (options, headers, tracing)", []string{"anthropic-sdk-go"},
 		"the client's per-request work (options, headers, the tracing hook), with toolrun's request options on top (a timeout, the encoded body, the thread beta header)"},
 	{"the rest of toolrun's engine (events, state, budgets, commit)", []string{"github.com/toolrun/toolrun."},
@@ -74,16 +75,28 @@ var heapAreas = []area{
 	{"the rest", nil, "the client's caches and what the runs share, per run"},
 }
 
-// areaShares sums the samples of p (the sampleIndex'th value) by area, in
-// areas' order, divided by per.
-func areaShares(p *profile.Profile, sampleIndex int, areas []area, per float64) []float64 {
-	out := make([]float64, len(areas))
-	for _, s := range p.Sample {
-		i := areaOf(s, areas)
-		out[i] += float64(s.Value[sampleIndex]) / per
-	}
-	return out
+// side is what the profiles of one runner add up to: each area's total
+// (the sampleIndex'th value of its samples), and the turns or runs they
+// cover.
+type side struct {
+	totals []float64
+	per    float64
 }
+
+// add adds p's samples, by area, over per turns or runs.
+func (sd *side) add(p *profile.Profile, areas []area, per float64) {
+	if sd.totals == nil {
+		sd.totals = make([]float64, len(areas))
+	}
+	i := len(p.SampleType) - 1 // cpu nanoseconds; inuse_space
+	for _, s := range p.Sample {
+		sd.totals[areaOf(s, areas)] += float64(s.Value[i])
+	}
+	sd.per += per
+}
+
+// share is area i's total per turn or run.
+func (sd *side) share(i int) float64 { return sd.totals[i] / max(sd.per, 1) }
 
 func areaOf(s *profile.Sample, areas []area) int {
 	for i, a := range areas {
@@ -115,23 +128,42 @@ type profileReport struct {
 	// what would be next.
 	note     string
 	areas    []area
-	hand, tr []float64
+	hand, tr side
 	format   func(float64) string
+	// period is a CPU profile's sampling period in nanoseconds, for the
+	// sampling error of each area's difference; 0 for a heap profile.
+	period float64
+}
+
+// noise returns twice the standard deviation of the difference between
+// toolrun's and the hand loop's share of area i that sampling alone
+// gives: a CPU profile's samples are a Poisson count, so an area's total
+// T of period P has the variance T·P.
+func (pr *profileReport) noise(i int) float64 {
+	h, t := &pr.hand, &pr.tr
+	v := h.totals[i]*pr.period/(max(h.per, 1)*max(h.per, 1)) + t.totals[i]*pr.period/(max(t.per, 1)*max(t.per, 1))
+	return 2 * math.Sqrt(v)
 }
 
 // write writes the report as a table of the areas, the largest difference
 // first, with why each stands where it does.
 func (pr *profileReport) write(w io.Writer) {
 	fmt.Fprintf(w, "\n**Where the cost sits: %s** (%s)\n\n", pr.title, pr.how)
-	fmt.Fprintln(w, "| area | hand (floor) | toolrun | toolrun − hand | why, and what would be next |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | --- |")
+	noise := pr.period > 0
+	if noise {
+		fmt.Fprintln(w, "| area | hand (floor) | toolrun | toolrun − hand | ± sampling (2σ) | why, and what would be next |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
+	} else {
+		fmt.Fprintln(w, "| area | hand (floor) | toolrun | toolrun − hand | why, and what would be next |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | --- |")
+	}
+	diff := func(i int) float64 { return pr.tr.share(i) - pr.hand.share(i) }
 	idx := make([]int, len(pr.areas))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		da, db := pr.tr[a]-pr.hand[a], pr.tr[b]-pr.hand[b]
-		switch {
+		switch da, db := diff(a), diff(b); {
 		case da > db:
 			return -1
 		case da < db:
@@ -139,15 +171,25 @@ func (pr *profileReport) write(w io.Writer) {
 		}
 		return 0
 	})
-	var th, tt float64
+	var th, tt, nv float64
 	for _, i := range idx {
-		th, tt = th+pr.hand[i], tt+pr.tr[i]
-		if pr.hand[i] == 0 && pr.tr[i] == 0 {
+		h, t := pr.hand.share(i), pr.tr.share(i)
+		th, tt = th+h, tt+t
+		if h == 0 && t == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", pr.areas[i].name, pr.format(pr.hand[i]), pr.format(pr.tr[i]), signed(pr.format, pr.tr[i]-pr.hand[i]), pr.areas[i].why)
+		cells := []string{pr.areas[i].name, pr.format(h), pr.format(t), signed(pr.format, t-h)}
+		if noise {
+			cells = append(cells, "±"+pr.format(pr.noise(i)))
+			nv += pr.noise(i) * pr.noise(i)
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", strings.Join(cells, " | "), pr.areas[i].why)
 	}
-	fmt.Fprintf(w, "| all | %s | %s | %s |  |\n", pr.format(th), pr.format(tt), signed(pr.format, tt-th))
+	cells := []string{"all", pr.format(th), pr.format(tt), signed(pr.format, tt-th)}
+	if noise {
+		cells = append(cells, "±"+pr.format(math.Sqrt(nv)))
+	}
+	fmt.Fprintf(w, "| %s |  |\n", strings.Join(cells, " | "))
 	if pr.note != "" {
 		fmt.Fprintf(w, "\n%s\n", pr.note)
 	}
@@ -185,7 +227,7 @@ func profileHistory(ctx context.Context, n, conversations int) (*profileReport, 
 	defer srv.Close()
 	c := newClient(srv.URL)
 	pr := &profileReport{title: fmt.Sprintf("client CPU per turn, history of %d turns", n),
-		how:   fmt.Sprintf("a CPU profile of %d conversations per runner, taken after the measured rounds, its samples put into areas by the functions on their stacks; profiling's own cost is in the figures, so they are larger than the table's", conversations),
+		how:   fmt.Sprintf("a CPU profile of %d conversations per runner, in the harness's process, taken after the measured rounds, its samples put into areas by the functions on their stacks; profiling's own cost is in the figures, so they are larger than the table's, and a difference within the ± column is sampling noise", conversations),
 		areas: cpuAreas, format: micros,
 		note: "A short history leaves little for the incremental encoding to save, against what toolrun adds by design per turn (the schema check, the policy, panic-safe calls in goroutines, events, the state kept for resuming). The areas toolrun shares with the hand loop (the SDK's decoding and its conversion of the response, net/http) cannot go lower from the client side; toolrun's own can, by the step named in the table."}
 	for _, name := range []string{"hand", "toolrun"} {
@@ -208,11 +250,11 @@ func profileHistory(ctx context.Context, n, conversations int) (*profileReport, 
 		if err != nil {
 			return nil, fmt.Errorf("profiling %s: %w", name, err)
 		}
-		shares := areaShares(p, len(p.SampleType)-1, cpuAreas, float64(conversations*n))
+		pr.period = float64(p.Period)
 		if name == "hand" {
-			pr.hand = shares
+			pr.hand.add(p, cpuAreas, float64(conversations*n))
 		} else {
-			pr.tr = shares
+			pr.tr.add(p, cpuAreas, float64(conversations*n))
 		}
 	}
 	return pr, srv.Close()
@@ -234,12 +276,13 @@ func profileConcurrent(ctx context.Context, cfg config, server float64) (*profil
 	}
 	defer os.RemoveAll(dir)
 	pr := &profileReport{title: fmt.Sprintf("%s concurrent runs of %d turns, client CPU per turn", thousands(cfg.concurrentRuns), cfg.concurrentTurns),
-		how:   "a CPU profile of one more round per runner, in its child process, taken after the measured rounds, its samples put into areas by the functions on their stacks; the client's CPU per turn is where toolrun can gain",
+		how:   fmt.Sprintf("CPU profiles of %d more rounds per runner, each in its child process, the runners in turn, taken after the measured rounds, their samples put into areas by the functions on their stacks; a difference within the ± column is sampling noise", profileRounds),
 		areas: cpuAreas, format: micros,
 		note: concurrentNote(server)}
-	for _, name := range []string{"hand", "toolrun"} {
+	for i := range 2 * profileRounds {
+		name := []string{"hand", "toolrun"}[i%2]
 		var res concurrentResult
-		path := filepath.Join(dir, name+".cpu")
+		path := filepath.Join(dir, fmt.Sprintf("%s-%d.cpu", name, i))
 		spec := childSpec{Role: "concurrent", URL: srv.URL, Runner: name, Runs: cfg.concurrentRuns, Turns: cfg.concurrentTurns, CPUProfile: path}
 		if err := runChild(ctx, spec, &res); err != nil {
 			return nil, err
@@ -248,11 +291,11 @@ func profileConcurrent(ctx context.Context, cfg config, server float64) (*profil
 		if err != nil {
 			return nil, err
 		}
-		shares := areaShares(p, len(p.SampleType)-1, cpuAreas, float64(max(res.Turns, 1)))
+		pr.period = float64(p.Period)
 		if name == "hand" {
-			pr.hand = shares
+			pr.hand.add(p, cpuAreas, float64(res.Turns))
 		} else {
-			pr.tr = shares
+			pr.tr.add(p, cpuAreas, float64(res.Turns))
 		}
 	}
 	return pr, srv.Close()
@@ -286,17 +329,18 @@ func profileSuspended(ctx context.Context, cfg config) (*profileReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		// inuse_space is the last of alloc_objects, alloc_space,
-		// inuse_objects, inuse_space.
-		shares := areaShares(p, len(p.SampleType)-1, heapAreas, float64(max(res.Runs, 1)))
 		if name == "hand" {
-			pr.hand = shares
+			pr.hand.add(p, heapAreas, float64(res.Runs))
 		} else {
-			pr.tr = shares
+			pr.tr.add(p, heapAreas, float64(res.Runs))
 		}
 	}
 	return pr, srv.Close()
 }
+
+// profileRounds is the rounds of the concurrent runs profiled per runner:
+// one round's profile has too few samples to tell the areas apart.
+const profileRounds = 3
 
 // heapProfileRate is runtime.MemProfileRate for the report's heap profile:
 // fine enough for objects of a few hundred bytes, coarse enough to be quick.

@@ -64,7 +64,7 @@ func fullConfig() config {
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 3,
-		profiles: "unmet", profileConversations: 200,
+		profiles: "unmet", profileConversations: 1000,
 	}
 }
 
