@@ -138,8 +138,8 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	for i, n := range cfg.historySizes {
 		hr = append(hr, fmt.Sprintf("%d at %d turns", cfg.historyRounds[i], n))
 	}
-	fmt.Fprintf(&b, "Rounds (medians of): history %s; parallel %d; concurrent %d; suspended runs measured once\n\n",
-		strings.Join(hr, ", "), cfg.parallelRounds, cfg.concurrentRounds)
+	fmt.Fprintf(&b, "Rounds (medians of): history %s; conversation %d; parallel %d; concurrent %d; suspended runs measured once\n\n",
+		strings.Join(hr, ", "), cfg.wireRounds, cfg.parallelRounds, cfg.concurrentRounds)
 	writeTable(&b, res.rows(cfg))
 	reports, err := res.profile(ctx, cfg, progress)
 	if err != nil {

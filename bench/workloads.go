@@ -63,7 +63,7 @@ func fullConfig() config {
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 30,
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
-		wireTurns: 300, wireRounds: 3,
+		wireTurns: 300, wireRounds: 7,
 		profiles: "unmet", profileConversations: 1000,
 	}
 }
