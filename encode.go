@@ -2,7 +2,6 @@ package toolrun
 
 import (
 	"encoding/json"
-	"sync/atomic"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -33,8 +32,19 @@ type wireCache struct {
 	spare map[messageKey][]byte
 	// scratch is reused as the list of one request's encodings.
 	scratch [][]byte
-	// tools is the request JSON of the last request's tool list.
+	// tools is the request JSON of the last request's tool list; set is
+	// the runner's tool set, which keeps the JSON of its own list.
 	tools *toolsJSON
+	set   *toolSet
+	// system is the JSON of the last thread request's system prompt, whose
+	// first element and length are systemOf and systemLen (systemJSON).
+	system    string
+	systemOf  *anthropic.BetaTextBlockParam
+	systemLen int
+	// head is the JSON of the plain params headOf, without messages,
+	// tools and thread (headJSON).
+	head   []byte
+	headOf *anthropic.BetaMessageNewParams
 
 	// link is the run's message thread, on unless Options.NoThread (thread.go).
 	// A stopped run drops it with the rest of the cache, and starts a new
@@ -55,20 +65,21 @@ type toolsJSON struct {
 	json  []byte
 }
 
-// lastToolsJSON is the tools JSON encoded last, for the next runner with
-// the same shared tool list (see toolSet): runners built from the same
-// tools encode their definitions once between them.
-var lastToolsJSON atomic.Pointer[toolsJSON]
-
-// toolsBody returns the request JSON of tools, a non-empty list.
+// toolsBody returns the request JSON of tools, a non-empty list. The
+// encoding of a toolSet's own list is kept on the set, so that the runners
+// built from the same tools encode their definitions once between them.
 func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, error) {
 	first := &tools[0]
 	if t := c.tools; t != nil && t.first == first && t.n == len(tools) {
 		return t.json, nil
 	}
-	if t := lastToolsJSON.Load(); t != nil && t.first == first && t.n == len(tools) {
-		c.tools = t
-		return t.json, nil
+	s := c.set
+	shared := s != nil && len(s.defs) == len(tools) && &s.defs[0] == first
+	if shared {
+		if t := s.defsJSON.Load(); t != nil {
+			c.tools = t
+			return t.json, nil
+		}
 	}
 	b, err := json.Marshal(tools)
 	if err != nil {
@@ -76,8 +87,33 @@ func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, err
 	}
 	t := &toolsJSON{first: first, n: len(tools), json: b}
 	c.tools = t
-	lastToolsJSON.Store(t)
+	if shared {
+		s.defsJSON.Store(t)
+	}
 	return b, nil
+}
+
+// systemJSON returns the JSON of a request's system prompt, known by its
+// first element and length as a tool list is (toolsJSON): the runner's
+// system prompt is its own (New clones it; a BeforeRequest hook gets a
+// copy) and is never written through, so a thread turn does not encode it
+// again to see whether it changed (thread.go).
+func (c *wireCache) systemJSON(system []anthropic.BetaTextBlockParam) (string, error) {
+	if len(system) == 0 {
+		if system == nil {
+			return "null", nil
+		}
+		return "[]", nil
+	}
+	if c.systemOf == &system[0] && c.systemLen == len(system) {
+		return c.system, nil
+	}
+	b, err := json.Marshal(system)
+	if err != nil {
+		return "", err
+	}
+	c.system, c.systemOf, c.systemLen = string(b), &system[0], len(system)
+	return c.system, nil
 }
 
 type wireEntry struct {
@@ -112,19 +148,21 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
-	return c.bodyFrom(params, stream, 0, false)
+	return c.bodyFrom(params, stream, 0, false, nil)
 }
 
 // bodyFrom is body with only params.Messages[from:] in the body's
 // messages (the cache still learns them all), and no tools if omitTools:
-// a request that continues a message thread (thread.go).
-func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool) ([]byte, bool) {
+// a request that continues a message thread (thread.go). keys, if not nil,
+// are the messages' keys as keyOf gives them, the zero key for one it
+// does not cache: the thread has them already.
+func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool, keys []messageKey) ([]byte, bool) {
 	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
 	rest := *params
 	rest.Messages, rest.Tools = nil, nil
-	head, err := rest.MarshalJSON()
+	head, err := c.headJSON(&rest)
 	if err != nil || len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, false
 	}
@@ -141,7 +179,14 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	kept := 0
 	for i := range msgs {
 		m := &msgs[i]
-		key, cacheable := keyOf(m)
+		var key messageKey
+		var cacheable bool
+		if keys != nil {
+			key = keys[i]
+			cacheable = key != messageKey{}
+		} else {
+			key, cacheable = keyOf(m)
+		}
 		var enc []byte
 		switch {
 		case !cacheable:
@@ -216,6 +261,74 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	return append(b, ']', '}'), true
 }
 
+// headJSON returns the JSON of rest, params without messages and tools.
+// The params of a run are mostly the same from turn to turn but for the
+// thread field, and marshalling them walks every field of the SDK's
+// struct by reflection (issue 15: CPU per turn at 10 turns, concurrent
+// runs). So the JSON of plain params (see plainHead) without the thread is
+// kept, known by the params' memory, and the thread's JSON is added to it.
+// Params that are not plain are marshalled every time: a field that holds
+// a pointer, a map or a slice the caller may still write through is not
+// known by its memory.
+func (c *wireCache) headJSON(rest *anthropic.BetaMessageNewParams) ([]byte, error) {
+	k := *rest
+	k.Thread = anthropic.BetaMessageThreadParamUnion{}
+	// Headers, not in the JSON.
+	k.Betas, k.UserProfileID, k.WorkspaceID = nil, param.Opt[string]{}, param.Opt[string]{}
+	if !plainHead(&k) {
+		return rest.MarshalJSON()
+	}
+	if c.head == nil || !sameMemory(&k, c.headOf) {
+		b, err := k.MarshalJSON()
+		if err != nil || len(b) < 2 || b[len(b)-1] != '}' {
+			return rest.MarshalJSON()
+		}
+		c.head, c.headOf = b, &k
+	}
+	if param.IsOmitted(rest.Thread) {
+		return c.head, nil
+	}
+	thread, err := rest.Thread.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(c.head)+len(`,"thread":`)+len(thread))
+	b = append(b, c.head[:len(c.head)-1]...)
+	if len(c.head) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, `"thread":`...)
+	b = append(b, thread...)
+	return append(b, '}'), nil
+}
+
+// plainHead reports whether k, params without messages, tools, thread and
+// headers,
+// sets only the model, max_tokens, cache_control and a system prompt
+// without citations, and none of them with extra fields: values that
+// cannot change under the runner's feet. The system prompt's array is
+// the run's own (New clones it, and a BeforeRequest hook gets a copy), and
+// its blocks then hold strings only.
+func plainHead(k *anthropic.BetaMessageNewParams) bool {
+	for i := range k.System {
+		b := &k.System[i]
+		if len(b.Citations) > 0 || b.ExtraFields() != nil || b.CacheControl.ExtraFields() != nil {
+			return false
+		}
+		if _, ok := b.Overrides(); ok {
+			return false
+		}
+	}
+	if k.CacheControl.ExtraFields() != nil {
+		return false
+	}
+	if _, ok := k.CacheControl.Overrides(); ok {
+		return false
+	}
+	plain := anthropic.BetaMessageNewParams{Model: k.Model, MaxTokens: k.MaxTokens, CacheControl: k.CacheControl, System: k.System}
+	return sameMemory(&plain, k)
+}
+
 // index returns the entries from i on by key, for messages that moved.
 func (c *wireCache) index(i int) map[messageKey][]byte {
 	m := c.spare
@@ -252,7 +365,7 @@ var emptyObject = json.RawMessage(`{}`)
 // wireCache returns the runner's cache of request JSON, made on first use.
 func (r *Runner) wireCache() *wireCache {
 	if r.wire == nil {
-		r.wire = &wireCache{}
+		r.wire = &wireCache{set: r.set}
 	}
 	return r.wire
 }

@@ -114,6 +114,29 @@ func TestWireBody(t *testing.T) {
 		{name: "no tools, no messages", edit: func(m []anthropic.BetaMessageParam) []anthropic.BetaMessageParam { return nil },
 			params: func(p *anthropic.BetaMessageNewParams) { p.Tools = nil }},
 		{name: "params with extra fields", params: func(p *anthropic.BetaMessageNewParams) { p.SetExtraFields(map[string]any{"messages": []any{}}) }},
+		// The head (the params less messages and tools) is kept while the
+		// params are plain and their memory the same (headJSON).
+		{name: "max_tokens changed", params: func(p *anthropic.BetaMessageNewParams) { p.MaxTokens = 7 }},
+		// (A system prompt is known by its array, which the runner owns and
+		// never writes: a new prompt comes in a new array.)
+		{name: "system replaced", params: func(p *anthropic.BetaMessageNewParams) {
+			p.System = []anthropic.BetaTextBlockParam{{Text: "replaced"}}
+		}},
+		{name: "cache_control dropped", params: func(p *anthropic.BetaMessageNewParams) { p.CacheControl = anthropic.BetaCacheControlEphemeralParam{} }},
+		{name: "a thread created", params: func(p *anthropic.BetaMessageNewParams) {
+			p.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
+		}},
+		{name: "a thread continued", params: func(p *anthropic.BetaMessageNewParams) {
+			p.Thread = anthropic.BetaMessageThreadParamOfContinue("msg_1")
+		}},
+		{name: "a field not plain", params: func(p *anthropic.BetaMessageNewParams) {
+			p.Thinking = anthropic.BetaThinkingConfigParamOfEnabled(2048)
+			p.StopSequences = []string{"END"}
+		}},
+		{name: "no system, a thread", params: func(p *anthropic.BetaMessageNewParams) {
+			p.System = nil
+			p.Thread = anthropic.BetaMessageThreadParamOfContinue("msg_2")
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +152,29 @@ func TestWireBody(t *testing.T) {
 			checkWireBody(t, &c, &p, tt.stream)
 			checkWireBody(t, &c, &p, tt.stream) // and again, all cached
 		})
+	}
+}
+
+// TestWireHeadWrittenThrough: params that hold what the caller may write
+// through (a thinking config's pointer here) are encoded anew every time,
+// so that a write shows in the next body; plain ones are kept.
+func TestWireHeadWrittenThrough(t *testing.T) {
+	var c wireCache
+	p := wireParams(wireUser("weather?"))
+	p.Thinking = anthropic.BetaThinkingConfigParamOfEnabled(2048)
+	checkWireBody(t, &c, &p, false)
+	p.Thinking.OfEnabled.BudgetTokens = 4096
+	checkWireBody(t, &c, &p, false)
+
+	plain := wireParams(wireUser("weather?"))
+	checkWireBody(t, &c, &plain, false)
+	if c.headOf == nil {
+		t.Fatalf("the head of plain params was not kept")
+	}
+	kept := &c.head[0]
+	checkWireBody(t, &c, &plain, false)
+	if &c.head[0] != kept {
+		t.Errorf("the head of the same plain params was encoded again")
 	}
 }
 

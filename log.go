@@ -67,6 +67,10 @@ func newRunLogger(l *slog.Logger, env string) runLogger {
 // logEvent writes the log record of e, if it has one. Failures are never
 // below Warn, so a tool that fails is seen even with the default handler;
 // the records of a run going as it should are at log.routine.
+//
+// The routine records, most of a run's, are built only when the logger
+// takes them: boxing their attributes for a logger that drops them was a
+// few allocations per turn (issue 15, CPU per turn).
 func logEvent(ctx context.Context, log runLogger, e Event) {
 	switch e := e.(type) {
 	case RequestSent:
@@ -75,8 +79,10 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 				"delay", e.Delay, "error", e.Err.Error())
 			break
 		}
-		log.Log(ctx, log.routine, "toolrun: request sent", "turn", e.Turn, "model", string(e.Params.Model),
-			"messages", len(e.Params.Messages), "streamed", e.Streamed)
+		if log.Enabled(ctx, log.routine) {
+			log.Log(ctx, log.routine, "toolrun: request sent", "turn", e.Turn, "model", string(e.Params.Model),
+				"messages", len(e.Params.Messages), "streamed", e.Streamed)
+		}
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
 			body, err := json.Marshal(e.Params)
 			if err != nil {
@@ -85,9 +91,11 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			log.DebugContext(ctx, "toolrun: request body", "turn", e.Turn, "body", string(body))
 		}
 	case ResponseReceived:
-		log.Log(ctx, log.routine, "toolrun: response received", "turn", e.Turn,
-			"stop_reason", string(e.Message.StopReason), "input_tokens", e.Message.Usage.InputTokens,
-			"output_tokens", e.Message.Usage.OutputTokens, "duration", e.Duration)
+		if log.Enabled(ctx, log.routine) {
+			log.Log(ctx, log.routine, "toolrun: response received", "turn", e.Turn,
+				"stop_reason", string(e.Message.StopReason), "input_tokens", e.Message.Usage.InputTokens,
+				"output_tokens", e.Message.Usage.OutputTokens, "duration", e.Duration)
+		}
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
 			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(wire.ResponseJSON(e.Message)))
 		}
@@ -103,8 +111,10 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 	case ToolFinished:
 		res := e.Result
 		if res.Err == nil {
-			log.Log(ctx, log.routine, "toolrun: tool call finished", "tool", res.Call.Name, "tool_use_id", res.Call.ID,
-				"turn", e.Turn, "duration", res.Duration, "is_error", res.IsError)
+			if log.Enabled(ctx, log.routine) {
+				log.Log(ctx, log.routine, "toolrun: tool call finished", "tool", res.Call.Name, "tool_use_id", res.Call.ID,
+					"turn", e.Turn, "duration", res.Duration, "is_error", res.IsError)
+			}
 			return
 		}
 		attrs := []any{"tool", res.Call.Name, "tool_use_id", res.Call.ID, "turn", e.Turn,
@@ -123,6 +133,9 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		}
 	case RunStopped:
 		res := e.Result
+		if res.StopReason == StopEndTurn && !log.Enabled(ctx, log.routine) {
+			return
+		}
 		attrs := []any{"stop_reason", string(res.StopReason), "turns", res.Turns, "tool_calls", res.ToolCalls,
 			"tool_failures", res.ToolFailures, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens}
 		if res.Detail != "" {

@@ -22,10 +22,13 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
 	params := r.requestParams()
 	if h := r.opts.BeforeRequest; h != nil {
-		// The hook may change the messages and tools of this request only
-		// (the tool list is shared with other runners: toolentry.go).
+		// The hook may change the messages, tools and system prompt of
+		// this request only (the tool list is shared with other runners:
+		// toolentry.go; the wire cache knows a system prompt by identity:
+		// encode.go).
 		params.Messages = slices.Clone(params.Messages)
 		params.Tools = slices.Clone(params.Tools)
+		params.System = slices.Clone(params.System)
 		if err := r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, &params) }); err != nil {
 			r.hookFailed(ctx, err)
 			return nil

@@ -531,7 +531,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
-	if err := json.Unmarshal(b, &r.st); err != nil {
+	if err := json.Unmarshal(b, r.st); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
 	r.st.Signature = ""

@@ -2,7 +2,6 @@ package toolrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -115,7 +114,7 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		p, o := wireRequest(params, body, opts)
 		return p, o, true
 	}
-	system, err := json.Marshal(params.System)
+	system, err := w.systemJSON(params.System)
 	if err != nil {
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
@@ -130,12 +129,15 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 	l.sent, l.sentOK = l.sent[:0], true
 	for i := range msgs {
 		k, ok := keyOf(&msgs[i])
+		if !ok {
+			k = messageKey{} // as bodyFrom takes it: not cached
+		}
 		l.sent = append(l.sent, k)
 		l.sentOK = l.sentOK && ok
 	}
 	// A continue must add a message: after a pause_turn the history ends
 	// with the reply the thread holds, so the turn creates a new thread.
-	cont := l.mode == threadContinue && l.replyOK && string(system) == l.system && sameTools(tools, l.tools) &&
+	cont := l.mode == threadContinue && l.replyOK && system == l.system && sameTools(tools, l.tools) &&
 		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
 	head := *params
 	from := 0
@@ -146,8 +148,8 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 	} else {
 		head.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
 	}
-	l.sentCreated, l.sentSystem, l.sentTools = !cont, string(system), tools
-	body, ok := w.bodyFrom(&head, stream, from, cont)
+	l.sentCreated, l.sentSystem, l.sentTools = !cont, system, tools
+	body, ok := w.bodyFrom(&head, stream, from, cont, l.sent)
 	if !ok {
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
@@ -201,10 +203,9 @@ func (r *Runner) threadReply(p *turnState) {
 	if l.mode != threadContinue || len(l.held) != len(l.sent) {
 		return
 	}
-	m := sanitizeAssistant(p.Message)
-	if m.OfAssistant != p.Message.OfAssistant {
-		return // sanitized: the history's reply is not the API's
-	}
+	// A reply that appendTurn sanitizes goes into the history as a new
+	// message, whose key is not this one: the next request sees a history
+	// that is not the thread's, and creates a new thread.
 	if k, ok := keyOf(&p.Message); ok {
 		l.held = append(l.held, k)
 		l.replyOK = true

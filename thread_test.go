@@ -401,3 +401,52 @@ func TestNoThread(t *testing.T) {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
+
+// TestThreadSystemEditedInPlace: a BeforeRequest hook that writes the
+// system prompt in place, a different text each turn, has each request
+// carry its own turn's text on a new thread (the runner knows a system
+// prompt by identity, and hands the hook a copy), and neither the
+// runner's system prompt nor the caller's changes.
+func TestThreadSystemEditedInPlace(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(threadScript()...))
+	var calls counter
+	params := userParams("weather")
+	params.System = []anthropic.BetaTextBlockParam{{Text: "base"}}
+	r := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger: discard(),
+		BeforeRequest: func(_ context.Context, turn int, p *anthropic.BetaMessageNewParams) error {
+			p.System[0].Text = fmt.Sprintf("turn %d", turn)
+			return nil
+		},
+	})
+	params.System[0].Text = "changed by the caller"
+	res, err := r.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("stopped with %q, want end_turn", res.StopReason)
+	}
+	var got []string
+	for _, req := range s.Requests() {
+		var body struct {
+			System []struct{ Text string } `json:"system"`
+			Thread struct{ Type string }   `json:"thread"`
+		}
+		if err := json.Unmarshal(req.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, b := range body.System {
+			texts = append(texts, b.Text)
+		}
+		got = append(got, body.Thread.Type+": "+strings.Join(texts, ","))
+	}
+	want := []string{"create: turn 1", "create: turn 2", "create: turn 3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests' thread and system (-want +got):\n%s", diff)
+	}
+	if got := r.State().Params.System[0].Text; got != "base" {
+		t.Errorf("runner's system prompt is %q, want %q", got, "base")
+	}
+}

@@ -42,6 +42,9 @@ type toolSet struct {
 	entries []toolEntry
 	defs    []anthropic.BetaToolUnionParam // in the order given to New
 	names   []string                       // sorted, for messages to the model
+	// defsJSON is the request JSON of defs, encoded by the first request
+	// that sends them (encode.go's toolsBody).
+	defsJSON atomic.Pointer[toolsJSON]
 }
 
 // lastToolSet is the set New built last from FuncTools alone, for the next

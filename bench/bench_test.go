@@ -191,6 +191,7 @@ func TestHarness(t *testing.T) {
 		parallelTools: 4, toolSleep: 10 * time.Millisecond, parallelRounds: 1,
 		suspendedRuns:  20,
 		concurrentRuns: 10, concurrentTurns: 2, concurrentRounds: 1,
+		profiles: "all", profileConversations: 2,
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	if err := os.WriteFile(out, []byte("# Benchmarks\n\n"+beginMarker+"\nold\n"+endMarker+"\n\n## Analysis\n\nkept\n"), 0o644); err != nil {
@@ -200,7 +201,18 @@ func TestHarness(t *testing.T) {
 	if err := harness(context.Background(), cfg, "-test", out, &stdout, &progress); err != nil {
 		t.Fatalf("harness: %v\nprogress:\n%s", err, progress.String())
 	}
-	table := stdout.String()
+	report := stdout.String()
+	table, profiles, _ := strings.Cut(report, "\n**Where the cost sits")
+	for _, w := range []string{"client CPU per turn, history of 2 turns", "live heap per held run", "10 concurrent runs of 2 turns, client CPU per turn"} {
+		if !strings.Contains(profiles, w) {
+			t.Errorf("the report has no profile %q:\n%s", w, report)
+		}
+	}
+	for _, w := range []string{"| area | hand (floor) | toolrun | toolrun − hand |", "| all |"} {
+		if !strings.Contains(profiles, w) {
+			t.Errorf("the profiles have no row %q:\n%s", w, profiles)
+		}
+	}
 	want := []string{
 		"| history of 2 turns | client CPU per turn |", "| allocations per turn |", "| bytes allocated per turn |",
 		"| history of 4 turns | client CPU per turn |",
@@ -209,13 +221,14 @@ func TestHarness(t *testing.T) {
 		"| 20 runs awaiting approval | live heap per run, run held in memory |", "| live heap per run, only its state as JSON |",
 		"| state JSON per run |", "| process RSS, runs held |",
 		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
+		"| fake server CPU per turn (its process, not the client's) |",
 	}
 	for _, w := range want {
 		if !strings.Contains(table, w) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+3; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+4; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {
@@ -227,7 +240,7 @@ func TestHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := string(b); !strings.Contains(s, table) || strings.Contains(s, "\nold\n") || !strings.HasSuffix(s, "## Analysis\n\nkept\n") {
+	if s := string(b); !strings.Contains(s, report) || strings.Contains(s, "\nold\n") || !strings.HasSuffix(s, "## Analysis\n\nkept\n") {
 		t.Errorf("the report was not written between the markers, the rest kept:\n%s", s)
 	}
 }

@@ -29,6 +29,7 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer rounds and runs: a check that the harness works, not figures to quote")
 	out := flag.String("o", "", "also write the table into this markdown `file` (between its bench markers), such as BENCHMARKS.md")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`; it covers the history and parallel workloads (the fake server and the other workloads run in child processes)")
+	profiles := flag.String("profiles", "unmet", "after the measured rounds, profile where toolrun's cost sits for the targets not met (unmet), for every target (all), or for none (none), into the report")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile of toolrun's suspended runs, taken while they are held, to `file`")
 	flag.Parse()
 
@@ -42,6 +43,15 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+	}
+	switch *profiles {
+	case "unmet", "all":
+		cfg.profiles = *profiles
+	case "none":
+		cfg.profiles = ""
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -profiles %q; want unmet, all or none\n", *profiles)
+		os.Exit(2)
 	}
 	cfg.workloads = map[string]bool{}
 	for _, w := range strings.Split(*run, ",") {
@@ -128,9 +138,16 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	for i, n := range cfg.historySizes {
 		hr = append(hr, fmt.Sprintf("%d at %d turns", cfg.historyRounds[i], n))
 	}
-	fmt.Fprintf(&b, "Rounds (medians of): history %s; parallel %d; concurrent %d; suspended runs measured once\n\n",
-		strings.Join(hr, ", "), cfg.parallelRounds, cfg.concurrentRounds)
+	fmt.Fprintf(&b, "Rounds (medians of): history %s; conversation %d; parallel %d; concurrent %d; suspended runs measured once\n\n",
+		strings.Join(hr, ", "), cfg.wireRounds, cfg.parallelRounds, cfg.concurrentRounds)
 	writeTable(&b, res.rows(cfg))
+	reports, err := res.profile(ctx, cfg, progress)
+	if err != nil {
+		return err
+	}
+	for _, pr := range reports {
+		pr.write(&b)
+	}
 	if _, err := stdout.Write(b.Bytes()); err != nil {
 		return err
 	}
@@ -161,4 +178,53 @@ func writeInto(path string, report []byte) error {
 		s = "# Benchmarks\n\n" + section + "\n" + s
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// profile takes, after the measured rounds, a profile of each workload
+// whose target the results did not meet (every one with cfg.profiles
+// "all"), for the report to show where toolrun's remaining cost sits.
+func (res *results) profile(ctx context.Context, cfg config, progress io.Writer) ([]*profileReport, error) {
+	all := cfg.profiles == "all"
+	if cfg.profiles == "" {
+		return nil, nil
+	}
+	var out []*profileReport
+	for _, h := range res.History {
+		vsHand, _, _ := paired(h.CPU, "hand")
+		if !all && vsHand <= historyLimit(h.Size) {
+			continue
+		}
+		fmt.Fprintf(progress, "profiling history %d turns\n", h.Size)
+		pr, err := profileHistory(ctx, h.Size, max(1, cfg.profileConversations*10/h.Size))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pr)
+		if all {
+			break
+		}
+	}
+	if s := res.Suspended; s != nil {
+		hd, t := s["hand"], s["toolrun"]
+		if all || float64(t.Heap)/float64(max(t.Runs, 1)) > 1.2*float64(hd.Heap)/float64(max(hd.Runs, 1)) {
+			fmt.Fprintln(progress, "profiling suspended runs")
+			pr, err := profileSuspended(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, pr)
+		}
+	}
+	if c := res.Concurrent; c != nil {
+		if vsHand, _, _ := paired(c.Throughput, "hand"); all || vsHand < 1 {
+			fmt.Fprintln(progress, "profiling concurrent runs")
+			server, _, _ := paired(c.ServerCPU, "hand")
+			pr, err := profileConcurrent(ctx, cfg, server)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, pr)
+		}
+	}
+	return out, nil
 }

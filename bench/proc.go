@@ -32,8 +32,13 @@ type childSpec struct {
 	Runs   int    `json:"runs,omitempty"`
 	Turns  int    `json:"turns,omitempty"`
 	// HeapProfile, for a suspended child, is where to write a heap profile
-	// while the runs are held.
-	HeapProfile string `json:"heap_profile,omitempty"`
+	// while the runs are held, every HeapProfileRate bytes allocated
+	// sampled (every allocation if 0).
+	HeapProfile     string `json:"heap_profile,omitempty"`
+	HeapProfileRate int    `json:"heap_profile_rate,omitempty"`
+	// CPUProfile, for a concurrent child, is where to write a CPU profile
+	// of its runs.
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 // childMain runs the child that spec describes, if the environment names
@@ -155,6 +160,29 @@ func (s *fakeServer) Close() error {
 	}
 	return nil
 }
+
+// cpu returns the CPU time, user and system, that the server's process has
+// used, from /proc (in clock ticks of 10 ms), or 0 where there is none.
+func (s *fakeServer) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which is in parentheses:
+	// utime and stime are the 14th and 15th of the line.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / clockTicks)
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100
+// on every Linux the harness runs on.
+const clockTicks = 100
 
 // cpuTime returns the CPU time, user and system, that the process has used.
 func cpuTime() time.Duration {

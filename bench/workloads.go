@@ -44,6 +44,14 @@ type config struct {
 	concurrentTurns  int
 	concurrentRounds int
 
+	// profiles says which profiles of where toolrun's cost sits to take
+	// after the measured rounds: "unmet" for the targets not met (what
+	// `go run ./bench` does), "all" for every one (TestHarness), "" for
+	// none.
+	profiles string
+	// profileConversations is the conversations of the history profile.
+	profileConversations int
+
 	wireTurns  int // the turns of the wire workload's conversation
 	wireRounds int
 }
@@ -51,11 +59,12 @@ type config struct {
 // fullConfig is what `go run ./bench` measures.
 func fullConfig() config {
 	return config{
-		historySizes: []int{10, 100, 500}, historyTurns: 100, historyRounds: []int{25, 15, 5},
+		historySizes: []int{10, 100, 500}, historyTurns: 200, historyRounds: []int{31, 15, 5},
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 30,
 		suspendedRuns:  10000,
-		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 3,
-		wireTurns: 300, wireRounds: 3,
+		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
+		wireTurns: 300, wireRounds: 7,
+		profiles: "unmet", profileConversations: 1000,
 	}
 }
 
@@ -67,6 +76,7 @@ func quickConfig() config {
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,
+		profiles: "unmet", profileConversations: 20,
 	}
 }
 
@@ -278,7 +288,7 @@ func runSuspended(ctx context.Context, cfg config, progress io.Writer) (map[stri
 // JSON).
 func suspendedChild(spec childSpec) (*suspendedResult, error) {
 	if spec.HeapProfile != "" {
-		runtime.MemProfileRate = 1 // every allocation, for a profile that adds up per run
+		runtime.MemProfileRate = max(spec.HeapProfileRate, 1) // 1: every allocation, for a profile that adds up per run
 	}
 	suspend, err := suspender(spec.Runner, newClient(spec.URL))
 	if err != nil {
@@ -393,18 +403,18 @@ type concurrentResult struct {
 	PeakRSS int64         `json:"peak_rss"`
 }
 
-// concurrentSamples are the throughput (turns/s), client CPU per turn (ns)
-// and peak RSS (bytes) of each round.
+// concurrentSamples are the throughput (turns/s), client CPU per turn (ns),
+// peak RSS (bytes) and the fake server's CPU per turn (ns) of each round.
 type concurrentSamples struct {
-	Runs, TurnsPerRun        int
-	Throughput, CPU, PeakRSS samples
+	Runs, TurnsPerRun                   int
+	Throughput, CPU, PeakRSS, ServerCPU samples
 }
 
 // runConcurrent runs cfg.concurrentRuns conversations at once through each
 // runner, each in a child process (peak RSS is a process's), in rotated
 // order, against a fresh fake server per round.
 func runConcurrent(ctx context.Context, cfg config, progress io.Writer) (*concurrentSamples, error) {
-	out := &concurrentSamples{Runs: cfg.concurrentRuns, TurnsPerRun: cfg.concurrentTurns, Throughput: samples{}, CPU: samples{}, PeakRSS: samples{}}
+	out := &concurrentSamples{Runs: cfg.concurrentRuns, TurnsPerRun: cfg.concurrentTurns, Throughput: samples{}, CPU: samples{}, PeakRSS: samples{}, ServerCPU: samples{}}
 	for round := range cfg.concurrentRounds {
 		srv, err := startServer(ctx)
 		if err != nil {
@@ -413,10 +423,12 @@ func runConcurrent(ctx context.Context, cfg config, progress io.Writer) (*concur
 		for _, ct := range rotate(round) {
 			var res concurrentResult
 			spec := childSpec{Role: "concurrent", URL: srv.URL, Runner: ct.name, Runs: cfg.concurrentRuns, Turns: cfg.concurrentTurns}
+			before := srv.cpu()
 			if err := runChild(ctx, spec, &res); err != nil {
 				srv.Close()
 				return nil, err
 			}
+			out.ServerCPU.add(ct.name, float64(srv.cpu()-before)/float64(max(res.Turns, 1)))
 			out.Throughput.add(ct.name, float64(res.Turns)/res.Wall.Seconds())
 			out.CPU.add(ct.name, float64(res.CPU)/float64(max(res.Turns, 1)))
 			out.PeakRSS.add(ct.name, float64(res.PeakRSS))
@@ -441,6 +453,17 @@ func concurrentChild(spec childSpec) (*concurrentResult, error) {
 	p := prompt("echo", spec.Turns)
 	if _, err := run(ctx, p); err != nil { // warm-up
 		return nil, err
+	}
+	if spec.CPUProfile != "" {
+		f, err := os.Create(spec.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	m := startMeter()
 	var turns atomic.Int64
