@@ -222,13 +222,15 @@ func TestHarness(t *testing.T) {
 		"| state JSON per run |", "| process RSS, runs held |",
 		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
 		"| fake server CPU per turn (its process, not the client's) |",
+		"| toolrun with Options.NoThread and NoCache (the hand loop's plain requests): throughput (turns/s) |",
+		"| toolrun with Options.NoThread and NoCache: fake server CPU per turn |",
 	}
 	for _, w := range want {
 		if !strings.Contains(table, w) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+4; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+4+6; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {

@@ -369,5 +369,5 @@ func concurrentNote(server float64) string {
 		srv = fmt.Sprintf("toolrun's requests cost the fake server about what the hand loop's do (%.2f× its CPU per turn, the table's row)", server)
 	}
 	return "Throughput here is bound by the two CPUs that the client's process, the fake server's process and the machine's other work share: " + srv +
-		". The client's own CPU per turn is above by area, as at 10 turns: the areas it shares with the hand loop (the SDK's decoding and conversion, net/http) cannot go lower from the client side, and toolrun's own cost is what it adds by design, less what it saves in encoding."
+		". The row of toolrun with Options.NoThread and NoCache sends the hand loop's plain requests, so its throughput compares like for like. The client's own CPU per turn is above by area, as at 10 turns: the areas it shares with the hand loop (the SDK's decoding and conversion, net/http) cannot go lower from the client side, and toolrun's own cost is what it adds by design, less what it saves in encoding."
 }

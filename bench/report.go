@@ -100,6 +100,15 @@ func measureRow(workload, measure string, s samples, format func(float64) string
 	return r
 }
 
+// plainRow is a row of the plain toolrun's samples of s (see
+// plainContender), compared with the others' of the same rounds.
+func plainRow(workload, measure string, s samples, format func(float64) string) row {
+	p := samples{"toolrun": s["toolrun-plain"], "hand": s["hand"], "official": s["official"]}
+	r := measureRow(workload, measure, p, format)
+	r.official, r.hand = na, na
+	return r
+}
+
 // rows builds the table's rows from res and the targets.
 func (res *results) rows(cfg config) []row {
 	var rows []row
@@ -166,9 +175,11 @@ func (res *results) rows(cfg config) []row {
 		vsHand, _, _ := paired(c.Throughput, "hand")
 		tp.target, tp.met = "≥ 1.00× hand", check(vsHand >= 1.00)
 		rows = append(rows, tp,
+			plainRow(w, "toolrun with Options.NoThread and NoCache (the hand loop's plain requests): throughput (turns/s)", c.Throughput, count),
 			measureRow(w, "peak RSS", c.PeakRSS, mib),
 			measureRow(w, "client CPU per turn", c.CPU, micros),
-			measureRow(w, "fake server CPU per turn (its process, not the client's)", c.ServerCPU, micros))
+			measureRow(w, "fake server CPU per turn (its process, not the client's)", c.ServerCPU, micros),
+			plainRow(w, "toolrun with Options.NoThread and NoCache: fake server CPU per turn", c.ServerCPU, micros))
 	}
 	return rows
 }

@@ -88,8 +88,16 @@ var contenders = []contender{
 	{"toolrun", toolrunSetup},
 }
 
+// plainContender is toolrun with the requests the hand loop sends: no
+// thread and no cache_control (Options.NoThread, Options.NoCache). The
+// concurrent workload runs it beside the others, so that its throughput
+// can be read like for like: the fake server answers a default toolrun
+// request (cached, on a thread) with more work than a plain one, and on
+// this machine that work takes the same two CPUs as the clients.
+var plainContender = contender{"toolrun-plain", toolrunPlainSetup}
+
 func contenderNamed(name string) (contender, error) {
-	for _, c := range contenders {
+	for _, c := range append(contenders, plainContender) {
 		if c.name == name {
 			return c, nil
 		}
@@ -134,6 +142,19 @@ func toolrunSetup(c anthropic.Client, specs []toolSpec) runFunc {
 			return res.Turns, fmt.Errorf("toolrun stopped with %s: %s", res.StopReason, res.Detail)
 		}
 		return res.Turns, nil
+	}
+}
+
+// toolrunPlainSetup is toolrunSetup with Options.NoThread and NoCache.
+func toolrunPlainSetup(c anthropic.Client, specs []toolSpec) runFunc {
+	tools, opts := toolrunTools(specs), toolrunOptions()
+	opts.NoThread, opts.NoCache = true, true
+	return func(ctx context.Context, prompt string) (int, error) {
+		res, err := toolrun.New(c, newParams(prompt), tools, opts).Run(ctx)
+		if err == nil && res.StopReason != toolrun.StopEndTurn {
+			err = fmt.Errorf("toolrun stopped with %s: %s", res.StopReason, res.Detail)
+		}
+		return res.Turns, err
 	}
 }
 

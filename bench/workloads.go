@@ -420,7 +420,9 @@ func runConcurrent(ctx context.Context, cfg config, progress io.Writer) (*concur
 		if err != nil {
 			return nil, err
 		}
-		for _, ct := range rotate(round) {
+		all := append(slices.Clone(contenders), plainContender)
+		for i := range all {
+			ct := all[(i+round)%len(all)]
 			var res concurrentResult
 			spec := childSpec{Role: "concurrent", URL: srv.URL, Runner: ct.name, Runs: cfg.concurrentRuns, Turns: cfg.concurrentTurns}
 			before := srv.cpu()
