@@ -110,7 +110,8 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 //     [ErrUnknownTool].
 //  2. The input is validated against the tool's schema; invalid input is
 //     answered with a *[ValidationError], before any policy sees it. The
-//     input is the model's, or a person's edit of it (see 5). Name-based
+//     input is the model's, or a person's edit of it (see 5), which the
+//     policies see and may edit in turn as in 3. Name-based
 //     denials ([DenyTools], [AllowOnly]) are policies too, so they run
 //     after this step: a denied tool's call with invalid input is answered
 //     with the *ValidationError, and neither runs.
@@ -478,7 +479,9 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 		if d.Kind == Deny && d.Reason == "" {
 			d.Reason = "denied by a person; no reason given"
 		}
-		if d.Kind == Allow && len(d.Input) == 0 && len(allow.Input) > 0 {
+		// The policies were asked with the person's input, if it brought
+		// one: an edit of theirs is of that input, and is what runs.
+		if d.Kind == Allow && len(allow.Input) > 0 {
 			d.Input = allow.Input
 		}
 		return d, ByApproval, nil, nil
