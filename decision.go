@@ -44,6 +44,9 @@ func (k DecisionKind) String() string {
 	return "unknown"
 }
 
+// valid reports whether k is one of Allow, Deny, Skip and Defer.
+func (k DecisionKind) valid() bool { return k >= Allow && k <= Defer }
+
 // MarshalText encodes the kind by name, so decisions read well in JSON.
 func (k DecisionKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
@@ -175,7 +178,8 @@ func notAllowed(name string) Decision {
 // replaces the input the policies after it see, and is the input the call
 // runs with; a Defer is remembered and stands if nothing after it denies
 // or skips (with Input, if a policy edited the input, for a person's Allow
-// that brings none). With no policy to say otherwise it allows the call.
+// that brings none); a decision of any other kind is a Deny that says so.
+// With no policy to say otherwise it allows the call.
 //
 // In a runner, an edited input is validated against the tool's schema
 // before the next policy sees it; an invalid edit ends the chain and the
@@ -223,6 +227,10 @@ func askChain(call ToolCall, policies []Policy, ask func(i int, p Policy, call T
 		d, err := ask(i, p, call)
 		if err != nil {
 			return v, err
+		}
+		if !d.Kind.valid() {
+			// A bug in a policy must not open the door: fail closed, and say why.
+			d = DenyCall(fmt.Sprintf("the policy returned an unknown decision kind (%d), so the call is denied", int(d.Kind)))
 		}
 		switch d.Kind {
 		case Deny, Skip:

@@ -74,3 +74,47 @@ func TestPersonEditStillEditedByPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownDecisionKindFailsClosed: a decision of a kind that is none of
+// Allow, Deny, Skip or Defer never runs the call. From a policy it denies
+// the call with a reason that says so; from a person, State.Decide and
+// Runner.Decide refuse it, and the call still awaits a decision.
+func TestUnknownDecisionKindFailsClosed(t *testing.T) {
+	t.Run("policy", func(t *testing.T) {
+		var writes counter
+		bogus := func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.Decision{Kind: 7} }
+		for _, p := range []toolrun.Policy{bogus, toolrun.Chain(bogus)} {
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
+				toolruntest.Message(toolruntest.Text("done")),
+			))
+			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard(), Policy: p})
+			res, err := r.Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+			}
+			if got := toolruntest.ResultTexts(r.Messages())["w1"]; !strings.Contains(got, "unknown decision kind") {
+				t.Errorf("the model got %q, want a denial naming the unknown kind", got)
+			}
+		}
+		if len(writes.n) != 0 {
+			t.Errorf("writes = %v, want none", writes.n)
+		}
+	})
+	t.Run("person", func(t *testing.T) {
+		_, st, _, _ := awaitingState(t)
+		if err := st.Decide("w1", toolrun.Decision{Kind: 9}); err == nil {
+			t.Error("State.Decide with kind 9 = nil, want an error")
+		}
+		if got := st.AwaitingApproval(); len(got) != 1 || got[0].Call.ID != "w1" {
+			t.Errorf("AwaitingApproval = %v, want w1 still", got)
+		}
+		r, _, _, writes := awaitingState(t)
+		if err := r.Decide("w1", toolrun.Decision{Kind: 9}); err == nil {
+			t.Error("Runner.Decide with kind 9 = nil, want an error")
+		}
+		if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval || len(writes.n) != 0 {
+			t.Errorf("Run = %q, writes %v; want still awaiting approval, no write", res.StopReason, writes.n)
+		}
+	})
+}

@@ -505,6 +505,9 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	if d.Kind == Defer {
 		return nil, errors.New("toolrun: decide: a person's decision cannot be Defer")
 	}
+	if !d.Kind.valid() {
+		return nil, fmt.Errorf("toolrun: decide: unknown decision kind %d; want Allow, Deny or Skip", int(d.Kind))
+	}
 	cs := s.call(toolUseID)
 	switch {
 	case cs == nil:
