@@ -36,8 +36,9 @@ const stateFormat = 2
 // its life (new, decided, started, answered), its decision and its result —
 // is in the JSON but not in exported fields: it changes only through
 // [State.Decide] and [State.SetResult], which move a call forward and never
-// back, and is read through [State.AwaitingApproval] and [State.Result]. A
-// call cannot be marked unanswered by hand and so run twice.
+// back, and is read through [State.Calls], [State.CallResult] and
+// [State.AwaitingApproval], which return copies. A call cannot be marked
+// unanswered by hand and so run twice.
 type State struct {
 	// Format is the version of the format: 2 for a state this package
 	// writes. Resume refuses another.
