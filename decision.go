@@ -135,7 +135,9 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 // policies took in another runner is taken again by this runner's, so that
 // a run resumed with a new Options.Policy honours it. Policies must
 // therefore be free of side effects: they may be asked about a call more
-// than once.
+// than once. A verdict given while the run's context ends is not taken (a
+// policy may have given up for want of an answer): the run stops with the
+// call undecided, and the policies are asked again when it goes on.
 type Policy func(ctx context.Context, call ToolCall) Decision
 
 // RequireApproval is a policy that defers every call to a person.
@@ -469,6 +471,12 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 		}, valid)
 		if err != nil {
 			return Decision{}, "", nil, err
+		}
+		if ctx.Err() != nil {
+			// A policy asked while the run was being cancelled may have
+			// given up for want of an answer (a person, a service): no
+			// verdict, the run stops and the call stays undecided.
+			return Decision{}, "", nil, context.Cause(ctx)
 		}
 	}
 	switch {

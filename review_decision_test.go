@@ -118,3 +118,45 @@ func TestUnknownDecisionKindFailsClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelDuringPolicyLosesNoCall: a policy that gives up when its ctx
+// ends (a person asked and not answering, an authorization service not
+// reached) denies for want of an answer, not on the call's merits; the run
+// stops cancelled with the call undecided, as for a validation cut off by
+// cancellation, and a resumed run decides it again and runs it once.
+func TestCancelDuringPolicyLosesNoCall(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
+		toolruntest.Message(toolruntest.Text("done")),
+	))
+	var writes counter
+	ctx, cancel := context.WithCancel(t.Context())
+	askAndGiveUp := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		cancel() // the person walks away
+		<-ctx.Done()
+		return toolrun.DenyCall("no answer: " + context.Cause(ctx).Error())
+	}
+	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard(), Policy: askAndGiveUp})
+	res, _ := r.Run(ctx)
+	if res.StopReason != toolrun.StopCanceled {
+		t.Fatalf("StopReason = %q, want canceled", res.StopReason)
+	}
+	st := r.State()
+	if got, ok := st.CallResult("w1"); ok {
+		t.Fatalf("w1 was answered by a policy cut off by cancellation: %q", got.Content[0].OfText.Text)
+	}
+	if got, ok := toolruntest.ResultTexts(st.Params.Messages)["w1"]; ok {
+		t.Fatalf("w1 was answered by a policy cut off by cancellation: %q", got)
+	}
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run after Resume = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if got := toolruntest.ResultTexts(r.Messages())["w1"]; got != "wrote /tmp/one" || writes.get("/tmp/one") != 1 {
+		t.Errorf("the model got %q with %d writes; want the write, once", got, writes.get("/tmp/one"))
+	}
+}
