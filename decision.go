@@ -44,6 +44,9 @@ func (k DecisionKind) String() string {
 	return "unknown"
 }
 
+// valid reports whether k is one of Allow, Deny, Skip and Defer.
+func (k DecisionKind) valid() bool { return k >= Allow && k <= Defer }
+
 // MarshalText encodes the kind by name, so decisions read well in JSON.
 func (k DecisionKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
@@ -110,7 +113,8 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 //     [ErrUnknownTool].
 //  2. The input is validated against the tool's schema; invalid input is
 //     answered with a *[ValidationError], before any policy sees it. The
-//     input is the model's, or a person's edit of it (see 5). Name-based
+//     input is the model's, or a person's edit of it (see 5), which the
+//     policies see and may edit in turn as in 3. Name-based
 //     denials ([DenyTools], [AllowOnly]) are policies too, so they run
 //     after this step: a denied tool's call with invalid input is answered
 //     with the *ValidationError, and neither runs.
@@ -131,7 +135,9 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 // policies took in another runner is taken again by this runner's, so that
 // a run resumed with a new Options.Policy honours it. Policies must
 // therefore be free of side effects: they may be asked about a call more
-// than once.
+// than once. A verdict given while the run's context ends is not taken (a
+// policy may have given up for want of an answer): the run stops with the
+// call undecided, and the policies are asked again when it goes on.
 type Policy func(ctx context.Context, call ToolCall) Decision
 
 // RequireApproval is a policy that defers every call to a person.
@@ -174,7 +180,8 @@ func notAllowed(name string) Decision {
 // replaces the input the policies after it see, and is the input the call
 // runs with; a Defer is remembered and stands if nothing after it denies
 // or skips (with Input, if a policy edited the input, for a person's Allow
-// that brings none). With no policy to say otherwise it allows the call.
+// that brings none); a decision of any other kind is a Deny that says so.
+// With no policy to say otherwise it allows the call.
 //
 // In a runner, an edited input is validated against the tool's schema
 // before the next policy sees it; an invalid edit ends the chain and the
@@ -222,6 +229,10 @@ func askChain(call ToolCall, policies []Policy, ask func(i int, p Policy, call T
 		d, err := ask(i, p, call)
 		if err != nil {
 			return v, err
+		}
+		if !d.Kind.valid() {
+			// A bug in a policy must not open the door: fail closed, and say why.
+			d = DenyCall(fmt.Sprintf("the policy returned an unknown decision kind (%d), so the call is denied", int(d.Kind)))
 		}
 		switch d.Kind {
 		case Deny, Skip:
@@ -461,6 +472,12 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 		if err != nil {
 			return Decision{}, "", nil, err
 		}
+		if ctx.Err() != nil {
+			// A policy asked while the run was being cancelled may have
+			// given up for want of an answer (a person, a service): no
+			// verdict, the run stops and the call stays undecided.
+			return Decision{}, "", nil, context.Cause(ctx)
+		}
 	}
 	switch {
 	case v.invalid != nil:
@@ -478,7 +495,9 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 		if d.Kind == Deny && d.Reason == "" {
 			d.Reason = "denied by a person; no reason given"
 		}
-		if d.Kind == Allow && len(d.Input) == 0 && len(allow.Input) > 0 {
+		// The policies were asked with the person's input, if it brought
+		// one: an edit of theirs is of that input, and is what runs.
+		if d.Kind == Allow && len(allow.Input) > 0 {
 			d.Input = allow.Input
 		}
 		return d, ByApproval, nil, nil

@@ -36,8 +36,9 @@ const stateFormat = 2
 // its life (new, decided, started, answered), its decision and its result —
 // is in the JSON but not in exported fields: it changes only through
 // [State.Decide] and [State.SetResult], which move a call forward and never
-// back, and is read through [State.AwaitingApproval] and [State.Result]. A
-// call cannot be marked unanswered by hand and so run twice.
+// back, and is read through [State.Calls], [State.CallResult] and
+// [State.AwaitingApproval], which return copies. A call cannot be marked
+// unanswered by hand and so run twice.
 type State struct {
 	// Format is the version of the format: 2 for a state this package
 	// writes. Resume refuses another.
@@ -243,6 +244,7 @@ func (es *errorState) err() error {
 	case "validation":
 		if es.Validation != nil {
 			v := *es.Validation
+			v.Violations = slices.Clone(v.Violations)
 			return &v
 		}
 	case "panic":
@@ -274,6 +276,49 @@ func resultOf(res *ToolResult) *resultState {
 
 // toolResult rebuilds the result of c from its state.
 func (c *callState) toolResult() *ToolResult { return c.Result.toolResult(c.Call, c.Decision) }
+
+// cloneContent returns a copy of content that shares nothing with it: a
+// block is a union of pointers, so the blocks are copied through their
+// JSON, which is how a State keeps them anyway. Content that does not
+// encode is copied one level deep.
+func cloneContent(content []Content) []Content {
+	if content == nil {
+		return nil
+	}
+	var out []Content
+	if b, err := json.Marshal(content); err == nil && json.Unmarshal(b, &out) == nil && len(out) == len(content) {
+		return out
+	}
+	return slices.Clone(content)
+}
+
+// cloneDecision returns a copy of d that shares no slice with it.
+func cloneDecision(d Decision) Decision {
+	d.Input = slices.Clone(d.Input)
+	d.Result = cloneContent(d.Result)
+	return d
+}
+
+// detached returns a copy of c that shares nothing with it, for a reader
+// of the State whose writes must not reach it.
+func (c *callState) detached() callState {
+	out := *c
+	out.Call.Input = slices.Clone(c.Call.Input)
+	if c.Decision != nil {
+		d := cloneDecision(*c.Decision)
+		out.Decision = &d
+	}
+	if c.Result != nil {
+		rs := *c.Result
+		rs.Content = cloneContent(rs.Content)
+		if rs.Error != nil {
+			es := *rs.Error
+			rs.Error = &es
+		}
+		out.Result = &rs
+	}
+	return out
+}
 
 // toolResult rebuilds the result rs was made from, of call decided by d.
 func (rs *resultState) toolResult(call ToolCall, d *Decision) *ToolResult {
@@ -310,7 +355,8 @@ func (res *ToolResult) UnmarshalJSON(b []byte) error {
 }
 
 // Calls returns the calls of the turn in progress, in the order of the
-// response, answered or not; nil if no turn is in progress.
+// response, answered or not; nil if no turn is in progress. They are
+// copies: changing them does not change s.
 func (s *State) Calls() []ToolCall {
 	if s.pending == nil {
 		return nil
@@ -318,18 +364,21 @@ func (s *State) Calls() []ToolCall {
 	out := make([]ToolCall, len(s.pending.Calls))
 	for i, c := range s.pending.Calls {
 		out[i] = c.Call
+		out[i].Input = slices.Clone(c.Call.Input)
 	}
 	return out
 }
 
 // CallResult returns the result of the pending call toolUseID, with its
-// call and decision, if it has one.
+// call and decision, if it has one. The result is a copy: changing it
+// does not change s.
 func (s *State) CallResult(toolUseID string) (*ToolResult, bool) {
 	cs := s.call(toolUseID)
 	if cs == nil || cs.Result == nil {
 		return nil, false
 	}
-	return cs.toolResult(), true
+	c := cs.detached()
+	return c.toolResult(), true
 }
 
 // clone returns a copy of s that shares no slice the runner changes.
@@ -442,7 +491,7 @@ func (s *State) Decide(toolUseID string, d Decision) error {
 	if err != nil {
 		return err
 	}
-	d.Input = slices.Clone(d.Input)
+	d = cloneDecision(d)
 	cs.Decision, cs.DecidedBy = &d, ByApproval
 	if d.Kind == Allow && d.Always && !slices.Contains(s.AlwaysAllow, cs.Call.Name) {
 		s.AlwaysAllow = append(s.AlwaysAllow, cs.Call.Name)
@@ -456,6 +505,9 @@ func (s *State) Decide(toolUseID string, d Decision) error {
 func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	if d.Kind == Defer {
 		return nil, errors.New("toolrun: decide: a person's decision cannot be Defer")
+	}
+	if !d.Kind.valid() {
+		return nil, fmt.Errorf("toolrun: decide: unknown decision kind %d; want Allow, Deny or Skip", int(d.Kind))
 	}
 	cs := s.call(toolUseID)
 	switch {
@@ -486,7 +538,9 @@ func (s *State) SetResult(toolUseID string, res *ToolResult) error {
 	case cs.Phase == phaseAnswered:
 		return fmt.Errorf("toolrun: set result: call %q already has a result", toolUseID)
 	}
-	cs.Result, cs.Phase = resultOf(res), phaseAnswered
+	rs := resultOf(res)
+	rs.Content = cloneContent(rs.Content) // the caller keeps res
+	cs.Result, cs.Phase = rs, phaseAnswered
 	return nil
 }
 
