@@ -160,3 +160,31 @@ func TestCancelDuringPolicyLosesNoCall(t *testing.T) {
 		t.Errorf("the model got %q with %d writes; want the write, once", got, writes.get("/tmp/one"))
 	}
 }
+
+// TestPersonInputNotJSONIsRefused: a person's Allow whose Input is not
+// JSON is refused by State.Decide and Runner.Decide, and the call still
+// awaits a decision. Taken, it left a State that no longer encodes, so
+// Runner.State fell back to a copy sharing the runner's data, and a run
+// with a Store could not save its journal.
+func TestPersonInputNotJSONIsRefused(t *testing.T) {
+	bad := toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":`)}
+	r, st, _, writes := awaitingState(t, toolruntest.Message(toolruntest.Text("done")))
+	if err := st.Decide("w1", bad); err == nil {
+		t.Error("State.Decide with input that is not JSON = nil, want an error")
+	}
+	if err := r.Decide("w1", bad); err == nil {
+		t.Error("Runner.Decide with input that is not JSON = nil, want an error")
+	}
+	if _, err := json.Marshal(r.State()); err != nil {
+		t.Fatalf("the runner's State no longer encodes: %v", err)
+	}
+	if got := r.State().AwaitingApproval(); len(got) != 1 {
+		t.Fatalf("AwaitingApproval = %v, want w1 still", got)
+	}
+	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || writes.get("/tmp/one") != 1 {
+		t.Errorf("Run = %q, %v, writes %v; want end_turn with one write", res.StopReason, err, writes.n)
+	}
+}

@@ -470,8 +470,9 @@ func (s *State) call(id string) *callState {
 }
 
 // Decide records a person's decision for a call awaiting approval: Allow
-// (with Input to run it with other input; with Always, for every later call
-// of the tool that would be deferred too), Deny or Skip. It is the one rule
+// (with Input, which must be JSON, to run it with other input; with Always,
+// for every later call of the tool that would be deferred too), Deny or
+// Skip. It is the one rule
 // for a person's decision, which [Runner.Decide] and the Temporal module
 // apply too: a call that does not await a decision — decided by a person
 // already, answered, or not deferred — is refused with an error wrapping
@@ -508,6 +509,11 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	}
 	if !d.Kind.valid() {
 		return nil, fmt.Errorf("toolrun: decide: unknown decision kind %d; want Allow, Deny or Skip", int(d.Kind))
+	}
+	if len(d.Input) > 0 && !json.Valid(d.Input) {
+		// Kept, it would leave a State that does not encode, and a run
+		// whose journal cannot be saved.
+		return nil, errors.New("toolrun: decide: the decision's Input is not JSON")
 	}
 	cs := s.call(toolUseID)
 	switch {
