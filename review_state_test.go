@@ -288,3 +288,46 @@ func TestToolResultJSONKeepsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestResumePreviousVersionEditedState: the previous version's "edited"
+// key is read as it was written: the decoded State encodes it again, and a
+// run resumed from it leaves the turn in progress out (the caller changed
+// the history after it was handed out), so none of its calls runs.
+func TestResumePreviousVersionEditedState(t *testing.T) {
+	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
+	var st toolrun.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	json.Unmarshal(b, &want)
+	json.Unmarshal(mustJSON(t, &st), &got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("re-encoded state differs from the previous version's (-prev +now):\n%s", diff)
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	var reads, writes counter
+	w := writeTool(&writes)
+	w.Policy = toolrun.RequireApproval("writes need a person")
+	r, err := toolrun.Resume(client(s), &st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if len(reads.n)+len(writes.n) != 0 {
+		t.Errorf("reads, writes = %v, %v; want none: the edited turn is left out", reads.n, writes.n)
+	}
+	if n := len(s.Requests()[0].Conversation); n != 1 {
+		t.Errorf("the request after Resume has %d messages, want 1 (the turn left out)", n)
+	}
+}
