@@ -191,10 +191,7 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *Too
 // result with the error's text, AfterTool may change it, and it is
 // journaled and announced. It returns the error of AfterTool.
 func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) error {
-	if res.Err != nil && len(res.Content) == 0 {
-		res.IsError = true
-		res.Content = []Content{Text(res.Err.Error())}
-	}
+	asFailure(res)
 	if c.Decision != nil {
 		res.Decision = *c.Decision
 	}
@@ -218,6 +215,16 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 	r.emit(ctx, ToolFinished{Turn: r.st.pending.Turn, Result: res})
 	r.save(ctx) // a failure stops the run at its next step
 	return hookErr
+}
+
+// asFailure makes a result that failed with no content an is_error result
+// with the error's text, so that no failure reaches the model as an empty
+// success: the one rule for the runner's results and [State.SetResult].
+func asFailure(res *ToolResult) {
+	if res.Err != nil && len(res.Content) == 0 {
+		res.IsError = true
+		res.Content = []Content{Text(res.Err.Error())}
+	}
 }
 
 // input returns the input the call runs with: the decision's, if it

@@ -331,3 +331,37 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 		t.Errorf("the request after Resume has %d messages, want 1 (the turn left out)", n)
 	}
 }
+
+// TestSetResultOfAFailureIsAnError: SetResult records a result "as
+// Runner.ExecuteCall would have": a result with Err and no content (a
+// call the caller answers after its worker crashed) reaches the model as
+// an is_error result with the error's text, and counts as a failure, not
+// as an empty success.
+func TestSetResultOfAFailureIsAnError(t *testing.T) {
+	_, st, _, _ := awaitingState(t)
+	if err := st.SetResult("w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
+		t.Fatal(err)
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	var reads, writes counter
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), writeTool(&writes)}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	var w1 *toolruntest.Block
+	for _, b := range toolResults(s.Requests()[0]) {
+		if b.ToolUseID == "w1" {
+			w1 = &b
+		}
+	}
+	if w1 == nil || !w1.IsError || !strings.Contains(w1.ResultText(), "the worker running it crashed") {
+		t.Errorf("the model got %+v for w1, want an is_error result with the error's text", w1)
+	}
+	if res.ToolFailures != 2 || writes.get("/tmp/one") != 0 {
+		t.Errorf("ToolFailures = %d, writes %v; want 2 (v1, w1) and no write", res.ToolFailures, writes.n)
+	}
+}

@@ -531,7 +531,9 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 // [Runner.ExecuteCall] would have on a runner holding s: for a call run
 // elsewhere, or answered by the caller (a call interrupted by a crash, say).
 // What is recorded is what the result's JSON form keeps (see
-// [ToolResult.MarshalJSON]); res.Call and res.Decision are ignored. The
+// [ToolResult.MarshalJSON]), and, as by ExecuteCall, a result with Err and
+// no Content is an is_error result with the error's text; res.Call and
+// res.Decision are ignored. The
 // call is then never run again. It is an error if the pending turn has no
 // such call or the call has a result already.
 func (s *State) SetResult(toolUseID string, res *ToolResult) error {
@@ -544,7 +546,9 @@ func (s *State) SetResult(toolUseID string, res *ToolResult) error {
 	case cs.Phase == phaseAnswered:
 		return fmt.Errorf("toolrun: set result: call %q already has a result", toolUseID)
 	}
-	rs := resultOf(res)
+	failed := *res
+	asFailure(&failed)
+	rs := resultOf(&failed)
 	rs.Content = cloneContent(rs.Content) // the caller keeps res
 	cs.Result, cs.Phase = rs, phaseAnswered
 	return nil
