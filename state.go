@@ -532,7 +532,8 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 // elsewhere, or answered by the caller (a call interrupted by a crash, say).
 // What is recorded is what the result's JSON form keeps (see
 // [ToolResult.MarshalJSON]), and, as by ExecuteCall, a result with Err and
-// no Content is an is_error result with the error's text; res.Call and
+// no Content, or with a zero content block, is an is_error result that
+// says why; res.Call and
 // res.Decision are ignored. The
 // call is then never run again. It is an error if the pending turn has no
 // such call or the call has a result already.
@@ -547,7 +548,9 @@ func (s *State) SetResult(toolUseID string, res *ToolResult) error {
 		return fmt.Errorf("toolrun: set result: call %q already has a result", toolUseID)
 	}
 	failed := *res
+	failed.Call = cs.Call
 	asFailure(&failed)
+	emptyBlock(&failed)
 	rs := resultOf(&failed)
 	rs.Content = cloneContent(rs.Content) // the caller keeps res
 	cs.Result, cs.Phase = rs, phaseAnswered
