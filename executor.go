@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -191,16 +192,17 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *Too
 // result with the error's text, AfterTool may change it, and it is
 // journaled and announced. It returns the error of AfterTool.
 func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) error {
-	if res.Err != nil && len(res.Content) == 0 {
-		res.IsError = true
-		res.Content = []Content{Text(res.Err.Error())}
-	}
+	asFailure(res)
 	if c.Decision != nil {
 		res.Decision = *c.Decision
 	}
 	var hookErr error
 	if h := r.opts.AfterTool; h != nil {
 		hookErr = r.callHook(ctx, "AfterTool", func() error { return h(ctx, res) })
+	}
+	if emptyBlock(res) {
+		r.log.ErrorContext(ctx, "toolrun: tool result has an empty content block; answered as a failure",
+			"tool", c.Call.Name, "tool_use_id", c.Call.ID)
 	}
 	e := r.tool(c.Call.Name)
 	if _, cut := truncateContent(res.Content, r.resultLimit(e)); cut {
@@ -218,6 +220,30 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 	r.emit(ctx, ToolFinished{Turn: r.st.pending.Turn, Result: res})
 	r.save(ctx) // a failure stops the run at its next step
 	return hookErr
+}
+
+// asFailure makes a result that failed with no content an is_error result
+// with the error's text, so that no failure reaches the model as an empty
+// success: the one rule for the runner's results and [State.SetResult].
+func asFailure(res *ToolResult) {
+	if res.Err != nil && len(res.Content) == 0 {
+		res.IsError = true
+		res.Content = []Content{Text(res.Err.Error())}
+	}
+}
+
+// emptyBlock makes a result with a zero content block (a bug in a tool or
+// a hook: it encodes as null, which the API refuses at every retry and a
+// State cannot decode) an is_error result that says so, and reports
+// whether it did.
+func emptyBlock(res *ToolResult) bool {
+	i := slices.IndexFunc(res.Content, func(c Content) bool { return c.GetType() == nil })
+	if i < 0 {
+		return false
+	}
+	res.Err = fmt.Errorf("the result of tool %q has an empty content block (block %d of %d), which cannot be sent", res.Call.Name, i+1, len(res.Content))
+	res.IsError, res.Content = true, []Content{Text(res.Err.Error())}
+	return true
 }
 
 // input returns the input the call runs with: the decision's, if it

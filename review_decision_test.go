@@ -160,3 +160,95 @@ func TestCancelDuringPolicyLosesNoCall(t *testing.T) {
 		t.Errorf("the model got %q with %d writes; want the write, once", got, writes.get("/tmp/one"))
 	}
 }
+
+// TestPersonInputNotJSONIsRefused: a person's Allow whose Input is not
+// JSON is refused by State.Decide and Runner.Decide, and the call still
+// awaits a decision. Taken, it left a State that no longer encodes, so
+// Runner.State fell back to a copy sharing the runner's data, and a run
+// with a Store could not save its journal.
+func TestPersonInputNotJSONIsRefused(t *testing.T) {
+	bad := toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":`)}
+	r, st, _, writes := awaitingState(t, toolruntest.Message(toolruntest.Text("done")))
+	if err := st.Decide("w1", bad); err == nil {
+		t.Error("State.Decide with input that is not JSON = nil, want an error")
+	}
+	if err := r.Decide("w1", bad); err == nil {
+		t.Error("Runner.Decide with input that is not JSON = nil, want an error")
+	}
+	if _, err := json.Marshal(r.State()); err != nil {
+		t.Fatalf("the runner's State no longer encodes: %v", err)
+	}
+	if got := r.State().AwaitingApproval(); len(got) != 1 {
+		t.Fatalf("AwaitingApproval = %v, want w1 still", got)
+	}
+	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || writes.get("/tmp/one") != 1 {
+		t.Errorf("Run = %q, %v, writes %v; want end_turn with one write", res.StopReason, err, writes.n)
+	}
+}
+
+// TestDenyRulesSeePersonEdit: the deny rules judge the input that would
+// run: a person's Allow that edits a harmless call into one a rule denies
+// is denied, by Options.Policy in process and by a new Options.Policy or
+// tool Policy after Resume.
+func TestDenyRulesSeePersonEdit(t *testing.T) {
+	noEtc := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		if strings.Contains(string(c.Input), "/etc/") {
+			return toolrun.DenyCall("not /etc")
+		}
+		return toolrun.Decision{}
+	}
+	tests := []struct {
+		name              string
+		first, resumed    toolrun.Policy
+		resumedToolPolicy toolrun.Policy
+		resume            bool
+	}{
+		{name: "Options.Policy in process", first: noEtc},
+		{name: "Options.Policy after Resume", resumed: noEtc, resume: true},
+		{name: "a tool's Policy after Resume", resumedToolPolicy: toolrun.Chain(toolrun.RequireApproval("ask"), noEtc), resume: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
+				toolruntest.Message(toolruntest.Text("done")),
+			))
+			var writes counter
+			w := writeTool(&writes)
+			w.Policy = toolrun.RequireApproval("ask")
+			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard(), Policy: tt.first})
+			if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval {
+				t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
+			}
+			edit := toolrun.Decision{Kind: toolrun.Allow, Always: true, Input: json.RawMessage(`{"path":"/etc/passwd","text":"x"}`)}
+			if err := r.Decide("w1", edit); err != nil {
+				t.Fatal(err)
+			}
+			if tt.resume {
+				w2 := writeTool(&writes)
+				w2.Policy = toolrun.RequireApproval("ask")
+				if tt.resumedToolPolicy != nil {
+					w2.Policy = tt.resumedToolPolicy
+				}
+				var err error
+				r, err = toolrun.Resume(client(s), r.State(), []toolrun.Tool{w2}, &toolrun.Options{Logger: discard(), Policy: tt.resumed})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := r.Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+			}
+			if len(writes.n) != 0 {
+				t.Errorf("writes = %v, want none", writes.n)
+			}
+			if got := toolruntest.ResultTexts(r.Messages())["w1"]; !strings.Contains(got, "not /etc") {
+				t.Errorf("the model got %q, want the denial", got)
+			}
+		})
+	}
+}

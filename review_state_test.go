@@ -288,3 +288,80 @@ func TestToolResultJSONKeepsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestResumePreviousVersionEditedState: the previous version's "edited"
+// key is read as it was written: the decoded State encodes it again, and a
+// run resumed from it leaves the turn in progress out (the caller changed
+// the history after it was handed out), so none of its calls runs.
+func TestResumePreviousVersionEditedState(t *testing.T) {
+	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
+	var st toolrun.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	json.Unmarshal(b, &want)
+	json.Unmarshal(mustJSON(t, &st), &got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("re-encoded state differs from the previous version's (-prev +now):\n%s", diff)
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	var reads, writes counter
+	w := writeTool(&writes)
+	w.Policy = toolrun.RequireApproval("writes need a person")
+	r, err := toolrun.Resume(client(s), &st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if len(reads.n)+len(writes.n) != 0 {
+		t.Errorf("reads, writes = %v, %v; want none: the edited turn is left out", reads.n, writes.n)
+	}
+	if n := len(s.Requests()[0].Conversation); n != 1 {
+		t.Errorf("the request after Resume has %d messages, want 1 (the turn left out)", n)
+	}
+}
+
+// TestSetResultOfAFailureIsAnError: SetResult records a result "as
+// Runner.ExecuteCall would have": a result with Err and no content (a
+// call the caller answers after its worker crashed) reaches the model as
+// an is_error result with the error's text, and counts as a failure, not
+// as an empty success.
+func TestSetResultOfAFailureIsAnError(t *testing.T) {
+	_, st, _, _ := awaitingState(t)
+	if err := st.SetResult("w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
+		t.Fatal(err)
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	var reads, writes counter
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), writeTool(&writes)}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	var w1 *toolruntest.Block
+	for _, b := range toolResults(s.Requests()[0]) {
+		if b.ToolUseID == "w1" {
+			w1 = &b
+		}
+	}
+	if w1 == nil || !w1.IsError || !strings.Contains(w1.ResultText(), "the worker running it crashed") {
+		t.Errorf("the model got %+v for w1, want an is_error result with the error's text", w1)
+	}
+	if res.ToolFailures != 2 || writes.get("/tmp/one") != 0 {
+		t.Errorf("ToolFailures = %d, writes %v; want 2 (v1, w1) and no write", res.ToolFailures, writes.n)
+	}
+}

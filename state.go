@@ -470,8 +470,9 @@ func (s *State) call(id string) *callState {
 }
 
 // Decide records a person's decision for a call awaiting approval: Allow
-// (with Input to run it with other input; with Always, for every later call
-// of the tool that would be deferred too), Deny or Skip. It is the one rule
+// (with Input, which must be JSON, to run it with other input; with Always,
+// for every later call of the tool that would be deferred too), Deny or
+// Skip. It is the one rule
 // for a person's decision, which [Runner.Decide] and the Temporal module
 // apply too: a call that does not await a decision — decided by a person
 // already, answered, or not deferred — is refused with an error wrapping
@@ -509,6 +510,11 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	if !d.Kind.valid() {
 		return nil, fmt.Errorf("toolrun: decide: unknown decision kind %d; want Allow, Deny or Skip", int(d.Kind))
 	}
+	if len(d.Input) > 0 && !json.Valid(d.Input) {
+		// Kept, it would leave a State that does not encode, and a run
+		// whose journal cannot be saved.
+		return nil, errors.New("toolrun: decide: the decision's Input is not JSON")
+	}
 	cs := s.call(toolUseID)
 	switch {
 	case cs == nil:
@@ -525,7 +531,10 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 // [Runner.ExecuteCall] would have on a runner holding s: for a call run
 // elsewhere, or answered by the caller (a call interrupted by a crash, say).
 // What is recorded is what the result's JSON form keeps (see
-// [ToolResult.MarshalJSON]); res.Call and res.Decision are ignored. The
+// [ToolResult.MarshalJSON]), and, as by ExecuteCall, a result with Err and
+// no Content, or with a zero content block, is an is_error result that
+// says why; res.Call and
+// res.Decision are ignored. The
 // call is then never run again. It is an error if the pending turn has no
 // such call or the call has a result already.
 func (s *State) SetResult(toolUseID string, res *ToolResult) error {
@@ -538,7 +547,11 @@ func (s *State) SetResult(toolUseID string, res *ToolResult) error {
 	case cs.Phase == phaseAnswered:
 		return fmt.Errorf("toolrun: set result: call %q already has a result", toolUseID)
 	}
-	rs := resultOf(res)
+	failed := *res
+	failed.Call = cs.Call
+	asFailure(&failed)
+	emptyBlock(&failed)
+	rs := resultOf(&failed)
 	rs.Content = cloneContent(rs.Content) // the caller keeps res
 	cs.Result, cs.Phase = rs, phaseAnswered
 	return nil
