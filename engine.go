@@ -209,9 +209,17 @@ func (r *Runner) State() *State {
 	s.Version = r.version
 	r.saveMu.Unlock()
 	var out State
-	if b, err := json.Marshal(s); err == nil && json.Unmarshal(b, &out) == nil {
+	b, err := json.Marshal(s)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err == nil {
 		out.Params.Betas = slices.Clone(s.Params.Betas)
 		s = &out
+	} else {
+		// Not silent: the copy then shares the history's blocks with the
+		// runner, and a Store could not save it either.
+		r.log.Error("toolrun: the run's state does not encode as JSON; State returns a shallow copy", "error", err)
 	}
 	if err := s.sign(r.opts.StateKey); err != nil {
 		r.log.Error("toolrun: signing the state failed", "error", err)
@@ -897,6 +905,12 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 	if res == nil {
 		res = c.toolResult()
 	}
+	// The caller's copy: writing into it must not change what the model
+	// receives, which went through AfterTool already.
+	out := *res
+	out.Content, out.Call.Input = cloneContent(res.Content), slices.Clone(res.Call.Input)
+	out.Decision = cloneDecision(res.Decision)
+	res = &out
 	if r.stopped != nil {
 		return res, r.stopErr()
 	}

@@ -531,8 +531,8 @@ func TestExecuteCall(t *testing.T) {
 			}
 			// Executing it again returns the same result without running it.
 			again, err := r.ExecuteCall(t.Context(), id)
-			if err != nil || again != res {
-				t.Errorf("second ExecuteCall = %p, %v, want the first result %p", again, err, res)
+			if b1, _ := json.Marshal(res); err != nil || again == nil || string(mustJSON(t, again)) != string(b1) || again.Ran != res.Ran {
+				t.Errorf("second ExecuteCall = %+v, %v, want the first result %+v", again, err, res)
 			}
 			if got := calls.get("calc"); got != wantRuns {
 				t.Errorf("tool ran %d times, want %d", got, wantRuns)

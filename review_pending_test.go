@@ -1,7 +1,10 @@
 //go:build review
 
-// These tests fail on purpose: each pins a defect whose fix belongs in
-// engine.go, which another change is editing. Run them with
+// This test fails on purpose: it pins a defect left open. A run whose
+// history does not encode as JSON (a caller's tool_use input that is not
+// JSON) cannot be deep-copied by Runner.State, which now logs an Error and
+// returns a shallow copy; a fix would refuse such a history in New (an
+// API that returns no error) or copy messages without JSON. Run it with
 // go test -tags review -run 'TestPending' .
 
 package toolrun_test
@@ -34,39 +37,5 @@ func TestPendingStateOfUnencodableRunSharesNothing(t *testing.T) {
 	st.Params.Messages[1].OfAssistant.Content[0].OfText.Text = "forged"
 	if got := r.Messages()[1].OfAssistant.Content[0].OfText.Text; got != "thinking aloud" {
 		t.Errorf("the runner's history changed through Runner.State's copy: %q", got)
-	}
-}
-
-// TestPendingExecuteCallResultSharesNothing: the result ExecuteCall returns
-// is the runner's own (r.live), whose content blocks the State's result
-// shares: writing into it after the fact, around AfterTool, changes what
-// the model receives.
-func TestPendingExecuteCallResultSharesNothing(t *testing.T) {
-	s := toolruntest.New(t, toolruntest.Script(
-		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
-		toolruntest.Message(toolruntest.Text("done")),
-	))
-	var writes counter
-	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
-	calls, err := r.Advance(t.Context())
-	if err != nil || len(calls) != 1 {
-		t.Fatalf("Advance = %v, %v; want w1", calls, err)
-	}
-	res, err := r.ExecuteCall(t.Context(), "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Content[0].OfText.Text = "forged"
-	for {
-		calls, err := r.Advance(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(calls) == 0 && r.Result() != nil {
-			break
-		}
-	}
-	if got := toolruntest.ResultTexts(r.Messages())["w1"]; got != "wrote /tmp/one" {
-		t.Errorf("the model got %q for w1, want the tool's own result", got)
 	}
 }

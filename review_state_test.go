@@ -365,3 +365,37 @@ func TestSetResultOfAFailureIsAnError(t *testing.T) {
 		t.Errorf("ToolFailures = %d, writes %v; want 2 (v1, w1) and no write", res.ToolFailures, writes.n)
 	}
 }
+
+// TestExecuteCallResultSharesNothing: the result ExecuteCall returns
+// is the runner's own (r.live), whose content blocks the State's result
+// shares: writing into it after the fact, around AfterTool, changes what
+// the model receives.
+func TestExecuteCallResultSharesNothing(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
+		toolruntest.Message(toolruntest.Text("done")),
+	))
+	var writes counter
+	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
+	calls, err := r.Advance(t.Context())
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("Advance = %v, %v; want w1", calls, err)
+	}
+	res, err := r.ExecuteCall(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Content[0].OfText.Text = "forged"
+	for {
+		calls, err := r.Advance(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) == 0 && r.Result() != nil {
+			break
+		}
+	}
+	if got := toolruntest.ResultTexts(r.Messages())["w1"]; got != "wrote /tmp/one" {
+		t.Errorf("the model got %q for w1, want the tool's own result", got)
+	}
+}
