@@ -178,7 +178,7 @@ func main() {
 		name string
 		opts toolrun.Options
 	}{
-		{"toolrun (defaults: caching)", toolrun.Options{}},
+		{"toolrun (defaults: caching, threads)", toolrun.Options{}},
 		{"toolrun, NoCache", toolrun.Options{NoCache: true}},
 		{"toolrun, compaction at 20k tokens", toolrun.Options{Compaction: toolrun.Compaction{Threshold: 20_000}}},
 		{"toolrun, NoThread", toolrun.Options{NoThread: true}},
