@@ -181,11 +181,10 @@ func TestRunnerStateIsACopy(t *testing.T) {
 // encodes back to the same JSON, and resumes as the run would have: the
 // answered calls are not run again and reach the model as they were, the
 // deferred call awaits a person and runs once allowed.
-func TestResumePreviousVersionState(t *testing.T) {
-	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+// reencodes decodes the State in b, checks that it encodes again to the
+// same JSON (compared as values), and returns it.
+func reencodes(t *testing.T, b []byte) *toolrun.State {
+	t.Helper()
 	var st toolrun.State
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
@@ -196,6 +195,15 @@ func TestResumePreviousVersionState(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("re-encoded state differs from the previous version's (-prev +now):\n%s", diff)
 	}
+	return &st
+}
+
+func TestResumePreviousVersionState(t *testing.T) {
+	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := reencodes(t, b)
 	if ids := st.Calls(); len(ids) != 3 {
 		t.Fatalf("Calls = %v, want r1, v1, w1", ids)
 	}
@@ -209,7 +217,7 @@ func TestResumePreviousVersionState(t *testing.T) {
 	var reads, writes counter
 	w := writeTool(&writes)
 	w.Policy = toolrun.RequireApproval("writes need a person")
-	r, err := toolrun.Resume(client(s), &st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,21 +307,12 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
-	var st toolrun.State
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	var want, got any
-	json.Unmarshal(b, &want)
-	json.Unmarshal(mustJSON(t, &st), &got)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("re-encoded state differs from the previous version's (-prev +now):\n%s", diff)
-	}
+	st := reencodes(t, b)
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	var reads, writes counter
 	w := writeTool(&writes)
 	w.Policy = toolrun.RequireApproval("writes need a person")
-	r, err := toolrun.Resume(client(s), &st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,16 +265,11 @@ func profileHistory(ctx context.Context, n, conversations int) (*profileReport, 
 // turn by area; server is the median ratio of the fake server's CPU per
 // turn for toolrun's requests to that for the hand loop's.
 func profileConcurrent(ctx context.Context, cfg config, server float64) (*profileReport, error) {
-	srv, err := startServer(ctx)
+	srv, dir, cleanup, err := childProfiling(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	dir, err := os.MkdirTemp("", "toolrun-bench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	pr := &profileReport{title: fmt.Sprintf("%s concurrent runs of %d turns, client CPU per turn", thousands(cfg.concurrentRuns), cfg.concurrentTurns),
 		how:   fmt.Sprintf("CPU profiles of %d more rounds per runner, each in its child process, the runners in turn, taken after the measured rounds, their samples put into areas by the functions on their stacks; a difference within the ± column is sampling noise", profileRounds),
 		areas: cpuAreas, format: micros,
@@ -304,16 +299,11 @@ func profileConcurrent(ctx context.Context, cfg config, server float64) (*profil
 // profileSuspended profiles the live heap of held runs, each runner in a
 // child process as the measured run is, and returns it per run by area.
 func profileSuspended(ctx context.Context, cfg config) (*profileReport, error) {
-	srv, err := startServer(ctx)
+	srv, dir, cleanup, err := childProfiling(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	dir, err := os.MkdirTemp("", "toolrun-bench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	pr := &profileReport{title: "live heap per held run",
 		how:   fmt.Sprintf("a heap profile (in-use bytes, every %d bytes allocated sampled) of %s held runs per runner, in its child process, its allocations put into areas by the functions on their stacks", heapProfileRate, thousands(cfg.suspendedRuns)),
 		areas: heapAreas, format: func(b float64) string { return fmt.Sprintf("%.2f KiB", b/1024) },
@@ -336,6 +326,20 @@ func profileSuspended(ctx context.Context, cfg config) (*profileReport, error) {
 		}
 	}
 	return pr, srv.Close()
+}
+
+// childProfiling starts what profiling in child processes needs: a fake
+// server and a directory for the profiles. cleanup closes the one and
+// removes the other.
+func childProfiling(ctx context.Context) (srv *fakeServer, dir string, cleanup func(), err error) {
+	if srv, err = startServer(ctx); err != nil {
+		return nil, "", nil, err
+	}
+	if dir, err = os.MkdirTemp("", "toolrun-bench"); err != nil {
+		srv.Close()
+		return nil, "", nil, err
+	}
+	return srv, dir, func() { srv.Close(); os.RemoveAll(dir) }, nil
 }
 
 // profileRounds is the rounds of the concurrent runs profiled per runner:
