@@ -177,13 +177,16 @@ func checkName(name string) error {
 // A non-nil error is sent as an is_error result with the error's text (the
 // value returned with it is ignored).
 //
-// NewTool panics if name is not a valid tool name or no usable schema can
-// be inferred from In, as [regexp.MustCompile] does for a bad pattern: In
+// NewTool panics if name is not a valid tool name, fn is nil, or no usable
+// schema can be inferred from In, as [regexp.MustCompile] does for a bad pattern: In
 // is a type fixed when the program is compiled, so either mistake is in
 // the program and shows the first time it runs, never in one run and not
 // the next. A schema that arrives as data (a file, an MCP server) goes to
 // [NewRawTool], which returns an error instead.
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) *FuncTool {
+	if fn == nil {
+		panic(fmt.Sprintf("toolrun: tool %q: nil function", name))
+	}
 	inferred, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
@@ -224,8 +227,11 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 // NewRawTool checks it here, once, and never panics on it: a schema the
 // runner cannot use is an error wrapping [ErrInvalidSchema] that says why
 // (an integration leaves that tool out rather than offer the model a tool
-// whose every call fails). An invalid name is an error too.
+// whose every call fails). An invalid name and a nil fn are errors too.
 func NewRawTool[Out any](name, description string, schemaJSON []byte, fn func(ctx context.Context, input json.RawMessage) (Out, error)) (*FuncTool, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("toolrun: tool %q: nil function", name)
+	}
 	return newFuncTool(name, description, json.RawMessage(bytes.Clone(schemaJSON)), fn)
 }
 

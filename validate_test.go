@@ -642,6 +642,9 @@ func TestToolConstructorErrors(t *testing.T) {
 	if _, err := NewRawTool("bad name", "", nil, fn); err == nil || !strings.Contains(err.Error(), "must match") {
 		t.Errorf("NewRawTool with a bad name: got %v, want an error about the name", err)
 	}
+	if _, err := NewRawTool[string]("t", "", nil, nil); err == nil || err.Error() != `toolrun: tool "t": nil function` {
+		t.Errorf("NewRawTool with a nil function: got %v, want an error saying so", err)
+	}
 	tool := NewTool("t", "", func(ctx context.Context, in orderInput) (string, error) { return in.Customer, nil })
 	if _, err := NewRawTool("t", "", tool.InputSchema(), fn); err != nil {
 		t.Errorf("the inferred schema: %v", err)
@@ -657,6 +660,9 @@ func TestToolConstructorErrors(t *testing.T) {
 		{name: "bad name", new: func() {
 			NewTool("bad name", "", func(ctx context.Context, in struct{}) (string, error) { return "", nil })
 		}, want: `toolrun: tool name "bad name" must match ^[a-zA-Z0-9_-]{1,128}$`},
+		{name: "nil function", new: func() {
+			NewTool[struct{}, string]("t", "", nil)
+		}, want: `toolrun: tool "t": nil function`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() {
