@@ -198,11 +198,35 @@ func reencodes(t *testing.T, b []byte) *toolrun.State {
 	return &st
 }
 
-func TestResumePreviousVersionState(t *testing.T) {
+// readPrevious returns the State the previous version wrote.
+func readPrevious(t *testing.T) []byte {
+	t.Helper()
 	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// resumePrevious resumes st, a State of the previous version, with the
+// tools it was written with (write_file needing a person), against a model
+// that answers "done", and returns the runner, the model and the tools'
+// counters.
+func resumePrevious(t *testing.T, st *toolrun.State) (r *toolrun.Runner, s *toolruntest.Server, reads, writes *counter) {
+	t.Helper()
+	s = toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	reads, writes = &counter{}, &counter{}
+	w := writeTool(writes)
+	w.Policy = toolrun.RequireApproval("writes need a person")
+	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(reads), w}, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, s, reads, writes
+}
+
+func TestResumePreviousVersionState(t *testing.T) {
+	b := readPrevious(t)
 	st := reencodes(t, b)
 	if ids := st.Calls(); len(ids) != 3 {
 		t.Fatalf("Calls = %v, want r1, v1, w1", ids)
@@ -213,14 +237,7 @@ func TestResumePreviousVersionState(t *testing.T) {
 		t.Errorf("v1's Err = %v, want a *ValidationError of write_file", res.Err)
 	}
 
-	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
-	var reads, writes counter
-	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
-	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, reads, writes := resumePrevious(t, st)
 	if res := r.Result(); res == nil || res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1 || res.Pending[0].Call.ID != "w1" {
 		t.Fatalf("Result after Resume = %+v, want awaiting approval of w1", res)
 	}
@@ -302,20 +319,10 @@ func TestToolResultJSONKeepsEveryField(t *testing.T) {
 // run resumed from it leaves the turn in progress out (the caller changed
 // the history after it was handed out), so none of its calls runs.
 func TestResumePreviousVersionEditedState(t *testing.T) {
-	b, err := os.ReadFile("testdata/state/prev_v2_awaiting.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readPrevious(t)
 	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
 	st := reencodes(t, b)
-	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
-	var reads, writes counter
-	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
-	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, s, reads, writes := resumePrevious(t, st)
 	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
 		t.Fatal(err)
 	}

@@ -132,23 +132,19 @@ func officialSetup(c anthropic.Client, specs []toolSpec) runFunc {
 // toolrunSetup runs the loop with toolrun's Runner, with default options but
 // no turn limit and a logger that discards.
 func toolrunSetup(c anthropic.Client, specs []toolSpec) runFunc {
-	tools, opts := toolrunTools(specs), toolrunOptions()
-	return func(ctx context.Context, prompt string) (int, error) {
-		res, err := toolrun.New(c, newParams(prompt), tools, opts).Run(ctx)
-		if err != nil {
-			return res.Turns, err
-		}
-		if res.StopReason != toolrun.StopEndTurn {
-			return res.Turns, fmt.Errorf("toolrun stopped with %s: %s", res.StopReason, res.Detail)
-		}
-		return res.Turns, nil
-	}
+	return toolrunSetupWith(c, specs, toolrunOptions())
 }
 
 // toolrunPlainSetup is toolrunSetup with Options.NoThread and NoCache.
 func toolrunPlainSetup(c anthropic.Client, specs []toolSpec) runFunc {
-	tools, opts := toolrunTools(specs), toolrunOptions()
+	opts := toolrunOptions()
 	opts.NoThread, opts.NoCache = true, true
+	return toolrunSetupWith(c, specs, opts)
+}
+
+// toolrunSetupWith runs the loop with toolrun's Runner and opts.
+func toolrunSetupWith(c anthropic.Client, specs []toolSpec, opts *toolrun.Options) runFunc {
+	tools := toolrunTools(specs)
 	return func(ctx context.Context, prompt string) (int, error) {
 		res, err := toolrun.New(c, newParams(prompt), tools, opts).Run(ctx)
 		if err == nil && res.StopReason != toolrun.StopEndTurn {

@@ -81,6 +81,27 @@ func recordHistory(t *testing.T, c client.Client, id, name string) {
 	}
 }
 
+// startApprovalRun starts a run on queue, served by an in-process worker
+// whose write_file tool needs a person's approval, against a model that
+// answers replies. It returns a context bounded to a minute, the run, the
+// tool's counter and the model.
+func startApprovalRun(t *testing.T, c client.Client, queue string, replies ...toolruntest.Reply) (context.Context, client.WorkflowRun, *counter, *toolruntest.Server) {
+	t.Helper()
+	model := toolruntest.New(t, toolruntest.Script(replies...))
+	calls := &counter{}
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+		Logger: discard(),
+		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+	}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, run, calls, model
+}
+
 // TestApprovalOnServer runs approvals on a real server: the run is found
 // by its search attributes while it waits, the update that approves the
 // call succeeds, a later signal that would deny it is dropped, and the
@@ -88,21 +109,9 @@ func recordHistory(t *testing.T, c client.Client, id, name string) {
 func TestApprovalOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-approval")
-	model := toolruntest.New(t, toolruntest.Script(
+	ctx, run, calls, model := startApprovalRun(t, c, queue,
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
-		toolruntest.Message(toolruntest.Text("Done.")),
-	))
-	var calls counter
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
-		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
-	}))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+		toolruntest.Message(toolruntest.Text("Done.")))
 	waitFor(t, 30*time.Second, "the run in ListAwaitingApproval", func() bool {
 		runs, err := temporal.ListAwaitingApproval(ctx, c)
 		if err != nil {
@@ -118,7 +127,7 @@ func TestApprovalOnServer(t *testing.T) {
 	if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.DenyCall("too late")}); err != nil {
 		t.Fatal(err)
 	}
-	err = temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)})
+	err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)})
 	if err == nil || !strings.Contains(err.Error(), "not awaiting approval") {
 		t.Errorf("got a second update's error %v, want it refused", err)
 	}
@@ -154,20 +163,8 @@ func TestApprovalOnServer(t *testing.T) {
 func TestCanceledOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-canceled")
-	model := toolruntest.New(t, toolruntest.Script(
-		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
-	))
-	var calls counter
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
-		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
-	}))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, run, calls, _ := startApprovalRun(t, c, queue,
+		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})))
 	listed := func() bool {
 		runs, err := temporal.ListAwaitingApproval(ctx, c)
 		if err != nil {
