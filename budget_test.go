@@ -52,7 +52,7 @@ func TestBudgets(t *testing.T) {
 			params.MaxTokens = tt.maxTokens
 			log, logs := newLogger()
 			res, err := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
-				Logger: log, Budget: tt.budget, MaxTurns: toolrun.Unlimited,
+				Logger: log, Budget: tt.budget, MaxTurns: -1,
 			}).Run(t.Context())
 			if !errors.Is(err, toolrun.ErrBudget) {
 				t.Fatalf("got error %v, want one wrapping ErrBudget", err)

@@ -459,7 +459,6 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	// Options.Policy, then the tool's, as one Chain whose steps are hooks.
 	policies := [...]Policy{r.opts.Policy, e.config.Policy}
 	hooks := [...]string{"Policy", "ToolConfig.Policy"}
-	by := [...]DecidedBy{ByOptions, ByPolicy}
 	var v chainVerdict
 	if policies[0] != nil || policies[1] != nil {
 		valid := func(in json.RawMessage) error { return r.validate(ctx, e, in) }
@@ -483,11 +482,11 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	case v.invalid != nil:
 		return invalid(v.invalid)
 	case v.final != nil:
-		return *v.final, by[v.finalAt], nil, nil
+		return *v.final, ByPolicy, nil, nil
 	}
 	allow, allowBy := AllowCall(), ByDefault
 	if len(v.edit) > 0 {
-		allow, allowBy = Decision{Kind: Allow, Input: v.edit}, by[v.editAt]
+		allow, allowBy = Decision{Kind: Allow, Input: v.edit}, ByPolicy
 	}
 	switch {
 	case person != nil:
@@ -504,7 +503,7 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	case v.deferred != nil && slices.Contains(r.st.AlwaysAllow, call.Name):
 		return allow, ByAlways, nil, nil
 	case v.deferred != nil:
-		return *v.deferred, by[v.deferAt], nil, nil
+		return *v.deferred, ByPolicy, nil, nil
 	}
 	return allow, allowBy, nil, nil
 }

@@ -505,19 +505,19 @@ func TestChain(t *testing.T) {
 			name:     "the first deny wins",
 			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(deny("a"), deny("b")) },
 			wantText: "tool call denied: a",
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name:     "a skip ends the chain too",
 			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(nil, skip, deny("b")) },
 			wantText: "skipped",
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name:     "an allow does not end it",
 			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(toolrun.AllowOnly("write_file"), deny("b")) },
 			wantText: "tool call denied: b",
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name: "an edit is what later policies see and what runs",
@@ -526,7 +526,7 @@ func TestChain(t *testing.T) {
 			},
 			wantRuns: map[string]int{"/sandbox/a": 1},
 			wantSeen: []string{"/sandbox/a"},
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name: "an invalid edit ends the chain with a validation error",
@@ -542,7 +542,7 @@ func TestChain(t *testing.T) {
 			},
 			wantRuns: map[string]int{"/sandbox/b": 1},
 			wantSeen: []string{"/sandbox/b", "/sandbox/b"},
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name: "an invalid edit in a nested chain is refused too",
@@ -557,7 +557,7 @@ func TestChain(t *testing.T) {
 				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.AllowOnly("write_file"))
 			},
 			wantStop: toolrun.StopAwaitingApproval,
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name: "a later deny beats a defer",
@@ -565,7 +565,7 @@ func TestChain(t *testing.T) {
 				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.DenyTools("write_file"))
 			},
 			wantText: `tool call denied: tool "write_file" is not allowed in this run`,
-			wantBy:   toolrun.ByOptions,
+			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			// The decision order: input is validated before any policy,

@@ -364,7 +364,7 @@ func (r *Runner) lastMessage() *anthropic.BetaMessage {
 // out of max_tokens or context: Result.StopReason says which), when a hook
 // stopped the run, and when the run awaits approval. It is non-nil when
 // the run stopped short of the model's answer: a failure ([StopError],
-// [StopCanceled], [StopMalformedResponse]) or a limit the caller set
+// [StopCanceled]) or a limit the caller set
 // ([ErrMaxTurns], [ErrBudget]).
 //
 // With Options.Stream, Run streams every response (and retries faults
@@ -475,7 +475,7 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			continue
 		}
 		if p == nil {
-			if limit := r.maxTurns(); limit != Unlimited && r.st.Turns >= limit {
+			if limit := r.maxTurns(); limit >= 0 && r.st.Turns >= limit {
 				r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", limit)})
 				return step{}
 			}
@@ -565,7 +565,7 @@ func (r *Runner) heldBack(p *turnState) *Result {
 			return nil
 		}
 	}
-	if limit := r.maxTurns(); limit != Unlimited && r.st.Turns >= limit {
+	if limit := r.maxTurns(); limit >= 0 && r.st.Turns >= limit {
 		return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", limit, count(len(p.Calls), "tool call"), p.Turn)}
 	}
 	if b := r.opts.Budget.ToolCalls; b > 0 && r.st.ToolCalls+len(p.Calls) > b {
@@ -700,7 +700,7 @@ func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion 
 // calls have all been decided.
 func (r *Runner) halted() bool {
 	s := r.stopped
-	if s == nil || s.StopReason == StopError || s.StopReason == StopCanceled || s.StopReason == StopMalformedResponse {
+	if s == nil || s.StopReason.failed() {
 		return false
 	}
 	if s.StopReason == StopBudget && s.Budget == BudgetWallTime {
@@ -748,9 +748,6 @@ func (r *Runner) fail(ctx context.Context, err error, detail string) {
 	reason := StopError
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		reason = StopCanceled
-	}
-	if errors.Is(err, ErrMalformedResponse) {
-		reason = StopMalformedResponse
 	}
 	if detail == "" {
 		detail = err.Error()

@@ -41,15 +41,12 @@ var (
 	// Options.Budget ([StopBudget]).
 	ErrBudget = errors.New("toolrun: budget reached")
 	// ErrMalformedResponse is wrapped by the error of a run that received,
-	// twice in a row, a response it cannot answer validly
-	// ([StopMalformedResponse]).
+	// twice in a row, a response it cannot answer validly; the run stops
+	// with [StopError].
 	ErrMalformedResponse = errors.New("toolrun: malformed response")
 	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
 	// state whose signature does not match Options.StateKey.
 	ErrStateSignature = errors.New("toolrun: state signature does not match")
-	// ErrStreamIdle is wrapped by the [StreamError] of a streamed response that
-	// sent no bytes for Options.Timeouts.StreamIdle.
-	ErrStreamIdle = errors.New("toolrun: the stream sent nothing for too long")
 )
 
 // PanicError is the failure of a tool that panicked. The runner recovers the
@@ -69,27 +66,60 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
 }
 
-// TimeoutError is the failure of a call that ran past its timeout.
+// TimeoutError is the failure of a call that ran past its timeout, or of
+// a streamed response that sent nothing, not even a ping, for
+// [Timeouts.StreamIdle] (Tool is then empty, and the error is the Err of a
+// [*TurnError]).
 type TimeoutError struct {
 	Tool  string
 	After time.Duration
 }
 
-// Error says which tool timed out and after how long.
+// Error says which tool, or the stream, timed out and after how long.
 func (e *TimeoutError) Error() string {
+	if e.Tool == "" {
+		return fmt.Sprintf("the stream sent nothing for %s", e.After)
+	}
 	return fmt.Sprintf("tool %q timed out after %s and was cancelled", e.Tool, e.After)
 }
 
-// TurnError is returned when a model request fails after the client's
-// retries: an API error, a dropped connection, a cancelled context. The run
-// keeps its state: calling Run or Next again sends the same turn again.
+// TurnError is the failure of a turn's model request: an API error after
+// the client's own retries, a dropped connection, a cancelled context, or
+// a streamed response that failed after it began. A stream fails after it
+// began on an error event (Err is then an *anthropic.Error), a connection
+// dropped mid-body, a body that ended before message_stop (Err wraps
+// io.ErrUnexpectedEOF), or an idle stream (Err is a *[TimeoutError]).
+// Nothing of a failed response enters the history, and no call of it is
+// answered.
+//
+// The runner asks again for a streamed response that failed after it
+// began, per [Options.StreamRetry], announcing each new attempt with a
+// [RequestSent] whose Err is the TurnError of the attempt before. When the
+// attempts are spent, or the failure is not one to retry, the run stops
+// with [StopError] and the TurnError of the last attempt. The run keeps its
+// state: calling Run or Next again sends the same turn again.
 type TurnError struct {
 	Turn int // the turn whose request failed, counting from 1
-	Err  error
+	// Attempt counts the attempts of the turn's response, from 1; only a
+	// streamed response asked for again raises it (the anthropic client's
+	// own retries of a request that did not begin are not counted).
+	Attempt int
+	// Events counts the stream events received before the failure, pings
+	// aside: zero for a response that failed before it began or was not
+	// streamed.
+	Events int
+	Err    error
 }
 
-// Error names the failed turn.
+// Error names the failed turn and, for a stream that began, the attempt and
+// how far it got.
 func (e *TurnError) Error() string {
+	if e.Events > 0 {
+		return fmt.Sprintf("toolrun: turn %d: streamed response failed (attempt %d, after %d events): %v", e.Turn, e.Attempt, e.Events, e.Err)
+	}
+	if e.Attempt > 1 {
+		return fmt.Sprintf("toolrun: turn %d: model request failed (attempt %d): %v", e.Turn, e.Attempt, e.Err)
+	}
 	return fmt.Sprintf("toolrun: turn %d: model request failed: %v", e.Turn, e.Err)
 }
 

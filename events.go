@@ -47,10 +47,10 @@ type RequestSent struct {
 	Streamed bool
 	// Attempt counts the sends of this request, from 1. Only a stream
 	// asked for again raises it; a malformed response asked for again
-	// (see [StopMalformedResponse]) is a new request, at Attempt 1.
+	// (see [ErrMalformedResponse]) is a new request, at Attempt 1.
 	Attempt int
 	// Err, when Attempt is above 1, is the failure of the previous
-	// attempt, a *[StreamError].
+	// attempt, a *[TurnError].
 	Err error
 	// Delay, when Attempt is above 1, is how long the runner waited
 	// after that failure before this attempt.

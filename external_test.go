@@ -338,7 +338,7 @@ func TestResumedRunnerDecidesAgain(t *testing.T) {
 		t.Errorf("Decide asked %d times, want 2: by Advance's runner and by ExecuteCall's", got)
 	}
 	// ToolStarted carries the model's call, as in Next; the tool ran with Lyon.
-	want := []string{"decided options", "decided options", `started {"city":"Paris"}`, "finished t1"}
+	want := []string{"decided policy", "decided policy", `started {"city":"Paris"}`, "finished t1"}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

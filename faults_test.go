@@ -42,7 +42,7 @@ const (
 //
 //   - every run ends with a defined StopReason, and returns an error exactly
 //     when it stopped short of the model's answer (StopError, StopCanceled,
-//     StopMalformedResponse, StopMaxTurns); a run that no fault
+//     StopMaxTurns); a run that no fault
 //     stopped ends as its script says, after as many turns and with as many
 //     messages;
 //   - every history the runner sends passes the server's validation, and so
@@ -610,8 +610,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	st.mu.Unlock()
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
-		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
-		toolrun.StopMalformedResponse:
+		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError:
 	default:
 		failf("got StopReason %q, which is none of the defined ones", res.StopReason)
 	}
@@ -624,23 +623,20 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		failf("got %q with the error %v, want one wrapping ErrMaxTurns", res.StopReason, err)
 	case err == nil && res.StopReason == toolrun.StopMaxTurns:
 		failf("got %q with no error, want one wrapping ErrMaxTurns", res.StopReason)
-	case err != nil && res.StopReason == toolrun.StopMalformedResponse && !errors.Is(err, toolrun.ErrMalformedResponse):
-		failf("got %q with the error %v, want one wrapping ErrMalformedResponse", res.StopReason, err)
-	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns &&
-		res.StopReason != toolrun.StopMalformedResponse:
-		failf("got %q with the error %v, want StopError, StopCanceled, StopMaxTurns or StopMalformedResponse", res.StopReason, err)
+	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns:
+		failf("got %q with the error %v, want StopError, StopCanceled or StopMaxTurns", res.StopReason, err)
 	case cancelled:
 		if res.StopReason != toolrun.StopCanceled || !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
 			failf("got %q, %v; want StopCanceled with a *TurnError wrapping context.Canceled", res.StopReason, err)
 		}
-	case err != nil && res.StopReason != toolrun.StopMaxTurns && res.StopReason != toolrun.StopMalformedResponse:
+	case res.StopReason == toolrun.StopError && errors.Is(err, toolrun.ErrMalformedResponse):
+		// Two responses in a row repeated a tool_use id: the run stops
+		// with the history as it was, checked above, and nothing ran.
+	case err != nil && res.StopReason != toolrun.StopMaxTurns:
 		// Only requests fail here, and each failure had its retries.
 		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
 			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)
 		}
-	case res.StopReason == toolrun.StopMalformedResponse:
-		// Two responses in a row repeated a tool_use id: the run stops
-		// with the history as it was, checked above, and nothing ran.
 	default:
 		want, turns := p.stopReason, p.turns
 		if p.maxTurns != 0 && p.maxTurns < p.turns {
@@ -802,7 +798,7 @@ func TestFaultKinds(t *testing.T) {
 		Stop      toolrun.StopReason
 		TurnError int // the turn a *TurnError names, or 0
 		Status    int // the status of an *anthropic.Error in the error, or 0
-		Stream    int // the attempt a *StreamError names, or 0
+		Stream    int // the attempt of a *TurnError whose stream began, or 0
 		Requests  int
 		Runs      int // of the tool
 		Retried   int // RequestSent events of a request sent again
@@ -888,11 +884,12 @@ func TestFaultKinds(t *testing.T) {
 				Runs:     calls.get("get_weather"),
 				Retried:  len(retries(observed.all())),
 			}
-			if te := (*toolrun.TurnError)(nil); errors.As(err, &te) {
+			te := (*toolrun.TurnError)(nil)
+			if errors.As(err, &te) {
 				got.TurnError = te.Turn
 			}
-			if se := (*toolrun.StreamError)(nil); errors.As(err, &se) {
-				got.Stream = se.Attempt
+			if te != nil && te.Events > 0 {
+				got.Stream = te.Attempt
 			} else if ae := (*anthropic.Error)(nil); errors.As(err, &ae) {
 				got.Status = ae.StatusCode
 			}

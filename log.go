@@ -146,7 +146,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			log.Log(ctx, log.routine, "toolrun: run stopped", attrs...)
 		case StopAwaitingApproval, StopHook, StopCanceled:
 			log.InfoContext(ctx, "toolrun: run stopped", attrs...)
-		case StopError, StopMalformedResponse:
+		case StopError:
 			log.ErrorContext(ctx, "toolrun: run stopped", append(attrs, "error", res.Err.Error())...)
 		default: // limits, refusals: the run did not finish its task
 			log.WarnContext(ctx, "toolrun: run stopped", attrs...)

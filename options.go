@@ -14,9 +14,6 @@ import (
 	"github.com/toolrun/toolrun/internal/defaults"
 )
 
-// Unlimited, as [Options.MaxTurns], lets a run take any number of turns.
-const Unlimited = -1
-
 // defaultRequestTimeout bounds each attempt of a model request that is not
 // streamed, when [Timeouts.Request] is zero.
 const defaultRequestTimeout = 10 * time.Minute
@@ -84,7 +81,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	// MaxTurns bounds the model requests of a run. Zero means
-	// 25; [Unlimited] means no bound. A run that reaches it
+	// 25; a negative value (-1, say) means no bound. A run that reaches it
 	// stops with [StopMaxTurns] and an error wrapping [ErrMaxTurns]; the
 	// calls of the last turn are left pending, not run, so raising the
 	// limit with [Runner.SetMaxTurns] and running again picks up where it

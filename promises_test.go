@@ -470,8 +470,9 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 				if !errors.As(err, &te) || res.StopReason != toolrun.StopError {
 					t.Fatalf("Run = %v, %v; want StopError with a *TurnError", res.StopReason, err)
 				}
-				if got := errors.Is(err, toolrun.ErrStreamIdle); got != tt.wantIdle {
-					t.Errorf("error %v wraps ErrStreamIdle: %v, want %v", err, got, tt.wantIdle)
+				var idle *toolrun.TimeoutError
+				if got := errors.As(err, &idle) && idle.Tool == ""; got != tt.wantIdle {
+					t.Errorf("error %v wraps the stream's *TimeoutError: %v, want %v", err, got, tt.wantIdle)
 				}
 				if elapsed > tt.wantElapsed || elapsed < tt.wantElapsed-time.Second {
 					t.Errorf("the run took %s of the bubble's time, want about %s", elapsed, tt.wantElapsed)
@@ -581,7 +582,7 @@ func TestRepeatedToolUseIDs(t *testing.T) {
 		wantRuns int
 	}{
 		{"once, then a good response", []toolruntest.Reply{dup, toolruntest.Message(toolruntest.ToolUse("t2", "get_weather", map[string]any{"city": "Rome"})), toolruntest.Message(toolruntest.Text("ok"))}, toolrun.StopEndTurn, 1},
-		{"twice", []toolruntest.Reply{dup, dup}, toolrun.StopMalformedResponse, 0},
+		{"twice", []toolruntest.Reply{dup, dup}, toolrun.StopError, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -593,14 +594,14 @@ func TestRepeatedToolUseIDs(t *testing.T) {
 				if res.StopReason != tt.wantStop {
 					t.Errorf("stream %v: StopReason = %q (%v), want %q", stream, res.StopReason, err, tt.wantStop)
 				}
-				if got := errors.Is(err, toolrun.ErrMalformedResponse); got != (tt.wantStop == toolrun.StopMalformedResponse) {
+				if got := errors.Is(err, toolrun.ErrMalformedResponse); got != (tt.wantStop == toolrun.StopError) {
 					t.Errorf("stream %v: error %v wraps ErrMalformedResponse: %v", stream, err, got)
 				}
 				if got := calls.get("get_weather"); got != tt.wantRuns {
 					t.Errorf("stream %v: the tool ran %d times, want %d", stream, got, tt.wantRuns)
 				}
 				checkHistory(t, res.Messages)
-				if tt.wantStop == toolrun.StopMalformedResponse {
+				if tt.wantStop == toolrun.StopError {
 					logs.find(t, "toolrun: malformed response twice; the run stops")
 				}
 			}

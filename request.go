@@ -17,7 +17,7 @@ import (
 // turn and returns it as a turn to hand out; or stops the run and returns
 // nil. A response the runner cannot answer validly (see checkResponse) is
 // asked for once more, and then stops the run with
-// [StopMalformedResponse]: it never reaches the history.
+// [ErrMalformedResponse]: it never reaches the history.
 func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
 	params := r.requestParams()
@@ -48,7 +48,11 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		r.emit(ctx, sent)
 		m, err := r.send(ctx, sent)
 		if err != nil {
-			r.fail(ctx, &TurnError{Turn: n, Err: err}, fmt.Sprintf("turn %d failed", n))
+			te, ok := err.(*TurnError)
+			if !ok {
+				te = &TurnError{Turn: n, Attempt: 1, Err: err}
+			}
+			r.fail(ctx, te, fmt.Sprintf("turn %d failed", n))
 			return nil
 		}
 		r.account(ctx, m)

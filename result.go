@@ -34,16 +34,25 @@ const (
 	// StopBudget: the next step could pass a bound of Options.Budget; see
 	// Result.Budget and Result.Detail. The run's error wraps [ErrBudget].
 	StopBudget StopReason = "budget"
-	// StopMalformedResponse: the model sent a response the runner cannot
-	// answer validly (two tool_use blocks with one id, say), twice in a
-	// row. The run's error wraps [ErrMalformedResponse]; the history is
-	// left as it was before the response.
-	StopMalformedResponse StopReason = "malformed_response"
 	// StopCanceled: the context was cancelled.
 	StopCanceled StopReason = "canceled"
-	// StopError: a request, a hook or a checkpoint failed; see Result.Err.
+	// StopError: a request, a hook or a checkpoint failed, or the model
+	// sent, twice in a row, a response the runner cannot answer validly
+	// (two tool_use blocks with one id, say: the error then wraps
+	// [ErrMalformedResponse], and the history is left as it was before
+	// the response); see Result.Err.
 	StopError StopReason = "error"
 )
+
+// stopMalformed is the reason a State written by an earlier version gives
+// for a run stopped by a malformed response; it reads as [StopError].
+const stopMalformed StopReason = "malformed_response"
+
+// failed reports whether the run stopped on a failure: a run that is tried
+// again goes on from where it stopped.
+func (s StopReason) failed() bool {
+	return s == StopError || s == StopCanceled || s == stopMalformed
+}
 
 // BudgetKind names a bound of [Budget].
 type BudgetKind string
@@ -94,7 +103,7 @@ type Result struct {
 	// hook's reason, the failed turn.
 	Detail string
 	// Err is the error that stopped the run, as Run returns it: for
-	// StopError, StopCanceled, StopMalformedResponse and the limits the
+	// StopError, StopCanceled and the limits the
 	// caller set (StopMaxTurns wraps [ErrMaxTurns], StopBudget
 	// [ErrBudget]). It is nil for the model's own stops, StopHook and
 	// StopAwaitingApproval.

@@ -12,7 +12,10 @@ import (
 
 // emptyBlockTool is a Tool whose result has a zero Content block, which
 // encodes as null: a bug in a hand-written tool.
-type emptyBlockTool struct{ runs *counter }
+type emptyBlockTool struct {
+	toolrun.ToolConfig
+	runs *counter
+}
 
 func (emptyBlockTool) Name() string                 { return "empty_block" }
 func (emptyBlockTool) Description() string          { return "Returns a zero block" }
@@ -33,7 +36,7 @@ func TestEmptyResultBlockIsAFailure(t *testing.T) {
 		toolruntest.Message(toolruntest.Text("done")),
 	))
 	var runs counter
-	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{emptyBlockTool{&runs}}, &toolrun.Options{Logger: discard()})
+	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{emptyBlockTool{runs: &runs}}, &toolrun.Options{Logger: discard()})
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopEndTurn {
 		t.Fatalf("Run = %q, %v (%s); want end_turn", res.StopReason, err, res.Detail)

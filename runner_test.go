@@ -415,7 +415,7 @@ func TestTurnLimit(t *testing.T) {
 			t.Fatalf("stop = %q with %d tool runs, want max_turns with 1: the last turn's call waits", res.StopReason, c.get("get_weather"))
 		}
 		checkHistory(t, res.Messages)
-		r.SetMaxTurns(toolrun.Unlimited)
+		r.SetMaxTurns(-1)
 		res, err := r.Run(t.Context())
 		if err != nil || res.StopReason != toolrun.StopEndTurn {
 			t.Fatalf("after raising the limit: %v, %v; want end_turn", res.StopReason, err)

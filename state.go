@@ -147,8 +147,7 @@ type DecidedBy string
 // Who decides a call; see [Policy] for the order.
 const (
 	ByDefault  DecidedBy = "default"  // no rule had anything to say: allowed
-	ByOptions  DecidedBy = "options"  // Options.Policy
-	ByPolicy   DecidedBy = "policy"   // the tool's ToolConfig.Policy
+	ByPolicy   DecidedBy = "policy"   // Options.Policy or the tool's ToolConfig.Policy, chained
 	ByApproval DecidedBy = "approval" // a person, with Runner.Decide or State.Decide
 	ByAlways   DecidedBy = "always"   // an earlier Always approval of the tool
 )
@@ -613,7 +612,7 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 		}
 	}
 	r.syncTools()
-	if reason := r.st.StopReason; reason != "" && reason != StopError && reason != StopCanceled && reason != StopMalformedResponse {
+	if reason := r.st.StopReason; reason != "" && !reason.failed() {
 		res := &Result{StopReason: reason, Detail: r.st.Detail, Messages: r.Messages(), Usage: r.st.Usage,
 			CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete,
 			Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}

@@ -86,31 +86,9 @@ func (p RetryPolicy) delay(n int, resp *http.Response, err error) time.Duration 
 	return d
 }
 
-// StreamError is the failure of one attempt of a streamed response after it
-// began: an error event (Err is then an *anthropic.Error), a connection
-// dropped mid-body, a body that ended before message_stop (Err wraps
-// io.ErrUnexpectedEOF), or a stream idle for Options.Timeouts.StreamIdle (Err
-// wraps [ErrStreamIdle]). Nothing of the failed response enters the history,
-// and no call of it is answered. The runner retries the turn per
-// [Options.StreamRetry]; when the attempts are spent, the run stops with
-// [StopError] and a [*TurnError] that wraps the StreamError of the last
-// attempt, and calling Run again requests the turn again.
-type StreamError struct {
-	// Attempt counts the attempts of the turn's response, from 1.
-	Attempt int
-	// Events counts the events of the response received before the
-	// failure, pings aside.
-	Events int
-	Err    error
-}
-
-// Error says which attempt failed, how far it got, and why.
-func (e *StreamError) Error() string {
-	return fmt.Sprintf("streamed response failed mid-stream (attempt %d, after %d events): %v", e.Attempt, e.Events, e.Err)
-}
-
-// Unwrap returns the attempt's failure.
-func (e *StreamError) Unwrap() error { return e.Err }
+// errStreamIdle is the cause a stream's watchdog cancels it with; the
+// attempt then fails with a *TimeoutError whose Tool is empty.
+var errStreamIdle = errors.New("the stream sent nothing for too long")
 
 // errStreamEnded is the failure of a stream whose body ended cleanly
 // before message_stop.
@@ -127,16 +105,11 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		if err == nil {
 			return msg, nil
 		}
-		var cause error
-		switch {
-		case ctx.Err() != nil:
-			cause = context.Cause(ctx)
-		case st.began:
-			cause = &StreamError{Attempt: attempt, Events: st.events, Err: err}
-		default:
-			cause = err
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
 		}
-		if ok, _ := retry.Retryable(err); ctx.Err() != nil || !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
+		cause := &TurnError{Turn: sent.Turn, Attempt: attempt, Events: st.events, Err: err}
+		if ok, _ := retry.Retryable(err); !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)
@@ -172,7 +145,8 @@ type streamAttempt struct {
 // receive streams the response, sending its deltas as they arrive, and
 // returns it once message_stop has arrived. A stream that sends nothing
 // (not even a ping) for Options.Timeouts.StreamIdle, before or after its
-// headers, fails with ErrStreamIdle and counts as begun, so it is retried.
+// headers, fails with a *TimeoutError and counts as begun, so it is
+// retried.
 func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	r := st.r
 	reqCtx, cancel := context.WithCancelCause(ctx)
@@ -180,7 +154,7 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 	idle := orDefault(r.opts.Timeouts.StreamIdle, defaultStreamIdleTimeout)
 	var watchdog *time.Timer
 	if idle > 0 {
-		watchdog = time.AfterFunc(idle, func() { cancel(ErrStreamIdle) })
+		watchdog = time.AfterFunc(idle, func() { cancel(errStreamIdle) })
 		defer watchdog.Stop()
 	}
 	stream := r.openStream(reqCtx, params, option.WithResponseInto(&st.resp))
@@ -209,9 +183,9 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 		}
 	}
 	err := stream.Err()
-	if errors.Is(context.Cause(reqCtx), ErrStreamIdle) && ctx.Err() == nil {
+	if errors.Is(context.Cause(reqCtx), errStreamIdle) && ctx.Err() == nil {
 		st.began = true
-		return nil, fmt.Errorf("%w (%s)", ErrStreamIdle, idle)
+		return nil, &TimeoutError{After: idle}
 	}
 	if err != nil {
 		return nil, err

@@ -489,9 +489,9 @@ func TestStreamFaultRetried(t *testing.T) {
 				t.Fatalf("got %d retried requests, want 1", len(retried))
 			}
 			rt := retried[0]
-			var se *toolrun.StreamError
-			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 {
-				t.Errorf("RequestSent = %+v, want turn 1, attempt 2, a *StreamError of attempt 1", rt)
+			var se *toolrun.TurnError
+			if rt.Turn != 1 || rt.Attempt != 2 || !errors.As(rt.Err, &se) || se.Attempt != 1 || se.Turn != 1 || se.Events == 0 {
+				t.Errorf("RequestSent = %+v, want turn 1, attempt 2, a *TurnError of attempt 1 after some events", rt)
 			}
 			if first := all[toolrun.RequestSent](events)[0]; first.Attempt != 1 || first.Err != nil || first.Delay != 0 {
 				t.Errorf("first RequestSent = %+v, want attempt 1 with no error and no delay", first)
@@ -528,12 +528,8 @@ func TestStreamRetriesExhausted(t *testing.T) {
 	r := toolrun.New(client(s), userParams("Weather in Paris?"), tools, opts)
 	res, err := r.Run(t.Context())
 	var te *toolrun.TurnError
-	if !errors.As(err, &te) || te.Turn != 2 {
-		t.Fatalf("err = %v, want a *TurnError for turn 2", err)
-	}
-	var se *toolrun.StreamError
-	if !errors.As(err, &se) || se.Attempt != 2 {
-		t.Errorf("err = %v, want a *StreamError of attempt 2", err)
+	if !errors.As(err, &te) || te.Turn != 2 || te.Attempt != 2 || te.Events == 0 {
+		t.Fatalf("err = %v, want a *TurnError for turn 2, attempt 2, after some events", err)
 	}
 	if res.StopReason != toolrun.StopError || !strings.Contains(res.Detail, "turn 2") || !strings.Contains(err.Error(), "turn 2") {
 		t.Errorf("stop = %q (%q), err %q; want StopError naming turn 2", res.StopReason, res.Detail, err)

@@ -205,12 +205,12 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A resume from State: a new thread.
-			opts.MaxTurns = toolrun.Unlimited
+			opts.MaxTurns = -1
 			r2, err := toolrun.Resume(client(s), r.State(), []toolrun.Tool{weatherTool(&calls)}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r2.SetMaxTurns(toolrun.Unlimited)
+			r2.SetMaxTurns(-1)
 			if res, err = r2.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("resumed run = %v, %v; want end_turn", res.StopReason, err)
 			}

@@ -28,9 +28,8 @@ import (
 // dropped and logged.
 //
 // Most tools are built with [NewTool] or [NewRawTool]; implement Tool
-// directly to wrap something else (an MCP server, a remote service). A Tool
-// may also implement [Configurable] to declare its timeout, approval policy
-// and other execution settings.
+// directly to wrap something else (an MCP server, a remote service), and
+// embed a [ToolConfig] in the implementation for its Config method.
 type Tool interface {
 	Name() string
 	Description() string
@@ -39,6 +38,9 @@ type Tool interface {
 	// [NewRawTool]). nil means {"type":"object"}. It is read once, when a
 	// runner is built.
 	InputSchema() json.RawMessage
+	// Config returns the tool's execution settings: its timeout, approval
+	// policy and the like. A runner reads it once, when it is built.
+	Config() ToolConfig
 	Run(ctx context.Context, input json.RawMessage) ([]Content, error)
 }
 
@@ -105,11 +107,9 @@ type ToolConfig struct {
 	MaxResultBytes int
 }
 
-// Configurable is implemented by tools that carry a [ToolConfig]. The runner
-// reads it once, when it is built.
-type Configurable interface {
-	Config() ToolConfig
-}
+// Config returns c: a type that embeds a ToolConfig has the Config method
+// of a [Tool].
+func (c ToolConfig) Config() ToolConfig { return c }
 
 // FuncTool is a [Tool] built from a Go function by [NewTool] or [NewRawTool].
 // Set its exported [ToolConfig] fields before handing it to a runner.
@@ -147,9 +147,6 @@ func (t *FuncTool) InputSchema() json.RawMessage { return t.schema }
 func (t *FuncTool) Run(ctx context.Context, input json.RawMessage) ([]Content, error) {
 	return t.run(ctx, input)
 }
-
-// Config returns the tool's execution settings.
-func (t *FuncTool) Config() ToolConfig { return t.ToolConfig }
 
 // toolNameRE is the API's rule for client tool names.
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)

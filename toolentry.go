@@ -105,11 +105,7 @@ func toolSetOf(tools []Tool) (*toolSet, error) {
 
 // newToolEntry returns the entry of t, with its settings as they are now.
 func newToolEntry(t Tool, schema *toolSchema) toolEntry {
-	e := toolEntry{tool: t, schema: schema}
-	if c, ok := t.(Configurable); ok {
-		e.config = c.Config()
-	}
-	return e
+	return toolEntry{tool: t, schema: schema, config: t.Config()}
 }
 
 // entriesFor returns the entries of tools, the set's own tools: the set's

@@ -50,6 +50,7 @@ func inferJSON[T any](t testing.TB) string {
 // rawTool is a Tool with a given schema, as a custom implementation or an
 // integration would write it.
 type rawTool struct {
+	ToolConfig
 	name   string
 	schema json.RawMessage
 }

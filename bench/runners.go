@@ -167,7 +167,7 @@ func toolrunTools(specs []toolSpec) []toolrun.Tool {
 }
 
 func toolrunOptions() *toolrun.Options {
-	return &toolrun.Options{MaxTurns: toolrun.Unlimited, Logger: slog.New(slog.DiscardHandler)}
+	return &toolrun.Options{MaxTurns: -1, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // handTool is a tool of the hand loop: its definition and its function.

@@ -53,9 +53,8 @@ func clean(s string) string {
 
 // Tool is one tool of an MCP server, as a [toolrun.Tool]: its name is the
 // one the model sees, its description and input schema are the server's,
-// and Run calls the tool on the server. It also implements
-// [toolrun.Configurable], with the configuration from [Options]. Get the
-// tools of a server with [Server.Tools].
+// and Run calls the tool on the server. Its Config is the configuration
+// from [Options]. Get the tools of a server with [Server.Tools].
 type Tool struct {
 	server *Server
 	def    *mcp.Tool

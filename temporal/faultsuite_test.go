@@ -678,7 +678,7 @@ func definedStop(r toolrun.StopReason) bool {
 	switch r {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
 		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
-		toolrun.StopMalformedResponse, temporal.StopPayloadTooLarge:
+		temporal.StopPayloadTooLarge:
 		return true
 	}
 	return false

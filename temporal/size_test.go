@@ -152,7 +152,7 @@ func TestRunsOfAnySize(t *testing.T) {
 			env := measuredEnv(t, temporal.NewActivities(s.Client(), []toolrun.Tool{fetchTool()}, opts), &p)
 			ro := fastRetries
 			ro.ContinueAsNewAfter = 1000
-			ro.MaxTurns = toolrun.Unlimited
+			ro.MaxTurns = -1
 			ro.PayloadLimit = tt.limit
 			env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &ro))
 			out := outcome(t, env)

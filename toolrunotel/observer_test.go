@@ -150,7 +150,7 @@ func TestSpans(t *testing.T) {
 				{Name: tool, Parent: run, Kind: "internal",
 					Status: `Error: tool call denied: tool "get_weather" is not allowed in this run`,
 					Attrs: toolAttrs(1, "get_weather", "t1", false, map[string]any{
-						"toolrun.decision": "deny", "toolrun.decided_by": "options", "error.type": "denied"}),
+						"toolrun.decision": "deny", "toolrun.decided_by": "policy", "error.type": "denied"}),
 					Events: []string{`exception: tool call denied: tool "get_weather" is not allowed in this run`}},
 				{Name: "execute_tool get_wether", Parent: run, Kind: "internal",
 					Status: `Error: unknown tool "get_wether"; available tools: get_weather`,

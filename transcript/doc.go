@@ -67,8 +67,8 @@
 //     "input" name the call; "decision" is {"kind", "reason", "input"
 //     (input that replaced the model's), "result" (a skip's content)}, of
 //     kind "allow", "deny", "skip" or "defer"; "by" is who decided:
-//     "options", "policy", "approval", "always" or "default". A call
-//     rejected before it could be decided (an unknown tool, invalid input)
+//     "policy", "approval", "always" or "default" (an older transcript
+//     may say "options" for Options.Policy). A call rejected before it could be decided (an unknown tool, invalid input)
 //     has no decision line.
 //   - "tool_started": a call started to run (tool_use_id, tool, input).
 //   - "tool_finished": a call has its result, after any AfterTool hook:

@@ -53,8 +53,8 @@ func TestRecorderGolden(t *testing.T) {
 		{name: "succeeds", id: "toolu_1", wantOutput: "sunny in Paris", wantRan: true, wantDecision: "allow", wantDecideBy: "default"},
 		{name: "fails", id: "toolu_2", wantError: "database is down", wantOutput: "database is down", wantRan: true, wantDecision: "allow", wantDecideBy: "default"},
 		{name: "panics", id: "toolu_3", wantError: `tool "parse" panicked: assignment to entry in nil map`, wantOutput: `tool "parse" panicked: assignment to entry in nil map`, wantStack: true, wantRan: true, wantDecision: "allow", wantDecideBy: "default"},
-		{name: "denied", id: "toolu_4", wantError: `tool call denied: tool "delete_files" is not allowed in this run`, wantOutput: `tool call denied: tool "delete_files" is not allowed in this run`, wantDecision: "deny", wantDecideBy: "options"},
-		{name: "skipped", id: "toolu_5", wantOutput: "cached answer", wantDecision: "skip", wantDecideBy: "options"},
+		{name: "denied", id: "toolu_4", wantError: `tool call denied: tool "delete_files" is not allowed in this run`, wantOutput: `tool call denied: tool "delete_files" is not allowed in this run`, wantDecision: "deny", wantDecideBy: "policy"},
+		{name: "skipped", id: "toolu_5", wantOutput: "cached answer", wantDecision: "skip", wantDecideBy: "policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -311,7 +311,7 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 	defer s.Close()
 
 	runOpts := o.Options
-	runOpts.MaxTurns = toolrun.Unlimited
+	runOpts.MaxTurns = -1 // no bound
 	if recStop != nil && recStop.StopReason == toolrun.StopMaxTurns {
 		runOpts.MaxTurns = len(replies)
 	}

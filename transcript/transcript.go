@@ -102,7 +102,8 @@ type Entry struct {
 	Tool      string          `json:"tool,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	// Decision and By are a decision line's decision and who took it:
-	// "options", "policy", "approval", "always" or "default".
+	// "policy", "approval", "always" or "default" (an older transcript
+	// may say "options" for Options.Policy).
 	Decision *toolrun.Decision `json:"decision,omitempty"`
 	By       string            `json:"by,omitempty"`
 	// Output is a tool_finished call's result content: a JSON array of

@@ -147,10 +147,10 @@ func run(ctx context.Context, out, errOut io.Writer, cfg config) (*toolrun.Resul
 		case toolrun.RequestSent:
 			if e.Attempt > 1 { // a stream asked for again: drop what it showed
 				newline()
-				var se *toolrun.StreamError
+				var te *toolrun.TurnError
 				events := 0
-				if errors.As(e.Err, &se) {
-					events = se.Events
+				if errors.As(e.Err, &te) {
+					events = te.Events
 				}
 				fmt.Fprintf(out, "%s   ✗ the response broke off after %d events; discarded it and retried after %s\n",
 					since(), events, e.Delay.Round(time.Millisecond))
