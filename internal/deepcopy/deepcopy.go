@@ -11,28 +11,37 @@
 //
 //   - Pointers, slices (json.RawMessage and other byte slices included),
 //     maps and arrays get new memory with copied contents; a nil pointer,
-//     slice or map stays nil, and an empty non-nil slice or map stays
-//     empty and non-nil, as the JSON round trip would keep them.
+//     slice or map stays nil, and an empty non-nil one stays empty and
+//     non-nil.
+//
 //   - An interface gets a copy of its dynamic value, of the same dynamic
 //     type; a nil interface stays nil.
-//   - A struct is copied by value, then each exported field is copied deeply
-//     in place. Unexported fields keep the value they had: reflection may
-//     read them but not set them (short of package unsafe, which this
-//     package does not use), and in the types a State holds they are
-//     the anthropic SDK's own plain bookkeeping — param.Opt's status, a
-//     union's or param struct's metadata — which no exported field or
-//     method hands out for writing. The one exception is a param struct's
-//     extra fields, a map that ExtraFields returns as it is: a struct with
-//     the SDK's ExtraFields and SetExtraFields methods gets a copy of that
-//     map set with SetExtraFields. What param.Override or param.SetJSON put
-//     in a struct (returned by its Overrides method) is not copied, as the
-//     SDK has no method that sets it on a copy; such a struct encodes as
-//     JSON anyway, so it is only shared when something else in the value
-//     does not. Likewise, the exported fields of an embedded struct of an
-//     unexported type are, to reflection, inside an unexported field, and
-//     keep their value; the SDK embeds no such field but its metadata.
+//
+//   - A struct is copied by value, then each exported field is copied
+//     deeply in place. Unexported fields keep the value they had:
+//     reflection may read them but not set them (short of package unsafe,
+//     which this package does not use). In the types a State holds they
+//     are the anthropic SDK's own plain bookkeeping — param.Opt's status,
+//     a union's or param struct's metadata — which no exported field or
+//     method hands out for writing, and the State's own turn in progress,
+//     which Runner.State copies on its own.
+//
+//     The one exception is a param struct's extra fields, a map that
+//     ExtraFields returns as it is: a struct with the SDK's ExtraFields
+//     and SetExtraFields methods gets a copy of that map set with
+//     SetExtraFields (a struct that had those methods through an embedded
+//     nil pointer would panic here; the SDK embeds values). What
+//     param.Override or param.SetJSON put in a struct, which its Overrides
+//     method returns, is not copied, as the SDK has no method that sets it
+//     on a copy: a caller who put an override in a history and writes
+//     through what Overrides returns from a copy reaches the original.
+//     Likewise, the exported fields of an embedded struct of an unexported
+//     type are, to reflection, inside an unexported field and keep their
+//     value; the SDK embeds no such field but its metadata.
+//
 //   - Funcs, channels and unsafe pointers are copied as they are: they have
 //     no contents to copy.
+//
 //   - Map keys are copied as they are: a key is what its entry is found by.
 //
 // A pointer, map or slice met twice (the same type and address, and for a
