@@ -12,6 +12,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/internal/defaults"
 )
 
@@ -202,7 +203,21 @@ func (r *Runner) RemoveTools(names ...string) {
 }
 
 // State returns a copy of the run's data, signed with Options.StateKey if
-// set. It shares nothing with the runner.
+// set. It shares nothing with the runner: writing into the copy, down to a
+// block's text or a tool_use input's bytes, does not change the run.
+//
+// The copy is made through the State's JSON, the form a [Store] keeps. A
+// history that does not encode as JSON — a message the caller gave with a
+// tool_use Input that is not valid JSON, or an Input holding a value
+// encoding/json refuses (a func, a channel, an infinite or NaN float) — is
+// copied without it, field by field, and State logs an Error, because no
+// Store can save that state either. Such a run cannot be sent: Run, Next
+// and the other drivers stop it with [StopError] and a *[TurnError] whose
+// text carries the encoding's error (the SDK encodes with its own copy of
+// encoding/json, whose error types a caller cannot name), before anything
+// goes out, as often as they are called: nothing is sent twice, and no
+// call runs again. Replacing the message with [Runner.SetMessages] lets
+// the run go on.
 func (r *Runner) State() *State {
 	s := r.snapshot()
 	r.saveMu.Lock()
@@ -217,9 +232,16 @@ func (r *Runner) State() *State {
 		out.Params.Betas = slices.Clone(s.Params.Betas)
 		s = &out
 	} else {
-		// Not silent: the copy then shares the history's blocks with the
-		// runner, and a Store could not save it either.
-		r.log.Error("toolrun: the run's state does not encode as JSON; State returns a shallow copy", "error", err)
+		// Not silent: a Store could not save this state. The copy made
+		// without JSON keeps unexported SDK bookkeeping (param.Opt status,
+		// metadata) by value, which no caller can write through; see
+		// internal/deepcopy. The turn in progress is unexported here and
+		// is copied on its own, so State.Decide on the copy cannot reach
+		// the runner's calls.
+		r.log.Error("toolrun: the run's state does not encode as JSON; State returns a copy made without it, which a Store cannot save", "error", err)
+		out = deepcopy.Copy(*s)
+		out.pending = deepcopy.Copy(s.pending)
+		s = &out
 	}
 	if err := s.sign(r.opts.StateKey); err != nil {
 		r.log.Error("toolrun: signing the state failed", "error", err)
