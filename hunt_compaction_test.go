@@ -1,0 +1,64 @@
+//go:build hunt
+
+package toolrun_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// TestHuntServerSideCompactionIsAccounted: Result.Usage "adds up every
+// response of the run, compactions included", and every budget is checked
+// against that sum. The default (server-side) compaction's response
+// carries its usage in usage.iterations, with a top-level usage of 0 (the
+// compaction request is answered by the API itself); the runner reads only
+// the top-level usage (result.go usageOf, request.go account,
+// compaction.go compact), so a compaction (the whole history as input,
+// the summary as output) adds nothing to Result.Usage, Result.CostUSD or
+// Compacted.Usage, and Budget.InputTokens/OutputTokens/CostUSD go on
+// from a total that leaves it out: a run can spend past its budget. What
+// should hold: the runner's usage equals what the API billed
+// (usage.iterations summed when present), and Compacted.Usage is the
+// compaction's cost.
+func TestHuntServerSideCompactionIsAccounted(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
+		toolruntest.Message(toolruntest.Text("done")),
+	))
+	var calls counter
+	var compacted []toolrun.Compacted
+	p := userParams("weather in Oslo, please, and keep a long note of it for later")
+	p.Model = "claude-sonnet-4-5"
+	res, err := toolrun.New(client(s), p, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+		Logger:     discard(),
+		Compaction: toolrun.Compaction{Threshold: 1},
+		OnEvent: func(ctx context.Context, e toolrun.Event) {
+			if c, ok := e.(toolrun.Compacted); ok {
+				compacted = append(compacted, c)
+			}
+		},
+	}).Run(t.Context())
+	if err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+	}
+	if len(compacted) != 1 || compacted[0].ClientSide {
+		t.Fatalf("compactions %+v, want one server-side", compacted)
+	}
+	billed := s.Usage()
+	want := toolrun.Usage{
+		InputTokens:              billed.InputTokens,
+		OutputTokens:             billed.OutputTokens,
+		CacheCreationInputTokens: billed.CacheCreationInputTokens,
+		CacheReadInputTokens:     billed.CacheReadInputTokens,
+	}
+	if diff := cmp.Diff(want, res.Usage); diff != "" {
+		t.Errorf("Result.Usage differs from what the API billed, compaction included (-billed +counted):\n%s", diff)
+	}
+	if got := compacted[0].Usage; got == (toolrun.Usage{}) {
+		t.Errorf("Compacted.Usage = %+v, want the compaction request's cost (usage.iterations)", got)
+	}
+}
