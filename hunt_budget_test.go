@@ -1,0 +1,63 @@
+//go:build hunt
+
+package toolrun_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// TestHuntCostBudgetPricesCacheWrites: Budget says the run stops "before a
+// request whose input (estimated) and output (at most max_tokens) could
+// pass a ... cost budget", with input bounded at "a token a byte". But
+// checkBudget (budget.go, "Priced as uncached input: the most the request
+// can cost") prices the estimate at InputPerMTok, while a cache write
+// costs 1.25x (5-minute TTL) or 2x (1-hour TTL) that, as Price's own doc
+// and costOf say. With Options.CacheTTL "1h" (the runner puts the
+// breakpoint itself) a request whose input is all written to the cache
+// costs up to twice the bound the check allowed for. Here the reply bills
+// one token per byte of the request body (the worst case the check itself
+// assumes), all as 1-hour cache writes: the request passes a check of
+// about $3 per MTok of input and costs $6 per MTok, so the run ends past
+// its cost budget. What should hold: the check prices the input at the
+// highest input rate the request can be billed at (the 1-hour write rate
+// when a breakpoint may write to the 1-hour cache, else the 5-minute one),
+// and Result.CostUSD never exceeds Budget.CostUSD.
+func TestHuntCostBudgetPricesCacheWrites(t *testing.T) {
+	p := userParams("Summarise this: " + strings.Repeat("lorem ipsum dolor sit amet ", 200))
+	p.Model = "claude-sonnet-4-5"
+	p.MaxTokens = 16
+	reply := func(req *toolruntest.Request) toolruntest.Reply {
+		n := int64(len(req.Body)) // a token a byte: the check's own worst case
+		r := toolruntest.Message(toolruntest.Text("done"))
+		r.Usage = &toolruntest.Usage{CacheCreationInputTokens: n, CacheCreation1hInputTokens: n, OutputTokens: 1}
+		return r
+	}
+	opts := func(b toolrun.Budget) *toolrun.Options {
+		return &toolrun.Options{Logger: discard(), CacheTTL: "1h", Budget: b}
+	}
+
+	// The size of the request, as sent.
+	probe := toolruntest.New(t, toolruntest.Options{Func: reply})
+	if _, err := toolrun.New(client(probe), p, nil, opts(toolrun.Budget{})).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	size := float64(len(probe.Requests()[0].Body))
+
+	// A budget that admits the request priced as uncached input ($3/MTok,
+	// with room to spare for the estimate and max_tokens), and not the
+	// same tokens written to the 1-hour cache ($6/MTok).
+	budget := 4 * size / 1e6
+	s := toolruntest.New(t, toolruntest.Options{Func: reply})
+	res, err := toolrun.New(client(s), p, nil, opts(toolrun.Budget{CostUSD: budget})).Run(t.Context())
+	if len(s.Requests()) == 0 {
+		t.Fatalf("no request was sent (stop %q, %v): the estimate did not fit the budget; the test's sizes need a look", res.StopReason, err)
+	}
+	if res.CostUSD > budget {
+		t.Errorf("Result.CostUSD = $%.6f past Budget.CostUSD $%.6f (stop %q, %v): the check priced cache writes as uncached input",
+			res.CostUSD, budget, res.StopReason, err)
+	}
+}
