@@ -4,6 +4,8 @@ package toolrun_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -60,5 +62,45 @@ func TestHuntServerSideCompactionIsAccounted(t *testing.T) {
 	}
 	if got := compacted[0].Usage; got == (toolrun.Usage{}) {
 		t.Errorf("Compacted.Usage = %+v, want the compaction request's cost (usage.iterations)", got)
+	}
+}
+
+// TestHuntCompactionWithLargeMaxTokens: with max_tokens above 21,333 (a
+// common setting: 32k or 64k for today's models) every compaction fails
+// and the run stops with an error, client-side or server-side. The
+// compaction's request goes through r.messages.New with no request
+// option (compaction.go, compact and summarise), so the SDK computes its
+// own non-streaming timeout from max_tokens and refuses the request
+// before sending it: "streaming is required for operations that may take
+// longer than 10 minutes". The turns' own requests pass
+// option.WithRequestTimeout(Timeouts.Request) (request.go, send), which
+// is why they do not hit it. What should hold: a compaction request is
+// sent as the turns' are (with Timeouts.Request, so also bounded by the
+// caller's timeout, or streamed), and the run compacts and goes on.
+func TestHuntCompactionWithLargeMaxTokens(t *testing.T) {
+	for _, clientSide := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server-side", true: "client-side"}[clientSide], func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
+				msgs := req.Conversation
+				last := msgs[len(msgs)-1]
+				switch {
+				case msgs[0].Role == "assistant" || len(msgs) == 1 && strings.HasPrefix(msgs[0].Content[0].Text, "This conversation was compacted"):
+					return toolruntest.Message(toolruntest.Text("done"))
+				case last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation"):
+					return toolruntest.Message(toolruntest.Text("Checked Oslo."))
+				}
+				return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
+			}})
+			var calls counter
+			p := userParams("weather")
+			p.MaxTokens = 64000
+			res, err := toolrun.New(client(s), p, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger:     discard(),
+				Compaction: toolrun.Compaction{Threshold: 1, ClientSide: clientSide},
+			}).Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("Run = %q, %v; want end_turn after one compaction", res.StopReason, err)
+			}
+		})
 	}
 }
