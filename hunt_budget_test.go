@@ -5,6 +5,7 @@ package toolrun_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -59,5 +60,58 @@ func TestHuntCostBudgetPricesCacheWrites(t *testing.T) {
 	if res.CostUSD > budget {
 		t.Errorf("Result.CostUSD = $%.6f past Budget.CostUSD $%.6f (stop %q, %v): the check priced cache writes as uncached input",
 			res.CostUSD, budget, res.StopReason, err)
+	}
+}
+
+// TestHuntStreamRetriesAreBudgeted: the README promises that "every
+// request is checked first, compaction's and retries' included", and
+// Result.Usage adds up every response. A streamed response that fails
+// mid-stream is requested again inside sendStream (stream.go), below
+// request.go's budget check and its account: the failed attempts' usage
+// (billed: the toolruntest server bills a message a fault cut short, as
+// the API does for a stream it began) is never added, and no retry is
+// checked against the budget. With Options.StreamRetry allowing a few
+// attempts, a run whose one request was admitted by Budget.InputTokens
+// is billed several times that request's input and ends past the budget,
+// and Result.Usage says it stayed within. What should hold: each failed
+// attempt's usage (message_start's input, the output so far) is
+// accounted, and each retry is checked against the budget like the first
+// attempt.
+func TestHuntStreamRetriesAreBudgeted(t *testing.T) {
+	p := userParams("Summarise this: " + strings.Repeat("lorem ipsum dolor sit amet ", 200))
+	p.MaxTokens = 64
+	done := toolruntest.Message(toolruntest.Text("done"))
+
+	// One clean request: its size and the input the server bills for it.
+	probe := toolruntest.New(t, toolruntest.Script(done))
+	if _, err := toolrun.New(client(probe), p, nil, &toolrun.Options{Logger: discard(), Stream: true}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(probe.Requests()[0].Body))
+	perRequest := toolruntest.BilledInputTokens(probe.Usage())
+	budget := size + size/5 // admits the request at a token a byte, with room
+	fails := int(float64(budget)/perRequest) + 1
+
+	var replies []toolruntest.Reply
+	for range fails {
+		r := done
+		r.Fault.StreamErrorAfter = 3 // after message_start: the stream began
+		replies = append(replies, r)
+	}
+	s := toolruntest.New(t, toolruntest.Script(append(replies, done)...))
+	res, err := toolrun.New(client(s), p, nil, &toolrun.Options{
+		Logger: discard(), Stream: true,
+		StreamRetry: toolrun.RetryPolicy{MaxAttempts: fails + 1, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		Budget:      toolrun.Budget{InputTokens: budget},
+	}).Run(t.Context())
+	billed := s.Usage()
+	billedIn := billed.InputTokens + billed.CacheCreationInputTokens + billed.CacheReadInputTokens
+	counted := res.Usage.InputTokens + res.Usage.CacheCreationInputTokens + res.Usage.CacheReadInputTokens
+	if billedIn > budget {
+		t.Errorf("the server billed %d input tokens over %d requests, past Budget.InputTokens %d (stop %q, %v; the run counted %d)",
+			billedIn, len(s.Requests()), budget, res.StopReason, err, counted)
+	}
+	if counted != billedIn {
+		t.Errorf("Result.Usage counts %d input tokens, the server billed %d: failed stream attempts are left out", counted, billedIn)
 	}
 }
