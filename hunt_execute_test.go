@@ -136,3 +136,51 @@ func TestHuntExecuteCallKeepsTheEnginesStops(t *testing.T) {
 		})
 	}
 }
+
+// TestHuntExecuteCallAfterAfterToolStoppedTheRun is the Temporal path of
+// the defect above, in the root package: AfterTool ends the run with
+// StopRun after the first call of a turn; the runner's own executor then
+// starts no more calls ("a call queued behind others does not start once
+// the run is stopping"), leaving the second call decided, not run. The
+// Temporal workflow runs each planned call as an activity that Resumes a
+// runner from the run's State and calls ExecuteCall (temporal/
+// activities.go RunTool), and its runCalls/runBatch go on to the next
+// batch whatever w.state.StopReason says. ExecuteCall on a runner resumed
+// from the State of a run stopped by the hook runs the second call: the
+// hook's stop is gone around. What should hold: ExecuteCall refuses a call
+// of a run that is stopped for good (Runner.halted, here StopHook), with
+// an error and nothing run; and the workflow stops scheduling calls once
+// a ToolOutput carries a StopReason.
+func TestHuntExecuteCallAfterAfterToolStoppedTheRun(t *testing.T) {
+	type in struct {
+		Path string `json:"path"`
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(
+		toolruntest.ToolUse("t1", "delete", in{Path: "build"}),
+		toolruntest.ToolUse("t2", "delete", in{Path: "src"}),
+	)))
+	var calls counter
+	tool := toolrun.NewTool("delete", "Deletes a path", func(ctx context.Context, v in) (string, error) {
+		calls.inc(v.Path)
+		return "deleted " + v.Path, nil
+	})
+	tool.Exclusive = true // one call per batch, as Batches says
+	opts := &toolrun.Options{Logger: discard(), AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
+		return toolrun.StopRun("the operator saw enough after one deletion")
+	}}
+	r := toolrun.New(client(s), userParams("clean up"), []toolrun.Tool{tool}, opts)
+	res, _ := r.Run(t.Context())
+	if res.StopReason != toolrun.StopHook || calls.get("src") != 0 {
+		t.Fatalf("Run stopped with %q having deleted src %d times; want StopHook with src left alone", res.StopReason, calls.get("src"))
+	}
+	// As the Temporal activity runs a planned call: a runner resumed from
+	// the run's State.
+	r2, err := toolrun.Resume(client(s), r.State(), []toolrun.Tool{tool}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r2.ExecuteCall(t.Context(), "t2")
+	if got := calls.get("src"); got != 0 {
+		t.Errorf("ExecuteCall on the resumed run deleted src (%d times; result ran=%v, error %v), after AfterTool stopped the run", got, out != nil && out.Ran, err)
+	}
+}
