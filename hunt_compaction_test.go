@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -100,6 +101,78 @@ func TestHuntCompactionWithLargeMaxTokens(t *testing.T) {
 			}).Run(t.Context())
 			if err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("Run = %q, %v; want end_turn after one compaction", res.StopReason, err)
+			}
+		})
+	}
+}
+
+// TestHuntCompactionRequestSkipsBeforeRequest: Options.BeforeRequest is
+// "called before each request with the params about to be sent", the one
+// hook that may change a request (to take a secret out of the history, to
+// set metadata). The compaction's request, which carries the whole
+// history, is built and sent in compaction.go (compact, summarise) without
+// it, and without the RequestSent and ResponseReceived events that
+// observers (transcripts, OpenTelemetry) record every request by. Here
+// BeforeRequest redacts a secret from every request; the compaction
+// request sends it to the API all the same. What should hold: every
+// request the runner sends, the compaction's included, goes through
+// BeforeRequest (turn as for the turn it precedes) and is announced by
+// RequestSent.
+func TestHuntCompactionRequestSkipsBeforeRequest(t *testing.T) {
+	const secret = "hunter2-SECRET"
+	for _, clientSide := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server-side", true: "client-side"}[clientSide], func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
+				msgs := req.Conversation
+				last := msgs[len(msgs)-1]
+				switch {
+				case msgs[0].Role == "assistant" || strings.HasPrefix(msgs[0].Content[0].Text, "This conversation was compacted"):
+					return toolruntest.Message(toolruntest.Text("done"))
+				case last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation"):
+					return toolruntest.Message(toolruntest.Text("Checked Oslo."))
+				}
+				return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "get_weather", map[string]any{"city": "Oslo"}))
+			}})
+			var calls counter
+			redact := func(ctx context.Context, turn int, p *anthropic.BetaMessageNewParams) error {
+				for i, m := range p.Messages {
+					if m.OfUser == nil {
+						continue
+					}
+					var blocks []anthropic.BetaContentBlockParamUnion
+					for _, b := range m.OfUser.Content {
+						if b.OfText != nil && strings.Contains(b.OfText.Text, secret) {
+							b = anthropic.NewBetaTextBlock(strings.ReplaceAll(b.OfText.Text, secret, "[redacted]"))
+						}
+						blocks = append(blocks, b)
+					}
+					p.Messages[i] = anthropic.NewBetaUserMessage(blocks...)
+				}
+				return nil
+			}
+			sent := 0
+			res, err := toolrun.New(client(s), userParams("weather in Oslo; my password is "+secret), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger:        discard(),
+				Compaction:    toolrun.Compaction{Threshold: 1, ClientSide: clientSide},
+				BeforeRequest: redact,
+				OnEvent: func(ctx context.Context, e toolrun.Event) {
+					if _, ok := e.(toolrun.RequestSent); ok {
+						sent++
+					}
+				},
+			}).Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("Run = %q, %v; want end_turn", res.StopReason, err)
+			}
+			for i, req := range s.Requests() {
+				_, compaction := req.Params.Raw["compaction"]
+				compaction = compaction || strings.Contains(string(req.Body), "Summarize the conversation")
+				if compaction && strings.Contains(string(req.Body), secret) {
+					t.Errorf("request %d of %d, the compaction's, sent the secret that BeforeRequest redacts from every request", i+1, len(s.Requests()))
+				}
+			}
+			if sent != len(s.Requests()) {
+				t.Errorf("RequestSent announced %d requests, the server got %d", sent, len(s.Requests()))
 			}
 		})
 	}
