@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -113,5 +114,45 @@ func TestHuntStreamRetriesAreBudgeted(t *testing.T) {
 	}
 	if counted != billedIn {
 		t.Errorf("Result.Usage counts %d input tokens, the server billed %d: failed stream attempts are left out", counted, billedIn)
+	}
+}
+
+// TestHuntInputBudgetAfterSetMessages: Budget promises that "the next
+// request's input is bounded from above by the last request's input plus
+// one token per byte added to the history since", "for any script". The
+// estimate (budget.go estimateInput) counts only the messages past the
+// last request's count (params.Messages[lastMsgs:]), so a history
+// replaced with SetMessages, as its doc says to change a message ("put a
+// new value in its place"), with the same number of messages or more but
+// larger ones before that point, is estimated at the last request's
+// input: the larger message is not counted at all. Here the one user
+// message is replaced by a 1 MB one; the request passes a 50,000-token
+// input budget and is billed about 260,000 tokens. Likewise, by reading,
+// a BeforeRequest hook that replaces an earlier message on a later
+// request (the check runs on the hook's params). What should hold: a history
+// that is not the last request's plus new messages (a message replaced:
+// another pointer at an index below lastMsgs) is estimated in full, or the
+// replaced messages are counted.
+func TestHuntInputBudgetAfterSetMessages(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.Text("What shall I read?")),
+		toolruntest.Message(toolruntest.Text("read it")),
+	))
+	const budget = 50_000
+	r := toolrun.New(client(s), userParams("hello"), nil, &toolrun.Options{
+		Logger: discard(), MaxTurns: 5, Budget: toolrun.Budget{InputTokens: budget},
+	})
+	if _, err := r.Next(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Take the turn over: the history is one user message again, a large
+	// one.
+	r.SetMessages([]anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
+		"Read this log: " + strings.Repeat("0123456789abcdef ", 1<<20/17)))})
+	res, err := r.Run(t.Context())
+	billed := s.Usage()
+	in := billed.InputTokens + billed.CacheCreationInputTokens + billed.CacheReadInputTokens
+	if in > budget {
+		t.Errorf("the server billed %d input tokens, past Budget.InputTokens %d (stop %q, %v): the replaced message was not estimated", in, budget, res.StopReason, err)
 	}
 }
