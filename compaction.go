@@ -136,7 +136,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 		r.log.WarnContext(ctx, "toolrun: compaction returned no summary; the history was kept", "turn", r.st.Turns)
 		return nil
 	}
-	r.st.Params.Messages = history
+	r.setHistory(history)
 	r.lastInput, r.lastInputMsgs = 0, 0
 	r.compactFloor, r.measureFloor = 0, true
 	r.emit(ctx, Compacted{Turn: r.st.Turns, Before: before, After: len(history), InputTokens: inputTokens,

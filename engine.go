@@ -89,6 +89,11 @@ type Runner struct {
 	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
 	warnedPrice   map[string]bool
+	// historyIDs is the set of the history's tool_use ids, for
+	// checkResponse: built from the history when first needed, kept up to
+	// date by appendTurn, and dropped by setHistory, the one other way the
+	// history changes in place of it.
+	historyIDs map[string]struct{}
 
 	// wire holds the request JSON of the history's messages, so that a
 	// request encodes only what is new (encode.go). It is a cache, not
@@ -272,15 +277,21 @@ func (r *Runner) Messages() []anthropic.BetaMessageParam {
 // change a message, put a new value in its place rather than writing
 // through the one [Runner.Messages] returned, which the history shares.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
-	r.st.Params.Messages = slices.Clone(messages)
+	r.setHistory(slices.Clone(messages))
 	r.markEdited()
 }
 
 // AppendMessages appends messages to the history, with the same effect on a
 // handed-out turn as [Runner.SetMessages].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
-	r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), messages...)
+	r.setHistory(append(slices.Clip(r.st.Params.Messages), messages...))
 	r.markEdited()
+}
+
+// setHistory replaces the history otherwise than by committing a turn.
+func (r *Runner) setHistory(messages []anthropic.BetaMessageParam) {
+	r.st.Params.Messages = messages
+	r.historyIDs = nil
 }
 
 // RetryTurn discards the turn handed out by Next: its response is not
@@ -650,6 +661,11 @@ func (r *Runner) appendTurn(ctx context.Context) {
 		add = 2
 	}
 	r.st.Params.Messages = append(slices.Grow(slices.Clip(r.st.Params.Messages), add), sanitizeAssistant(p.Message))
+	if r.historyIDs != nil {
+		for _, c := range p.Calls {
+			r.historyIDs[c.Call.ID] = struct{}{}
+		}
+	}
 	var results []*ToolResult
 	if len(p.Calls) > 0 {
 		blocks := make([]anthropic.BetaContentBlockParamUnion, len(p.Calls))

@@ -56,7 +56,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 			return nil
 		}
 		r.account(ctx, m)
-		bad := checkResponse(m)
+		bad := r.checkResponse(m)
 		if bad == nil {
 			r.threadReplied(m)
 			msg = m
@@ -130,23 +130,50 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 }
 
 // checkResponse returns why a response cannot be answered validly, or nil:
-// every tool_use needs an id of its own, since each gets exactly one
-// tool_result by that id.
-func checkResponse(m *anthropic.BetaMessage) error {
-	ids := map[string]bool{}
+// every tool_use needs an id of its own, in the response and in the
+// history, since each gets exactly one tool_result by that id. A response
+// that reuses an id of an earlier turn (a proxy replaying a cached
+// response, say) would run that call again and leave a history the API
+// refuses at every later request.
+func (r *Runner) checkResponse(m *anthropic.BetaMessage) error {
+	var ids map[string]bool
 	for _, c := range m.Content {
 		if c.Type != "tool_use" {
 			continue
+		}
+		if ids == nil {
+			ids = map[string]bool{}
 		}
 		switch {
 		case c.ID == "":
 			return fmt.Errorf("a tool_use block of tool %q has no id", c.Name)
 		case ids[c.ID]:
 			return fmt.Errorf("two tool_use blocks share the id %q", c.ID)
+		case r.inHistory(c.ID):
+			return fmt.Errorf("the tool_use id %q is one of an earlier turn's", c.ID)
 		}
 		ids[c.ID] = true
 	}
 	return nil
+}
+
+// inHistory reports whether id is the id of a tool_use in the history.
+func (r *Runner) inHistory(id string) bool {
+	if r.historyIDs == nil {
+		r.historyIDs = map[string]struct{}{}
+		for _, m := range r.st.Params.Messages {
+			if m.OfAssistant == nil {
+				continue
+			}
+			for _, b := range m.OfAssistant.Content {
+				if b.OfToolUse != nil {
+					r.historyIDs[b.OfToolUse.ID] = struct{}{}
+				}
+			}
+		}
+	}
+	_, ok := r.historyIDs[id]
+	return ok
 }
 
 // account adds a response's usage and cost to the run's.

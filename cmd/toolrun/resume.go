@@ -74,7 +74,10 @@ func (c *cli) readSavedRun(name string) (*savedRun, error) {
 		defer f.Close()
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxSavedRun))
+	b, err := readAtMost(r, maxSavedRun)
+	if errors.Is(err, errTooLong) {
+		return nil, fmt.Errorf("%s %w", displayName(name), err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,10 @@ the run for "toolrun replay" and "toolrun view".`,
 			}
 			prompt := args[0]
 			if prompt == "-" {
-				b, err := io.ReadAll(io.LimitReader(c.stdin, maxPrompt))
+				b, err := readAtMost(c.stdin, maxPrompt)
+				if errors.Is(err, errTooLong) {
+					return c.usageError("run", "the prompt on standard input %v; pass a shorter one", err)
+				}
 				if err != nil {
 					c.errorf("run", "reading the prompt: %v", err)
 					return exitError
@@ -111,6 +114,20 @@ the run for "toolrun replay" and "toolrun view".`,
 
 // maxPrompt bounds a prompt read from standard input.
 const maxPrompt = 16 << 20
+
+// errTooLong is the error of readAtMost for input longer than its limit.
+var errTooLong = errors.New("is longer than the limit")
+
+// readAtMost reads r to its end, or fails with an error wrapping
+// errTooLong if it holds more than limit bytes: a bounded read that never
+// passes on a cut input as if it were whole.
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w of %d MiB", errTooLong, limit>>20)
+	}
+	return b, err
+}
 
 type runFlags struct {
 	model       string

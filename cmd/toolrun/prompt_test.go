@@ -1,8 +1,7 @@
-//go:build hunt
-
 package main
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,15 +9,12 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// TestHuntPromptFromStdinIsNotCutSilently: "toolrun run -" reads the
-// prompt from standard input through io.LimitReader(stdin, maxPrompt)
-// (run.go, 16 MiB) and never looks whether there was more: a longer
-// prompt is cut at 16 MiB, possibly inside a UTF-8 character, and sent
-// as if whole, with exit status 0 and no word on stderr. Bad input must
-// get a clear error and lose nothing. What should hold: a prompt longer
-// than the limit is a usage error (exit status 2) that says so, and
-// nothing is sent (read maxPrompt+1 bytes and refuse if they all came).
-func TestHuntPromptFromStdinIsNotCutSilently(t *testing.T) {
+// TestPromptFromStdinIsNotCutSilently: a prompt on standard input
+// longer than maxPrompt (16 MiB) is a usage error (exit status 2) that
+// says so, and nothing is sent. It was cut at the limit, possibly inside
+// a UTF-8 character, and sent as if whole, with exit status 0 and no word
+// on stderr.
+func TestPromptFromStdinIsNotCutSilently(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		sent []string
@@ -38,7 +34,7 @@ func TestHuntPromptFromStdinIsNotCutSilently(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	cut := len(sent) > 0 && !strings.HasSuffix(sent[0], marker)
-	if got.code != 2 || cut {
+	if got.code != 2 || cut || len(sent) > 0 || !strings.Contains(got.stderr, "longer than the limit") {
 		t.Errorf("a %d-byte prompt on stdin: exit %d, the model was sent %d bytes of it (cut: %v), stderr %q; want exit 2 and a usage error, the prompt not cut",
 			len(prompt), got.code, lenOf(sent), cut, tail(got.stderr, 300))
 	}
@@ -56,4 +52,18 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// TestReadAtMost: input of the limit's length is read whole; one byte more
+// is an error wrapping errTooLong, never a cut input.
+func TestReadAtMost(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		wantErr bool
+	}{{"", false}, {"1234", false}, {"12345", true}} {
+		b, err := readAtMost(strings.NewReader(tt.in), 4)
+		if gotErr := errors.Is(err, errTooLong); gotErr != tt.wantErr || (!tt.wantErr && string(b) != tt.in) {
+			t.Errorf("readAtMost(%q, 4) = %q, %v; want an error wrapping errTooLong: %v", tt.in, b, err, tt.wantErr)
+		}
+	}
 }
