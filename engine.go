@@ -299,6 +299,27 @@ func (r *Runner) setHistory(messages []anthropic.BetaMessageParam) {
 // same history again.
 func (r *Runner) RetryTurn() { r.markEdited() }
 
+// leaveOut drops the pending turn p, which the caller took over by changing
+// the history. That is routine, and logged at Debug, unless some of its
+// calls ran (or started): their effects stay, but the model will never see
+// their results unless the caller put them in the history, so that is a
+// Warn naming them.
+func (r *Runner) leaveOut(ctx context.Context, p *turnState) {
+	var ran []string
+	for _, c := range p.Calls {
+		if c.Phase == phaseStarted || (c.Result != nil && c.Result.Ran) {
+			ran = append(ran, c.Call.ID)
+		}
+	}
+	if len(ran) > 0 {
+		r.log.WarnContext(ctx, "toolrun: history changed by the caller; turn left out with calls that ran, whose results the model will not see",
+			"turn", p.Turn, "tool_use_ids", ran)
+	} else {
+		r.log.DebugContext(ctx, "toolrun: history changed by the caller; turn left out", "turn", p.Turn)
+	}
+	r.setPending(nil)
+}
+
 func (r *Runner) markEdited() {
 	if r.st.pending != nil {
 		r.st.edited = true
@@ -503,8 +524,7 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 		}
 		p := r.st.pending
 		if p != nil && r.st.edited {
-			r.log.DebugContext(ctx, "toolrun: history changed by the caller; turn left out", "turn", p.Turn)
-			r.setPending(nil)
+			r.leaveOut(ctx, p)
 			continue
 		}
 		if p == nil {

@@ -1,6 +1,7 @@
 package toolrun_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -64,6 +65,68 @@ func TestToolUseIDOfAnEarlierTurn(t *testing.T) {
 				t.Errorf("Run again = %q, %v; want end_turn: the run goes on", res.StopReason, err)
 			}
 			checkHistory(t, res.Messages)
+		})
+	}
+}
+
+// TestTurnLeftOutWithCallsThatRanIsAWarning: a caller who changes the
+// history while a run awaits approval takes the turn over, as documented;
+// the calls of that turn that already ran keep their effects, but the
+// model never sees their results. That is a Warn naming them, not a Debug
+// record only. A turn left out with no call that ran stays a Debug record.
+// (The run stays suspended until its deferred calls are decided, and
+// those decisions are then moot: the turn is left out, nothing of it runs
+// any more.)
+func TestTurnLeftOutWithCallsThatRanIsAWarning(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		weather  bool // the turn has a call that runs before the suspension
+		wantWarn bool
+	}{
+		{"a call ran", true, true},
+		{"no call ran", false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			blocks := []toolruntest.Block{toolruntest.ToolUse("m1", "send_mail", map[string]any{"city": "to Oslo"})}
+			if tt.weather {
+				blocks = append(blocks, toolruntest.ToolUse("w1", "get_weather", map[string]any{"city": "Oslo"}))
+			}
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(blocks...), toolruntest.Message(toolruntest.Text("done"))))
+			var calls counter
+			mail := toolrun.NewTool("send_mail", "Sends mail", func(ctx context.Context, in weatherIn) (string, error) {
+				calls.inc("send_mail")
+				return "sent", nil
+			})
+			mail.Policy = toolrun.RequireApproval("sends mail")
+			log, logs := newLogger()
+			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{mail, weatherTool(&calls)}, &toolrun.Options{Logger: log})
+			res, err := r.Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
+				t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
+			}
+			r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind")))
+			// The run stays suspended until the call is decided; the
+			// decision is then moot, as the turn was taken over.
+			if err := r.Decide("m1", toolrun.AllowCall()); err != nil {
+				t.Fatal(err)
+			}
+			if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+				t.Fatalf("Run after AppendMessages = %q, %v; want end_turn", res.StopReason, err)
+			}
+			warn := logs.find(t, "toolrun: history changed by the caller; turn left out with calls that ran, whose results the model will not see")
+			if got := warn != nil; got != tt.wantWarn {
+				t.Fatalf("Warn record logged: %v, want %v (records: %v)", got, tt.wantWarn, logs.records(t))
+			}
+			if warn != nil {
+				if ids, _ := warn["tool_use_ids"].([]any); warn["level"] != "WARN" || len(ids) != 1 || ids[0] != "w1" {
+					t.Errorf("record = %v, want a WARN naming w1", warn)
+				}
+			} else if logs.find(t, "toolrun: history changed by the caller; turn left out") == nil {
+				t.Error("no Debug record of the turn left out")
+			}
+			if calls.get("send_mail") != 0 {
+				t.Error("the deferred call ran")
+			}
 		})
 	}
 }
