@@ -43,6 +43,11 @@ const (
 // retry in step. A "retry-after-ms" or "retry-after" header on the failed
 // response replaces the computed wait. Every wait ends early when the run's
 // context is cancelled.
+//
+// A retry is a request like the first: it is checked against
+// Options.Budget before its wait, and the run stops with [StopBudget]
+// rather than send one that could pass a bound; what a failed attempt
+// reported it used is counted in [Result.Usage] and [Result.CostUSD].
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one turn's streamed response, the
 	// first included. Zero means 3; 1 or less means a
