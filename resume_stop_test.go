@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -106,5 +107,27 @@ func TestWallTimeStopAfterResume(t *testing.T) {
 		if got := toolResults(s.Requests()[0]); len(got) != 1 || !got[0].IsError {
 			t.Errorf("with %+v: results sent %+v, want the cut-off call answered with an error", budget, got)
 		}
+	}
+}
+
+// TestResumeBudgetStopOfAnOlderState checks a State written before
+// State.Budget was kept: it decodes, its budget stop comes back as an
+// error wrapping ErrBudget, and, its bound unknown, it is taken for final:
+// nothing is sent.
+func TestResumeBudgetStopOfAnOlderState(t *testing.T) {
+	var state toolrun.State
+	if err := json.Unmarshal([]byte(`{"format":2,
+		"params":{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"go"}]}]},
+		"turns":1,"stop_reason":"budget","detail":"wall-time budget of 2s used up"}`), &state); err != nil {
+		t.Fatal(err)
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
+	r, err := toolrun.Resume(client(s), &state, nil, &toolrun.Options{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if res.StopReason != toolrun.StopBudget || res.Budget != "" || !errors.Is(err, toolrun.ErrBudget) || len(s.Requests()) != 0 {
+		t.Errorf("Run = %q (%q), %v after %d requests; want the budget stop with ErrBudget, nothing sent", res.StopReason, res.Budget, err, len(s.Requests()))
 	}
 }

@@ -208,8 +208,8 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 	// retries, a refused connection) leaves no response or one with an
 	// error status.
 	st.began = st.resp != nil && st.resp.StatusCode < 300
-	// A message of its own, not a field of st: the run keeps the response,
-	// and st holds the HTTP response.
+	// Allocated apart from st: the run keeps the message it returns, and
+	// should not keep st's HTTP response alive with it.
 	st.msg = &anthropic.BetaMessage{}
 	msg := st.msg
 	for stream.Next() {
