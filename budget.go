@@ -1,6 +1,7 @@
 package toolrun
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -20,22 +21,42 @@ import (
 // Input tokens count every input token of a request: uncached, written to
 // the cache and read from it. The next request's input is bounded from
 // above by the last request's input plus one token per byte added to the
-// history since (a request with no previous one: one per byte of it), so
-// the bound holds for any script.
+// history since, so the bound holds for any script. A request is counted
+// in full, at a token a byte of its JSON, when the last request's count
+// does not bound what it repeats: the first request of a runner, the
+// first after [Runner.SetMessages] or a compaction, and every request
+// when a BeforeRequest hook is set (it may change any part of a request,
+// and the runner keeps no copy of the last one to compare). A streamed
+// response retried after a failure mid-stream is checked again before
+// each retry, its input bounded by what the failed attempt reported.
+//
+// Every attempt the API reports usage for is counted in [Result.Usage]
+// and [Result.CostUSD], and against the budget: a streamed attempt that
+// failed counts what its message_start and message_delta events reported
+// before the failure (the input, the output so far). An attempt that
+// failed before its message_start reported nothing, and counts nothing.
+//
+// The cost of the next request is bounded with its input priced at the
+// dearest rate it can be billed at: a cache write at the longest TTL of
+// the request's breakpoints (Options.CacheTTL for the runner's own, and
+// any a message, the system prompt or a tool carries), else the plain
+// input rate.
 //
 // WallTime is a deadline on everything in flight — requests and tools are
 // cancelled when it passes, and the run stops with [StopBudget] — counted
-// from the run's first step in this process. A cost budget for a model
-// with no price (see [DefaultPrices]) is an error at the first request,
-// never a silent $0.
+// from the runner's first step and never reset: in this runner, a run
+// stopped by it stays stopped. A runner made from its [State] ([Resume],
+// [Open]), in this process or another, counts from its own first step, and
+// the run goes on. A cost budget for a model with no price (see
+// [DefaultPrices]) is an error at the first request, never a silent $0.
 type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
 	// [Budget.Prices] (or [DefaultPrices]) by model.
 	CostUSD float64
-	// WallTime bounds the run's time from its first step in this process,
-	// as a deadline on its requests and tools.
+	// WallTime bounds the run's time from the runner's first step, as a
+	// deadline on its requests and tools.
 	WallTime time.Duration
 	// ToolCalls bounds the tool calls answered.
 	ToolCalls int
@@ -187,22 +208,28 @@ func costOf(p Price, m *anthropic.BetaMessage) float64 {
 
 // checkBudget returns a stop for the request params is about to make, if
 // it could pass a bound, or nil. Every request is checked: the turns',
-// their retries and compaction's. lastInput and lastMsgs are the input
-// tokens and messages of the last request whose history params extends
-// (zero for none). The error is for a cost budget the model has no price
-// for.
+// their retries (a malformed response's in request, a failed stream's in
+// sendStream) and compaction's. lastInput and lastMsgs are the input tokens
+// and messages of the last request whose history params extends (zero for
+// none). The error is for a cost budget the model has no price for.
 func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) (*Result, error) {
+	return r.checkNext(params, func() int64 { return r.estimateInput(params, lastInput, lastMsgs) })
+}
+
+// checkNext is checkBudget with the request's input bounded by input,
+// called only when a token or cost bound needs it.
+func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() int64) (*Result, error) {
 	b := r.opts.Budget
 	if b.InputTokens == 0 && b.OutputTokens == 0 && b.CostUSD == 0 && b.WallTime == 0 && b.ToolCalls == 0 {
 		return nil, nil
 	}
-	if b.WallTime > 0 && time.Since(r.started) >= b.WallTime {
+	if r.wallTimeUsed() {
 		return wallTimeStop(b.WallTime), nil
 	}
 	if b.InputTokens == 0 && b.OutputTokens == 0 && b.CostUSD == 0 {
 		return nil, nil
 	}
-	in := estimateInput(params, lastInput, lastMsgs)
+	in := input()
 	out := params.MaxTokens
 	u := r.st.Usage
 	if b.InputTokens > 0 && u.inputTotal()+in > b.InputTokens {
@@ -216,13 +243,21 @@ func (r *Runner) checkBudget(params *anthropic.BetaMessageNewParams, lastInput i
 		if !ok {
 			return nil, fmt.Errorf("toolrun: no price for the model %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", params.Model)
 		}
-		// Priced as uncached input: the most the request can cost.
-		next := (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6
+		// The input at the dearest rate it can be billed at: the most the
+		// request can cost.
+		next := (float64(in)*p.inputRate(r.cacheTierOf(params)) + float64(out)*p.OutputPerMTok) / 1e6
 		if r.st.CostUSD+next > b.CostUSD {
 			return budgetStop(BudgetCostUSD, fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, r.st.CostUSD, next)), nil
 		}
 	}
 	return nil, nil
+}
+
+// wallTimeUsed reports whether Budget.WallTime, counted from this runner's
+// first step, has passed.
+func (r *Runner) wallTimeUsed() bool {
+	b := r.opts.Budget.WallTime
+	return b > 0 && !r.started.IsZero() && time.Since(r.started) >= b
 }
 
 func budgetStop(kind BudgetKind, detail string) *Result {
@@ -231,20 +266,91 @@ func budgetStop(kind BudgetKind, detail string) *Result {
 
 // estimateInput bounds from above the input tokens of the request params
 // would make: the last request's input, counted by the API, plus one token
-// per UTF-8 byte of what was added since (no tokenizer makes more tokens
-// than bytes, in any script); with no last request, one per byte of the
-// whole request.
-func estimateInput(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) int64 {
-	if lastInput > 0 && lastMsgs <= len(params.Messages) {
+// per UTF-8 byte of the messages added since (no tokenizer makes more
+// tokens than bytes, in any script). It counts one token per byte of the
+// whole request instead when there is no last request, or its count does
+// not bound the messages params repeats: the history was replaced since
+// (SetMessages), or a BeforeRequest hook, which may change any part of a
+// request, made the last one and may make this one.
+//
+// The flat turn (the common case, see bench/) encodes only the new
+// messages, as before; the whole request is encoded through the wire
+// cache, so that the send that follows finds its messages encoded. With a
+// cost budget it also notes the breakpoints in what it encoded
+// (r.breakpoints), for the rate the input is priced at.
+func (r *Runner) estimateInput(params *anthropic.BetaMessageNewParams, lastInput int64, lastMsgs int) int64 {
+	scan := r.opts.Budget.CostUSD > 0
+	if lastInput > 0 && lastMsgs <= len(params.Messages) && !r.inputStale && r.opts.BeforeRequest == nil {
 		if b, err := json.Marshal(params.Messages[lastMsgs:]); err == nil {
+			if scan {
+				r.breakpoints = max(r.breakpoints, breakpointsIn(b))
+			}
 			return lastInput + int64(len(b))
 		}
 	}
-	b, err := json.Marshal(params)
-	if err != nil {
-		return 0
+	b, ok := r.wireCache().body(params, false)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(params); err != nil {
+			return 0
+		}
+	}
+	if scan {
+		r.breakpoints = breakpointsIn(b)
 	}
 	return int64(len(b))
+}
+
+// cacheTier is the dearest kind of cache write a request's input may be
+// billed at.
+type cacheTier uint8
+
+const (
+	tierNone cacheTier = iota // no breakpoint: plain input only
+	tier5m                    // a breakpoint of the 5-minute TTL
+	tier1h                    // a breakpoint of the 1-hour TTL, and maybe 5-minute ones
+)
+
+// breakpointsIn returns the dearest breakpoint in a request's JSON (or a
+// part of it). A key "cache_control" (or a "ttl" of "1h") in a tool's input
+// or a text reads as one too, which prices the request higher, never
+// lower: inside a JSON string, quotes are escaped.
+func breakpointsIn(b []byte) cacheTier {
+	switch {
+	case bytes.Contains(b, []byte(`"ttl":"1h"`)):
+		return tier1h
+	case bytes.Contains(b, []byte(`"cache_control"`)):
+		return tier5m
+	}
+	return tierNone
+}
+
+// cacheTierOf returns the dearest breakpoint the request params would make
+// has: the runner's own (params.CacheControl, with Options.CacheTTL) or
+// one in the history, system prompt or tools (r.breakpoints, as the
+// estimates found them).
+func (r *Runner) cacheTierOf(params *anthropic.BetaMessageNewParams) cacheTier {
+	t := r.breakpoints
+	switch cc := params.CacheControl; {
+	case cc.TTL == anthropic.BetaCacheControlEphemeralTTLTTL1h:
+		t = max(t, tier1h)
+	case cc != (anthropic.BetaCacheControlEphemeralParam{}):
+		t = max(t, tier5m)
+	}
+	return t
+}
+
+// inputRate returns the dearest rate, per million tokens, input with
+// breakpoints up to t can be billed at.
+func (p Price) inputRate(t cacheTier) float64 {
+	rate := p.InputPerMTok
+	if t >= tier5m {
+		rate = max(rate, p.CacheWrite5mPerMTok)
+	}
+	if t >= tier1h {
+		rate = max(rate, p.CacheWrite1hPerMTok)
+	}
+	return rate
 }
 
 // defaultMaxResultBytes bounds the text of a tool result sent to the model

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -38,9 +39,10 @@ func TestBudgets(t *testing.T) {
 		{"output tokens", toolrun.Budget{OutputTokens: 240}, 100, "output_tokens", 3},
 		// claude-sonnet: $3/$15 per MTok; a turn costs 600×3 + 100×3.75 +
 		// 300×0.3 + 50×15 = 3015 µ$; the next request may cost up to
-		// (1000+Δ)×3 + 100×15 µ$ ≈ 4.7 m$: after 2 turns 6.0 + 4.7 < 12,
-		// after 3 turns 9.0 + 4.7 > 12.
-		{"cost", toolrun.Budget{CostUSD: 0.012}, 100, "cost_usd", 3},
+		// (1000+Δ)×3.75 (all its input written to the cache, at the
+		// 5-minute TTL of the runner's breakpoint) + 100×15 µ$ ≈ 6.1 m$:
+		// after 2 turns 6.0 + 6.1 < 13.5, after 3 turns 9.0 + 6.1 > 13.5.
+		{"cost", toolrun.Budget{CostUSD: 0.0135}, 100, "cost_usd", 3},
 		{"tool calls", toolrun.Budget{ToolCalls: 2}, 100, "tool_calls", 3},
 	}
 	for _, tt := range tests {
@@ -165,5 +167,207 @@ func TestResultTruncation(t *testing.T) {
 	}
 	if len(seen) != 2 || seen[0].Content[0].OfText.Text != big || !seen[0].Truncated || seen[1].Truncated {
 		t.Errorf("hooks saw %+v, want the whole first result marked Truncated", seen)
+	}
+}
+
+// TestCostBudgetPricesCacheWrites checks that the cost check prices the
+// next request's input at the dearest rate it can be billed at: a cache
+// write at the longest TTL of its breakpoints (the runner's own, with
+// Options.CacheTTL, or one a block carries), else plain input. Each reply
+// bills a token per byte of the request body (the worst case the check
+// assumes), all of it at the rate named; the budget admits the request at
+// the rate the check should use or not, and Result.CostUSD never passes
+// Budget.CostUSD.
+func TestCostBudgetPricesCacheWrites(t *testing.T) {
+	type billing int
+	const (
+		plain billing = iota
+		write5m
+		write1h
+	)
+	tests := []struct {
+		name     string
+		opts     toolrun.Options
+		system   anthropic.BetaCacheControlEphemeralTTL // a breakpoint of this TTL on the system prompt, if set
+		bill     billing
+		perMTok  float64 // the budget, in $ per million bytes of the request
+		wantSent bool
+	}{
+		// claude-sonnet: $3 input, $3.75 5-minute write, $6 1-hour write.
+		{name: "1-hour TTL over budget", opts: toolrun.Options{CacheTTL: "1h"}, bill: write1h, perMTok: 4},
+		{name: "1-hour TTL within budget", opts: toolrun.Options{CacheTTL: "1h"}, bill: write1h, perMTok: 7, wantSent: true},
+		{name: "5-minute TTL over budget", bill: write5m, perMTok: 3.5},
+		{name: "1-hour breakpoint in a block, caching off", opts: toolrun.Options{NoCache: true}, system: "1h", bill: write1h, perMTok: 4},
+		{name: "caching off", opts: toolrun.Options{NoCache: true}, bill: plain, perMTok: 3.5, wantSent: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := userParams("Summarise this: " + strings.Repeat("lorem ipsum dolor sit amet ", 200))
+			p.Model = "claude-sonnet-4-5"
+			p.MaxTokens = 16
+			if tt.system != "" {
+				p.System = []anthropic.BetaTextBlockParam{{Text: "You summarise.", CacheControl: anthropic.BetaCacheControlEphemeralParam{TTL: tt.system}}}
+			}
+			reply := func(req *toolruntest.Request) toolruntest.Reply {
+				n := int64(len(req.Body)) // a token a byte: the check's own worst case
+				r := toolruntest.Message(toolruntest.Text("done"))
+				switch tt.bill {
+				case plain:
+					r.Usage = &toolruntest.Usage{InputTokens: n, OutputTokens: 1}
+				case write5m:
+					r.Usage = &toolruntest.Usage{CacheCreationInputTokens: n, OutputTokens: 1}
+				case write1h:
+					r.Usage = &toolruntest.Usage{CacheCreationInputTokens: n, CacheCreation1hInputTokens: n, OutputTokens: 1}
+				}
+				return r
+			}
+			opts := func(b toolrun.Budget) *toolrun.Options {
+				o := tt.opts
+				o.Logger, o.Budget = discard(), b
+				return &o
+			}
+			// The size of the request, as sent.
+			probe := toolruntest.New(t, toolruntest.Options{Func: reply})
+			if _, err := toolrun.New(client(probe), p, nil, opts(toolrun.Budget{})).Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			budget := tt.perMTok * float64(len(probe.Requests()[0].Body)) / 1e6
+
+			s := toolruntest.New(t, toolruntest.Options{Func: reply})
+			res, err := toolrun.New(client(s), p, nil, opts(toolrun.Budget{CostUSD: budget})).Run(t.Context())
+			if got := len(s.Requests()) > 0; got != tt.wantSent {
+				t.Errorf("request sent: %v, want %v (stop %q, %v)", got, tt.wantSent, res.StopReason, err)
+			}
+			if !tt.wantSent && (res.StopReason != toolrun.StopBudget || res.Budget != toolrun.BudgetCostUSD || !errors.Is(err, toolrun.ErrBudget)) {
+				t.Errorf("Run = %q (%q), %v; want a cost_usd budget stop", res.StopReason, res.Budget, err)
+			}
+			if res.CostUSD > budget {
+				t.Errorf("Result.CostUSD = $%.6f past Budget.CostUSD $%.6f (stop %q, %v)", res.CostUSD, budget, res.StopReason, err)
+			}
+		})
+	}
+}
+
+// TestStreamRetriesAreBudgeted checks that a streamed response retried
+// after a failure mid-stream is accounted and budgeted like any request:
+// each failed attempt's usage (the toolruntest server bills a message a
+// fault cut short, as the API does a stream it began) is in Result.Usage,
+// retried or not, and each retry is checked against the budget first, so
+// the run stops with StopBudget rather than be billed past it.
+func TestStreamRetriesAreBudgeted(t *testing.T) {
+	p := userParams("Summarise this: " + strings.Repeat("lorem ipsum dolor sit amet ", 200))
+	p.MaxTokens = 64
+	done := toolruntest.Message(toolruntest.Text("done"))
+
+	// One clean request: its size and the input the server bills for it.
+	probe := toolruntest.New(t, toolruntest.Script(done))
+	if _, err := toolrun.New(client(probe), p, nil, &toolrun.Options{Logger: discard(), Stream: true}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(probe.Requests()[0].Body))
+	perRequest := toolruntest.BilledInputTokens(probe.Usage())
+	budget := size + size/5 // admits the first request at a token a byte, with room
+	manyFails := int(float64(budget)/perRequest) + 1
+
+	tests := []struct {
+		name     string
+		budget   toolrun.Budget
+		fails    int // failed attempts before the good one
+		attempts int // Options.StreamRetry.MaxAttempts
+		wantStop toolrun.StopReason
+	}{
+		// Enough retries allowed to bill past the budget: the budget stops
+		// them first.
+		{name: "retries stopped by the budget", budget: toolrun.Budget{InputTokens: budget}, fails: manyFails, attempts: manyFails + 1, wantStop: toolrun.StopBudget},
+		// The last attempt fails and is not retried: it is counted too.
+		{name: "attempts used up", fails: 2, attempts: 2, wantStop: toolrun.StopError},
+		{name: "retried to the end", fails: 2, attempts: 3, wantStop: toolrun.StopEndTurn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var replies []toolruntest.Reply
+			for range tt.fails {
+				r := done
+				r.Fault.StreamErrorAfter = 3 // after message_start: the stream began
+				replies = append(replies, r)
+			}
+			s := toolruntest.New(t, toolruntest.Script(append(replies, done)...))
+			res, err := toolrun.New(client(s), p, nil, &toolrun.Options{
+				Logger: discard(), Stream: true,
+				StreamRetry: toolrun.RetryPolicy{MaxAttempts: tt.attempts, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+				Budget:      tt.budget,
+			}).Run(t.Context())
+			billed := s.Usage()
+			billedIn := billed.InputTokens + billed.CacheCreationInputTokens + billed.CacheReadInputTokens
+			counted := res.Usage.InputTokens + res.Usage.CacheCreationInputTokens + res.Usage.CacheReadInputTokens
+			if res.StopReason != tt.wantStop {
+				t.Errorf("Run = %q (%q), %v after %d requests; want %q", res.StopReason, res.Budget, err, len(s.Requests()), tt.wantStop)
+			}
+			if tt.wantStop == toolrun.StopBudget && (res.Budget != toolrun.BudgetInputTokens || !errors.Is(err, toolrun.ErrBudget)) {
+				t.Errorf("Run = %q (%q), %v; want an input_tokens budget stop wrapping ErrBudget", res.StopReason, res.Budget, err)
+			}
+			if b := tt.budget.InputTokens; b > 0 && billedIn > b {
+				t.Errorf("the server billed %d input tokens over %d requests, past Budget.InputTokens %d (stop %q, %v; the run counted %d)",
+					billedIn, len(s.Requests()), b, res.StopReason, err, counted)
+			}
+			if counted != billedIn {
+				t.Errorf("Result.Usage counts %d input tokens, the server billed %d over %d requests: failed stream attempts are left out", counted, billedIn, len(s.Requests()))
+			}
+		})
+	}
+}
+
+// TestInputBudgetEstimatesReplacedMessages checks the input estimate of a
+// request whose history is not the last request's plus new messages: a
+// message replaced (by SetMessages, or by a BeforeRequest hook on a later
+// request) below the last request's count is estimated, so a request far
+// larger than the budget is not sent.
+func TestInputBudgetEstimatesReplacedMessages(t *testing.T) {
+	const budget = 50_000
+	big := anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Read this log: " + strings.Repeat("0123456789abcdef ", 1<<20/17)))
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s *toolruntest.Server) (*toolrun.Result, error)
+	}{
+		{"SetMessages", func(t *testing.T, s *toolruntest.Server) (*toolrun.Result, error) {
+			r := toolrun.New(client(s), userParams("hello"), nil, &toolrun.Options{
+				Logger: discard(), MaxTurns: 5, Budget: toolrun.Budget{InputTokens: budget},
+			})
+			if _, err := r.Next(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			// Take the turn over: the history is one user message again, a
+			// large one.
+			r.SetMessages([]anthropic.BetaMessageParam{big})
+			return r.Run(t.Context())
+		}},
+		{"BeforeRequest", func(t *testing.T, s *toolruntest.Server) (*toolrun.Result, error) {
+			var calls counter
+			return toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger: discard(), MaxTurns: 5, Budget: toolrun.Budget{InputTokens: budget},
+				BeforeRequest: func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error {
+					if turn == 2 {
+						params.Messages[0] = big // the first message, for this request only
+					}
+					return nil
+				},
+			}).Run(t.Context())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
+				toolruntest.Message(toolruntest.Text("read it")),
+			))
+			res, err := tt.run(t, s)
+			billed := s.Usage()
+			if in := billed.InputTokens + billed.CacheCreationInputTokens + billed.CacheReadInputTokens; in > budget {
+				t.Errorf("the server billed %d input tokens, past Budget.InputTokens %d (stop %q, %v): the replaced message was not estimated", in, budget, res.StopReason, err)
+			}
+			if res.StopReason != toolrun.StopBudget || res.Budget != toolrun.BudgetInputTokens || len(s.Requests()) != 1 {
+				t.Errorf("Run = %q (%q), %v after %d requests; want an input_tokens budget stop after 1", res.StopReason, res.Budget, err, len(s.Requests()))
+			}
+		})
 	}
 }

@@ -88,6 +88,8 @@ type Runner struct {
 	compactFloor  int64     // the input of the first response after the last compaction
 	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
+	inputStale    bool      // lastInput does not bound the history's first lastInputMsgs messages (budget.go)
+	breakpoints   cacheTier // the dearest cache breakpoint seen in the history (budget.go)
 	warnedPrice   map[string]bool
 	// historyIDs is the set of the history's tool_use ids, for
 	// checkResponse: built from the history when first needed, kept up to
@@ -289,9 +291,13 @@ func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
 }
 
 // setHistory replaces the history otherwise than by committing a turn.
+// Any message may be another now: the set of tool_use ids is built again
+// when needed, and the next request's input is estimated in full
+// (budget.go).
 func (r *Runner) setHistory(messages []anthropic.BetaMessageParam) {
 	r.st.Params.Messages = messages
 	r.historyIDs = nil
+	r.inputStale = true
 }
 
 // RetryTurn discards the turn handed out by Next: its response is not
@@ -762,14 +768,18 @@ func (r *Runner) halted() bool {
 		return false
 	}
 	if s.StopReason == StopBudget && s.Budget == BudgetWallTime {
-		return false // a new Run gets a new wall-time budget
+		// Budget.WallTime counts from this runner's first step and is
+		// never reset: the stop holds while that time is used up. A
+		// runner resumed from the State (in this process or another)
+		// counts its own, and goes on.
+		return r.wallTimeUsed()
 	}
 	return s.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
 }
 
 func (r *Runner) clearStop() {
 	r.stopped, r.fresh = nil, nil
-	r.st.StopReason, r.st.Detail = "", ""
+	r.st.StopReason, r.st.Detail, r.st.Budget = "", "", ""
 }
 
 // stopErr is the error a driver returns for the run's stop.
@@ -815,11 +825,8 @@ func (r *Runner) fail(ctx context.Context, err error, detail string) {
 
 // stop fills in res and marks the run stopped.
 func (r *Runner) stop(ctx context.Context, res *Result) {
-	switch res.StopReason {
-	case StopMaxTurns:
-		res.Err = fmt.Errorf("%w: %s", ErrMaxTurns, res.Detail)
-	case StopBudget:
-		res.Err = fmt.Errorf("%w: %s", ErrBudget, res.Detail)
+	if err := limitError(res.StopReason, res.Detail); err != nil {
+		res.Err = err
 	}
 	r.last, r.lastRaw = r.lastMessage(), ""
 	res.Message = r.last
@@ -833,7 +840,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 		res.Pending = r.st.AwaitingApproval()
 	}
 	r.setStopped(res)
-	r.st.StopReason, r.st.Detail = res.StopReason, res.Detail
+	r.st.StopReason, r.st.Detail, r.st.Budget = res.StopReason, res.Detail, res.Budget
 	// A stopped run may be held for long (awaiting approval, say): it
 	// keeps no encoded copy of its history, and re-encodes it once if it
 	// goes on.
@@ -842,6 +849,20 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
 	r.save(ctx)
+}
+
+// limitError is the error of a stop at a limit the caller set, or nil for
+// any other stop: the one rule for it, which stop and Resume both follow,
+// so that a run resumed from its State returns the error the run that
+// saved it did.
+func limitError(reason StopReason, detail string) error {
+	switch reason {
+	case StopMaxTurns:
+		return fmt.Errorf("%w: %s", ErrMaxTurns, detail)
+	case StopBudget:
+		return fmt.Errorf("%w: %s", ErrBudget, detail)
+	}
+	return nil
 }
 
 // errWallTime is the cause of the context of a run whose Budget.WallTime

@@ -47,6 +47,11 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		sent := RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream, Attempt: 1}
 		r.emit(ctx, sent)
 		m, err := r.send(ctx, sent)
+		var refused *retryRefused
+		if errors.As(err, &refused) { // a failed stream's retry would pass the budget
+			r.stop(ctx, refused.stop)
+			return nil
+		}
 		if err != nil {
 			te, ok := err.(*TurnError)
 			if !ok {
@@ -79,7 +84,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	if r.measureFloor {
 		r.compactFloor, r.measureFloor = r.lastInput, false
 	}
-	r.lastInputMsgs = len(params.Messages)
+	r.lastInputMsgs, r.inputStale = len(params.Messages), false
 	p := newTurnState(n, msg)
 	r.threadReply(p)
 	r.setPending(p)

@@ -115,7 +115,8 @@ type Result struct {
 	Messages []anthropic.BetaMessageParam
 	// Pending lists the calls awaiting a decision, for StopAwaitingApproval.
 	Pending []PendingCall
-	// Usage adds up every response of the run, compactions included.
+	// Usage adds up every response of the run, compactions included, and
+	// what each failed stream attempt reported (see [Budget]).
 	Usage Usage
 	// CostUSD is what the responses cost, priced by Budget.Prices or
 	// [DefaultPrices]. It is complete only if CostComplete is true.

@@ -75,9 +75,15 @@ type State struct {
 	// reports that a response's model had no price.
 	CostUSD        float64 `json:"cost_usd,omitempty"`
 	CostIncomplete bool    `json:"cost_incomplete,omitempty"`
-	// StopReason and Detail are how the run stopped, if it had.
+	// StopReason and Detail are how the run stopped, if it had; Budget
+	// names the bound of a [StopBudget] stop, as [Result.Budget] does, so
+	// that a resumed run stops as the run that saved it did: with the same
+	// error, and going on from a wall-time stop (see [Budget]). A State
+	// written before Budget was kept has none, and its StopBudget stop is
+	// taken for final.
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
+	Budget     BudgetKind `json:"budget,omitempty"`
 	// Signature is the HMAC-SHA256 of the rest of the state, in hex, when
 	// Options.StateKey is set.
 	Signature string `json:"signature,omitempty"`
@@ -613,7 +619,11 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	}
 	r.syncTools()
 	if reason := r.st.StopReason; reason != "" && !reason.failed() {
-		res := &Result{StopReason: reason, Detail: r.st.Detail, Messages: r.Messages(), Usage: r.st.Usage,
+		// The stop is made again as stop made it (limitError): a limit
+		// stop resumed is still an error, and Budget still names the
+		// bound, which halted reads.
+		res := &Result{StopReason: reason, Detail: r.st.Detail, Budget: r.st.Budget,
+			Err: limitError(reason, r.st.Detail), Messages: r.Messages(), Usage: r.st.Usage,
 			CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete,
 			Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
 		if reason == StopAwaitingApproval {

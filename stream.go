@@ -43,6 +43,11 @@ const (
 // retry in step. A "retry-after-ms" or "retry-after" header on the failed
 // response replaces the computed wait. Every wait ends early when the run's
 // context is cancelled.
+//
+// A retry is a request like the first: it is checked against
+// Options.Budget before its wait, and the run stops with [StopBudget]
+// rather than send one that could pass a bound; what a failed attempt
+// reported it used is counted in [Result.Usage] and [Result.CostUSD].
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one turn's streamed response, the
 	// first included. Zero means 3; 1 or less means a
@@ -98,6 +103,12 @@ var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.E
 // its deltas as they arrive and retrying faults mid-stream per
 // Options.StreamRetry (each retry announced by a RequestSent of its own),
 // and returns the whole response.
+//
+// A failed attempt was billed for what it reported before it failed, and
+// request never sees it, so it is accounted here (see [Budget]); and each
+// retry is a request like the first, checked against the budget before
+// the wait that precedes it: a retry that could pass a bound ends the send
+// with a *retryRefused, and the run stops with [StopBudget].
 func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.BetaMessage, error) {
 	for attempt := 1; ; attempt++ {
 		st := &streamAttempt{r: r, turn: sent.Turn}
@@ -105,12 +116,21 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		if err == nil {
 			return msg, nil
 		}
+		if st.reported {
+			r.account(ctx, st.msg)
+		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		cause := &TurnError{Turn: sent.Turn, Attempt: attempt, Events: st.events, Err: err}
 		if ok, _ := retry.Retryable(err); !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
+		}
+		if stop, cerr := r.checkRetry(sent.Params, st); cerr != nil {
+			return nil, cerr
+		} else if stop != nil {
+			stop.Detail += fmt.Sprintf("; turn %d's stream was not retried after attempt %d failed: %v", sent.Turn, attempt, err)
+			return nil, &retryRefused{stop: stop}
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)
 		if err := sleep(ctx, delay); err != nil {
@@ -120,6 +140,26 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		r.emit(ctx, sent)
 	}
 }
+
+// checkRetry checks the retry of the failed attempt st against the
+// budget, as checkBudget checks the first. The retry sends the same
+// request, so the input the failed attempt reported is the retry's (the
+// split between cache writes, reads and plain input aside); an attempt
+// that reported none is bounded as the first was.
+func (r *Runner) checkRetry(params *anthropic.BetaMessageNewParams, st *streamAttempt) (*Result, error) {
+	if st.reported {
+		if in := usageOf(st.msg).inputTotal(); in > 0 {
+			return r.checkNext(params, func() int64 { return in })
+		}
+	}
+	return r.checkBudget(params, r.lastInput, r.lastInputMsgs)
+}
+
+// retryRefused is the error of a streamed send whose retry the budget
+// refused: request stops the run with stop rather than failing it.
+type retryRefused struct{ stop *Result }
+
+func (e *retryRefused) Error() string { return e.stop.Detail }
 
 // sleep waits for d or until ctx is done, and then returns its cause.
 func sleep(ctx context.Context, d time.Duration) error {
@@ -140,6 +180,11 @@ type streamAttempt struct {
 	resp   *http.Response // the response, once its headers have arrived
 	began  bool           // the server answered 200 and the stream began
 	events int            // the events received
+	// msg is the response as accumulated so far, and reported says that
+	// its message_start arrived: its Usage is then what the attempt was
+	// billed, even if it fails.
+	msg      *anthropic.BetaMessage
+	reported bool
 }
 
 // receive streams the response, sending its deltas as they arrive, and
@@ -163,7 +208,10 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 	// retries, a refused connection) leaves no response or one with an
 	// error status.
 	st.began = st.resp != nil && st.resp.StatusCode < 300
-	var msg anthropic.BetaMessage
+	// Allocated apart from st: the run keeps the message it returns, and
+	// should not keep st's HTTP response alive with it.
+	st.msg = &anthropic.BetaMessage{}
+	msg := st.msg
 	for stream.Next() {
 		if watchdog != nil {
 			watchdog.Reset(idle)
@@ -174,12 +222,14 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 			return nil, err
 		}
 		switch ev.Type {
+		case "message_start":
+			st.reported = true
 		case "content_block_delta":
-			st.delta(ctx, &msg, ev)
+			st.delta(ctx, msg, ev)
 		case "message_stop":
 			// The response is whole; whatever happens to the connection
 			// after it does not matter.
-			return &msg, nil
+			return msg, nil
 		}
 	}
 	err := stream.Err()
