@@ -297,6 +297,12 @@ const (
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
 //
+// A turn's calls run as [toolrun.Batches] groups them, and once a call's
+// answer ends the run ([toolrun.Options.AfterTool] returns an error or
+// [toolrun.StopRun], or its result is over the payload limit) no call of
+// the turn that has not started starts: it stays decided, not run, in the
+// Outcome's state, as in the runner's own executor.
+//
 // A cancelled run (client.CancelWorkflow) ends as Temporal's workflows
 // usually do: with Temporal's CanceledError, not an Outcome, so that the
 // execution closes as cancelled. Before it does, the search attributes
