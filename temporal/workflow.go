@@ -571,9 +571,11 @@ func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 
 // stopsCalls reports whether a call's answer has ended the run, so that no
 // more calls of the turn start. An execution recorded before the rule
-// (versionStopCalls) goes on as it did; such an execution's later calls
-// are then refused by the worker (toolrun.Runner.ExecuteCall does not run
-// a call of a run stopped for good) and left unanswered by finish.
+// (versionStopCalls) goes on scheduling them, as it did; on a new worker
+// such a call of a run stopped for good (StopRun, the payload guard) is
+// then refused (toolrun.Runner.ExecuteCall) and left unanswered by
+// finish, while after a hook's failure (StopError, which a run tries
+// again) it still runs, as it did.
 func (w *run) stopsCalls(ctx workflow.Context) bool {
 	return w.state.StopReason != "" &&
 		workflow.GetVersion(ctx, versionStopCalls, workflow.DefaultVersion, 1) >= 1
