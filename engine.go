@@ -529,10 +529,6 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			return step{}
 		}
 		p := r.st.pending
-		if p != nil && r.st.edited {
-			r.leaveOut(ctx, p)
-			continue
-		}
 		if p == nil {
 			if limit := r.maxTurns(); limit >= 0 && r.st.Turns >= limit {
 				r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", limit)})
@@ -556,7 +552,14 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			}
 			return step{kind: stepTurn, turn: turn}
 		}
-		if !isToolTurn(p.StopReason) {
+		h, held := r.held(p)
+		switch h {
+		case holdStopped:
+			return step{} // not reached: a halted run returned at the top
+		case holdEdited:
+			r.leaveOut(ctx, p)
+			continue
+		case holdFinal:
 			// A final response: calls in it are answered as not run, never
 			// executed with input that may be cut off.
 			reason, detail := modelStop(p.StopReason)
@@ -572,20 +575,19 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			r.appendTurn(ctx)
 			r.stop(ctx, &Result{StopReason: reason, Detail: detail})
 			return step{}
+		case holdLimit:
+			if held.StopReason == StopMaxTurns {
+				r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
+					"turn", p.Turn, "max_turns", r.maxTurns(), "pending_calls", len(p.Calls))
+			}
+			r.stop(ctx, held)
+			return step{}
 		}
 		if len(p.Calls) == 0 {
 			// pause_turn and compaction are sent back as they are, so the
 			// server resumes the turn.
 			r.commit(ctx)
 			continue
-		}
-		if res := r.heldBack(p); res != nil {
-			if res.StopReason == StopMaxTurns {
-				r.log.WarnContext(ctx, "toolrun: turn limit reached; the last turn's tool calls are left pending",
-					"turn", p.Turn, "max_turns", r.maxTurns(), "pending_calls", len(p.Calls))
-			}
-			r.stop(ctx, res)
-			return step{}
 		}
 		calls, err := r.decideTurn(ctx, p)
 		if err != nil {
@@ -614,11 +616,61 @@ func (r *Runner) maxTurns() int {
 	return defaults.MaxTurns
 }
 
+// hold says why the calls of the pending turn may not start now.
+type hold int
+
+const (
+	holdNone hold = iota // they may start
+	// holdStopped: the run is stopped for good (see halted) by a limit, a
+	// budget, a hook's StopRun or the model's final answer, until the stop
+	// is lifted (SetMaxTurns, SetMessages, ...). A run suspended awaiting
+	// approval is not: a call decided since may run while others of its
+	// turn still await a decision.
+	holdStopped
+	// holdEdited: the caller took the turn over (SetMessages,
+	// AppendMessages, RetryTurn): its response is left out and its calls
+	// never run.
+	holdEdited
+	// holdFinal: the response is final (max_tokens, refusal, ...): its
+	// calls are answered as not run, never run with input that may be cut
+	// off.
+	holdFinal
+	// holdLimit: the turn limit or the tool-call budget holds the turn
+	// back (heldBack).
+	holdLimit
+)
+
+// held is the one rule for whether the calls of the pending turn p may
+// start: step asks it before it decides a turn's calls, and ExecuteCall
+// before it decides or runs one, so that no driver runs a call that
+// another would not (a call Next would never run cannot be run by
+// ExecuteCall on this runner or on one resumed from the run's State). It
+// returns holdNone if they may, or why not and, for holdLimit, the stop.
+// What each driver does then is its own: step stops the run or leaves the
+// turn out; ExecuteCall refuses and changes nothing.
+func (r *Runner) held(p *turnState) (hold, *Result) {
+	switch {
+	case r.halted() && r.stopped.StopReason != StopAwaitingApproval:
+		return holdStopped, nil
+	case r.st.edited:
+		return holdEdited, nil
+	case !isToolTurn(p.StopReason):
+		return holdFinal, nil
+	}
+	if res := r.heldBack(p); res != nil {
+		return holdLimit, res
+	}
+	return holdNone, nil
+}
+
 // heldBack returns the stop for a tool turn whose calls must not start: the
 // run is at its turn limit (the calls wait for it to be raised) or they
 // would pass the tool-call budget. A turn some of whose calls were decided
-// or answered already goes on.
+// or answered already goes on, and a turn with no calls has none to hold.
 func (r *Runner) heldBack(p *turnState) *Result {
+	if len(p.Calls) == 0 {
+		return nil
+	}
 	for _, c := range p.Calls {
 		if c.Phase != phaseNew {
 			return nil
@@ -931,13 +983,26 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 // in the pending turn and returns it. A call answered already is not run
 // again: its result is returned as it is.
 //
+// It runs only a call that Next would run: the engine's rule for whether a
+// turn's calls may start is the same for both. So it returns an error
+// wrapping [ErrNotRun], runs nothing and changes nothing, for a call of a
+// run stopped for good (the turn limit, a budget, a hook's [StopRun]: the
+// error wraps [ErrMaxTurns] or [ErrBudget] for a limit), of a turn the
+// caller took over ([Runner.RetryTurn], [Runner.SetMessages]), of a final
+// response (max_tokens, refusal: its calls are answered as not run by the
+// next step), or of a turn that the turn limit or Budget.ToolCalls holds
+// back. A run suspended awaiting approval is not stopped for good: a call
+// decided since runs. The next Next or Advance then does with the turn
+// what it would have done.
+//
 // It returns an error, and no result, for a call deferred to a person and
 // not decided yet (give the decision with [Runner.Decide] or
 // [State.Decide]) or if the pending turn has no call with that id. If ctx is cancelled
 // while the tool runs, the call is left started (its phase in the State is started) and
 // ctx's error is returned. If AfterTool ends the run, the result is
 // returned with the hook's error (nil for [StopRun]) and [Runner.Result]
-// says how the run stopped.
+// says how the run stopped; after a [StopRun], the turn's other calls are
+// refused.
 //
 // Like the rest of Runner it is not safe for concurrent use, so calls of one
 // turn run in parallel on runners of their own, each resumed from the run's
@@ -945,16 +1010,21 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult, error) {
 	ctx, cancel := r.runContext(ctx)
 	defer cancel()
+	c := r.st.call(toolUseID)
+	if c == nil {
+		return nil, fmt.Errorf("toolrun: execute call: no call %q in the pending turn", toolUseID)
+	}
+	if c.Phase != phaseAnswered {
+		if err := r.refusal(c); err != nil {
+			return nil, err
+		}
+	}
 	if !r.halted() {
 		r.clearStop() // a failure is tried again, as by a step
 	}
 	if err := r.claim(ctx); err != nil {
 		r.fail(ctx, err, "")
 		return nil, err
-	}
-	c := r.st.call(toolUseID)
-	if c == nil {
-		return nil, fmt.Errorf("toolrun: execute call: no call %q in the pending turn", toolUseID)
 	}
 	if c.Phase != phaseAnswered {
 		run, err := r.decideCall(ctx, c)
@@ -991,6 +1061,35 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 		return res, r.stopErr()
 	}
 	return res, nil
+}
+
+// refusal returns ExecuteCall's error for unanswered call c if the engine
+// would not let the calls of its turn start now (see held), or nil.
+func (r *Runner) refusal(c *callState) error {
+	p := r.st.pending
+	h, held := r.held(p)
+	var why string
+	var limit error
+	switch h {
+	case holdNone:
+		return nil
+	case holdStopped:
+		why, limit = fmt.Sprintf("the run is stopped (%s)", r.stopped.StopReason), r.stopped.Err
+		if r.st.Detail != "" {
+			why = fmt.Sprintf("the run is stopped (%s: %s)", r.stopped.StopReason, r.st.Detail)
+		}
+	case holdEdited:
+		why = fmt.Sprintf("turn %d was taken over by the caller (RetryTurn, SetMessages or AppendMessages), so its calls do not run", p.Turn)
+	case holdFinal:
+		_, detail := modelStop(p.StopReason)
+		why = fmt.Sprintf("turn %d is final (%s), so its calls are answered as not run", p.Turn, detail)
+	case holdLimit:
+		limit = limitError(held.StopReason, held.Detail)
+	}
+	if limit != nil {
+		return fmt.Errorf("toolrun: execute call: call %q (%s): %w: %w", c.Call.ID, c.Call.Name, ErrNotRun, limit)
+	}
+	return fmt.Errorf("toolrun: execute call: call %q (%s): %w: %s", c.Call.ID, c.Call.Name, ErrNotRun, why)
 }
 
 // PlannedCall is a call of the pending turn that is decided and allowed,

@@ -22,6 +22,10 @@ import (
 // not [ToolConfig.Exclusive] form one group, and each call of an exclusive
 // tool is a group of its own, so it runs after the calls before it have
 // finished and before any after it start. The groups run one after another.
+// Once a call's answer ends the run (AfterTool returned an error or
+// [StopRun]), no call that has not started starts, in its group or a
+// later one: the calls that are running finish, and the others stay
+// decided, not run, for a run resumed from its [State].
 // This is the only statement of the rule: the runner's executor and the
 // Temporal workflow both follow it.
 func Batches(calls []PlannedCall) [][]PlannedCall {
@@ -43,7 +47,8 @@ func Batches(calls []PlannedCall) [][]PlannedCall {
 // gives, each group bounded by Options.MaxParallelTools, and answers them.
 // Each call is journaled as started before its tool runs. It returns the
 // run's error if the run stopped meanwhile (cancelled, a hook, a failed
-// checkpoint); calls not started then stay as they were.
+// checkpoint); calls not started then stay as they were, and none starts
+// after the stop, in its group or a later one.
 func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	plans := make([]PlannedCall, len(calls))
 	byID := make(map[string]*callState, len(calls))
@@ -61,6 +66,15 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 		for _, pc := range batch {
 			c := byID[pc.Call.ID]
 			g.Go(func() error {
+				mu.Lock()
+				stopping := len(hookErrs) > 0
+				mu.Unlock()
+				if stopping {
+					// AfterTool ended the run: a call queued behind
+					// others (MaxParallelTools) does not start, as no
+					// call of a later group does.
+					return nil
+				}
 				if err := r.runCall(ctx, c, pc); err != nil {
 					mu.Lock()
 					hookErrs = append(hookErrs, err)

@@ -195,8 +195,11 @@ func limitOr(n int) int {
 // [toolrun.Runner.ExecuteCall]: input validated, panics recovered, the
 // tool's timeout enforced, AfterTool called. A tool's failure is a result
 // (is_error), not an activity failure; the activity fails only when it is
-// cancelled or the call cannot run here. A result over in.PayloadLimit is
-// replaced by an error and stops the run with [StopPayloadTooLarge].
+// cancelled or the call cannot run here: a call ExecuteCall refuses
+// without running it ([toolrun.ErrNotRun]: the run is stopped, say) fails
+// it with the error type "toolrun.CallNotRun", and the workflow leaves
+// that call unanswered. A result over in.PayloadLimit is replaced by an
+// error and stops the run with [StopPayloadTooLarge].
 //
 // While the tool runs, the activity heartbeats, with the last progress the
 // tool reported with [ReportProgress] as the heartbeat's details.
@@ -211,6 +214,9 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	if res == nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, toolrun.ErrNotRun) {
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), callNotRun, nil)
 		}
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
 	}
@@ -229,6 +235,10 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	}
 	return out, nil
 }
+
+// callNotRun is the error type of a tool activity whose call
+// [toolrun.Runner.ExecuteCall] refused without running it.
+const callNotRun = "toolrun.CallNotRun"
 
 // modelError makes a failed model request a Temporal error: not retryable
 // if it would fail again (a bad request, a bad key), and with the API's

@@ -250,6 +250,51 @@ func TestContinueAsNewOnServer(t *testing.T) {
 	recordHistory(t, c, queue, "tools-continue-as-new")
 }
 
+// TestAfterToolStopOnServer ends a run on a real server with AfterTool's
+// StopRun after the first of two calls of an exclusive tool: the second
+// call does not run, and stays unanswered in the outcome's state. Its
+// history is golden (after-tool-stop.json, with the toolrun.stop-calls
+// marker); after-tool-stop-v0.json is the same run recorded by the
+// workflow before that rule, which scheduled the second call, and must
+// replay too (TestReplayGoldenHistories).
+func TestAfterToolStopOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-stop-calls")
+	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(
+		toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/build"}),
+		toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/src"}),
+	)))
+	var calls counter
+	tool := writeTool(&calls, nil)
+	tool.Exclusive = true
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{tool}, &toolrun.Options{
+		Logger: discard(),
+		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
+			return toolrun.StopRun("the operator saw enough after one write")
+		},
+	}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	recordHistory(t, c, queue, "after-tool-stop")
+	if out.StopReason != toolrun.StopHook {
+		t.Errorf("got outcome %q, want hook", out.StopReason)
+	}
+	if diff := cmp.Diff(map[string]int{"write /build": 1}, calls.all()); diff != "" {
+		t.Errorf("tool runs (-want +got):\n%s", diff)
+	}
+	if res, ok := out.State.CallResult("t2"); ok {
+		t.Errorf("t2 answered with %+v, want it unanswered", res)
+	}
+}
+
 // TestSIGTERMLetsToolsFinish stops a worker with SIGTERM while a call of a
 // tool that is not idempotent runs: the worker lets it finish (its stop
 // timeout, from NewWorker), so the call is not interrupted and the run

@@ -265,6 +265,13 @@ const (
 	// end, not at the start, so that a run that was waiting when its
 	// workers were upgraded gets it too.
 	versionEndStatus = "toolrun.end-status"
+	// versionStopCalls guards the rule that no call of a turn starts once
+	// a call's answer ended the run (AfterTool, or the payload guard), as
+	// [toolrun.Batches] states it: an execution recorded before it went on
+	// scheduling the turn's later calls. It is asked only when a stop
+	// meets a call not started yet, so an execution that never does
+	// records no marker.
+	versionStopCalls = "toolrun.stop-calls"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -289,6 +296,12 @@ const (
 // [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
+//
+// A turn's calls run as [toolrun.Batches] groups them, and once a call's
+// answer ends the run ([toolrun.Options.AfterTool] returns an error or
+// [toolrun.StopRun], or its result is over the payload limit) no call of
+// the turn that has not started starts: it stays decided, not run, in the
+// Outcome's state, as in the runner's own executor.
 //
 // A cancelled run (client.CancelWorkflow) ends as Temporal's workflows
 // usually do: with Temporal's CanceledError, not an Outcome, so that the
@@ -511,10 +524,15 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 // runCalls runs the planned calls of a turn as activities, in the groups
 // [toolrun.Batches] gives — the rule the runner's own executor follows:
 // consecutive calls of non-exclusive tools together, up to MaxParallelTools
-// at once, and each call of an exclusive tool alone. Each result is written
-// into the state as it arrives.
+// at once, and each call of an exclusive tool alone; once a call's answer
+// ends the run, no call that has not started starts (the calls running
+// finish), so a later call stays decided, not run, in the Outcome's state.
+// Each result is written into the state as it arrives.
 func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error {
 	for _, batch := range toolrun.Batches(calls) {
+		if w.stopsCalls(ctx) {
+			break
+		}
 		if err := w.runBatch(ctx, batch); err != nil {
 			return err
 		}
@@ -544,11 +562,23 @@ func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 	}
 	for running > 0 {
 		sel.Select(ctx)
-		for next < len(calls) && running < w.opts.MaxParallelTools && firstErr == nil {
+		for next < len(calls) && running < w.opts.MaxParallelTools && firstErr == nil && !w.stopsCalls(ctx) {
 			start()
 		}
 	}
 	return firstErr
+}
+
+// stopsCalls reports whether a call's answer has ended the run, so that no
+// more calls of the turn start. An execution recorded before the rule
+// (versionStopCalls) goes on scheduling them, as it did; on a new worker
+// such a call of a run stopped for good (StopRun, the payload guard) is
+// then refused (toolrun.Runner.ExecuteCall) and left unanswered by
+// finish, while after a hook's failure (StopError, which a run tries
+// again) it still runs, as it did.
+func (w *run) stopsCalls(ctx workflow.Context) bool {
+	return w.state.StopReason != "" &&
+		workflow.GetVersion(ctx, versionStopCalls, workflow.DefaultVersion, 1) >= 1
 }
 
 // toolGrace is what a call's activity timeout adds to the tool's own
@@ -587,6 +617,12 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		if ctx.Err() != nil {
 			return err
 		}
+		if notRun(err) {
+			// The worker refused the call without running it (the run had
+			// stopped): it stays as it was, not answered as interrupted.
+			workflow.GetLogger(ctx).Warn("toolrun: tool call not run", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", rootMessage(err))
+			return nil
+		}
 		out = ToolOutput{Result: interrupted(p, err)}
 		workflow.GetLogger(ctx).Error("toolrun: tool call interrupted", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", err.Error())
 	}
@@ -601,6 +637,13 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		w.state.StopReason, w.state.Detail = out.StopReason, out.Detail
 	}
 	return nil
+}
+
+// notRun reports whether a tool activity failed because the worker
+// refused to run its call ([callNotRun]).
+func notRun(err error) bool {
+	var ae *sdktemporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == callNotRun
 }
 
 // interrupted is the result of a call whose activity failed.

@@ -456,3 +456,64 @@ func TestParallelAndExclusiveCalls(t *testing.T) {
 		t.Errorf("the exclusive call overlapped others %d times, want 0", got)
 	}
 }
+
+// TestWorkflowStopsCallsAfterAfterTool checks that once a call's answer
+// ends the run (AfterTool returns StopRun), the workflow starts no more
+// of the turn's calls, in a later group (an exclusive tool) or queued in
+// the same group behind MaxParallelTools, as the runner's own executor
+// does (toolrun.Batches): the later call runs no activity and stays
+// unanswered in the outcome's state, for a run resumed from it.
+func TestWorkflowStopsCallsAfterAfterTool(t *testing.T) {
+	tests := []struct {
+		name      string
+		exclusive bool
+		parallel  int
+	}{
+		{name: "a later group", exclusive: true},
+		{name: "queued in the group", parallel: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(
+				toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/build"}),
+				toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/src"}),
+			)))
+			var calls counter
+			tool := writeTool(&calls, nil)
+			tool.Exclusive = tt.exclusive
+			env := newEnv(t, s, []toolrun.Tool{tool}, &toolrun.Options{AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error {
+				return toolrun.StopRun("the operator saw enough after one write")
+			}})
+			var mu sync.Mutex // guards started
+			var started []string
+			env.SetOnActivityStartedListener(func(info *activity.Info, ctx context.Context, args converter.EncodedValues) {
+				if info.ActivityType.Name != temporal.ToolActivity {
+					return
+				}
+				var in temporal.ToolInput
+				if err := args.Get(&in); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				started = append(started, in.ToolUseID)
+				mu.Unlock()
+			})
+			ro := fastRetries
+			ro.MaxParallelTools = tt.parallel
+			env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &ro))
+			out := outcome(t, env)
+			if out.StopReason != toolrun.StopHook {
+				t.Errorf("StopReason = %q, want hook", out.StopReason)
+			}
+			if diff := cmp.Diff([]string{"t1"}, started); diff != "" {
+				t.Errorf("tool activities started (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(map[string]int{"write /build": 1}, calls.all()); diff != "" {
+				t.Errorf("tool runs (-want +got):\n%s", diff)
+			}
+			if res, ok := out.State.CallResult("t2"); ok {
+				t.Errorf("t2 answered with %+v, want it unanswered", res)
+			}
+		})
+	}
+}
