@@ -194,16 +194,19 @@ func lookupPrice(prices map[string]Price, model string) (Price, bool) {
 	return p, ok
 }
 
-// costOf returns the cost of a response's usage in US dollars.
+// costOf returns the cost of a response's usage in US dollars: of each
+// part it is billed for (billedParts), a compaction's included.
 func costOf(p Price, m *anthropic.BetaMessage) float64 {
-	u := m.Usage
-	write1h := u.CacheCreation.Ephemeral1hInputTokens
-	write5m := u.CacheCreationInputTokens - write1h
-	return (float64(u.InputTokens)*p.InputPerMTok +
-		float64(write5m)*p.CacheWrite5mPerMTok +
-		float64(write1h)*p.CacheWrite1hPerMTok +
-		float64(u.CacheReadInputTokens)*p.CacheReadPerMTok +
-		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+	var cost float64
+	for _, u := range billedParts(m) {
+		write5m := u.CacheCreationInputTokens - u.cacheWrite1h
+		cost += (float64(u.InputTokens)*p.InputPerMTok +
+			float64(write5m)*p.CacheWrite5mPerMTok +
+			float64(u.cacheWrite1h)*p.CacheWrite1hPerMTok +
+			float64(u.CacheReadInputTokens)*p.CacheReadPerMTok +
+			float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+	}
+	return cost
 }
 
 // checkBudget returns a stop for the request params is about to make, if

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -42,6 +43,9 @@ type Compaction struct {
 
 // Compacted is sent after the history was compacted.
 type Compacted struct {
+	// Turn is the last turn before the compaction (0 for none); the
+	// RequestSent and ResponseReceived of the compaction's request carry
+	// the next one, Turn+1, as Options.BeforeRequest is given.
 	Turn int
 	// Before and After count the history's messages.
 	Before, After int
@@ -50,7 +54,10 @@ type Compacted struct {
 	InputTokens int64
 	ClientSide  bool
 	Summary     string
-	Usage       Usage // what the compaction request cost
+	// Usage is what the compaction's request is billed for: for a
+	// server-side compaction, the usage.iterations entry of type
+	// "compaction" (its top-level usage is 0).
+	Usage Usage
 }
 
 // EventTurn returns the turn.
@@ -78,60 +85,76 @@ func (r *Runner) compactDue() (bool, int64) {
 }
 
 // compact replaces the history with a summary of it.
+//
+// The compaction's request is sent as a turn's is, by the same helpers:
+// through Options.BeforeRequest (with the number of the turn it comes
+// before), checked against the budget, announced by a [RequestSent] and a
+// [ResponseReceived] with Compaction set, with the client options of a
+// turn that is not streamed (Timeouts.Request, without which the client
+// refuses a large max_tokens unstreamed), and accounted as the API bills
+// it. It is never streamed: the runner needs the summary whole, and a
+// stream's retries and idle timeout are for turns. AfterResponse is not
+// called for it, since it hands out no turn. A hook that stops the run
+// (StopRun, an error) stops it here, before the request is sent.
 func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	r.compactAsked = false
 	c := r.opts.Compaction
 	before := len(r.st.Params.Messages)
-	var (
-		msg     *anthropic.BetaMessage
-		summary string
-		history []anthropic.BetaMessageParam
-		err     error
-	)
-	// The compaction's request is bounded by the budget like any other.
+	n := r.st.Turns + 1
 	var params anthropic.BetaMessageNewParams
 	if c.ClientSide {
 		params = r.summaryParams()
 	} else {
 		params = r.compactionParams()
 	}
+	if err := r.beforeRequest(ctx, n, &params); err != nil {
+		r.hookFailed(ctx, err)
+		return nil
+	}
+	// The compaction's request is bounded by the budget like any other.
 	if res, err := r.checkBudget(&params, r.lastInput, r.lastInputMsgs); err != nil || res != nil {
 		if res != nil {
 			r.stop(ctx, res)
 		}
 		return err
 	}
-	if c.ClientSide {
-		msg, summary, err = r.summarise(ctx, params)
-		if err == nil {
-			history = []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
-				"This conversation was compacted. A summary of everything until now:\n\n" + summary +
-					"\n\nContinue the task from where it stands."))}
-		}
-	} else {
-		msg, err = r.messages.New(ctx, params)
-		if err == nil {
-			for _, b := range msg.Content {
-				if b.Type == "compaction" && b.Content.OfString != "" {
-					summary = b.Content.OfString
-				}
-			}
-			if summary != "" {
-				// The compaction block goes back first, in place of the
-				// messages it summarises, and every later request that
-				// carries it needs the beta.
-				history = []anthropic.BetaMessageParam{msg.ToParam()}
-				if !slices.Contains(r.st.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
-					r.st.Betas = append(slices.Clone(r.st.Betas), anthropic.AnthropicBetaCompact2026_09_04)
-				}
-			}
-		}
-	}
+	start := time.Now()
+	r.emit(ctx, RequestSent{Turn: n, Params: &params, Attempt: 1, Compaction: true})
+	msg, err := r.messages.New(ctx, params, r.requestOptions()...)
 	if err != nil {
 		return &TurnError{Turn: r.st.Turns, Err: fmt.Errorf("compacting the history: %w", err)}
 	}
-	u := usageOf(msg)
+	// Billed whether or not it holds a summary.
 	r.account(ctx, msg)
+	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start), Compaction: true})
+	var (
+		summary string
+		history []anthropic.BetaMessageParam
+	)
+	if c.ClientSide {
+		summary = strings.TrimSpace(messageText(msg))
+		if summary == "" {
+			return &TurnError{Turn: r.st.Turns, Err: errors.New("compacting the history: the summary request returned no text")}
+		}
+		history = []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
+			"This conversation was compacted. A summary of everything until now:\n\n" + summary +
+				"\n\nContinue the task from where it stands."))}
+	} else {
+		for _, b := range msg.Content {
+			if b.Type == "compaction" && b.Content.OfString != "" {
+				summary = b.Content.OfString
+			}
+		}
+		if summary != "" {
+			// The compaction block goes back first, in place of the
+			// messages it summarises, and every later request that
+			// carries it needs the beta.
+			history = []anthropic.BetaMessageParam{msg.ToParam()}
+			if !slices.Contains(r.st.Betas, anthropic.AnthropicBetaCompact2026_09_04) {
+				r.st.Betas = append(slices.Clone(r.st.Betas), anthropic.AnthropicBetaCompact2026_09_04)
+			}
+		}
+	}
 	if history == nil {
 		r.log.WarnContext(ctx, "toolrun: compaction returned no summary; the history was kept", "turn", r.st.Turns)
 		return nil
@@ -140,7 +163,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	r.lastInput, r.lastInputMsgs = 0, 0
 	r.compactFloor, r.measureFloor = 0, true
 	r.emit(ctx, Compacted{Turn: r.st.Turns, Before: before, After: len(history), InputTokens: inputTokens,
-		ClientSide: c.ClientSide, Summary: summary, Usage: u})
+		ClientSide: c.ClientSide, Summary: summary, Usage: usageOf(msg)})
 	return r.save(ctx)
 }
 
@@ -179,18 +202,4 @@ func (r *Runner) summaryParams() anthropic.BetaMessageNewParams {
 	p.ToolChoice = anthropic.BetaToolChoiceUnionParam{OfNone: &none}
 	p.StopSequences = nil
 	return p
-}
-
-// summarise asks the model, in a request of its own, for a summary of the
-// history: the client-side compaction.
-func (r *Runner) summarise(ctx context.Context, p anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, string, error) {
-	msg, err := r.messages.New(ctx, p)
-	if err != nil {
-		return nil, "", err
-	}
-	summary := strings.TrimSpace(messageText(msg))
-	if summary == "" {
-		return msg, "", errors.New("the summary request returned no text")
-	}
-	return msg, summary, nil
 }

@@ -21,7 +21,9 @@ import (
 //   - [Delta] while a streamed turn arrives;
 //   - [ToolDecided], [ToolStarted], [ToolFinished] for each tool call, once
 //     its response has arrived whole;
-//   - [Compacted] when the history was compacted;
+//   - [Compacted] when the history was compacted, after the RequestSent
+//     and ResponseReceived of the compaction's own request, which have
+//     Compaction set;
 //   - [RunStopped] once, when the run stops.
 //
 // A run that does not stream sends no deltas; everything else is the same,
@@ -41,10 +43,20 @@ type Event interface {
 // the response from its start. No call of the failed response has run.
 // (The anthropic client's own retries, of requests that fail before a
 // response begins, are not events.)
+//
+// Every request the runner sends is announced, a compaction's included: one
+// RequestSent per request the API receives (but the client's own retries).
+// A compaction's has Compaction set and the Turn of the turn it comes
+// before, as [Options.BeforeRequest] is given; it is not a turn, and that
+// turn's own request follows it with the same Turn. An observer that counts
+// turns by RequestSent skips those with Compaction set.
 type RequestSent struct {
 	Turn     int
 	Params   *anthropic.BetaMessageNewParams
 	Streamed bool
+	// Compaction marks the request of a compaction (see [Compaction]),
+	// which is never streamed.
+	Compaction bool
 	// Attempt counts the sends of this request, from 1. Only a stream
 	// asked for again raises it; a malformed response asked for again
 	// (see [ErrMalformedResponse]) is a new request, at Attempt 1.
@@ -57,11 +69,16 @@ type RequestSent struct {
 	Delay time.Duration
 }
 
-// ResponseReceived is sent when a turn's response has arrived in full.
+// ResponseReceived is sent when a turn's response has arrived in full, or
+// a compaction's: see [RequestSent].
 type ResponseReceived struct {
 	Turn     int
 	Message  *anthropic.BetaMessage
 	Duration time.Duration // from RequestSent, including the client's retries
+	// Compaction marks the response to a compaction's request, as
+	// RequestSent.Compaction does; its Message is not a turn and does not
+	// go in the history as it is.
+	Compaction bool
 }
 
 // Delta is a piece of a streamed response as it arrives: of a text block,

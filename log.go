@@ -80,8 +80,11 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			break
 		}
 		if log.Enabled(ctx, log.routine) {
-			log.Log(ctx, log.routine, "toolrun: request sent", "turn", e.Turn, "model", string(e.Params.Model),
-				"messages", len(e.Params.Messages), "streamed", e.Streamed)
+			args := []any{"turn", e.Turn, "model", string(e.Params.Model), "messages", len(e.Params.Messages), "streamed", e.Streamed}
+			if e.Compaction {
+				args = append(args, "compaction", true)
+			}
+			log.Log(ctx, log.routine, "toolrun: request sent", args...)
 		}
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
 			body, err := json.Marshal(e.Params)
@@ -92,9 +95,14 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		}
 	case ResponseReceived:
 		if log.Enabled(ctx, log.routine) {
-			log.Log(ctx, log.routine, "toolrun: response received", "turn", e.Turn,
-				"stop_reason", string(e.Message.StopReason), "input_tokens", e.Message.Usage.InputTokens,
-				"output_tokens", e.Message.Usage.OutputTokens, "duration", e.Duration)
+			// The tokens billed: a compaction's are not in the top-level usage.
+			u := usageOf(e.Message)
+			args := []any{"turn", e.Turn, "stop_reason", string(e.Message.StopReason), "input_tokens", u.InputTokens,
+				"output_tokens", u.OutputTokens, "duration", e.Duration}
+			if e.Compaction {
+				args = append(args, "compaction", true)
+			}
+			log.Log(ctx, log.routine, "toolrun: response received", args...)
 		}
 		if log.bodies && log.Enabled(ctx, slog.LevelDebug) {
 			log.DebugContext(ctx, "toolrun: response body", "turn", e.Turn, "body", string(wire.ResponseJSON(e.Message)))

@@ -116,7 +116,10 @@ type Options struct {
 	AfterTool func(ctx context.Context, r *ToolResult) error
 
 	// BeforeRequest, if non-nil, is called before each request with the
-	// params about to be sent, including the messages. Its changes apply to
+	// params about to be sent, including the messages: a turn's, and a
+	// compaction's (whose params carry the compaction field, or, client-side,
+	// end with the request for a summary), with the number of the turn it
+	// comes before. Its changes apply to
 	// that request only; the runner's own history is not changed. The tool
 	// definitions in params.Tools, and the history's messages, are shared
 	// with the runner and other runners: replace an element rather than

@@ -21,18 +21,9 @@ import (
 func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
 	params := r.requestParams()
-	if h := r.opts.BeforeRequest; h != nil {
-		// The hook may change the messages, tools and system prompt of
-		// this request only (the tool list is shared with other runners:
-		// toolentry.go; the wire cache knows a system prompt by identity:
-		// encode.go).
-		params.Messages = slices.Clone(params.Messages)
-		params.Tools = slices.Clone(params.Tools)
-		params.System = slices.Clone(params.System)
-		if err := r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, &params) }); err != nil {
-			r.hookFailed(ctx, err)
-			return nil
-		}
+	if err := r.beforeRequest(ctx, n, &params); err != nil {
+		r.hookFailed(ctx, err)
+		return nil
 	}
 	var msg *anthropic.BetaMessage
 	for attempt := 1; ; attempt++ {
@@ -80,7 +71,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	}
 	r.st.Turns = n
 	r.last, r.lastRaw = msg, ""
-	r.lastInput = usageOf(msg).inputTotal()
+	r.lastInput = contextUsage(msg).inputTotal()
 	if r.measureFloor {
 		r.compactFloor, r.measureFloor = r.lastInput, false
 	}
@@ -103,6 +94,38 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		calls[i] = c.Call
 	}
 	return &Turn{Number: n, Message: msg, ToolCalls: calls}
+}
+
+// beforeRequest calls Options.BeforeRequest, if set, with params, the
+// request for turn n. Every request the runner sends goes through it: a
+// turn's and a compaction's (compaction.go), so that a hook that takes a
+// secret out of the history takes it out of every request.
+func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.BetaMessageNewParams) error {
+	h := r.opts.BeforeRequest
+	if h == nil {
+		return nil
+	}
+	// The hook may change the messages, tools and system prompt of this
+	// request only (the tool list is shared with other runners:
+	// toolentry.go; the wire cache knows a system prompt by identity:
+	// encode.go).
+	params.Messages = slices.Clone(params.Messages)
+	params.Tools = slices.Clone(params.Tools)
+	params.System = slices.Clone(params.System)
+	return r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, params) })
+}
+
+// requestOptions are the client options of a request that is not
+// streamed, a turn's or a compaction's: one list, so that they cannot
+// drift apart. Timeouts.Request is always passed, also when it is the
+// default: without a timeout of its own the client refuses a request whose
+// max_tokens could take it past 10 minutes ("streaming is required") before
+// sending it.
+func (r *Runner) requestOptions() []option.RequestOption {
+	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
+		return []option.RequestOption{option.WithRequestTimeout(d)}
+	}
+	return nil
 }
 
 // requestParams are the params of the next request: the history, every
@@ -181,7 +204,8 @@ func (r *Runner) inHistory(id string) bool {
 	return ok
 }
 
-// account adds a response's usage and cost to the run's.
+// account adds a response's usage and cost to the run's: what it is billed
+// for (see usageOf), a compaction's included.
 func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
 	r.st.Usage.add(usageOf(m))
 	price, ok := priceOf(r.opts.Budget.Prices, string(m.Model))
@@ -206,10 +230,7 @@ func (r *Runner) send(ctx context.Context, sent RequestSent) (*anthropic.BetaMes
 	if r.opts.Stream {
 		return r.sendStream(ctx, sent)
 	}
-	var opts []option.RequestOption
-	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
-		opts = append(opts, option.WithRequestTimeout(d))
-	}
+	opts := r.requestOptions()
 	if r.threaded() {
 		if m, ok, err := r.sendThread(ctx, params, opts); ok {
 			return m, err

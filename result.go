@@ -87,13 +87,69 @@ func (u Usage) inputTotal() int64 {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 }
 
+// usageOf returns what m is billed for: its top-level usage and that of
+// each of its compaction iterations (see billedParts).
 func usageOf(m *anthropic.BetaMessage) Usage {
+	var u Usage
+	for _, p := range billedParts(m) {
+		u.add(p.Usage)
+	}
+	return u
+}
+
+// contextUsage returns the top-level usage of m: the input the model read
+// to write m, so the size of the context that the next request extends.
+// It leaves a compaction out (which read the context before it was
+// compacted): the compaction threshold and the input estimate of a budget
+// measure the context, not the bill.
+func contextUsage(m *anthropic.BetaMessage) Usage {
 	return Usage{
 		InputTokens:              m.Usage.InputTokens,
 		OutputTokens:             m.Usage.OutputTokens,
 		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
 		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
 	}
+}
+
+// billedUsage is one part of what a response is billed for, with its cache
+// writes of the one-hour TTL apart, since they cost more.
+type billedUsage struct {
+	Usage
+	cacheWrite1h int64
+}
+
+// billedParts returns what m is billed for, part by part: its top-level
+// usage, then each usage.iterations entry of type "compaction".
+//
+// The API leaves a compaction's tokens out of the top-level usage (the
+// SDK's doc of Usage.Iterations says so): a compaction request of its own
+// (Compaction.ClientSide false) answers with a top-level usage of 0 and
+// the compaction's cost in its one iteration, and a turn that the API
+// compacted on its way (context_management's compact_20260112) has the
+// turn at the top level and the compaction beside it. Every other entry
+// (a "message" of a server tool loop, a "fallback_message") is already in
+// the top-level usage, which sums them, so summing every iteration
+// instead would count those twice. An "advisor_message" entry is not
+// added either: it is billed at the advisor model's rates, which one price
+// per response cannot express, and the SDK does not say whether the
+// top-level usage holds it.
+func billedParts(m *anthropic.BetaMessage) []billedUsage {
+	parts := []billedUsage{{Usage: contextUsage(m), cacheWrite1h: m.Usage.CacheCreation.Ephemeral1hInputTokens}}
+	for _, it := range m.Usage.Iterations {
+		if it.Type != "compaction" {
+			continue
+		}
+		parts = append(parts, billedUsage{
+			Usage: Usage{
+				InputTokens:              it.InputTokens,
+				OutputTokens:             it.OutputTokens,
+				CacheCreationInputTokens: it.CacheCreationInputTokens,
+				CacheReadInputTokens:     it.CacheReadInputTokens,
+			},
+			cacheWrite1h: it.CacheCreation.Ephemeral1hInputTokens,
+		})
+	}
+	return parts
 }
 
 // Result is how a run ended and what it cost.
@@ -115,8 +171,11 @@ type Result struct {
 	Messages []anthropic.BetaMessageParam
 	// Pending lists the calls awaiting a decision, for StopAwaitingApproval.
 	Pending []PendingCall
-	// Usage adds up every response of the run, compactions included, and
-	// what each failed stream attempt reported (see [Budget]).
+	// Usage adds up every response of the run, compactions included, as
+	// the API bills them: a response's top-level usage and the
+	// usage.iterations of each compaction in it, which the top-level
+	// usage leaves out; and what each failed stream attempt reported (see
+	// [Budget]).
 	Usage Usage
 	// CostUSD is what the responses cost, priced by Budget.Prices or
 	// [DefaultPrices]. It is complete only if CostComplete is true.

@@ -32,6 +32,8 @@
 //     [toolrun.ResponseReceived], the client's retries included:
 //     gen_ai.operation.name chat, gen_ai.provider.name, gen_ai.request.model,
 //     gen_ai.request.max_tokens, gen_ai.request.stream, toolrun.turn,
+//     toolrun.compaction (true for a compaction's request, which is not a
+//     turn's: its toolrun.turn is the turn it comes before),
 //     gen_ai.response.id, gen_ai.response.model,
 //     gen_ai.response.finish_reasons (the stop_reason),
 //     gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
@@ -42,7 +44,10 @@
 //     [toolrun.RequestSent] with Attempt above 1). As the
 //     conventions define it, gen_ai.usage.input_tokens counts the tokens read
 //     from and written to the cache too, which the API's input_tokens
-//     leaves out. A request that fails has an error status.
+//     leaves out. The token counts are those billed: a compaction's
+//     (usage.iterations of type "compaction") are added to the top-level
+//     usage, which leaves them out. A request that fails has an error
+//     status.
 //   - "execute_tool {tool}", kind internal, for every call answered, from
 //     [toolrun.ToolStarted] to [toolrun.ToolFinished]: gen_ai.operation.name
 //     execute_tool, gen_ai.tool.name, gen_ai.tool.call.id, gen_ai.tool.type

@@ -37,6 +37,7 @@ const (
 	ranKey        = attribute.Key("toolrun.tool.ran")
 	pendingKey    = attribute.Key("toolrun.pending_calls")
 	attemptKey    = attribute.Key("toolrun.attempt")
+	compactionKey = attribute.Key("toolrun.compaction")
 )
 
 // Bucket boundaries the GenAI conventions advise for the duration and token
@@ -213,6 +214,9 @@ func (o *Observer) startChat(ctx context.Context, run *runState, e toolrun.Reque
 	if e.Streamed {
 		attrs = append(attrs, semconv.GenAIRequestStream(true))
 	}
+	if e.Compaction {
+		attrs = append(attrs, compactionKey.Bool(true))
+	}
 	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameChat)+" "+model,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	run.chat = &chatState{span: span, start: time.Now(), model: model}
@@ -362,13 +366,27 @@ func setError(span trace.Span, err error, errorType attribute.KeyValue) {
 	span.SetAttributes(errorType)
 }
 
+// usageOf returns the tokens m is billed for, as toolrun's Result.Usage
+// counts them: the top-level usage and each usage.iterations entry of type
+// "compaction", which the API leaves out of the top-level usage (a
+// compaction's own response has a top-level usage of 0). The other entries
+// are in the top-level usage already.
 func usageOf(m *anthropic.BetaMessage) toolrun.Usage {
-	return toolrun.Usage{
+	u := toolrun.Usage{
 		InputTokens:              m.Usage.InputTokens,
 		OutputTokens:             m.Usage.OutputTokens,
 		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
 		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
 	}
+	for _, it := range m.Usage.Iterations {
+		if it.Type == "compaction" {
+			u.InputTokens += it.InputTokens
+			u.OutputTokens += it.OutputTokens
+			u.CacheCreationInputTokens += it.CacheCreationInputTokens
+			u.CacheReadInputTokens += it.CacheReadInputTokens
+		}
+	}
+	return u
 }
 
 // inputTokens is gen_ai.usage.input_tokens, which the conventions define to

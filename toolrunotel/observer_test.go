@@ -420,3 +420,47 @@ func TestCancelledRun(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionSpan: a compaction's request has a chat span of its own,
+// marked toolrun.compaction, with the tokens it is billed for (a
+// server-side compaction's are in usage.iterations, its top-level usage
+// is 0), so that the chat spans, and the run span, add up to what the API
+// billed.
+func TestCompactionSpan(t *testing.T) {
+	rec := newRecorder(t)
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
+		toolruntest.Message(toolruntest.Text("Sunny.")),
+	))
+	obs := toolrunotel.New(toolrunotel.Options{TracerProvider: rec.tp, MeterProvider: rec.mp})
+	r := toolrun.New(s.Client(), userParams("Weather in Oslo?"), []toolrun.Tool{weatherTool()}, &toolrun.Options{
+		Logger: discard(), OnEvent: obs.Observe, Compaction: toolrun.Compaction{Threshold: 1},
+	})
+	if _, err := r.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var chats, compactions int
+	var in, out int64
+	for _, sp := range rec.ended(t, toolrunotel.ScopeName) {
+		if sp.Attrs["gen_ai.operation.name"] != "chat" {
+			continue
+		}
+		chats++
+		in += sp.Attrs["gen_ai.usage.input_tokens"].(int64)
+		o := sp.Attrs["gen_ai.usage.output_tokens"].(int64)
+		out += o
+		if sp.Attrs["toolrun.compaction"] == true {
+			compactions++
+			if o == 0 {
+				t.Errorf("compaction span has 0 output tokens; want the summary's: attrs %v", sp.Attrs)
+			}
+		}
+	}
+	billed := s.Usage()
+	if chats != 3 || compactions != 1 {
+		t.Errorf("%d chat spans, %d of them marked toolrun.compaction; want 3, 1", chats, compactions)
+	}
+	if want := billed.InputTokens + billed.CacheReadInputTokens + billed.CacheCreationInputTokens; in != want || out != billed.OutputTokens {
+		t.Errorf("chat spans count %d input and %d output tokens, the API billed %d and %d", in, out, want, billed.OutputTokens)
+	}
+}

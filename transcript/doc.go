@@ -59,10 +59,13 @@
 //   - "request": a request went out. "body" is the request's params as sent,
 //     the JSON the API receives (model, max_tokens, system, messages, tools,
 //     …) without "stream"; "streamed" is true if the response was streamed;
-//     "betas" lists the beta headers.
+//     "betas" lists the beta headers; "compaction" is true for the request
+//     of a compaction, which is not a turn's (its turn is the one it comes
+//     before).
 //   - "response": a response arrived whole. "body" is the API's message
 //     object (id, model, content, stop_reason, usage, …); "duration_ms" is
-//     the time since its request, retries included.
+//     the time since its request, retries included; "compaction" is true
+//     for the response to a compaction's request.
 //   - "decision": a tool call was decided. "tool_use_id", "tool" and
 //     "input" name the call; "decision" is {"kind", "reason", "input"
 //     (input that replaced the model's), "result" (a skip's content)}, of

@@ -105,6 +105,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		}
 		en.Type = TypeRequest
 		en.Streamed = e.Streamed
+		en.Compaction = e.Compaction
 		for _, b := range e.Params.Betas {
 			en.Betas = append(en.Betas, r.redact(string(b)))
 		}
@@ -115,6 +116,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		en.Body = r.redactJSON(body)
 	case toolrun.ResponseReceived:
 		en.Type = TypeResponse
+		en.Compaction = e.Compaction
 		en.Body = r.redactJSON(wire.ResponseJSON(e.Message))
 		en.DurationMS = ms(e.Duration)
 	case toolrun.ToolDecided:

@@ -203,7 +203,10 @@ func TestRecorderRedactOption(t *testing.T) {
 	}
 }
 
-// TestRecordsCompaction: a compaction is recorded with its summary.
+// TestRecordsCompaction: a compaction is recorded with its summary, and
+// its own request and response are recorded marked as a compaction's, so
+// that Turns and Replay leave them out: the turns read as the model's
+// turns, and the replay serves each recorded turn to the turn it answered.
 func TestRecordsCompaction(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Conversation
@@ -242,6 +245,41 @@ func TestRecordsCompaction(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Summary != "The user asked for the time twice." || got[0].Before != 3 || got[0].After != 1 || !got[0].ClientSide || got[0].Usage == nil {
 		t.Errorf("compacted lines = %+v, want one with the summary, 3 → 1 messages", got)
+	}
+	var lines []string
+	for _, e := range tr.Entries {
+		if e.Type == transcript.TypeRequest || e.Type == transcript.TypeResponse {
+			lines = append(lines, fmt.Sprintf("%s %d compaction=%v", e.Type, e.Turn, e.Compaction))
+		}
+	}
+	want := []string{
+		"request 1 compaction=false", "response 1 compaction=false",
+		"request 2 compaction=true", "response 2 compaction=true",
+		"request 2 compaction=false", "response 2 compaction=false",
+	}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("request and response lines (-want +got):\n%s", diff)
+	}
+	for _, tn := range tr.Turns() {
+		if tn.Request == nil || tn.Request.Compaction || tn.Response == nil || tn.Response.Compaction {
+			t.Errorf("turn %d = request %+v, response %+v; want the turn's own", tn.Number, tn.Request, tn.Response)
+		}
+	}
+	// Replayed with or without the recorded run's compaction, each turn
+	// gets the response its turn got, never the summary.
+	for _, c := range []toolrun.Compaction{{}, {Threshold: 4000, ClientSide: true}} {
+		rep, err := transcript.Replay(t.Context(), tr, []toolrun.Tool{clock}, &transcript.ReplayOptions{
+			Options: toolrun.Options{Logger: slog.New(slog.DiscardHandler), Compaction: c},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Result == nil {
+			t.Fatalf("replay with %+v: no result; report:\n%s", c, rep)
+		}
+		if rep.Diverged() || rep.Result.Text() != "done" || rep.Result.Turns != 2 {
+			t.Errorf("replay with %+v of a run that compacted: %d turns ending in %q, want the recorded 2 ending in \"done\"; report:\n%s", c, rep.Result.Turns, rep.Result.Text(), rep)
+		}
 	}
 }
 

@@ -30,7 +30,8 @@ type ReplayOptions struct {
 	// Options are the runner's options for the replay: a logger, a tool
 	// timeout, an AfterTool hook like the recorded run's, an OnEvent
 	// observer (to record the replay, say). Policy is replaced by the
-	// recorded decisions, and MaxTurns by the recorded run's.
+	// recorded decisions, MaxTurns by the recorded run's, and Compaction
+	// by none.
 	Options toolrun.Options
 
 	// Redact, if non-nil, is applied to the replay's tool results after
@@ -241,7 +242,8 @@ func oneLine(s string) string {
 // through [toolrun.Options].Decide, and a person's decision is given again
 // with [toolrun.Runner.Decide] when the replay awaits it. A call allowed by default or by its tool's policy
 // is put to the tool's policy again. Model requests that failed in the
-// recording are not replayed.
+// recording are not replayed, nor are compactions: the replay does not
+// compact (Options.Compaction is ignored).
 //
 // Calls are matched by tool_use id. A tool that now returns something
 // else, a failure that reproduces or no longer does, and a run that stops
@@ -261,10 +263,13 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 		e := &t.Entries[i]
 		switch e.Type {
 		case TypeRequest:
-			if first == nil {
+			if first == nil && !e.Compaction {
 				first = e
 			}
 		case TypeResponse:
+			if e.Compaction {
+				continue // the replay does not compact
+			}
 			reply, err := replyOf(e)
 			if err != nil {
 				return nil, err
@@ -312,6 +317,10 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 
 	runOpts := o.Options
 	runOpts.MaxTurns = -1 // no bound
+	// The recorded turns are served whatever the requests hold, so the
+	// replay need not compact; a compaction's request would be served the
+	// next turn's response.
+	runOpts.Compaction = toolrun.Compaction{}
 	if recStop != nil && recStop.StopReason == toolrun.StopMaxTurns {
 		runOpts.MaxTurns = len(replies)
 	}

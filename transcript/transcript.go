@@ -90,6 +90,10 @@ type Entry struct {
 
 	// Streamed reports that a request's response was streamed.
 	Streamed bool `json:"streamed,omitempty"`
+	// Compaction marks the request and response lines of a compaction's
+	// own request ([toolrun.RequestSent].Compaction): not a turn's, so
+	// [Transcript.Turns] and [Replay] leave them out.
+	Compaction bool `json:"compaction,omitempty"`
 	// Betas are a request's beta headers, which are not in its body.
 	Betas []string `json:"betas,omitempty"`
 	// Body is a request's params as sent, or a response's message as
@@ -381,6 +385,9 @@ func (t *Transcript) Turns() []*Turn {
 	}
 	for i := range t.Entries {
 		e := &t.Entries[i]
+		if e.Compaction && (e.Type == TypeRequest || e.Type == TypeResponse) {
+			continue // not a turn's: its compacted line tells the compaction
+		}
 		switch e.Type {
 		case TypeRequest:
 			turn(e.Turn).Request = e

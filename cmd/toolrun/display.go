@@ -173,6 +173,10 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 	defer d.mu.Unlock()
 	switch e := e.(type) {
 	case toolrun.RequestSent:
+		if e.Compaction { // not a turn: its summary is not Claude's reply
+			d.line("  … compacting the history")
+			break
+		}
 		if e.Attempt > 1 {
 			d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
 		}
@@ -187,6 +191,9 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 			d.textDelta(e.Index, e.Text)
 		}
 	case toolrun.ResponseReceived:
+		if e.Compaction {
+			break
+		}
 		d.waiting = time.Time{}
 		d.endText()
 		if !d.streamed {

@@ -139,6 +139,25 @@ func TestTicker(t *testing.T) {
 	})
 }
 
+// TestDisplayCompaction: a compaction's request and response are not a
+// turn: the display says the history is being compacted, and neither
+// starts a turn nor shows the summary as Claude's reply.
+func TestDisplayCompaction(t *testing.T) {
+	ctx := t.Context()
+	var out bytes.Buffer
+	d := &display{w: &out, now: newClock().now, calls: map[string]*callView{}}
+	summary := &anthropic.BetaMessage{Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: "Summary of it all."}}}
+	reply := &anthropic.BetaMessage{Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: "Done."}}}
+	d.event(ctx, toolrun.RequestSent{Turn: 2, Attempt: 1, Compaction: true})
+	d.event(ctx, toolrun.ResponseReceived{Turn: 2, Message: summary, Compaction: true})
+	d.event(ctx, toolrun.RequestSent{Turn: 2, Attempt: 1})
+	d.event(ctx, toolrun.ResponseReceived{Turn: 2, Message: reply})
+	got := out.String()
+	if strings.Contains(got, "Summary of it all.") || strings.Count(got, "turn 2") != 1 || !strings.Contains(got, "compacting the history") || !strings.Contains(got, "Done.") {
+		t.Errorf("output:\n%s\nwant one turn 2, the compaction noted, its summary not shown, the reply shown", got)
+	}
+}
+
 func TestNewDisplay(t *testing.T) {
 	tests := []struct {
 		name      string
