@@ -90,7 +90,13 @@ type Runner struct {
 	measureFloor  bool      // the next response's input is compactFloor
 	inputStale    bool      // lastInput does not bound the history's first lastInputMsgs messages (budget.go)
 	breakpoints   cacheTier // the dearest cache breakpoint seen in the history (budget.go)
-	warnedPrice   map[string]bool
+	// threadOff says that this run's first thread request was refused with
+	// a 400 and the same request without a thread was not (thread.go): the
+	// rest of the run, in this process, goes without a thread, a stop and
+	// a continue included, and the Warn record is written once. (With the
+	// flags above, so that the Runner stays within its size class.)
+	threadOff   bool
+	warnedPrice map[string]bool
 	// historyIDs is the set of the history's tool_use ids, for
 	// checkResponse: built from the history when first needed, kept up to
 	// date by appendTurn, and dropped by setHistory, the one other way the
@@ -102,11 +108,6 @@ type Runner struct {
 	// state: a resumed runner encodes its first request in full.
 	// It is nil until the first request, and again once the run stops.
 	wire *wireCache
-	// threadOff says that this run's first thread request was refused with
-	// a 400 and the same request without a thread was not (thread.go): the
-	// rest of the run, in this process, goes without a thread, a stop and
-	// a continue included, and the Warn record is written once.
-	threadOff bool
 
 	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
 	saveErr error      // the first failed save, which stops the run
