@@ -93,7 +93,11 @@
 // module). The calls go to one executor, a bounded errgroup that runs them
 // in the groups [Batches] gives (an exclusive tool's call alone), journals
 // each as started before it runs, and answers it. A call's life is one
-// phase: new, decided, started, answered.
+// phase: new, decided, started, answered. Before a turn's calls start, one
+// rule says whether they may: not if the run is stopped, the caller took
+// the turn over, the response is final (max_tokens, refusal) or a limit
+// holds the turn back. The engine and ExecuteCall both ask it, so no
+// driver runs a call another would not.
 //
 //	drivers:  Run · Turns · Next · Events · Advance/ExecuteCall
 //	             │ each a short loop over
@@ -142,9 +146,10 @@
 // # Events
 //
 // Logging, [Options.OnEvent] and [Runner.Events] all see the same typed
-// [Event] values: turn started, request sent, response received, tool
-// decided, started and finished, turn finished, run stopped; and, while a
-// streamed response arrives, text, thinking and tool input deltas.
+// [Event] values: request sent (a compaction's too, and each retry of a
+// stream), response received, tool decided, started and finished, turn
+// finished, history compacted, run stopped; and, while a streamed response
+// arrives, deltas of text, thinking and tool input.
 //
 // # Debugging
 //
