@@ -246,6 +246,14 @@ func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMes
 	if err != nil {
 		return nil, err
 	}
+	if s.RunID != "" && s.RunID != opts.RunID {
+		// A store writer (or a mix-up) put another run's state here.
+		err := fmt.Errorf("toolrun: open: the store holds a state of run %q under %q", s.RunID, opts.RunID)
+		if len(opts.StateKey) > 0 && s.verify(opts.StateKey) == nil {
+			err = fmt.Errorf("%w: %w", ErrStateSignature, err)
+		}
+		return nil, err
+	}
 	return Resume(client, s, tools, opts)
 }
 
@@ -281,7 +289,7 @@ func (r *Runner) save(ctx context.Context) error {
 		return r.saveErr
 	}
 	prev := r.version
-	s.Version = prev + 1
+	s.Version, s.RunID = prev+1, r.opts.RunID
 	err := s.sign(r.opts.StateKey)
 	if err == nil {
 		err = r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s, prev)

@@ -231,6 +231,7 @@ func (r *Runner) State() *State {
 	r.saveMu.Lock()
 	s.Version = r.version
 	r.saveMu.Unlock()
+	s.RunID = r.opts.RunID
 	var out State
 	b, err := json.Marshal(s)
 	if err == nil {

@@ -151,11 +151,21 @@ type Options struct {
 	RunID string
 
 	// StateKey, if set, signs every [State] the runner exports or saves
-	// (HMAC-SHA256 over its canonical JSON, in State.Signature), and
-	// [Resume] and [Open] refuse a state whose signature does not match
-	// with an error wrapping [ErrStateSignature]. Without it, states are
-	// not signed and are trusted as they are: whoever can write a saved
-	// state can change what a resumed run does.
+	// (HMAC-SHA256 over its canonical JSON, in State.Signature, the RunID
+	// included), and [Resume] and [Open] refuse a state whose signature
+	// does not match with an error wrapping [ErrStateSignature], as [Open]
+	// does a signed state of another run. Without it, states are not
+	// signed and are trusted as they are: whoever can write a saved state
+	// can change what a resumed run does.
+	//
+	// A signature shows that the runner wrote a state and that it is
+	// whole, not that it is the latest: whoever can write the store can
+	// put back an earlier state of the same run that the runner signed (a
+	// restored backup does the same), and the resumed run goes on from
+	// there, which can run again a call that ran after that save. Nothing
+	// in the state can tell, since the store is where it would be kept;
+	// guard write access to the store, and restore a backup only of a run
+	// that is over.
 	StateKey []byte
 
 	// Budget bounds the tokens, cost, time and tool calls of the run; see

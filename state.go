@@ -84,6 +84,13 @@ type State struct {
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
 	Budget     BudgetKind `json:"budget,omitempty"`
+	// RunID is the Options.RunID of the runner that exported or saved the
+	// state, if it had one. [Open] refuses a state its store holds under
+	// another id (moved there from another run); with Options.StateKey
+	// the id is signed with the rest, so it cannot be changed to match.
+	// [Resume] takes a state of any run: resuming one under a new RunID
+	// starts a copy of it.
+	RunID string `json:"run_id,omitempty"`
 	// Signature is the HMAC-SHA256 of the rest of the state, in hex, when
 	// Options.StateKey is set.
 	Signature string `json:"signature,omitempty"`
