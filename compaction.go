@@ -122,7 +122,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	r.emit(ctx, RequestSent{Turn: n, Params: &params, Attempt: 1, Compaction: true})
 	msg, err := r.messages.New(ctx, params, r.requestOptions()...)
 	if err != nil {
-		return &TurnError{Turn: r.st.Turns, Err: fmt.Errorf("compacting the history: %w", err)}
+		return &TurnError{Turn: n, Attempt: 1, Err: fmt.Errorf("compacting the history: %w", err)}
 	}
 	// Billed whether or not it holds a summary.
 	r.account(ctx, msg)
@@ -134,7 +134,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	if c.ClientSide {
 		summary = strings.TrimSpace(messageText(msg))
 		if summary == "" {
-			return &TurnError{Turn: r.st.Turns, Err: errors.New("compacting the history: the summary request returned no text")}
+			return &TurnError{Turn: n, Attempt: 1, Err: errors.New("compacting the history: the summary request returned no text")}
 		}
 		history = []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(
 			"This conversation was compacted. A summary of everything until now:\n\n" + summary +

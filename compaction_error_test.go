@@ -1,5 +1,3 @@
-//go:build review5
-
 package toolrun_test
 
 import (
@@ -11,13 +9,12 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// TestReview5FailedCompactionTurnError checks the *TurnError of a
-// compaction's request that fails: RequestSent announced that request with
-// the Turn of the turn it comes before (as BeforeRequest is given), and
-// TurnError documents Turn and Attempt as counting from 1, but the error
-// names the turn before (r.st.Turns, 0 before the first turn) and attempt
-// 0, so an observer cannot match the failure to the request it announced.
-func TestReview5FailedCompactionTurnError(t *testing.T) {
+// TestFailedCompactionTurnError: the *TurnError of a compaction's request
+// that fails names the turn its RequestSent announced (the turn it comes
+// before, as BeforeRequest is given) and attempt 1, so an observer can
+// match the failure to the request. It named the turn before (0 before
+// the first turn) and attempt 0.
+func TestFailedCompactionTurnError(t *testing.T) {
 	failing := toolruntest.Reply{Fault: toolruntest.Fault{Status: 400}}
 	s := toolruntest.New(t, toolruntest.Script(failing))
 	var sent []int
