@@ -59,7 +59,12 @@
 // Whether a server that exited or hung is started again is up to its
 // [RestartPolicy]; by default it is not, and later calls fail with
 // [ErrServerDown]. A restart is made by the next call, after a backoff;
-// the failed call is never run again, as it may not be idempotent.
+// the failed call is never run again, as it may not be idempotent. A
+// restart is bounded: a server that has not connected and answered its
+// initialization within [Options.CallTimeout], or a minute if that is
+// zero, is stopped and the restart fails with [ErrServerDown], as do the
+// calls that waited for it, so that a server that hangs as it starts
+// cannot hold its calls for ever.
 //
 // # Containment
 //

@@ -41,6 +41,15 @@ const (
 	// transports: how long Close waits for a command to exit after closing
 	// its standard input, and again after SIGTERM; see [Server.Close].
 	closeGrace = 500 * time.Millisecond
+	// restartTimeout bounds a restart, the server's initialization
+	// included, when [Options.CallTimeout] is zero; see [RestartPolicy]. A
+	// restart is bounded whatever the options say: a server that never
+	// answers its initialize request would otherwise hold the call that
+	// restarts it, and every call of the server waiting behind that one,
+	// for as long as their contexts allow, which by default is for ever. A
+	// minute leaves room for a slow start (a JVM, a package runner) after
+	// the first, which Connect's ctx bounds.
+	restartTimeout = time.Minute
 )
 
 // Command returns a Dial that runs the program name with args and talks to
@@ -87,6 +96,14 @@ func InMemory(server *mcp.Server) Dial {
 // A restart is a new connection made with the server's [Dial]: a new process
 // for a command. It is made by the next call after the failure, never by the
 // failed call, which is not run again since it may not be idempotent.
+//
+// A restart, the server's initialization included, must be done within
+// [Options.CallTimeout], or within a minute if that is zero; one that is not
+// fails as a restart that cannot connect does: it counts toward
+// MaxRestarts, and a command's process is stopped, not left behind. The
+// calls that waited for a restart that failed fail with its error at once,
+// rather than each try another: only a call made after the failure
+// restarts the server again.
 type RestartPolicy struct {
 	// MaxRestarts bounds the restarts in a row: a restart that fails to
 	// connect counts, and a call that succeeds starts the count again from
@@ -136,7 +153,10 @@ type Options struct {
 	// it is deemed hung: it is stopped (a command is killed) and the
 	// Restart policy applies, as for a crash. A call cancelled through its
 	// ctx, by the runner's own timeout say, is cancelled at the server but
-	// does not lead to the ping. Zero means no timeout of its own.
+	// does not lead to the ping. A call that restarts the server waits at
+	// most CallTimeout for the restart too (see [RestartPolicy]), besides
+	// its backoff. Zero means no timeout of its own for a call, and a
+	// minute for a restart.
 	CallTimeout time.Duration
 
 	// Restart says whether the server is started again after it exits or
@@ -176,12 +196,15 @@ type Server struct {
 	wg         sync.WaitGroup // counts the goroutines that watch connections
 	calls      atomic.Int64   // numbers the calls, for their progress tokens
 
-	mu       sync.Mutex // guards conn, closed, failures, last, lastAt
+	mu       sync.Mutex // guards conn, closed, failures, failedRestarts, last, lastAt
 	conn     *conn      // the live connection, or nil
 	closed   bool
-	failures int       // connection failures in a row
-	last     *ending   // how the last connection ended, or the last restart failed
-	lastAt   time.Time // when
+	failures int // connection failures in a row
+	// failedRestarts counts the restarts that failed, so that a call that
+	// waited for one of them fails with it rather than try another.
+	failedRestarts int
+	last           *ending   // how the last connection ended, or the last restart failed
+	lastAt         time.Time // when
 }
 
 // conn is one connection: a session and, for a command, its process.
@@ -219,6 +242,8 @@ var (
 	errHung        = errors.New("the server did not answer a ping")
 	errCallTimeout = errors.New("call timeout")
 	errConnEnded   = errors.New("the connection ended")
+	// errRestartTimeout is the cause of a restart cut short by its bound.
+	errRestartTimeout = errors.New("restart timeout")
 )
 
 // Connect connects to the MCP server that dial reaches and returns it as a
@@ -306,9 +331,12 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	}
 	session, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
-		if c.cmd != nil && c.cmd.Process != nil && c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill() // a server that cannot start is of no use
-		}
+		// A server that cannot start is of no use. The session's Close,
+		// which the MCP client calls for a failed initialization, may have
+		// given up on the process while its Wait still runs: so it is
+		// killed without a look at its ProcessState, which that Wait
+		// writes. A process already reaped is left alone by Kill.
+		c.kill()
 		if msg := c.stderr.String(); msg != "" {
 			return nil, fmt.Errorf("%w; its stderr ends with: %s", err, redact.String(lastLine(msg)))
 		}
@@ -346,7 +374,7 @@ func (s *Server) adopt(c *conn) bool {
 func (s *Server) acquire(ctx context.Context, tool string) (*conn, error) {
 	for {
 		s.mu.Lock()
-		closed, c := s.closed, s.conn
+		closed, c, failed := s.closed, s.conn, s.failedRestarts
 		s.mu.Unlock()
 		if closed {
 			return nil, s.closedError(tool)
@@ -359,7 +387,7 @@ func (s *Server) acquire(ctx context.Context, tool string) (*conn, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		c, err := s.restart(ctx, tool)
+		c, err := s.restart(ctx, tool, failed)
 		<-s.connecting
 		if c != nil || err != nil {
 			return c, err
@@ -368,17 +396,26 @@ func (s *Server) acquire(ctx context.Context, tool string) (*conn, error) {
 }
 
 // restart starts the server again, if it is still down and its policy
-// allows. It returns (nil, nil) when another goroutine connected first. The
-// caller holds the connecting token.
-func (s *Server) restart(ctx context.Context, tool string) (*conn, error) {
+// allows. It returns (nil, nil) when another goroutine connected first, and
+// the failure of the last restart if one failed since failedRestarts was
+// read: the caller waited for that restart, and fails with it. The caller
+// holds the connecting token.
+func (s *Server) restart(ctx context.Context, tool string, failedRestarts int) (*conn, error) {
 	s.mu.Lock()
 	if s.closed || s.conn != nil {
 		s.mu.Unlock()
 		return nil, nil
 	}
 	failures, last, lastAt := s.failures, s.last, s.lastAt
+	// A restart failed while the caller waited for the token, and no
+	// connection has ended since (a restart that failed is the last news).
+	waitedFor := s.failedRestarts != failedRestarts && last != nil && last.kind == ErrServerDown
 	s.mu.Unlock()
 
+	if waitedFor {
+		return nil, &ServerError{Server: s.name, Tool: tool, Kind: ErrServerDown, Err: last.cause,
+			msg: fmt.Sprintf("MCP server %q %s; %s", s.name, last.what, last.next)}
+	}
 	if failures > s.opts.Restart.MaxRestarts {
 		return nil, &ServerError{Server: s.name, Tool: tool, Kind: ErrServerDown, Err: last.cause,
 			msg: fmt.Sprintf("MCP server %q is down: it %s, and %s", s.name, last.what, last.next)}
@@ -392,14 +429,29 @@ func (s *Server) restart(ctx context.Context, tool string) (*conn, error) {
 			return nil, ctx.Err()
 		}
 	}
-	c, err := s.connect(ctx)
+	bound := s.opts.CallTimeout
+	if bound <= 0 {
+		bound = restartTimeout
+	}
+	connCtx, cancel := context.WithTimeoutCause(ctx, bound, errRestartTimeout)
+	c, err := s.connect(connCtx)
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		what := fmt.Sprintf("could not be restarted (%v)", err)
+		if context.Cause(connCtx) == errRestartTimeout {
+			// The cause is not the context's error: the call's own ctx
+			// has not ended, and the runner must not take the failure
+			// for its timeout.
+			err = fmt.Errorf("the server did not connect and initialize within %s", bound)
+			what = fmt.Sprintf("could not be restarted: it did not connect and initialize within %s, and was stopped", bound)
+		}
 		s.mu.Lock()
 		s.failures++
-		e := &ending{cause: err, what: fmt.Sprintf("could not be restarted (%v)", err), kind: ErrServerDown}
+		s.failedRestarts++
+		e := &ending{cause: err, what: what, kind: ErrServerDown}
 		e.next = s.nextStep()
 		s.last, s.lastAt = e, time.Now()
 		s.mu.Unlock()

@@ -63,14 +63,22 @@
 // is_error result, with error.type one of "panic", "timeout",
 // "invalid_input", "unknown_tool", "denied", "not_run", "interrupted" or
 // "tool_error" (the tool's own error, or a result a hook made an error), and
-// an exception event with the error when there is one.
+// an exception event with the error when there is one. A result that a hook
+// or a Skip decision made an error, without an error value, has the status
+// description "result marked as error": never the result's text.
 //
 // The runner does not hand its context to observers to change, so the
 // anthropic client's own spans of each request ("anthropic.messages.create")
 // are children of the caller's span, not of the chat spans here.
 //
 // Tool inputs and results and the messages are not recorded: they may hold
-// anything.
+// anything. An error's message (a tool's, a hook's, a failed request's),
+// which may quote any of them, is recorded in a status and an exception
+// event only after the redaction the runner's log gets (see
+// [toolrun.Options].Logger); so is the name of a tool the model called,
+// which for an unknown tool is whatever the model wrote. That redaction is a
+// safety net: it cannot recognise a secret of the application's own, so a
+// tool that puts one in its error puts it in the trace.
 //
 // # Metrics
 //

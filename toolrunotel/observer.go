@@ -3,12 +3,15 @@ package toolrunotel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -164,7 +167,7 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 		if e.Attempt > 1 && run.chat != nil {
 			// A stream asked for again: one chat, another attempt.
 			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
-				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(e.Err.Error())))
+				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(redact.String(e.Err.Error()))))
 			break
 		}
 		o.startChat(ctx, run, e)
@@ -296,7 +299,7 @@ func (o *Observer) startTool(ctx context.Context, run *runState, turn int, call 
 	}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameExecuteTool,
-		semconv.GenAIToolName(call.Name),
+		semconv.GenAIToolName(toolName(call.Name)),
 		semconv.GenAIToolCallID(call.ID),
 		semconv.GenAIToolType("function"),
 		turnKey.Int(turn),
@@ -304,7 +307,7 @@ func (o *Observer) startTool(ctx context.Context, run *runState, turn int, call 
 	if d, ok := run.decided[call.ID]; ok {
 		attrs = append(attrs, decisionKey.String(d.Decision.Kind.String()), decidedByKey.String(string(d.By)))
 	}
-	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameExecuteTool)+" "+call.Name,
+	_, span := o.tracer.Start(ctx, string(genaiconv.OperationNameExecuteTool)+" "+toolName(call.Name),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	run.tools[call.ID] = &toolState{span: span}
 }
@@ -325,15 +328,19 @@ func (o *Observer) endTool(ctx context.Context, run *runState, e toolrun.ToolFin
 		attrs = append(attrs, et)
 		if res.Err != nil {
 			setError(t.span, res.Err, et)
-		} else { // a hook or a Skip decision made the result an error
-			t.span.SetStatus(codes.Error, resultText(res))
+		} else {
+			// A hook or a Skip decision made the result an error. Its
+			// text is the result's, which is never recorded (an
+			// AfterTool hook may flag a result precisely because it
+			// holds a secret), so the status says only what happened.
+			t.span.SetStatus(codes.Error, resultMarkedError)
 			t.span.SetAttributes(et)
 		}
 	}
 	t.span.End()
 	if res.Ran {
 		ctx = trace.ContextWithSpan(ctx, t.span)
-		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(res.Call.Name))
+		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(toolName(res.Call.Name)))
 		o.toolDuration.Record(ctx, res.Duration.Seconds(), metric.WithAttributes(attrs...))
 	}
 }
@@ -359,12 +366,37 @@ func (o *Observer) endRun(ctx context.Context, run *runState, res *toolrun.Resul
 	run.span.End()
 }
 
-// setError marks span as failed with err.
+// resultMarkedError is the status description of a tool span whose result
+// a hook or a Skip decision made an error, without an error value.
+const resultMarkedError = "result marked as error"
+
+// setError marks span as failed with err: an exception event and a status
+// with err's message, redacted as the runner's log records are (see
+// [toolrun.Options].Logger). An error's message may quote a tool's result,
+// a hook's input or the API's answer, any of which may hold a credential,
+// so it is never recorded as it is; span.RecordError would record it so.
 func setError(span trace.Span, err error, errorType attribute.KeyValue) {
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	msg := redact.String(err.Error())
+	span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+		semconv.ExceptionType(errorTypeName(err)), semconv.ExceptionMessage(msg)))
+	span.SetStatus(codes.Error, msg)
 	span.SetAttributes(errorType)
 }
+
+// errorTypeName is the exception.type of err: its Go type, as
+// span.RecordError names it.
+func errorTypeName(err error) string {
+	t := reflect.TypeOf(err)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String()
+	}
+	return fmt.Sprintf("%s.%s", t.PkgPath(), t.Name())
+}
+
+// toolName is the name of a called tool, as recorded. The model chose it,
+// and a call of an unknown tool may be named anything, a pasted credential
+// included; so it is redacted, which leaves a real tool's name as it is.
+func toolName(name string) string { return redact.String(name) }
 
 // usageOf returns the tokens m is billed for, as toolrun's Result.Usage
 // counts them: the top-level usage and each usage.iterations entry of type
@@ -462,16 +494,4 @@ func runErrorType(err error) string {
 		return requestErrorType(te.Err)
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
-}
-
-// resultText is the text of a result, for the status of a call that failed
-// without an error value.
-func resultText(res *toolrun.ToolResult) string {
-	var s string
-	for _, c := range res.Content {
-		if c.OfText != nil {
-			s += c.OfText.Text
-		}
-	}
-	return s
 }
