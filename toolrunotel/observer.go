@@ -476,8 +476,8 @@ func requestErrorType(err error) string {
 			return string(t)
 		}
 		return strconv.Itoa(apiErr.StatusCode)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, new(*toolrun.TimeoutError)):
+		return "timeout" // a request timed out, or a stream sent nothing for Timeouts.StreamIdle
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }
