@@ -363,7 +363,6 @@ func (d *display) textDelta(index int, s string) {
 	if d.text.open && d.text.index != index {
 		d.endText()
 	}
-	s = printable(s)
 	if !d.text.open {
 		s = strings.TrimLeft(s, " \t\r\n")
 		if s == "" {
@@ -373,6 +372,7 @@ func (d *display) textDelta(index int, s string) {
 		fmt.Fprint(d.w, "  claude: ")
 		d.text.open, d.text.index, d.text.newlines = true, index, 0
 	}
+	s = printable(s)
 	body := strings.TrimRight(s, "\n")
 	trailing := len(s) - len(body)
 	if body == "" {

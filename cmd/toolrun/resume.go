@@ -280,7 +280,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		if name == "-" {
 			stateFile = ""
 		}
-		return s.suspend(ctx, r, r.Result(), true, stateFile)
+		return s.suspend(ctx, r, left, true, stateFile)
 	}
 	return s.finish(ctx, r, a, stateFileFor(name))
 }

@@ -232,16 +232,17 @@ func (s *session) finish(ctx context.Context, r *toolrun.Runner, a approver, sta
 	case res.StopReason == toolrun.StopError && res.Err != nil:
 		c.errorf(s.cmd, "%v", res.Err)
 	case res.StopReason == toolrun.StopAwaitingApproval:
-		return s.suspend(ctx, r, res, a == nil, stateFile)
+		return s.suspend(ctx, r, res.Pending, a == nil, stateFile)
 	}
 	return exitCode(res.StopReason)
 }
 
-// suspend saves a run that awaits approval to stateFile, or to a new file
-// if "", and says how to continue it. noTerminal says why nobody was asked.
+// suspend saves a run that awaits approval of the calls pending to
+// stateFile, or to a new file if "", and says how to continue it.
+// noTerminal says why nobody was asked.
 // A resumed run with a journal is saved there: by the runner as it
 // stopped, or here, with the decisions given, if it never ran.
-func (s *session) suspend(ctx context.Context, r *toolrun.Runner, res *toolrun.Result, noTerminal bool, stateFile string) int {
+func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []toolrun.PendingCall, noTerminal bool, stateFile string) int {
 	c := s.c
 	s.saved.State = r.State()
 	b, err := json.MarshalIndent(s.saved, "", "  ")
@@ -279,7 +280,7 @@ func (s *session) suspend(ctx context.Context, r *toolrun.Runner, res *toolrun.R
 		return exitError
 	}
 	var ids []string
-	for _, p := range res.Pending {
+	for _, p := range pending {
 		ids = append(ids, fmt.Sprintf("%s (%s)", p.Call.ID, p.Call.Name))
 	}
 	why := "awaiting approval of"

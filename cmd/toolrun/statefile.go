@@ -60,6 +60,9 @@ type stateFile struct {
 // reads it. It fails with an error wrapping errStateFileBusy if another
 // process holds the lock. Close releases it.
 func (c *cli) openStateFile(name string) (*stateFile, *savedRun, error) {
+	if _, err := os.Stat(name); err != nil {
+		return nil, nil, err // a missing file, said plainly, before any lock file is made
+	}
 	unlock, err := lockBeside(name)
 	if err != nil {
 		return nil, nil, err
