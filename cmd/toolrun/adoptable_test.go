@@ -388,7 +388,7 @@ func TestResumeAfterExit7(t *testing.T) {
 			if got, want := tr.Stop().StopReason, "end_turn"; string(got) != want {
 				t.Errorf("transcript's final stop %q, want %q", got, want)
 			}
-			got, _ = bin{dir: dir, args: []string{"replay", rec}}.run(t)
+			got, _ = bin{dir: dir, args: []string{"replay", "--tools-from-transcript", rec}}.run(t)
 			if got.code != 0 || !strings.Contains(got.stdout, "stop: recorded end_turn, replayed end_turn") {
 				t.Errorf("replay: exit status %d, want 0 and the final stop compared; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 			}
@@ -472,10 +472,12 @@ func TestDashForStdio(t *testing.T) {
 	}
 }
 
-// TestReplayOwnTools replays a run of "toolrun run" with no tool flags: it
-// uses the tools the transcript's header records, and never the demo's, so
-// a call of a tool the run did not have (named like a demo tool) stays
-// unknown, as recorded.
+// TestReplayOwnTools replays a run of "toolrun run" with no tool flags:
+// the replay starts none of the tools the transcript's header records and
+// prints them as a hint, so every call diverges; with
+// --tools-from-transcript it starts them, and never the demo's, so a call
+// of a tool the run did not have (named like a demo tool) stays unknown,
+// as recorded.
 func TestReplayOwnTools(t *testing.T) {
 	_, crash := binaries(t)
 	dir := project(t)
@@ -486,17 +488,60 @@ func TestReplayOwnTools(t *testing.T) {
 	if got, _ := (bin{dir: dir, args: []string{"run", "--script", script, "--workdir", "work", "--mcp", "tracker=" + crash, "--approve", "auto", "--record", rec, "go"}}).run(t); got.code != 0 {
 		t.Fatalf("run: exit status %d; stderr:\n%s", got.code, got.stderr)
 	}
-	got, _ := bin{dir: dir, args: []string{"replay", rec}}.run(t)
-	if got.code != 0 {
-		t.Errorf("replay: exit status %d, want 0; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
+	hint := "toolrun replay: the transcript records the tools: --workdir work --mcp tracker=" + crash + "\n"
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout []string
+		wantStderr []string
+		notStderr  []string
+	}{
+		{
+			name:       "no tool flags",
+			args:       []string{"replay", rec},
+			wantCode:   exitDiverged,
+			wantStdout: []string{"! turn 1  toolu_01  read_file: decided differently", "! turn 1  toolu_03  tracker__echo: decided differently"},
+			wantStderr: []string{hint, "none of them is started", "give it the --workdir, --mcp and --mcp-url flags of the recorded run (or --tools-from-transcript)"},
+			notStderr:  []string{"with the tools the transcript records"},
+		},
+		{
+			name:       "--tools-from-transcript",
+			args:       []string{"replay", "--tools-from-transcript", rec},
+			wantCode:   exitOK,
+			wantStdout: []string{"  turn 1  toolu_01  read_file: same", "  turn 1  toolu_02  fetch_rates: failure reproduces", "  turn 1  toolu_03  tracker__echo: same"},
+			wantStderr: []string{"toolrun replay: with the tools the transcript records: --workdir work --mcp tracker=" + crash + "\n"},
+			notStderr:  []string{"none of them is started"},
+		},
+		{
+			name:       "--tools-from-transcript with tool flags",
+			args:       []string{"replay", "--tools-from-transcript", "--workdir", "work", rec},
+			wantCode:   exitUsage,
+			wantStderr: []string{"toolrun replay: --tools-from-transcript and the tool flags exclude each other"},
+		},
 	}
-	for _, want := range []string{"  turn 1  toolu_01  read_file: same", "  turn 1  toolu_02  fetch_rates: failure reproduces", "  turn 1  toolu_03  tracker__echo: same"} {
-		if !strings.Contains(got.stdout, want) {
-			t.Errorf("replay: stdout does not contain %q; got:\n%s", want, got.stdout)
-		}
-	}
-	if want := "toolrun replay: with the tools the transcript records: --workdir work --mcp tracker=" + crash; !strings.Contains(got.stderr, want) {
-		t.Errorf("replay: stderr does not contain %q; got:\n%s", want, got.stderr)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := bin{dir: dir, args: tt.args}.run(t)
+			if got.code != tt.wantCode {
+				t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr:\n%s", got.code, tt.wantCode, got.stdout, got.stderr)
+			}
+			for _, want := range tt.wantStdout {
+				if !strings.Contains(got.stdout, want) {
+					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
+				}
+			}
+			for _, want := range tt.wantStderr {
+				if !strings.Contains(got.stderr, want) {
+					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
+				}
+			}
+			for _, not := range tt.notStderr {
+				if strings.Contains(got.stderr, not) {
+					t.Errorf("stderr contains %q; got:\n%s", not, got.stderr)
+				}
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolrun/toolrun"
 )
@@ -28,6 +29,14 @@ import (
 // Everything else written to the terminal while a run goes (the log, the
 // approval prompt) must go through [display.writer], so that it does not
 // land in the middle of the status line.
+//
+// Nothing the run brings in reaches the terminal raw: the model's text, the
+// tool calls, their results and the failures come from the model, from
+// files and from MCP servers, and any of them may hold escape sequences
+// that clear the screen, rewrite the lines above an approval prompt or
+// write the clipboard. Every path out (line, textDelta, the status line,
+// and the writer) passes its text through [printable] first; the display's
+// own ANSI sequences are added after.
 type display struct {
 	mu sync.Mutex // guards all below: events, the ticker and the writers interleave
 
@@ -157,6 +166,9 @@ type displayWriter struct {
 	w io.Writer
 }
 
+// Write writes p, through printable: the log and the approval prompt
+// write whole lines (slog writes one record a Write), so no character is
+// cut in two.
 func (x displayWriter) Write(p []byte) (int, error) {
 	x.d.mu.Lock()
 	defer x.d.mu.Unlock()
@@ -165,7 +177,10 @@ func (x displayWriter) Write(p []byte) (int, error) {
 		x.d.endText()
 		defer x.d.drawStatus()
 	}
-	return x.w.Write(p)
+	if _, err := io.WriteString(x.w, printable(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (d *display) event(_ context.Context, e toolrun.Event) {
@@ -178,11 +193,12 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 			break
 		}
 		if e.Attempt > 1 {
-			d.line(d.paint(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt)))
+			d.colorLine(ansiYellow, fmt.Sprintf("  ↻ the response stream failed; asking again (attempt %d)", e.Attempt))
 		}
 		if e.Turn != d.turn { // a request asked again keeps its turn
 			d.turn, d.streamed, d.order = e.Turn, false, nil
-			d.line("\n" + d.paint(ansiBold, fmt.Sprintf("turn %d", e.Turn)))
+			d.line("")
+			d.colorLine(ansiBold, fmt.Sprintf("turn %d", e.Turn))
 		}
 		d.waiting = d.now()
 	case toolrun.Delta:
@@ -209,9 +225,9 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 		case e.By == "approval":
 			// The approver has printed it as it was given.
 		case e.Decision.Kind == toolrun.Defer:
-			d.line(d.paint(ansiYellow, fmt.Sprintf("  ? %s needs approval: %s", e.Call.Name, e.Decision.Reason)))
+			d.colorLine(ansiYellow, fmt.Sprintf("  ? %s needs approval: %s", e.Call.Name, e.Decision.Reason))
 		case e.Decision.Kind == toolrun.Deny:
-			d.line(d.paint(ansiRed, fmt.Sprintf("  ✗ %s denied by %s: %s", e.Call.Name, e.By, e.Decision.Reason)))
+			d.colorLine(ansiRed, fmt.Sprintf("  ✗ %s denied by %s: %s", e.Call.Name, e.By, e.Decision.Reason))
 		case e.Decision.Kind == toolrun.Skip:
 			d.line(fmt.Sprintf("  - %s skipped by %s", e.Call.Name, e.By))
 		case e.By == "always":
@@ -322,17 +338,22 @@ func (d *display) paint(color, s string) string {
 }
 
 // line prints s as a line of its own, below any open text and above the
-// status line.
-func (d *display) line(s string) {
+// status line, through printable.
+func (d *display) line(s string) { d.colorLine("", s) }
+
+// colorLine prints s as line does, in color if given (and the display has
+// colours): printable first, so the only escape sequences are the
+// display's own.
+func (d *display) colorLine(color, s string) {
 	d.clearStatus()
 	d.endText()
-	fmt.Fprintln(d.w, s)
+	fmt.Fprintln(d.w, d.paint(color, printable(s)))
 }
 
 // block prints text after prefix, with its further lines indented under
 // it, in color if given.
 func (d *display) block(prefix, text, color string) {
-	d.line(d.paint(color, prefix+strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      ")))
+	d.colorLine(color, prefix+strings.ReplaceAll(strings.TrimSpace(printable(text)), "\n", "\n      "))
 }
 
 // textDelta prints a piece of streamed text, as block would print the
@@ -351,6 +372,7 @@ func (d *display) textDelta(index int, s string) {
 		fmt.Fprint(d.w, "  claude: ")
 		d.text.open, d.text.index, d.text.newlines = true, index, 0
 	}
+	s = printable(s)
 	body := strings.TrimRight(s, "\n")
 	trailing := len(s) - len(body)
 	if body == "" {
@@ -406,7 +428,7 @@ func (d *display) status(now time.Time) string {
 		item(d.waiting, "model")
 	}
 	for _, v := range d.running {
-		item(v.started, v.call.Name)
+		item(v.started, printable(v.call.Name))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -432,10 +454,12 @@ func (d *display) summary(res *toolrun.Result) {
 		return
 	}
 	stopped := fmt.Sprintf("stopped: %s after %s, %s", res.StopReason, plural(res.Turns, "turn", "turns"), d.callCounts(len(res.Pending)))
+	color := ""
 	if res.StopReason != toolrun.StopEndTurn {
-		stopped = d.paint(ansiRed, stopped)
+		color = ansiRed
 	}
-	d.line("\n" + stopped)
+	d.line("")
+	d.colorLine(color, stopped)
 	if res.Detail != "" {
 		d.line("  " + res.Detail)
 	}
@@ -511,4 +535,73 @@ func shorten(s string) string {
 		first = string(r[:maxResultLen]) + "…"
 	}
 	return first + more
+}
+
+// printable returns s as it may be written to a terminal: the text as it
+// is, newlines and tabs included, with each character that would act on
+// the terminal instead of showing written as Go's %q writes it (ESC as
+// \x1b, BEL as \a, U+009B as \u009b). It is the one filter of everything
+// the CLI prints that came from outside it: the model's text, tool calls,
+// tool results, errors, a transcript's or a saved run's contents.
+//
+// Escaped are the C0 controls but newline and tab (ESC starts the
+// sequences that move the cursor, clear the screen, set the window title
+// or, with OSC 52, write the clipboard), DEL, the C1 controls U+0080 to
+// U+009F (U+009B is CSI on terminals that take 8-bit controls), bytes that
+// are not UTF-8 (a lone 0x9B byte is CSI there too), a carriage return not
+// followed by a newline (it would let a line be written over with
+// another), and the bidirectional embeddings, overrides and isolates
+// U+202A to U+202E and U+2066 to U+2069, which reorder what is shown (an
+// approval prompt must show the input as the tool gets it). A carriage
+// return before a newline is dropped: CRLF text shows as lines. All other
+// Unicode text, right-to-left scripts and their marks included, is kept.
+//
+// A CRLF cut in two by a stream's deltas shows its CR as \r.
+func printable(s string) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unprintable(r, size) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
+			// CRLF: the newline alone.
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unprintable(r, size):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unprintable reports whether the rune r, of size bytes in its string,
+// must not reach a terminal as it is; see printable.
+func unprintable(r rune, size int) bool {
+	switch {
+	case r == '\n', r == '\t':
+		return false
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r == utf8.RuneError:
+		return size == 1
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

@@ -299,7 +299,7 @@ func newFlagSet(cmd *command, w io.Writer) *flag.FlagSet {
 // usageError reports a mistake in the arguments of the command name and returns
 // [exitUsage].
 func (c *cli) usageError(name, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "toolrun %s: %s\n", name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "toolrun %s: %s\n", name, printable(fmt.Sprintf(format, args...)))
 	fmt.Fprintf(c.stderr, "run \"toolrun %s --help\" for usage\n", name)
 	return exitUsage
 }

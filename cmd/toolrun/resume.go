@@ -30,7 +30,24 @@ Decisions. --allow ID approves the call ID; --deny ID=reason denies it and
 tells the model why; both may be repeated. The calls left are decided as
 --approve says: ask at the terminal, auto (approve) or deny. With no
 terminal and calls left undecided, the run stays suspended: it is saved
-again to the same file and resume exits with status 7 again.
+again to the same file, with the decisions given, and resume exits with
+status 7 again.
+
+The file. A resume saves the run back to its file as it goes: with the
+decisions before any call starts, each call as started before it runs
+and with its result after, and the run as it stops. So a call runs once,
+however often the same command is run again:
+  finished    the file holds the finished run; resuming it again says so
+              and exits with status 1, running nothing
+  suspended   the file holds the run awaiting its next approvals
+  killed      the file holds the run as far as it got: resumed again, it
+              goes on from there, and a call that had started and not
+              finished is not run again (the model is told it was
+              interrupted)
+One resume at a time: a second resume of a file while one runs is
+refused. A saved run read from standard input ("-") is not written back:
+resuming the same saved run twice from standard input runs its approved
+calls twice.
 
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
@@ -96,9 +113,31 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		c.errorf("resume", format, args...)
 		return exitError
 	}
-	saved, err := c.readSavedRun(name)
+	// A file is the run's journal (see stateFile): locked for this
+	// process, read, and saved as the run goes. Standard input is read
+	// once and journals nothing.
+	var (
+		saved *savedRun
+		sf    *stateFile
+		err   error
+	)
+	if name == "-" {
+		saved, err = c.readSavedRun(name)
+	} else {
+		sf, saved, err = c.openStateFile(name)
+	}
+	if errors.Is(err, errStateFileBusy) {
+		return fail("%v; wait for it to finish, then resume again", err)
+	}
 	if err != nil {
 		return fail("%v", err)
+	}
+	if sf != nil {
+		defer sf.close()
+	}
+	if st := saved.State; finished(st.StopReason) {
+		// Checked before anything starts: no MCP server, no API key.
+		return fail("the run in %s has finished (stopped: %s after %s); there is nothing to resume", displayName(name), st.StopReason, plural(st.Turns, "turn", "turns"))
 	}
 	if saved.Script == nil && !c.hasKey() {
 		c.errorf("resume", "%v", errNoKey)
@@ -123,7 +162,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		return code
 	}
 	defer s.close()
-	fmt.Fprintf(c.stdout, "toolrun resume: model %s%s\n", saved.Model, s.modelNote)
+	fmt.Fprintf(c.stdout, "toolrun resume: model %s%s\n", printable(saved.Model), s.modelNote)
 	s.printSetup()
 	if saved.Record != "" && saved.Record != "-" {
 		tf, err := c.appendTranscript(saved.Record)
@@ -132,14 +171,20 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		}
 		defer tf.close(c, "resume")
 		s.record(tf)
-		fmt.Fprintf(c.stdout, "record: %s (appending)\n", saved.Record)
+		fmt.Fprintf(c.stdout, "record: %s (appending)\n", printable(saved.Record))
 	}
 
 	maxTurns := saved.State.MaxTurns
 	if f.maxTurns > 0 {
 		maxTurns = saved.State.Turns + f.maxTurns
 	}
-	r, err := toolrun.Resume(s.client, saved.State, s.tools, s.options(maxTurns))
+	opts := s.options(maxTurns)
+	if sf != nil {
+		sf.setSetup(*saved)
+		s.journal = sf
+		opts.Store, opts.RunID = sf, name
+	}
+	r, err := toolrun.Resume(s.client, saved.State, s.tools, opts)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -149,6 +194,11 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	}
 	if len(pending) == 0 && (len(f.allow) > 0 || len(f.deny) > 0) {
 		return c.usageError("resume", "no call of this run awaits approval")
+	}
+	if r.Result() == nil {
+		// Saved as it went by a resume that did not get to its end
+		// (killed, interrupted or failed): it goes on from its last step.
+		fmt.Fprintln(c.stdout, "\nthe run did not finish: it goes on from its last saved step; a call that had started is not run again")
 	}
 	var ids []string
 	for _, p := range pending {
@@ -176,18 +226,18 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 			if json.Compact(&buf, input) == nil {
 				input = buf.Bytes()
 			}
-			fmt.Fprintf(c.stdout, "  ? %s %s %s", p.Call.ID, p.Call.Name, input)
+			line := fmt.Sprintf("  ? %s %s %s", p.Call.ID, p.Call.Name, input)
 			if p.Reason != "" {
-				fmt.Fprintf(c.stdout, " (%s)", p.Reason)
+				line += fmt.Sprintf(" (%s)", p.Reason)
 			}
-			fmt.Fprintln(c.stdout)
+			fmt.Fprintln(c.stdout, printable(line))
 		}
 	}
 	for _, id := range f.allow {
 		if code := decide(id, toolrun.AllowCall(), "--allow"); code != exitOK {
 			return code
 		}
-		fmt.Fprintf(c.stdout, "  ✓ %s approved (--allow)\n", id)
+		fmt.Fprintf(c.stdout, "  ✓ %s approved (--allow)\n", printable(id))
 	}
 	for _, d := range f.deny {
 		id, reason, _ := strings.Cut(d, "=")
@@ -197,7 +247,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		if code := decide(id, toolrun.DenyCall(reason), "--deny"); code != exitOK {
 			return code
 		}
-		fmt.Fprintf(c.stdout, "  ✗ %s denied: %s\n", id, reason)
+		fmt.Fprintf(c.stdout, "  ✗ %s denied: %s\n", printable(id), printable(reason))
 	}
 	a := c.newApprover(mode, "--approve auto", "", s.d.writer(c.stdout), s.d.writer(c.stderr))
 	var left []toolrun.PendingCall
@@ -208,7 +258,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	}
 	if len(left) > 0 && a != nil {
 		for _, p := range left {
-			fmt.Fprintf(c.stdout, "  %s %s\n", p.Call.ID, p.Call.Name)
+			fmt.Fprintln(c.stdout, printable(fmt.Sprintf("  %s %s", p.Call.ID, p.Call.Name)))
 			d, err := a.approve(ctx, p)
 			if err != nil {
 				if errors.Is(err, context.Canceled) {
@@ -224,12 +274,13 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		left = nil
 	}
 	if len(left) > 0 {
-		// Nobody to ask: the run stays as it was, saved where it was.
+		// Nobody to ask: the run stays suspended where it was saved, with
+		// the decisions given (saved for the next resume).
 		stateFile := name
 		if name == "-" {
 			stateFile = ""
 		}
-		return s.suspend(r, r.Result(), true, stateFile)
+		return s.suspend(ctx, r, left, true, stateFile)
 	}
 	return s.finish(ctx, r, a, stateFileFor(name))
 }
@@ -241,4 +292,16 @@ func stateFileFor(name string) string {
 		return ""
 	}
 	return name
+}
+
+// finished reports whether a run saved with the stop reason has finished:
+// it stopped, and not awaiting approval or on a failure (an error, an
+// interruption), which the runner tries again from where it stopped.
+func finished(reason toolrun.StopReason) bool {
+	switch reason {
+	case "", toolrun.StopAwaitingApproval, toolrun.StopError, toolrun.StopCanceled,
+		"malformed_response": // what an earlier toolrun wrote for StopError
+		return false
+	}
+	return true
 }

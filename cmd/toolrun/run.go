@@ -289,9 +289,10 @@ func (t *transcriptFile) close(c *cli, cmd string) {
 }
 
 // errorf prints an error of the command cmd once, as "toolrun cmd:
-// message", without the "toolrun: " its packages put in front of theirs.
+// message", without the "toolrun: " its packages put in front of theirs,
+// through printable: an error may quote an MCP server, the API or a file.
 func (c *cli) errorf(cmd, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	msg := printable(fmt.Sprintf(format, args...))
 	for strings.HasPrefix(msg, "toolrun: ") {
 		msg = strings.TrimPrefix(msg, "toolrun: ")
 	}
@@ -377,7 +378,7 @@ func (c *cli) runPrompt(ctx context.Context, f runFlags, specs []mcpSpec, prompt
 			fmt.Fprintf(c.stdout, "record: %s\n", tf.name)
 		}
 	}
-	fmt.Fprintf(c.stdout, "\nuser: %s\n", strings.ReplaceAll(strings.TrimSpace(prompt), "\n", "\n      "))
+	fmt.Fprintf(c.stdout, "\nuser: %s\n", strings.ReplaceAll(strings.TrimSpace(printable(prompt)), "\n", "\n      "))
 
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.Model(f.model),

@@ -61,6 +61,9 @@ type session struct {
 	toolLines []string
 	tf        *transcriptFile
 	closers   []func()
+	// journal is the file a resumed run is saved to as it goes, nil for a
+	// new run or one resumed from stdin.
+	journal *stateFile
 }
 
 // startSession sets up the session of the saved run, or prints why it
@@ -174,7 +177,7 @@ func (s *session) printSetup() {
 	if len(lines) == 0 {
 		lines = []string{"none (give --workdir, --mcp or --mcp-url)"}
 	}
-	fmt.Fprintf(c.stdout, "tools: %s\n", strings.Join(lines, "\n       "))
+	fmt.Fprintf(c.stdout, "tools: %s\n", printable(strings.Join(lines, "\n       ")))
 	switch {
 	case s.saved.Log != "" && s.saved.Log != "-":
 		fmt.Fprintf(c.stdout, "log: warnings and tool failures go to %s\n", s.saved.Log)
@@ -229,14 +232,17 @@ func (s *session) finish(ctx context.Context, r *toolrun.Runner, a approver, sta
 	case res.StopReason == toolrun.StopError && res.Err != nil:
 		c.errorf(s.cmd, "%v", res.Err)
 	case res.StopReason == toolrun.StopAwaitingApproval:
-		return s.suspend(r, res, a == nil, stateFile)
+		return s.suspend(ctx, r, res.Pending, a == nil, stateFile)
 	}
 	return exitCode(res.StopReason)
 }
 
-// suspend saves a run that awaits approval to stateFile, or to a new file
-// if "", and says how to continue it. noTerminal says why nobody was asked.
-func (s *session) suspend(r *toolrun.Runner, res *toolrun.Result, noTerminal bool, stateFile string) int {
+// suspend saves a run that awaits approval of the calls pending to
+// stateFile, or to a new file if "", and says how to continue it.
+// noTerminal says why nobody was asked.
+// A resumed run with a journal is saved there: by the runner as it
+// stopped, or here, with the decisions given, if it never ran.
+func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []toolrun.PendingCall, noTerminal bool, stateFile string) int {
 	c := s.c
 	s.saved.State = r.State()
 	b, err := json.MarshalIndent(s.saved, "", "  ")
@@ -245,10 +251,18 @@ func (s *session) suspend(r *toolrun.Runner, res *toolrun.Result, noTerminal boo
 		return exitError
 	}
 	b = append(b, '\n')
-	switch stateFile {
-	case "-":
+	switch {
+	case s.journal != nil && stateFile == s.journal.name:
+		if st := s.saved.State; st.Version == s.journal.opened {
+			// The runner never stepped, so never saved it: saved here,
+			// with the decisions given, as the next version.
+			prev := st.Version
+			st.Version++
+			err = s.journal.Save(ctx, s.journal.name, st, prev)
+		}
+	case stateFile == "-":
 		_, err = c.realStdout().Write(b)
-	case "":
+	case stateFile == "":
 		var f *os.File
 		f, err = os.CreateTemp(c.tempDir, "toolrun-state-"+time.Now().UTC().Format("20060102T150405")+"-*.json")
 		if err == nil {
@@ -266,7 +280,7 @@ func (s *session) suspend(r *toolrun.Runner, res *toolrun.Result, noTerminal boo
 		return exitError
 	}
 	var ids []string
-	for _, p := range res.Pending {
+	for _, p := range pending {
 		ids = append(ids, fmt.Sprintf("%s (%s)", p.Call.ID, p.Call.Name))
 	}
 	why := "awaiting approval of"
@@ -308,13 +322,19 @@ func shellQuote(s string) string {
 }
 
 // writeFileAtomic writes b to name through a temporary file in the same
-// directory, so that name holds the old content or the new, never a mix.
+// directory, synced before it is renamed over name, so that name holds the
+// old content or the new, never a mix, also after a crash of the machine:
+// a saved run is a journal (see stateFile).
 func writeFileAtomic(name string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	dir := filepath.Dir(name)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*")
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -323,8 +343,14 @@ func writeFileAtomic(name string, b []byte) error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
+		return err
 	}
-	return err
+	// Sync the directory so the rename itself lasts.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 // maxScriptLine bounds a line of a script.

@@ -32,13 +32,21 @@ prints the report, and exits with status 10 if the replay diverged: a tool
 that now returns something else, a failure that no longer happens or a new
 one, a call missing, or a run that stops otherwise.
 
-The replay has the tools of the recorded run: those of the --workdir,
---mcp and --mcp-url flags given to it, else those the transcript's header
-records (the tool flags of "toolrun run", or the demo's tools). MCP tools
-run without asking; calls are decided as they were recorded. A transcript
-of a run that was suspended and resumed is compared with its final stop.
-"-" reads the transcript from standard input. To replay a run of your own
-program, call transcript.Replay with its tools.`,
+Tools. The replay runs the tools given to it with the --workdir, --mcp and
+--mcp-url flags, as "toolrun run" takes them. A transcript is data, written
+by whoever made the run, and a replay of it starts no program, opens no
+directory and reaches no server it names: without tool flags, the replay
+prints the tool flags the transcript records as a hint and runs with no
+tools (their calls then diverge), except for a transcript of the demo,
+whose tools are built in. --tools-from-transcript starts the recorded
+tools instead: it runs the commands the transcript names, with your
+rights; use it only for a transcript you made or trust, after reading the
+hint. MCP tools run without asking; calls are decided as they were
+recorded.
+
+A transcript of a run that was suspended and resumed is compared with its
+final stop. "-" reads the transcript from standard input. To replay a run
+of your own program, call transcript.Replay with its tools.`,
 	exits: []exitStatus{
 		{exitOK, "same", "the replay matches the recording"},
 		{exitError, "error", "the transcript could not be read or replayed"},
@@ -49,11 +57,15 @@ program, call transcript.Replay with its tools.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		var f toolFlags
 		f.define(fs)
+		fromTranscript := fs.Bool("tools-from-transcript", false, "start the tools the transcript records: run the MCP commands it names (trusted transcripts only)")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) != 1 {
 				return c.usageError("replay", "want one transcript file, got %d arguments", len(args))
 			}
-			return c.replay(ctx, f, args[0])
+			if *fromTranscript && f.given() {
+				return c.usageError("replay", "--tools-from-transcript and the tool flags exclude each other: give the tools one way")
+			}
+			return c.replay(ctx, f, *fromTranscript, args[0])
 		}
 	},
 }
@@ -103,7 +115,13 @@ func recordedTools(h transcript.Entry) (f toolFlags, demo, ok bool) {
 	return f, false, false
 }
 
-func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
+// replay replays the transcript name with the tools of f, or, with
+// fromTranscript, those its header records. The header is never trusted
+// by default: it is written by whoever made the run, and its --mcp values
+// are commands (a transcript someone sent would otherwise run their
+// program on this machine), its --mcp-url values servers and its
+// --workdir a directory of this machine to read.
+func (c *cli) replay(ctx context.Context, f toolFlags, fromTranscript bool, name string) int {
 	fail := func(format string, args ...any) int {
 		c.errorf("replay", format, args...)
 		return exitError
@@ -115,17 +133,25 @@ func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	// The run's own tools: those of the flags, else those the header
-	// records. Never the demo's for another run: an unknown tool is then
-	// unknown in the replay as it was in the recording.
-	demo := false
+	// The tools: those of the flags; else the demo's, built in, for a
+	// transcript of the demo; else, with --tools-from-transcript, those
+	// the header records. Never the demo's for another run: an unknown
+	// tool is then unknown in the replay as it was in the recording.
+	demo, unused := false, false
 	if !f.given() {
-		var ok bool
-		f, demo, ok = recordedTools(t.Header)
-		if !ok {
-			fmt.Fprintln(c.stderr, "toolrun replay: the transcript does not say which tools its run had; give them with --workdir, --mcp and --mcp-url")
-		} else if f.given() {
-			fmt.Fprintf(c.stderr, "toolrun replay: with the tools the transcript records:%s\n", f.commandLine())
+		recorded, isDemo, ok := recordedTools(t.Header)
+		demo = isDemo
+		switch {
+		case !ok:
+			c.errorf("replay", "the transcript does not say which tools its run had; give them with --workdir, --mcp and --mcp-url")
+		case !recorded.given():
+		case fromTranscript:
+			c.errorf("replay", "with the tools the transcript records:%s", recorded.commandLine())
+			f = recorded
+		default:
+			c.errorf("replay", "the transcript records the tools:%s", recorded.commandLine())
+			c.errorf("replay", "none of them is started: a replay runs only the tools of its own flags; give these flags (after reading them), or --tools-from-transcript to start them as recorded, if you trust the transcript")
+			unused = true
 		}
 	}
 	specs, err := parseMCPSpecs(f.MCP, f.MCPURL)
@@ -173,7 +199,7 @@ func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 		c.errorf("replay", "interrupted")
 		return exitInterrupted
 	}
-	io.WriteString(c.stdout, rep.String())
+	io.WriteString(c.stdout, printable(rep.String()))
 	var missing []string
 	for _, call := range rep.Calls {
 		if !slices.ContainsFunc(tools, func(t toolrun.Tool) bool { return t.Name() == call.Tool }) && !slices.Contains(missing, call.Tool) {
@@ -181,7 +207,11 @@ func (c *cli) replay(ctx context.Context, f toolFlags, name string) int {
 		}
 	}
 	if len(missing) > 0 && rep.Diverged() {
-		fmt.Fprintf(c.stderr, "toolrun replay: this replay has no tool named %s; give it the --workdir, --mcp and --mcp-url flags of the recorded run\n", strings.Join(missing, ", "))
+		hint := ""
+		if unused {
+			hint = " (or --tools-from-transcript)"
+		}
+		c.errorf("replay", "this replay has no tool named %s; give it the --workdir, --mcp and --mcp-url flags of the recorded run%s", strings.Join(missing, ", "), hint)
 	}
 	if rep.Diverged() {
 		return exitDiverged
