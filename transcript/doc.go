@@ -40,7 +40,9 @@
 // call whose result differs from the recording. [WriteHTML] renders a
 // report: a timeline of turns and tool calls, failures with their stacks,
 // tokens per turn and the conversation. The toolrun command runs these as
-// "toolrun replay run.jsonl" and "toolrun view run.jsonl -o report.html"
+// "toolrun replay --workdir ./work run.jsonl" (with the tools it is given;
+// it starts none the transcript names unless asked with
+// --tools-from-transcript) and "toolrun view run.jsonl -o report.html"
 // ([ReplayFile], [ViewFile]).
 //
 // # Format
