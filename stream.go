@@ -47,7 +47,9 @@ const (
 // A retry is a request like the first: it is checked against
 // Options.Budget before its wait, and the run stops with [StopBudget]
 // rather than send one that could pass a bound; what a failed attempt
-// reported it used is counted in [Result.Usage] and [Result.CostUSD].
+// reported it used is counted in [Result.Usage] and [Result.CostUSD], and
+// the output it may have written without reporting it counts against the
+// budget (see [Budget] and [Usage].UnreportedOutputTokens).
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one turn's streamed response, the
 	// first included. Zero means 3; 1 or less means a
@@ -105,7 +107,8 @@ var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.E
 // and returns the whole response.
 //
 // A failed attempt was billed for what it reported before it failed, and
-// request never sees it, so it is accounted here (see [Budget]); and each
+// perhaps for output it did not report, and request never sees it, so it
+// is accounted here (accountFailed, see [Budget]); and each
 // retry is a request like the first, checked against the budget before
 // the wait that precedes it: a retry that could pass a bound ends the send
 // with a *retryRefused, and the run stops with [StopBudget].
