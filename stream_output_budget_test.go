@@ -22,16 +22,20 @@ func TestFailedStreamOutputBudgeted(t *testing.T) {
 	broken.Fault.StreamErrorAfter = 6 // after message_start and some deltas: the stream began
 	tests := []struct {
 		name       string
-		budget     int64
+		budget     toolrun.Budget
 		wantStop   toolrun.StopReason
 		wantSent   int
 		unreported int64 // Result.Usage.UnreportedOutputTokens
 	}{
 		// Admits one request of max_tokens 1024, not the failed attempt's
 		// bound and a retry's.
-		{name: "retry refused", budget: 1100, wantStop: toolrun.StopBudget, wantSent: 1, unreported: 1023},
+		{name: "retry refused", budget: toolrun.Budget{OutputTokens: 1100}, wantStop: toolrun.StopBudget, wantSent: 1, unreported: 1023},
 		// Admits both: the retry answers, and the bound stays counted.
-		{name: "retry admitted", budget: 2048, wantStop: toolrun.StopEndTurn, wantSent: 2, unreported: 1023},
+		{name: "retry admitted", budget: toolrun.Budget{OutputTokens: 2048}, wantStop: toolrun.StopEndTurn, wantSent: 2, unreported: 1023},
+		// $0.02 admits one request (max_tokens at $15 per million tokens
+		// is $0.01536) and not two: the unreported output is priced too.
+		{name: "retry refused by cost", budget: toolrun.Budget{CostUSD: 0.02, Prices: map[string]toolrun.Price{"claude-test": {InputPerMTok: 3, OutputPerMTok: 15}}},
+			wantStop: toolrun.StopBudget, wantSent: 1, unreported: 1023},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,15 +45,18 @@ func TestFailedStreamOutputBudgeted(t *testing.T) {
 			res, err := toolrun.New(client(s), p, nil, &toolrun.Options{
 				Logger: discard(), Stream: true,
 				StreamRetry: toolrun.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-				Budget:      toolrun.Budget{OutputTokens: tt.budget},
+				Budget:      tt.budget,
 			}).Run(t.Context())
 			billed := s.Usage().OutputTokens
 			if res.StopReason != tt.wantStop || len(s.Requests()) != tt.wantSent {
 				t.Fatalf("Run = %q, %v after %d requests; want %q after %d", res.StopReason, err, len(s.Requests()), tt.wantStop, tt.wantSent)
 			}
-			if billed > tt.budget {
+			if b := tt.budget.OutputTokens; b > 0 && billed > b {
 				t.Errorf("the server billed %d output tokens over %d requests, past Budget.OutputTokens %d (the run counted %+v)",
-					billed, len(s.Requests()), tt.budget, res.Usage)
+					billed, len(s.Requests()), b, res.Usage)
+			}
+			if b, cost := tt.budget.CostUSD, float64(billed)*15/1e6; b > 0 && cost > b {
+				t.Errorf("the server billed %d output tokens, $%.4f, past Budget.CostUSD $%.4f", billed, cost, b)
 			}
 			u := res.Usage
 			if u.UnreportedOutputTokens != tt.unreported {
