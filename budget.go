@@ -31,10 +31,29 @@ import (
 // each retry, its input bounded by what the failed attempt reported.
 //
 // Every attempt the API reports usage for is counted in [Result.Usage]
-// and [Result.CostUSD], and against the budget: a streamed attempt that
-// failed counts what its message_start and message_delta events reported
-// before the failure (the input, the output so far). An attempt that
-// failed before its message_start reported nothing, and counts nothing.
+// and [Result.CostUSD], and against the budget. A streamed attempt that
+// failed after its message_start counts the input that event reported.
+// Its output the API reports only in message_delta, near the end of the
+// response: an attempt that failed before it had reported only the
+// output_tokens of message_start (1, or so), though it may have written
+// and been billed for much more. Such an attempt counts, against the
+// budget, as having written its whole output bound (max_tokens, and the
+// summary of a compaction on the way, see below): Result.Usage keeps the
+// output the API reported in OutputTokens and the rest of that bound
+// apart, in UnreportedOutputTokens, and Result.CostUSD prices only what
+// was reported; the cost budget prices the unreported part at the output
+// rate of the request it checks. An attempt that failed before its
+// message_start reported nothing, and counts nothing: the API sends
+// message_start before the model writes.
+//
+// A request that the API may compact on its way (a compact_20260112 edit
+// in the caller's params.ContextManagement) is billed for the compaction
+// as well as the turn: the check counts the request's input twice (the
+// compaction reads the history, then the turn reads the compacted one,
+// taken to be no longer) and its max_tokens twice, since nothing in the
+// API's documentation bounds the summary but the max_tokens that bounds
+// every sampling step of the request. A request whose server tools loop
+// may compact more than once; the check counts one compaction.
 //
 // The cost of the next request is bounded with its input priced at the
 // dearest rate it can be billed at: a cache write at the longest TTL of
@@ -233,13 +252,25 @@ func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() 
 		return nil, nil
 	}
 	in := input()
-	out := params.MaxTokens
+	if compactsOnTheWay(params) {
+		in *= 2 // the compaction's input, and the turn's
+	}
+	out := outputBound(params)
 	u := r.st.Usage
 	if b.InputTokens > 0 && u.inputTotal()+in > b.InputTokens {
 		return budgetStop(BudgetInputTokens, fmt.Sprintf("input-token budget of %d would be exceeded: %d used, the next request has at most %d", b.InputTokens, u.inputTotal(), in)), nil
 	}
-	if b.OutputTokens > 0 && u.OutputTokens+out > b.OutputTokens {
-		return budgetStop(BudgetOutputTokens, fmt.Sprintf("output-token budget of %d could be exceeded: %d used, the next request may write up to %d (max_tokens)", b.OutputTokens, u.OutputTokens, out)), nil
+	if b.OutputTokens > 0 && u.outputBound()+out > b.OutputTokens {
+		bound := "max_tokens"
+		if out > params.MaxTokens {
+			bound = "max_tokens twice: the API may compact it on its way"
+		}
+		used := fmt.Sprint(u.OutputTokens)
+		if u.UnreportedOutputTokens > 0 {
+			used = fmt.Sprintf("%d (%d reported, and up to %d that failed stream attempts did not report)", u.outputBound(), u.OutputTokens, u.UnreportedOutputTokens)
+		}
+		return budgetStop(BudgetOutputTokens, fmt.Sprintf("output-token budget of %d could be exceeded: %s used, the next request may write up to %d (%s)",
+			b.OutputTokens, used, out, bound)), nil
 	}
 	if b.CostUSD > 0 {
 		p, ok := priceOf(r.opts.Budget.Prices, string(params.Model))
@@ -247,13 +278,38 @@ func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() 
 			return nil, fmt.Errorf("toolrun: no price for the model %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", params.Model)
 		}
 		// The input at the dearest rate it can be billed at: the most the
-		// request can cost.
+		// request can cost. Output that failed attempts may have written
+		// but did not report is priced here too, at this request's rate.
+		spent := r.st.CostUSD + float64(u.UnreportedOutputTokens)*p.OutputPerMTok/1e6
 		next := (float64(in)*p.inputRate(r.cacheTierOf(params)) + float64(out)*p.OutputPerMTok) / 1e6
-		if r.st.CostUSD+next > b.CostUSD {
-			return budgetStop(BudgetCostUSD, fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, r.st.CostUSD, next)), nil
+		if spent+next > b.CostUSD {
+			return budgetStop(BudgetCostUSD, fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, spent, next)), nil
 		}
 	}
 	return nil, nil
+}
+
+// compactsOnTheWay reports whether the API may compact the request params
+// would make before it answers it: its params carry a compact_20260112
+// edit (the caller's; the runner's own compaction is a request of its own).
+func compactsOnTheWay(params *anthropic.BetaMessageNewParams) bool {
+	for _, e := range params.ContextManagement.Edits {
+		if e.OfCompact20260112 != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// outputBound bounds the output the request params would make may be
+// billed for: its max_tokens, twice if the API may compact it on its way
+// (the summary, which nothing documented bounds more tightly, and the
+// turn). See [Budget].
+func outputBound(params *anthropic.BetaMessageNewParams) int64 {
+	if compactsOnTheWay(params) {
+		return 2 * params.MaxTokens
+	}
+	return params.MaxTokens
 }
 
 // wallTimeUsed reports whether Budget.WallTime, counted from this runner's

@@ -108,7 +108,16 @@ type TurnError struct {
 	// aside: zero for a response that failed before it began or was not
 	// streamed.
 	Events int
-	Err    error
+	// Usage is what the failed attempt reported it used, which the run
+	// counted in [Result.Usage] (see [Budget]): for a stream that failed
+	// after its message_start, its input, the output reported so far, and
+	// in UnreportedOutputTokens the bound on the output it did not report.
+	// It is zero for an attempt that reported nothing. This error is the
+	// one event that announces a failed attempt (RequestSent.Err of the
+	// retry, or the run's error when none follows), so an observer that
+	// adds up usage from events adds this too.
+	Usage Usage
+	Err   error
 }
 
 // Error names the failed turn and, for a stream that began, the attempt and

@@ -66,12 +66,23 @@ const (
 	BudgetToolCalls    BudgetKind = "tool_calls"
 )
 
-// Usage adds up the tokens of a run's responses.
+// Usage adds up the tokens of a run's responses, as the API reported them.
 type Usage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// UnreportedOutputTokens is not a count the API reported but a bound
+	// on what it did not: for each streamed attempt that failed after its
+	// message_start and before its message_delta (which is where the API
+	// reports a response's output), what the attempt may have written
+	// beyond the output_tokens of its message_start, which OutputTokens
+	// holds: its max_tokens, less that count (see [Budget]). The API may
+	// have billed anything from nothing to all of it. Budgets count it as
+	// written, so OutputTokens plus UnreportedOutputTokens bounds the
+	// output billed; OutputTokens alone is what the API reported, and
+	// [Result.CostUSD] prices only that.
+	UnreportedOutputTokens int64 `json:"unreported_output_tokens,omitempty"`
 }
 
 func (u *Usage) add(v Usage) {
@@ -79,7 +90,12 @@ func (u *Usage) add(v Usage) {
 	u.OutputTokens += v.OutputTokens
 	u.CacheCreationInputTokens += v.CacheCreationInputTokens
 	u.CacheReadInputTokens += v.CacheReadInputTokens
+	u.UnreportedOutputTokens += v.UnreportedOutputTokens
 }
+
+// outputBound is the most output the usage may have been billed for: what
+// was reported, and the bound on what was not.
+func (u Usage) outputBound() int64 { return u.OutputTokens + u.UnreportedOutputTokens }
 
 // inputTotal is every input token: uncached, written to the cache and read
 // from it.
@@ -175,7 +191,8 @@ type Result struct {
 	// the API bills them: a response's top-level usage and the
 	// usage.iterations of each compaction in it, which the top-level
 	// usage leaves out; and what each failed stream attempt reported (see
-	// [Budget]).
+	// [Budget]), with a bound on the output it did not report in
+	// Usage.UnreportedOutputTokens.
 	Usage Usage
 	// CostUSD is what the responses cost, priced by Budget.Prices or
 	// [DefaultPrices]. It is complete only if CostComplete is true.

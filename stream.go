@@ -47,7 +47,9 @@ const (
 // A retry is a request like the first: it is checked against
 // Options.Budget before its wait, and the run stops with [StopBudget]
 // rather than send one that could pass a bound; what a failed attempt
-// reported it used is counted in [Result.Usage] and [Result.CostUSD].
+// reported it used is counted in [Result.Usage] and [Result.CostUSD], and
+// the output it may have written without reporting it counts against the
+// budget (see [Budget] and [Usage].UnreportedOutputTokens).
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one turn's streamed response, the
 	// first included. Zero means 3; 1 or less means a
@@ -105,7 +107,8 @@ var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.E
 // and returns the whole response.
 //
 // A failed attempt was billed for what it reported before it failed, and
-// request never sees it, so it is accounted here (see [Budget]); and each
+// perhaps for output it did not report, and request never sees it, so it
+// is accounted here (accountFailed, see [Budget]); and each
 // retry is a request like the first, checked against the budget before
 // the wait that precedes it: a retry that could pass a bound ends the send
 // with a *retryRefused, and the run stops with [StopBudget].
@@ -116,13 +119,11 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		if err == nil {
 			return msg, nil
 		}
-		if st.reported {
-			r.account(ctx, st.msg)
-		}
+		used := r.accountFailed(ctx, sent.Params, st)
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		cause := &TurnError{Turn: sent.Turn, Attempt: attempt, Events: st.events, Err: err}
+		cause := &TurnError{Turn: sent.Turn, Attempt: attempt, Events: st.events, Usage: used, Err: err}
 		if ok, _ := retry.Retryable(err); !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
 		}
@@ -139,6 +140,31 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		sent.Attempt, sent.Err, sent.Delay = attempt+1, cause, delay
 		r.emit(ctx, sent)
 	}
+}
+
+// accountFailed counts what the failed attempt st reported it used, and
+// returns it (the zero Usage for an attempt that failed before its
+// message_start).
+//
+// Its output is the output_tokens of its message_delta, if that arrived;
+// before it, the API has reported only the output_tokens of message_start
+// (1, or so), while the attempt may have written, and been billed for, up
+// to the request's output bound (see outputBound). The rest of that bound
+// is counted apart, in Usage.UnreportedOutputTokens, which the budget
+// checks count as written and Result.CostUSD leaves out: the budget
+// bounds what the API may have billed, and Usage says what it reported.
+// One number for both would have made one of them false.
+func (r *Runner) accountFailed(ctx context.Context, params *anthropic.BetaMessageNewParams, st *streamAttempt) Usage {
+	if !st.reported {
+		return Usage{}
+	}
+	r.account(ctx, st.msg)
+	used := usageOf(st.msg)
+	if !st.outputReported {
+		used.UnreportedOutputTokens = max(0, outputBound(params)-used.OutputTokens)
+		r.st.Usage.UnreportedOutputTokens += used.UnreportedOutputTokens
+	}
+	return used
 }
 
 // checkRetry checks the retry of the failed attempt st against the
@@ -182,9 +208,11 @@ type streamAttempt struct {
 	events int            // the events received
 	// msg is the response as accumulated so far, and reported says that
 	// its message_start arrived: its Usage is then what the attempt was
-	// billed, even if it fails.
-	msg      *anthropic.BetaMessage
-	reported bool
+	// billed, even if it fails, but for its output, which outputReported
+	// says the message_delta reported.
+	msg            *anthropic.BetaMessage
+	reported       bool
+	outputReported bool
 }
 
 // receive streams the response, sending its deltas as they arrive, and
@@ -224,6 +252,8 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 		switch ev.Type {
 		case "message_start":
 			st.reported = true
+		case "message_delta":
+			st.outputReported = true
 		case "content_block_delta":
 			st.delta(ctx, msg, ev)
 		case "message_stop":

@@ -46,8 +46,19 @@
 //     from and written to the cache too, which the API's input_tokens
 //     leaves out. The token counts are those billed: a compaction's
 //     (usage.iterations of type "compaction") are added to the top-level
-//     usage, which leaves them out. A request that fails has an error
-//     status.
+//     usage, which leaves them out; and a streamed request's failed
+//     attempts are added to the chat span of the request (and to the
+//     run span), as their [toolrun.TurnError] reports them (its Usage,
+//     carried by the RequestSent.Err of the retry, or by the run's error
+//     when the attempts are spent), so that the spans add up to
+//     [toolrun.Result.Usage]. A failed attempt's output is what the API
+//     reported of it; the bound on what it did not report
+//     ([toolrun.Usage].UnreportedOutputTokens) is the attribute
+//     toolrun.usage.unreported_output_tokens, set when not zero. One
+//     failed attempt is left out: the last one of a request whose retry
+//     the budget refused (the run stops with [toolrun.StopBudget], and
+//     no event carries that attempt's error). A request that fails has
+//     an error status.
 //   - "execute_tool {tool}", kind internal, for every call answered, from
 //     [toolrun.ToolStarted] to [toolrun.ToolFinished]: gen_ai.operation.name
 //     execute_tool, gen_ai.tool.name, gen_ai.tool.call.id, gen_ai.tool.type
@@ -83,7 +94,9 @@
 // # Metrics
 //
 //   - gen_ai.client.token.usage ({token}), for each response, once with
-//     gen_ai.token.type input and once output;
+//     gen_ai.token.type input and once output, its request's failed
+//     attempts included (and for a request whose attempts were all
+//     spent, what they reported);
 //   - gen_ai.client.operation.duration (s), for each model request that got
 //     a response or failed, with error.type if it failed (a request the
 //     caller cancelled is not recorded);

@@ -41,6 +41,7 @@ const (
 	pendingKey    = attribute.Key("toolrun.pending_calls")
 	attemptKey    = attribute.Key("toolrun.attempt")
 	compactionKey = attribute.Key("toolrun.compaction")
+	unreportedKey = attribute.Key("toolrun.usage.unreported_output_tokens")
 )
 
 // Bucket boundaries the GenAI conventions advise for the duration and token
@@ -104,6 +105,9 @@ type chatState struct {
 	start   time.Time
 	model   string // the request's
 	chunked bool   // the first chunk of a streamed response has arrived
+	// failed adds up what the request's failed attempts used, as their
+	// *toolrun.TurnError reported it: billed, with no response to say so.
+	failed toolrun.Usage
 }
 
 type toolState struct {
@@ -168,6 +172,7 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 			// A stream asked for again: one chat, another attempt.
 			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
 				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(redact.String(e.Err.Error()))))
+			o.countFailedAttempt(run, e.Err)
 			break
 		}
 		o.startChat(ctx, run, e)
@@ -251,10 +256,8 @@ func (o *Observer) endChat(ctx context.Context, run *runState, e toolrun.Respons
 	}
 	run.chat = nil
 	u := usageOf(msg)
-	run.usage.InputTokens += u.InputTokens
-	run.usage.OutputTokens += u.OutputTokens
-	run.usage.CacheReadInputTokens += u.CacheReadInputTokens
-	run.usage.CacheCreationInputTokens += u.CacheCreationInputTokens
+	addUsage(&run.usage, u)
+	addUsage(&u, c.failed) // counted in run.usage as they failed
 
 	c.span.SetAttributes(
 		semconv.GenAIResponseID(msg.ID),
@@ -347,6 +350,7 @@ func (o *Observer) endTool(ctx context.Context, run *runState, e toolrun.ToolFin
 
 func (o *Observer) endRun(ctx context.Context, run *runState, res *toolrun.Result) {
 	if run.chat != nil {
+		o.countFailedChat(ctx, run, res)
 		o.failChat(ctx, run, res)
 	}
 	// Calls still open were cut short by the stop (a cancelled run): they
@@ -398,6 +402,45 @@ func errorTypeName(err error) string {
 // included; so it is redacted, which leaves a real tool's name as it is.
 func toolName(name string) string { return redact.String(name) }
 
+// countFailedAttempt adds the usage of a failed attempt of the request in
+// flight, carried by its *toolrun.TurnError, to the request's and the
+// run's: the API billed it, and no response will report it.
+func (o *Observer) countFailedAttempt(run *runState, err error) {
+	var te *toolrun.TurnError
+	if !errors.As(err, &te) {
+		return
+	}
+	addUsage(&run.usage, te.Usage)
+	if run.chat != nil {
+		addUsage(&run.chat.failed, te.Usage)
+	}
+}
+
+// countFailedChat puts the token counts of the request in flight, which
+// the run's stop cut short, on its span and in the token metric: what its
+// failed attempts used, the last one's carried by the run's error.
+func (o *Observer) countFailedChat(ctx context.Context, run *runState, res *toolrun.Result) {
+	o.countFailedAttempt(run, res.Err)
+	c := run.chat
+	if c.failed == (toolrun.Usage{}) {
+		return
+	}
+	c.span.SetAttributes(usageAttrs(c.failed)...)
+	ctx = trace.ContextWithSpan(ctx, c.span)
+	model := semconv.GenAIRequestModel(c.model)
+	o.tokenUsage.Record(ctx, inputTokens(c.failed), genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeInput, model)
+	o.tokenUsage.Record(ctx, c.failed.OutputTokens, genaiconv.OperationNameChat, genaiconv.ProviderNameAnthropic, genaiconv.TokenTypeOutput, model)
+}
+
+// addUsage adds v to u, field by field.
+func addUsage(u *toolrun.Usage, v toolrun.Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheReadInputTokens += v.CacheReadInputTokens
+	u.CacheCreationInputTokens += v.CacheCreationInputTokens
+	u.UnreportedOutputTokens += v.UnreportedOutputTokens
+}
+
 // usageOf returns the tokens m is billed for, as toolrun's Result.Usage
 // counts them: the top-level usage and each usage.iterations entry of type
 // "compaction", which the API leaves out of the top-level usage (a
@@ -429,12 +472,16 @@ func inputTokens(u toolrun.Usage) int64 {
 }
 
 func usageAttrs(u toolrun.Usage) []attribute.KeyValue {
-	return []attribute.KeyValue{
+	attrs := []attribute.KeyValue{
 		semconv.GenAIUsageInputTokensKey.Int64(inputTokens(u)),
 		semconv.GenAIUsageOutputTokensKey.Int64(u.OutputTokens),
 		semconv.GenAIUsageCacheReadInputTokensKey.Int64(u.CacheReadInputTokens),
 		semconv.GenAIUsageCacheCreationInputTokensKey.Int64(u.CacheCreationInputTokens),
 	}
+	if u.UnreportedOutputTokens > 0 {
+		attrs = append(attrs, unreportedKey.Int64(u.UnreportedOutputTokens))
+	}
+	return attrs
 }
 
 // toolErrorType is the error.type of a failed call: few values, so that

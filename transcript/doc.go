@@ -86,9 +86,11 @@
 //     tokens ({"input_tokens","output_tokens","cache_creation_input_tokens",
 //     "cache_read_input_tokens"}).
 //   - "stream_retried": a streamed response failed part way and is asked
-//     for again: "attempt" (from 2), "error", "delay_ms", and "discarded",
+//     for again: "attempt" (from 2), "error", "delay_ms", "discarded",
 //     the ids of the calls of the failed response whose results were
-//     dropped.
+//     dropped, and "usage", what the failed attempt reported it used
+//     ([toolrun.TurnError].Usage; absent if it reported nothing), which
+//     the run's usage counts and no response line holds.
 //   - "compacted": the history was compacted between turns: "summary" is
 //     the summary that replaced it, "before" and "after" count its
 //     messages, "client_side" says the runner summarised it with a request

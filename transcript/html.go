@@ -253,7 +253,14 @@ func buildReport(t *Transcript) *report {
 	var chartTurns []chartTurn
 	countTurns := rep.Stop == nil
 	if countTurns {
+		// The failed attempts of streams asked for again are billed too.
 		rep.InputTokens, rep.OutputTokens = 0, 0
+		for _, e := range t.Entries {
+			if e.Type == TypeStreamRetried && e.Usage != nil {
+				rep.InputTokens += e.Usage.InputTokens
+				rep.OutputTokens += e.Usage.OutputTokens
+			}
+		}
 	}
 	for _, tn := range turns {
 		tt := timelineTurn{Number: tn.Number}

@@ -100,6 +100,11 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 			if e.Err != nil {
 				en.Error = r.redact(e.Err.Error())
 			}
+			// What the failed attempt used: billed, and in no response.
+			if te := (*toolrun.TurnError)(nil); errors.As(e.Err, &te) && te.Usage != (toolrun.Usage{}) {
+				u := te.Usage
+				en.Usage = &u
+			}
 			en.DelayMS = ms(e.Delay)
 			break
 		}

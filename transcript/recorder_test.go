@@ -304,9 +304,40 @@ func TestRecorderStreamRetried(t *testing.T) {
 	if diff := cmp.Diff([]string{"1:request", "1:stream_retried", "1:response", "1:turn_finished", "1:run_stopped"}, types(tr)); diff != "" {
 		t.Errorf("entries (-want +got):\n%s", diff)
 	}
+	var retried, run toolrun.Usage
 	for _, e := range tr.Entries {
 		if e.Type == transcript.TypeStreamRetried && (e.Attempt != 2 || e.Error == "" || e.DelayMS != 3) {
 			t.Errorf("stream_retried line = attempt %d, error %q, delay %vms; want attempt 2, the failure, 3ms", e.Attempt, e.Error, e.DelayMS)
 		}
+		switch {
+		case e.Usage == nil:
+		case e.Type == transcript.TypeStreamRetried:
+			retried = *e.Usage
+		case e.Type == transcript.TypeRunStopped:
+			run = *e.Usage
+		}
+	}
+	// The failed attempt reported its input in message_start: billed, and
+	// in the run's usage, but in no response line.
+	billed := s.Requests()[0].Usage
+	if retried.InputTokens == 0 || retried.InputTokens != billed.InputTokens {
+		t.Errorf("stream_retried usage = %+v; want the failed attempt's input, %d tokens", retried, billed.InputTokens)
+	}
+
+	// A transcript cut off before run_stopped (a crashed process) counts
+	// its tokens from its lines: the failed attempt's are among them.
+	var cut bytes.Buffer
+	for _, line := range bytes.SplitAfter(buf.Bytes(), []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"run_stopped"`)) {
+			cut.Write(line)
+		}
+	}
+	var page bytes.Buffer
+	if err := transcript.WriteHTML(&page, readBytes(t, cut.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("<b>%d</b><span>input tokens</span>", run.InputTokens)
+	if !strings.Contains(page.String(), want) {
+		t.Errorf("the report of the cut transcript lacks %q (the run counted %+v)", want, run)
 	}
 }

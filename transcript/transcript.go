@@ -129,7 +129,8 @@ type Entry struct {
 	// request, in milliseconds.
 	DurationMS float64 `json:"duration_ms,omitempty"`
 
-	// Usage is a turn's tokens (turn_finished) or a run's (run_stopped).
+	// Usage is a turn's tokens (turn_finished), a run's (run_stopped), a
+	// compaction's (compacted), or a failed attempt's (stream_retried).
 	Usage *toolrun.Usage `json:"usage,omitempty"`
 	// StopReason, Detail and the counters are a run_stopped line's.
 	StopReason   toolrun.StopReason `json:"stop_reason,omitempty"`
