@@ -100,7 +100,8 @@ type Runner struct {
 	// historyIDs is the set of the history's tool_use ids, for
 	// checkResponse: built from the history when first needed, kept up to
 	// date by appendTurn, and dropped by setHistory, the one other way the
-	// history changes in place of it.
+	// history changes in place of it, and when the run stops (a held run
+	// keeps no cache).
 	historyIDs map[string]struct{}
 
 	// wire holds the request JSON of the history's messages, so that a
@@ -896,9 +897,9 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	r.setStopped(res)
 	r.st.StopReason, r.st.Detail, r.st.Budget = res.StopReason, res.Detail, res.Budget
 	// A stopped run may be held for long (awaiting approval, say): it
-	// keeps no encoded copy of its history, and re-encodes it once if it
-	// goes on.
-	r.wire = nil
+	// keeps no encoded copy of its history, nor the set of its tool_use
+	// ids, and builds them again once if it goes on.
+	r.wire, r.historyIDs = nil, nil
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
 	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
