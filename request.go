@@ -38,8 +38,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		sent := RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream, Attempt: 1}
 		r.emit(ctx, sent)
 		m, err := r.send(ctx, sent)
-		var refused *retryRefused
-		if errors.As(err, &refused) { // a failed stream's retry would pass the budget
+		if refused, ok := err.(*retryRefused); ok { // a failed stream's retry would pass the budget
 			r.stop(ctx, refused.stop)
 			return nil
 		}
@@ -121,11 +120,11 @@ func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.Bet
 // default: without a timeout of its own the client refuses a request whose
 // max_tokens could take it past 10 minutes ("streaming is required") before
 // sending it.
-func (r *Runner) requestOptions() []option.RequestOption {
+func (r *Runner) requestOptions() (opts []option.RequestOption) {
 	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
-		return []option.RequestOption{option.WithRequestTimeout(d)}
+		opts = append(opts, option.WithRequestTimeout(d))
 	}
-	return nil
+	return opts
 }
 
 // requestParams are the params of the next request: the history, every
@@ -164,13 +163,10 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 // response, say) would run that call again and leave a history the API
 // refuses at every later request.
 func (r *Runner) checkResponse(m *anthropic.BetaMessage) error {
-	var ids map[string]bool
+	ids := map[string]bool{} // on the stack: it does not escape
 	for _, c := range m.Content {
 		if c.Type != "tool_use" {
 			continue
-		}
-		if ids == nil {
-			ids = map[string]bool{}
 		}
 		switch {
 		case c.ID == "":
