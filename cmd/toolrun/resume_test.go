@@ -75,8 +75,14 @@ func TestResumeAfterKill(t *testing.T) {
 	killed, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}, during: func(p *os.Process) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			// The journal says started before the tool is called.
-			if b, _ := os.ReadFile(state); bytes.Contains(b, []byte(`"phase": "started"`)) {
+			// The journal says started before the tool is called; the
+			// transcript's tool_started line follows, and the tool (which
+			// hangs) is running once both are written. Killing the process
+			// at the first alone could leave the transcript without its
+			// line, and the count below at 0.
+			b, _ := os.ReadFile(state)
+			r, _ := os.ReadFile(rec)
+			if bytes.Contains(b, []byte(`"phase": "started"`)) && countStarted(r, "toolu_01") == 1 {
 				if !bytes.Contains(b, []byte(`"kind": "allow"`)) {
 					t.Errorf("the file holds the call started without its approval:\n%s", b)
 				}
