@@ -126,7 +126,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	}
 	// Billed whether or not it holds a summary.
 	r.account(ctx, msg)
-	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start), Compaction: true})
+	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start), Usage: usageOf(msg), Compaction: true})
 	var (
 		summary string
 		history []anthropic.BetaMessageParam

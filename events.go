@@ -75,6 +75,12 @@ type ResponseReceived struct {
 	Turn     int
 	Message  *anthropic.BetaMessage
 	Duration time.Duration // from RequestSent, including the client's retries
+	// Usage is what the response is billed for, as [Result.Usage] counts
+	// it: its top-level usage and the usage.iterations of each compaction
+	// in it, which the top-level usage leaves out. Observers that add up
+	// tokens read it rather than Message.Usage, so that they count as the
+	// run does.
+	Usage Usage
 	// Compaction marks the response to a compaction's request, as
 	// RequestSent.Compaction does; its Message is not a turn and does not
 	// go in the history as it is.

@@ -23,6 +23,16 @@ func deleteTool(calls *counter) *toolrun.FuncTool {
 	})
 }
 
+// deleteBuild is a response that calls delete on "build", with the
+// stop_reason stop ("" for tool_use).
+func deleteBuild(stop string) toolruntest.Reply {
+	m := toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"}))
+	if stop != "" {
+		m.StopReason = stop
+	}
+	return m
+}
+
 // TestExecuteCallKeepsTheEnginesStops checks that ExecuteCall runs only a
 // call that Next would run: it asks the engine's one rule (held) before
 // it decides or runs a call, so a final response's calls (max_tokens,
@@ -44,28 +54,20 @@ func TestExecuteCallKeepsTheEnginesStops(t *testing.T) {
 		{
 			// README: "a response that ... ends in max_tokens/refusal
 			// runs nothing". The input may be cut off mid-way yet parse.
-			name: "a max_tokens response's call",
-			reply: func() toolruntest.Reply {
-				m := toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"}))
-				m.StopReason = "max_tokens"
-				return m
-			}(),
+			name:  "a max_tokens response's call",
+			reply: deleteBuild("max_tokens"),
 			drive: next,
 		},
 		{
-			name: "a refusal's call",
-			reply: func() toolruntest.Reply {
-				m := toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"}))
-				m.StopReason = "refusal"
-				return m
-			}(),
+			name:  "a refusal's call",
+			reply: deleteBuild("refusal"),
 			drive: next,
 		},
 		{
 			// RetryTurn: "its response is not appended and its tools do
 			// not run".
 			name:  "a turn discarded with RetryTurn",
-			reply: toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"})),
+			reply: deleteBuild(""),
 			drive: func(t *testing.T, r *toolrun.Runner) {
 				next(t, r)
 				r.RetryTurn()
@@ -90,21 +92,21 @@ func TestExecuteCallKeepsTheEnginesStops(t *testing.T) {
 		},
 		{
 			name:      "a handed-out turn at the turn limit",
-			reply:     toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"})),
+			reply:     deleteBuild(""),
 			opts:      toolrun.Options{MaxTurns: 1},
 			drive:     next,
 			wantLimit: toolrun.ErrMaxTurns,
 		},
 		{
 			name:      "a run stopped at the turn limit",
-			reply:     toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"})),
+			reply:     deleteBuild(""),
 			opts:      toolrun.Options{MaxTurns: 1},
 			drive:     runTo(toolrun.StopMaxTurns),
 			wantLimit: toolrun.ErrMaxTurns,
 		},
 		{
 			name:  "a run a hook stopped",
-			reply: toolruntest.Message(toolruntest.ToolUse("t1", "delete", deleteIn{Path: "build"})),
+			reply: deleteBuild(""),
 			opts: toolrun.Options{AfterResponse: func(context.Context, int, *anthropic.BetaMessage) error {
 				return toolrun.StopRun("the operator stopped it")
 			}},

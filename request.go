@@ -55,7 +55,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		if bad == nil {
 			r.threadReplied(m)
 			msg = m
-			r.emit(ctx, ResponseReceived{Turn: n, Message: m, Duration: time.Since(start)})
+			r.emit(ctx, ResponseReceived{Turn: n, Message: m, Duration: time.Since(start), Usage: usageOf(m)})
 			break
 		}
 		if attempt < 2 {

@@ -255,7 +255,7 @@ func (o *Observer) endChat(ctx context.Context, run *runState, e toolrun.Respons
 		c = run.chat
 	}
 	run.chat = nil
-	u := usageOf(msg)
+	u := e.Usage // as billed, as the run counts it
 	addUsage(&run.usage, u)
 	addUsage(&u, c.failed) // counted in run.usage as they failed
 
@@ -439,29 +439,6 @@ func addUsage(u *toolrun.Usage, v toolrun.Usage) {
 	u.CacheReadInputTokens += v.CacheReadInputTokens
 	u.CacheCreationInputTokens += v.CacheCreationInputTokens
 	u.UnreportedOutputTokens += v.UnreportedOutputTokens
-}
-
-// usageOf returns the tokens m is billed for, as toolrun's Result.Usage
-// counts them: the top-level usage and each usage.iterations entry of type
-// "compaction", which the API leaves out of the top-level usage (a
-// compaction's own response has a top-level usage of 0). The other entries
-// are in the top-level usage already.
-func usageOf(m *anthropic.BetaMessage) toolrun.Usage {
-	u := toolrun.Usage{
-		InputTokens:              m.Usage.InputTokens,
-		OutputTokens:             m.Usage.OutputTokens,
-		CacheCreationInputTokens: m.Usage.CacheCreationInputTokens,
-		CacheReadInputTokens:     m.Usage.CacheReadInputTokens,
-	}
-	for _, it := range m.Usage.Iterations {
-		if it.Type == "compaction" {
-			u.InputTokens += it.InputTokens
-			u.OutputTokens += it.OutputTokens
-			u.CacheCreationInputTokens += it.CacheCreationInputTokens
-			u.CacheReadInputTokens += it.CacheReadInputTokens
-		}
-	}
-	return u
 }
 
 // inputTokens is gen_ai.usage.input_tokens, which the conventions define to

@@ -32,7 +32,7 @@ type bin struct {
 }
 
 // run runs b and returns what it did and its peak memory in KiB.
-func (b bin) run(t *testing.T) (binResult, int64) {
+func (b bin) run(t *testing.T) (result, int64) {
 	t.Helper()
 	toolrunBin, _ := binaries(t)
 	cmd := exec.CommandContext(t.Context(), toolrunBin, b.args...)
@@ -68,7 +68,7 @@ func (b bin) run(t *testing.T) (binResult, int64) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss
 	}
-	return binResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}, rss
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}, rss
 }
 
 // writeScript writes a script for --script: one reply a line.
@@ -118,7 +118,7 @@ func readTranscript(t *testing.T, name string) *transcript.Transcript {
 func TestConcurrentDemos(t *testing.T) {
 	tmp := t.TempDir()
 	var wg sync.WaitGroup
-	results := make([]binResult, 2)
+	results := make([]result, 2)
 	for i := range results {
 		wg.Go(func() {
 			results[i], _ = bin{tmp: tmp, args: []string{"demo", "--yes"}}.run(t)
@@ -523,19 +523,7 @@ func TestReplayOwnTools(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _ := bin{dir: dir, args: tt.args}.run(t)
-			if got.code != tt.wantCode {
-				t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr:\n%s", got.code, tt.wantCode, got.stdout, got.stderr)
-			}
-			for _, want := range tt.wantStdout {
-				if !strings.Contains(got.stdout, want) {
-					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
-				}
-			}
-			for _, want := range tt.wantStderr {
-				if !strings.Contains(got.stderr, want) {
-					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
-				}
-			}
+			checkOutput(t, got, tt.wantCode, tt.wantStdout, tt.wantStderr)
 			for _, not := range tt.notStderr {
 				if strings.Contains(got.stderr, not) {
 					t.Errorf("stderr contains %q; got:\n%s", not, got.stderr)

@@ -44,6 +44,25 @@ func runCLI(t *testing.T, getenv func(string) string, stdin string, args ...stri
 	return result{code, stdout.String(), stderr.String()}
 }
 
+// checkOutput fails the test if got exited otherwise than with code, or
+// if its stdout or stderr lacks one of the wanted substrings.
+func checkOutput(t *testing.T, got result, code int, stdout, stderr []string) {
+	t.Helper()
+	if got.code != code {
+		t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr:\n%s", got.code, code, got.stdout, got.stderr)
+	}
+	for _, want := range stdout {
+		if !strings.Contains(got.stdout, want) {
+			t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
+		}
+	}
+	for _, want := range stderr {
+		if !strings.Contains(got.stderr, want) {
+			t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
+		}
+	}
+}
+
 // runInteractive runs the command as if stdin were a terminal at which a
 // person types input.
 func runInteractive(t *testing.T, input string, args ...string) result {

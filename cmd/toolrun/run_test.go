@@ -90,16 +90,10 @@ func project(t *testing.T) string {
 	return dir
 }
 
-// binResult is what one run of the built binary did.
-type binResult struct {
-	code           int
-	stdout, stderr string
-}
-
 // runBinary runs the built toolrun in dir with args, against the fake
 // server s, with no terminal anywhere. started, if non-nil, is called once
 // the process has started.
-func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, started func(*os.Process)) binResult {
+func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, started func(*os.Process)) result {
 	t.Helper()
 	bin, _ := binaries(t)
 	cmd := exec.CommandContext(t.Context(), bin, args...)
@@ -128,7 +122,7 @@ func runBinary(t *testing.T, dir string, s *toolruntest.Server, args []string, s
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("toolrun %q: %v", args, err)
 	}
-	return binResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
 // durationRE matches the durations the display prints.
@@ -355,19 +349,7 @@ func TestRunExitCodes(t *testing.T) {
 			s := toolruntest.New(nil, toolruntest.Script(tt.replies...))
 			t.Cleanup(s.Close)
 			got := runBinary(t, dir, s, tt.args, nil)
-			if got.code != tt.wantCode {
-				t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr:\n%s", got.code, tt.wantCode, got.stdout, got.stderr)
-			}
-			for _, want := range tt.wantStdout {
-				if !strings.Contains(got.stdout, want) {
-					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
-				}
-			}
-			for _, want := range tt.wantStderr {
-				if !strings.Contains(got.stderr, want) {
-					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
-				}
-			}
+			checkOutput(t, got, tt.wantCode, tt.wantStdout, tt.wantStderr)
 			if strings.Contains(got.stdout+got.stderr, toolruntest.TestAPIKey) {
 				t.Errorf("the API key was printed")
 			}
@@ -487,19 +469,7 @@ func TestRecordReplayView(t *testing.T) {
 				tt.change(t)
 			}
 			got := runBinary(t, dir, nil, tt.args, nil)
-			if got.code != tt.wantCode {
-				t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr:\n%s", got.code, tt.wantCode, got.stdout, got.stderr)
-			}
-			for _, want := range tt.wantStdout {
-				if !strings.Contains(got.stdout, want) {
-					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
-				}
-			}
-			for _, want := range tt.wantStderr {
-				if !strings.Contains(got.stderr, want) {
-					t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
-				}
-			}
+			checkOutput(t, got, tt.wantCode, tt.wantStdout, tt.wantStderr)
 		})
 	}
 	for _, name := range []string{filepath.Join(dir, "report.html"), filepath.Join(dir, "run.html")} {
