@@ -54,7 +54,7 @@ func wireResult(id string) anthropic.BetaMessageParam {
 
 func wireParams(msgs ...anthropic.BetaMessageParam) anthropic.BetaMessageNewParams {
 	return anthropic.BetaMessageNewParams{
-		Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Messages: msgs,
+		Model: anthropic.Model("claude-sonnet-4-5"), MaxTokens: 1024, Messages: msgs,
 		System:       []anthropic.BetaTextBlockParam{{Text: "be brief"}},
 		CacheControl: anthropic.NewBetaCacheControlEphemeralParam(),
 		Betas:        []anthropic.AnthropicBeta{anthropic.AnthropicBetaCompact2026_09_04},

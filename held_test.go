@@ -31,7 +31,7 @@ func heldTools() (echo, deploy *FuncTool) {
 }
 
 func heldParams() anthropic.BetaMessageNewParams {
-	return anthropic.BetaMessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024,
+	return anthropic.BetaMessageNewParams{Model: anthropic.Model("claude-sonnet-4-5"), MaxTokens: 1024,
 		Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))}}
 }
 

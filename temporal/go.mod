@@ -3,7 +3,7 @@ module github.com/toolrun/toolrun/temporal
 go 1.26.0
 
 require (
-	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
+	github.com/anthropics/anthropic-sdk-go/v2 v2.16.0
 	github.com/google/go-cmp v0.7.0
 	github.com/toolrun/toolrun v0.1.0
 	go.temporal.io/api v1.64.3

@@ -24,7 +24,7 @@ func ExampleNew() {
 	ctx := context.Background()
 
 	params := anthropic.MessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     anthropic.Model("claude-sonnet-4-5"),
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"))},
 		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
@@ -70,7 +70,7 @@ func ExampleNew_func() {
 
 	for _, q := range []string{"hello", "shout"} {
 		msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
-			Model:     anthropic.ModelClaudeSonnet4_5,
+			Model:     anthropic.Model("claude-sonnet-4-5"),
 			MaxTokens: 1024,
 			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(q))},
 		})
@@ -94,7 +94,7 @@ func ExampleRateLimited() {
 	client := s.Client()
 
 	msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     anthropic.Model("claude-sonnet-4-5"),
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))},
 	})
@@ -121,7 +121,7 @@ func ExampleFault() {
 	client := s.Client()
 
 	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     anthropic.Model("claude-sonnet-4-5"),
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))},
 	})
@@ -160,7 +160,7 @@ func ExampleClock() {
 	client := s.Client()
 
 	params := anthropic.BetaMessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     anthropic.Model("claude-sonnet-4-5"),
 		MaxTokens: 1024,
 		// 4100 bytes up to the end of the block: 1025 tokens, over the
 		// minimum of 1024 that this model can cache.
