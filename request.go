@@ -142,7 +142,7 @@ func (r *Runner) requestParams() anthropic.BetaMessageNewParams {
 
 // newTurnState is the pending turn of a response, each call new.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
-	p := &turnState{Turn: n, Message: msg.ToParam(), StopReason: msg.StopReason}
+	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
 	for _, c := range msg.Content {
 		if c.Type != "tool_use" {
 			continue

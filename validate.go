@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,6 +99,13 @@ func (ts *toolSchema) validate(ctx context.Context, input json.RawMessage) error
 			Expected: "an input the schema can check in at most " + strconv.Itoa(schema.MaxSteps) + " steps",
 			Got:      "an input that needs more, as the schema's alternatives multiply; send a smaller or simpler input",
 		}}
+	case errors.Is(err, schema.ErrPatternTime):
+		vs = []schema.Violation{{
+			Expected: "an input whose strings the schema's patterns can match in at most " + schema.MaxPatternTime.String() + " in total",
+			Got:      "strings that take longer to match; send shorter or fewer strings",
+		}}
+	case errors.Is(err, schema.ErrInternal):
+		vs = []schema.Violation{{Expected: "an input the validator can check", Got: oneLine(err.Error(), 500)}}
 	case err != nil:
 		vs = []schema.Violation{{Expected: "an input the schema can decide", Got: oneLine(err.Error(), 500)}}
 	}
@@ -202,4 +211,58 @@ func oneLine(s string, n int) string {
 		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
+}
+
+// sendableInputs returns m with every tool_use input that would not encode
+// as JSON replaced by {}: the client decodes a response's numbers as
+// float64, so a number beyond its range (1e309) becomes an infinity that
+// would make every later request, and the saved state, fail to encode. The
+// call itself keeps its input as sent, and validation refuses it with a
+// message naming the number, so the model learns what it sent. m is not
+// changed.
+func sendableInputs(m anthropic.BetaMessageParam) anthropic.BetaMessageParam {
+	if m.OfAssistant == nil {
+		return m
+	}
+	var content []anthropic.BetaContentBlockParamUnion
+	for i, b := range m.OfAssistant.Content {
+		if b.OfToolUse == nil || finiteJSON(b.OfToolUse.Input) {
+			continue
+		}
+		if content == nil {
+			content = slices.Clone(m.OfAssistant.Content)
+		}
+		tu := *b.OfToolUse
+		tu.Input = map[string]any{}
+		content[i].OfToolUse = &tu
+	}
+	if content != nil {
+		a := *m.OfAssistant
+		a.Content = content
+		m.OfAssistant = &a
+	}
+	return m
+}
+
+// finiteJSON reports whether v, a value as the client decodes JSON into,
+// holds no infinite or NaN float, without allocating. Other kinds of value
+// are taken as encodable: the client decodes JSON into these alone.
+func finiteJSON(v any) bool {
+	switch v := v.(type) {
+	case float64:
+		return !math.IsInf(v, 0) && !math.IsNaN(v)
+	case map[string]any:
+		for _, e := range v {
+			if !finiteJSON(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !finiteJSON(e) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -19,6 +19,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/big"
 )
@@ -259,14 +260,42 @@ func (tt Types) String() string {
 type Enum struct {
 	Values []any
 	types  Types
+	// toolrun: byHash indexes Values by their hash, so that a value is
+	// compared with the few items it may equal, not with every item.
+	byHash map[uint64][]int
+	seed   maphash.Seed
 }
 
 func newEnum(arr []any) *Enum {
 	var types Types
-	for _, item := range arr {
+	e := &Enum{Values: arr, byHash: map[uint64][]int{}, seed: maphash.MakeSeed()}
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	for i, item := range arr {
 		types.add(typeOf(item))
+		h.Reset()
+		(*budget)(nil).writeHash(item, &h)
+		e.byHash[h.Sum64()] = append(e.byHash[h.Sum64()], i)
 	}
-	return &Enum{arr, types}
+	e.types = types
+	return e
+}
+
+// contains reports whether v equals one of e's values, charging b for the
+// values hashed and compared.
+func (e *Enum) contains(v any, b *budget) (bool, ErrorKind) {
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	if k := b.writeHash(v, &h); k != nil {
+		return false, k
+	}
+	for _, i := range e.byHash[h.Sum64()] {
+		ok, k := b.equals(v, e.Values[i])
+		if k != nil || ok {
+			return ok, k
+		}
+	}
+	return false, nil
 }
 
 // --

@@ -270,8 +270,21 @@ func strVal(obj map[string]any, prop string) (string, bool) {
 }
 
 func isInteger(num any) bool {
-	rat, ok := new(big.Rat).SetString(fmt.Sprint(num))
+	rat, ok := ratOf(num)
 	return ok && rat.IsInt()
+}
+
+// ratOf returns a number's exact value. toolrun: ok is false for a number
+// big.Rat refuses (an exponent beyond 10^6).
+func ratOf(num any) (*big.Rat, bool) {
+	var s string
+	switch n := num.(type) {
+	case json.Number:
+		s = string(n)
+	default:
+		s = fmt.Sprint(n)
+	}
+	return new(big.Rat).SetString(s)
 }
 
 // quote returns single-quoted string.
@@ -284,6 +297,17 @@ func quote(s string) string {
 }
 
 func equals(v1, v2 any) (bool, ErrorKind) {
+	return (*budget)(nil).equals(v1, v2)
+}
+
+// equals is the package's equals, charging b one unit per value compared.
+// toolrun: a const or enum as large as the schema may be is compared
+// against a value as large as the input may be.
+func (b *budget) equals(v1, v2 any) (bool, ErrorKind) {
+	b.charge(1)
+	if testHookEquals != nil {
+		testHookEquals()
+	}
 	switch v1 := v1.(type) {
 	case map[string]any:
 		v2, ok := v2.(map[string]any)
@@ -295,7 +319,7 @@ func equals(v1, v2 any) (bool, ErrorKind) {
 			if !ok {
 				return false, nil
 			}
-			if ok, k := equals(val1, val2); !ok || k != nil {
+			if ok, k := b.equals(val1, val2); !ok || k != nil {
 				return ok, k
 			}
 		}
@@ -306,7 +330,7 @@ func equals(v1, v2 any) (bool, ErrorKind) {
 			return false, nil
 		}
 		for i := range v1 {
-			if ok, k := equals(v1[i], v2[i]); !ok || k != nil {
+			if ok, k := b.equals(v1[i], v2[i]); !ok || k != nil {
 				return ok, k
 			}
 		}
@@ -323,19 +347,23 @@ func equals(v1, v2 any) (bool, ErrorKind) {
 		if typeOf(v2) != numberType {
 			return false, nil
 		}
-		num1, ok1 := new(big.Rat).SetString(fmt.Sprint(v1))
-		num2, ok2 := new(big.Rat).SetString(fmt.Sprint(v2))
-		return ok1 && ok2 && num1.Cmp(num2) == 0, nil
+		num1, ok1 := ratOf(v1)
+		num2, ok2 := ratOf(v2)
+		if !ok1 || !ok2 {
+			// toolrun: compared by text when big.Rat refuses one.
+			return fmt.Sprint(v1) == fmt.Sprint(v2), nil
+		}
+		return num1.Cmp(num2) == 0, nil
 	default:
 		return false, &kind.InvalidJsonValue{Value: v1}
 	}
 }
 
-func duplicates(arr []any) (int, int, ErrorKind) {
+func duplicates(arr []any, b *budget) (int, int, ErrorKind) {
 	if len(arr) <= 20 {
 		for i := 1; i < len(arr); i++ {
 			for j := 0; j < i; j++ {
-				if ok, k := equals(arr[i], arr[j]); ok || k != nil {
+				if ok, k := b.equals(arr[i], arr[j]); ok || k != nil {
 					return j, i, k
 				}
 			}
@@ -347,12 +375,12 @@ func duplicates(arr []any) (int, int, ErrorKind) {
 	h := new(maphash.Hash)
 	for i, item := range arr {
 		h.Reset()
-		writeHash(item, h)
+		b.writeHash(item, h)
 		hash := h.Sum64()
 		indexes, ok := m[hash]
 		if ok {
 			for _, j := range indexes {
-				if ok, k := equals(item, arr[j]); ok || k != nil {
+				if ok, k := b.equals(item, arr[j]); ok || k != nil {
 					return j, i, k
 				}
 			}
@@ -363,7 +391,9 @@ func duplicates(arr []any) (int, int, ErrorKind) {
 	return -1, -1, nil
 }
 
-func writeHash(v any, h *maphash.Hash) ErrorKind {
+// writeHash writes v's hash, charging b one unit per value.
+func (b *budget) writeHash(v any, h *maphash.Hash) ErrorKind {
+	b.charge(1)
 	switch v := v.(type) {
 	case map[string]any:
 		_ = h.WriteByte(0)
@@ -373,13 +403,13 @@ func writeHash(v any, h *maphash.Hash) ErrorKind {
 		}
 		slices.Sort(props)
 		for _, prop := range props {
-			writeHash(prop, h)
-			writeHash(v[prop], h)
+			b.writeHash(prop, h)
+			b.writeHash(v[prop], h)
 		}
 	case []any:
 		_ = h.WriteByte(1)
 		for _, item := range v {
-			writeHash(item, h)
+			b.writeHash(item, h)
 		}
 	case nil:
 		_ = h.WriteByte(2)
@@ -395,7 +425,13 @@ func writeHash(v any, h *maphash.Hash) ErrorKind {
 		_, _ = h.WriteString(v)
 	case json.Number, float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		_ = h.WriteByte(5)
-		num, _ := new(big.Rat).SetString(fmt.Sprint(v))
+		num, ok := ratOf(v)
+		if !ok {
+			// toolrun: hashed by text when big.Rat refuses it, as
+			// equals then compares it.
+			_, _ = h.WriteString(fmt.Sprint(v))
+			break
+		}
 		_, _ = h.Write(num.Num().Bytes())
 		_, _ = h.Write(num.Denom().Bytes())
 	default:

@@ -73,7 +73,7 @@ type validator struct {
 func (vd *validator) validate() (*uneval, error) {
 	s := vd.sch
 	v := vd.v
-	vd.budget.step() // toolrun: every evaluation of a schema against a value is one step
+	vd.budget.step(vd.vloc) // toolrun: every evaluation of a schema against a value is one step
 
 	// boolean --
 	if s.Bool != nil {
@@ -108,7 +108,7 @@ func (vd *validator) validate() (*uneval, error) {
 
 	// const --
 	if s.Const != nil {
-		ok, k := equals(v, *s.Const)
+		ok, k := vd.budget.equals(v, *s.Const) // toolrun: charged per value compared
 		if k != nil {
 			return nil, vd.error(k)
 		} else if !ok {
@@ -120,15 +120,12 @@ func (vd *validator) validate() (*uneval, error) {
 	if s.Enum != nil {
 		matched := s.Enum.types.contains(typeOf(v))
 		if matched {
-			matched = false
-			for _, item := range s.Enum.Values {
-				ok, k := equals(v, item)
-				if k != nil {
-					return nil, vd.error(k)
-				} else if ok {
-					matched = true
-					break
-				}
+			// toolrun: looked up by hash, and charged per value
+			// compared, so that a large enum costs what the value does.
+			var k ErrorKind
+			matched, k = s.Enum.contains(v, vd.budget)
+			if k != nil {
+				return nil, vd.error(k)
 			}
 		}
 		if !matched {
@@ -256,7 +253,7 @@ func (vd *validator) objValidate(obj map[string]any) {
 
 		// patternProperties --
 		for regex, sch := range s.PatternProperties {
-			matched, err := matchString(regex, pname)
+			matched, err := vd.budget.matchString(regex, pname)
 			if err != nil {
 				// toolrun: undecidable; never guess a verdict.
 				vd.budget.abort(fmt.Errorf("matching pattern %s against the property name %q: %w", regex, pname, err))
@@ -350,7 +347,7 @@ func (vd *validator) arrValidate(arr []any) {
 
 	// uniqueItems --
 	if s.UniqueItems && len(arr) > 1 {
-		i, j, k := duplicates(arr)
+		i, j, k := duplicates(arr, vd.budget) // toolrun: charged per value hashed or compared
 		if k != nil {
 			vd.addError(k)
 		} else if i != -1 {
@@ -465,7 +462,7 @@ func (vd *validator) strValidate(str string) {
 	if s.Pattern != nil {
 		// toolrun: a pattern that can fail to finish (a backtracking
 		// engine under a match timeout) reports why.
-		if matched, err := matchString(s.Pattern, str); err != nil {
+		if matched, err := vd.budget.matchString(s.Pattern, str); err != nil {
 			vd.addError(&kind.Pattern{Got: str, Want: s.Pattern.String(), Err: err})
 		} else if !matched {
 			vd.addError(&kind.Pattern{Got: str, Want: s.Pattern.String()})
@@ -531,7 +528,13 @@ func (vd *validator) numValidate(v any) {
 	var numVal *big.Rat
 	num := func() *big.Rat {
 		if numVal == nil {
-			numVal, _ = new(big.Rat).SetString(fmt.Sprintf("%v", v))
+			// toolrun: a number big.Rat cannot hold (an exponent
+			// beyond 10^6) stops the validation instead of panicking on
+			// nil; the caller bounds number length before it gets here.
+			var ok bool
+			if numVal, ok = ratOf(v); !ok {
+				panic(abortError{fmt.Errorf("the number %.40s cannot be compared exactly", fmt.Sprint(v))})
+			}
 		}
 		return numVal
 	}

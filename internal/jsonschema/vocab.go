@@ -107,7 +107,7 @@ func (ctx *ValidatorContext) Equals(v1, v2 any) (bool, error) {
 }
 
 func (ctx *ValidatorContext) Duplicates(arr []any) (int, int, error) {
-	i, j, k := duplicates(arr)
+	i, j, k := duplicates(arr, nil)
 	if k != nil {
 		return -1, -1, ctx.vd.error(k)
 	}

@@ -21,6 +21,8 @@ var errTooDeep = errors.New("nested too deeply")
 type decoded struct {
 	value any
 	dups  []string // JSON Pointers of the second occurrence of each repeated key
+	// numbers are the numbers that break the limits on numbers.
+	numbers []badNumber
 }
 
 // decodeJSON decodes one JSON value from data. It reports an error in the
@@ -58,6 +60,11 @@ func (d *decoded) value1(dec *json.Decoder, path []string, depth, maxDepth int) 
 	}
 	delim, ok := tok.(json.Delim)
 	if !ok {
+		if n, ok := tok.(json.Number); ok {
+			if bad := checkDecoded(n, path); bad != nil {
+				d.numbers = append(d.numbers, *bad)
+			}
+		}
 		return tok, nil
 	}
 	if depth >= maxDepth {

@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlclark/regexp2/v2"
@@ -12,7 +15,11 @@ import (
 
 // MatchTimeout bounds one match of a pattern that only an ECMAScript engine
 // compiles, since such an engine backtracks and `^(a+)+$` takes exponential
-// time on a long input.
+// time on a long input. The engine reads a coarse clock, so a match may
+// run up to about twice as long before it stops. A validation whose
+// context ends during such a match returns at once; the match ends by
+// itself within this bound. All matches of one validation together take
+// at most [MaxPatternTime].
 const MatchTimeout = 100 * time.Millisecond
 
 // errMatchTimeout says a pattern could not decide a match in time.
@@ -53,4 +60,41 @@ func (r ecmaRegexp) MatchStringErr(s string) (bool, error) {
 		return false, errMatchTimeout
 	}
 	return ok, nil
+}
+
+// liveMatches counts the matches still running, including those a
+// validation stopped waiting for; tests read it.
+var liveMatches atomic.Int32
+
+// MatchStringContext implements jsonschema.MatchContexter: it returns
+// ctx's error as soon as ctx ends, and leaves the match to end by its
+// timeout.
+func (r ecmaRegexp) MatchStringContext(ctx context.Context, s string) (bool, error) {
+	if ctx.Done() == nil {
+		return r.MatchStringErr(s)
+	}
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	liveMatches.Add(1)
+	go func() {
+		defer liveMatches.Add(-1)
+		defer func() {
+			// A panic here would end the process: no caller is
+			// above this goroutine to recover it.
+			if p := recover(); p != nil {
+				done <- result{err: fmt.Errorf("%w: the pattern engine failed: %v", ErrInternal, p)}
+			}
+		}()
+		ok, err := r.MatchStringErr(s)
+		done <- result{ok, err}
+	}()
+	select {
+	case res := <-done:
+		return res.ok, res.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolrun/toolrun/internal/jsonschema"
 )
@@ -30,6 +31,21 @@ const (
 // hours.
 const MaxSteps = 100_000
 
+// MaxPatternTime bounds the matches of backtracking patterns (see
+// [MatchTimeout]) in one validation, in total: 255 strings each taking
+// nearly MatchTimeout stop here, not after 25 s.
+const MaxPatternTime = time.Second
+
+// CheckEvery is how many units of work pass between two looks at the
+// context during a validation: a unit is one evaluation of a schema
+// against a value, one JSON value compared or hashed (const, enum,
+// uniqueItems), or up to 1 KiB of a string matched by a linear-time
+// pattern. With numbers within [MaxNumberDigits] and [MaxNumberExponent],
+// each unit costs at most microseconds, so a validation returns within
+// about a millisecond of its context ending; a backtracking match in
+// progress is not waited for (it ends by itself within MatchTimeout).
+const CheckEvery = jsonschema.CheckEvery
+
 // ErrUnsafe is wrapped by the errors of Compile for a schema that is valid
 // JSON Schema but that the validator refuses to run: a reference cycle that
 // makes no progress, or a schema too large or too deep.
@@ -37,6 +53,15 @@ var ErrUnsafe = errors.New("schema cannot be validated safely")
 
 // ErrBudget is returned by Validate when an input needs more than MaxSteps.
 var ErrBudget = jsonschema.ErrBudget
+
+// ErrPatternTime is returned by Validate when the input's matches of
+// backtracking patterns took more than MaxPatternTime in total.
+var ErrPatternTime = jsonschema.ErrPatternTime
+
+// ErrInternal is wrapped by the error of Validate, and of Compile, when the
+// validator itself failed (panicked); the error names where in the input
+// or schema, and the host goes on.
+var ErrInternal = errors.New("the validator failed")
 
 // baseURL names the schema inside the compiler. It is never fetched.
 const baseURL = "https://toolrun.invalid/input-schema.json"
@@ -69,10 +94,15 @@ type Schema struct {
 // object schema, declares an unknown $schema, references anything outside
 // itself, has a pattern no engine compiles, or (wrapping [ErrUnsafe]) has a
 // reference cycle without progress or breaks a limit.
-func Compile(raw []byte) (*Schema, error) {
+func Compile(raw []byte) (s *Schema, err error) {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		raw = []byte(`{"type":"object"}`)
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w while compiling the schema: %v", ErrInternal, r)
+		}
+	}()
 	return compile(raw, jsonschema.Draft2020, true)
 }
 
@@ -90,6 +120,9 @@ func compile(raw []byte, defaultDraft *jsonschema.Draft, forTool bool) (*Schema,
 		return nil, fmt.Errorf("the schema is not valid JSON: %w", err)
 	case len(d.dups) > 0:
 		return nil, fmt.Errorf("the schema repeats the key at %s", d.dups[0])
+	}
+	if vs := numberViolations(d, false); len(vs) > 0 {
+		return nil, fmt.Errorf("the schema's number at %s is %s; toolrun validates %s", displayPointer(vs[0].Pointer), vs[0].Got, vs[0].Expected)
 	}
 	doc := d.value
 	switch v := doc.(type) {
@@ -360,15 +393,29 @@ func fold(s string) string {
 // Empty input counts as {}. It returns an error only when it could not
 // decide: ctx is done (ctx's error), the input needs more than MaxSteps
 // ([ErrBudget]), or a pattern in patternProperties timed out.
-func (s *Schema) Validate(ctx context.Context, input []byte) ([]Violation, error) {
+//
+// Numbers past [MaxNumberDigits] or [MaxNumberExponent], or beyond the
+// range of a float64 (which the conversation history holds numbers as),
+// are violations found before the schema is applied. A panic inside the
+// validator is returned as an error wrapping [ErrInternal] that names the
+// location in the input.
+func (s *Schema) Validate(ctx context.Context, input []byte) (vs []Violation, err error) {
 	if len(input) == 0 {
 		input = []byte("{}")
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			vs, err = nil, fmt.Errorf("%w: %v", ErrInternal, r)
+		}
+	}()
 	d, err := decodeJSON(input, maxNesting)
 	if err != nil {
 		return []Violation{{Expected: "valid JSON", Got: err.Error()}}, nil
 	}
-	var vs []Violation
+	if vs := numberViolations(d, true); len(vs) > 0 {
+		// No keyword sees a number it cannot compare in bounded time.
+		return sortViolations(vs), nil
+	}
 	for _, p := range d.dups {
 		vs = append(vs, Violation{Pointer: p, Expected: "each key once in an object", Got: "the key " + quoteLimited(lastToken(p), maxGotRunes) + " again"})
 	}
@@ -384,9 +431,12 @@ func (s *Schema) Validate(ctx context.Context, input []byte) ([]Violation, error
 // check validates v, decoded with numbers as json.Number, with the engine
 // alone.
 func (s *Schema) check(ctx context.Context, v any) ([]Violation, error) {
-	err := s.compiled.ValidateBounded(ctx, v, MaxSteps)
+	err := s.compiled.ValidateBounded(ctx, v, jsonschema.Bounds{MaxSteps: MaxSteps, MaxPatternTime: MaxPatternTime})
 	if err == nil {
 		return nil, nil
+	}
+	if perr, ok := errors.AsType[*jsonschema.PanicError](err); ok {
+		return nil, fmt.Errorf("%w at %s: %v", ErrInternal, displayPointer(pointer(perr.InstanceLocation)), perr.Value)
 	}
 	verr, ok := errors.AsType[*jsonschema.ValidationError](err)
 	if !ok {
