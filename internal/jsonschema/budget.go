@@ -208,6 +208,7 @@ func (b *budget) matchString(re Regexp, s string) (bool, error) {
 	return re.MatchString(s), nil
 }
 
-// testHookEquals, if non-nil, is called for every value equals compares;
-// tests count with it the work done after a context ends.
-var testHookEquals func()
+// testHookValue, if non-nil, is called for every value equals compares
+// and writeHash hashes; tests count with it the work done after a context
+// ends.
+var testHookValue func()

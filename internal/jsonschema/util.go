@@ -305,8 +305,8 @@ func equals(v1, v2 any) (bool, ErrorKind) {
 // against a value as large as the input may be.
 func (b *budget) equals(v1, v2 any) (bool, ErrorKind) {
 	b.charge(1)
-	if testHookEquals != nil {
-		testHookEquals()
+	if testHookValue != nil {
+		testHookValue()
 	}
 	switch v1 := v1.(type) {
 	case map[string]any:
@@ -394,6 +394,9 @@ func duplicates(arr []any, b *budget) (int, int, ErrorKind) {
 // writeHash writes v's hash, charging b one unit per value.
 func (b *budget) writeHash(v any, h *maphash.Hash) ErrorKind {
 	b.charge(1)
+	if testHookValue != nil {
+		testHookValue()
+	}
 	switch v := v.(type) {
 	case map[string]any:
 		_ = h.WriteByte(0)

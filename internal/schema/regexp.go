@@ -63,8 +63,9 @@ func (r ecmaRegexp) MatchStringErr(s string) (bool, error) {
 }
 
 // liveMatches counts the matches still running, including those a
-// validation stopped waiting for; tests read it.
-var liveMatches atomic.Int32
+// validation stopped waiting for, and matchesStarted every match begun in
+// a goroutine; tests read them.
+var liveMatches, matchesStarted atomic.Int32
 
 // MatchStringContext implements jsonschema.MatchContexter: it returns
 // ctx's error as soon as ctx ends, and leaves the match to end by its
@@ -79,6 +80,7 @@ func (r ecmaRegexp) MatchStringContext(ctx context.Context, s string) (bool, err
 	}
 	done := make(chan result, 1)
 	liveMatches.Add(1)
+	matchesStarted.Add(1)
 	go func() {
 		defer liveMatches.Add(-1)
 		defer func() {

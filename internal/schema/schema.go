@@ -86,6 +86,9 @@ type Schema struct {
 	folded map[string]string
 	// Draft is the draft the schema is validated as, such as "2020-12".
 	Draft string
+	// now is the clock MaxPatternTime is measured with; nil means
+	// time.Now. Tests set it.
+	now func() time.Time
 }
 
 // Compile checks raw, a tool's input schema, and compiles it. nil or empty
@@ -431,7 +434,7 @@ func (s *Schema) Validate(ctx context.Context, input []byte) (vs []Violation, er
 // check validates v, decoded with numbers as json.Number, with the engine
 // alone.
 func (s *Schema) check(ctx context.Context, v any) ([]Violation, error) {
-	err := s.compiled.ValidateBounded(ctx, v, jsonschema.Bounds{MaxSteps: MaxSteps, MaxPatternTime: MaxPatternTime})
+	err := s.compiled.ValidateBounded(ctx, v, jsonschema.Bounds{MaxSteps: MaxSteps, MaxPatternTime: MaxPatternTime, Now: s.now})
 	if err == nil {
 		return nil, nil
 	}

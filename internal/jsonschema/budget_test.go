@@ -1,0 +1,173 @@
+package jsonschema
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// compileTest compiles one schema given as JSON text.
+func compileTest(t *testing.T, schema string) *Schema {
+	t.Helper()
+	doc, err := UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCompiler()
+	if err := c.AddResource("https://example.invalid/s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("https://example.invalid/s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+func decodeTest(t *testing.T, s string) any {
+	t.Helper()
+	v, err := UnmarshalJSON(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// intList is a JSON array of n integers from start, with last at the end
+// instead of the last one when last is not "".
+func intList(start, n int, last string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i == n-1 && last != "" {
+			b.WriteString(last)
+		} else {
+			fmt.Fprint(&b, start+i)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// TestCostlyStepStopsWithinSlack: a single step that compares or hashes
+// large values (const, enum, uniqueItems) looks at the context as it goes.
+// The context is cancelled once the work is under way (after 1000 values
+// compared or hashed); the validation must return ctx's error after at
+// most CheckEvery more, where it used to finish the whole
+// comparison (minutes for the inputs of the issue).
+func TestCostlyStepStopsWithinSlack(t *testing.T) {
+	const big = 50_000
+	bigArray := intList(0, big, "")
+	tests := []struct {
+		name, schema, input string
+	}{
+		{"const against a large value", `{"const":` + bigArray + `}`, intList(0, big, "-1")},
+		{"enum of large values", `{"items":{"enum":[` + bigArray + `,` + intList(1, big, "") + `]}}`, `[` + intList(0, big, "-1") + `]`},
+		{"enum of many objects", `{"items":{"enum":` + objects(20_000, "") + `}}`, objects(1000, `"x"`)},
+		{"uniqueItems of 20 large items", `{"uniqueItems":true}`, `[` + strings.Repeat(intList(0, 20_000, "")+",", 19) + intList(0, 20_000, "-1") + `]`},
+		{"uniqueItems of many large items", `{"uniqueItems":true}`, `[` + strings.Repeat(intList(0, 2_000, "")+",", 99) + intList(0, 2_000, "-1") + `]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sch := compileTest(t, tt.schema)
+			v := decodeTest(t, tt.input)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			compared, atCancel := 0, -1
+			testHookValue = func() {
+				compared++
+				if compared == 1000 {
+					atCancel = compared
+					cancel()
+				}
+			}
+			defer func() { testHookValue = nil }()
+			err := sch.ValidateBounded(ctx, v, Bounds{})
+			if atCancel < 0 {
+				t.Fatalf("the validation looked at only %d values, want a costly step (got %v)", compared, err)
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want context.Canceled", err)
+			}
+			if after := compared - atCancel; after > CheckEvery {
+				t.Errorf("looked at %d values after the context ended, want at most %d", after, CheckEvery)
+			}
+		})
+	}
+}
+
+// objects is a JSON array of n objects, distinct from each other, each
+// with a field of value last when last is not "".
+func objects(n int, last string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"name":"item %d","tags":["a","b","c"],"size":{"w":1,"h":2}`, i, i)
+		if last != "" {
+			fmt.Fprintf(&b, `,"last":%s`, last)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// TestEnumLookupIsHashed: a value is compared with the enum items it may
+// equal, not with every item, so 255 integers against a 100,000-item enum
+// take a few hundred comparisons, not 25 million.
+func TestEnumLookupIsHashed(t *testing.T) {
+	sch := compileTest(t, `{"items":{"enum":`+intList(0, 100_000, "")+`}}`)
+	v := decodeTest(t, intList(100_000, 255, ""))
+	compared := 0
+	testHookValue = func() { compared++ }
+	defer func() { testHookValue = nil }()
+	err := sch.ValidateBounded(t.Context(), v, Bounds{})
+	if _, ok := err.(*ValidationError); !ok {
+		t.Fatalf("got %v, want a *ValidationError (no item is in the enum)", err)
+	}
+	if compared > 255*4 {
+		t.Errorf("compared %d values, want at most %d", compared, 255*4)
+	}
+	if err := sch.ValidateBounded(t.Context(), decodeTest(t, intList(99_745, 255, "")), Bounds{}); err != nil {
+		t.Errorf("items in the enum: got %v, want valid", err)
+	}
+}
+
+// TestPanicIsAnError: a panic inside the validator comes back as a
+// *PanicError naming the location, not as a panic.
+func TestPanicIsAnError(t *testing.T) {
+	sch := compileTest(t, `{"properties":{"lat":{"minimum":0}}}`)
+	// A number big.Rat refuses (an exponent beyond 10^6), which used to
+	// panic on a nil *big.Rat, stops the validation with an error.
+	err := sch.ValidateBounded(t.Context(), map[string]any{"lat": json.Number("1e1000001")}, Bounds{})
+	if err == nil || !strings.Contains(err.Error(), "cannot be compared exactly") {
+		t.Errorf("got %v, want an error that the number cannot be compared", err)
+	}
+
+	// Any other panic, here injected at the evaluation of /a/b, is a
+	// *PanicError naming where.
+	ext := compileTest(t, `{"properties":{"a":{"properties":{"b":{"type":"string"}}}}}`)
+	b := newBudget(t.Context(), Bounds{})
+	b.testHookCharge = func(units int) {
+		if len(b.loc) == 2 {
+			panic("boom")
+		}
+	}
+	err = ext.validateBudget(map[string]any{"a": map[string]any{"b": "x"}}, b)
+	perr, ok := err.(*PanicError)
+	if !ok {
+		t.Fatalf("got %v, want a *PanicError", err)
+	}
+	if got, want := perr.Error(), "the validator failed at /a/b: boom"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
