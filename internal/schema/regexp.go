@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +30,19 @@ var errMatchTimeout = errors.New("the match took longer than 100ms")
 // ECMA-262 regular expressions. A pattern RE2 compiles is matched by RE2,
 // in linear time; the few RE2 lacks (lookaround, backreferences, as zod
 // emits) are matched by regexp2 in ECMAScript mode under MatchTimeout.
+//
+// ECMAScript's \s and \S take in more whitespace than RE2's (vertical tab,
+// no-break spaces, the Unicode space separators, line and paragraph
+// separators, the byte order mark); they are spelt out for RE2, and a
+// pattern with \S inside a class, which RE2 cannot spell, goes to regexp2.
 func compilePattern(p string) (jsonschema.Regexp, error) {
-	if re, err := regexp.Compile(p); err == nil {
-		return re, nil
+	if q, ok := ecmaSpaces(p); ok {
+		if re, err := regexp.Compile(q); err == nil {
+			if q == p {
+				return re, nil
+			}
+			return re2Regexp{re, p}, nil
+		}
 	}
 	re, err := regexp2.Compile(p, regexp2.ECMAScript)
 	if err != nil {
@@ -40,6 +51,56 @@ func compilePattern(p string) (jsonschema.Regexp, error) {
 	re.MatchTimeout = MatchTimeout
 	return ecmaRegexp{re}, nil
 }
+
+// ecmaSpace is the body of a class of ECMAScript's white space and line
+// terminators, the characters its \s matches, in RE2's syntax.
+const ecmaSpace = `\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}`
+
+// ecmaSpaces rewrites p's \s and \S as ECMAScript reads them, for RE2. It
+// returns false for a \S inside a class.
+func ecmaSpaces(p string) (string, bool) {
+	if !strings.Contains(p, `\s`) && !strings.Contains(p, `\S`) {
+		return p, true
+	}
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			i++
+			switch n := p[i]; {
+			case n == 's' && inClass:
+				b.WriteString(ecmaSpace)
+			case n == 's':
+				b.WriteString("[" + ecmaSpace + "]")
+			case n == 'S' && inClass:
+				return "", false
+			case n == 'S':
+				b.WriteString("[^" + ecmaSpace + "]")
+			default:
+				b.WriteByte(c)
+				b.WriteByte(n)
+			}
+			continue
+		case c == '[' && !inClass:
+			inClass = true
+		case c == ']' && inClass:
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// re2Regexp is a pattern RE2 matches in a rewritten form; String gives
+// the pattern as the schema has it.
+type re2Regexp struct {
+	*regexp.Regexp
+	src string
+}
+
+func (r re2Regexp) String() string { return r.src }
 
 // ecmaRegexp is a backtracking pattern whose match may time out.
 type ecmaRegexp struct{ re *regexp2.Regexp }
