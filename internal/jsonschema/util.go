@@ -391,7 +391,12 @@ func duplicates(arr []any, b *budget) (int, int, ErrorKind) {
 	return -1, -1, nil
 }
 
-// writeHash writes v's hash, charging b one unit per value.
+func writeHash(v any, h *maphash.Hash) ErrorKind {
+	return (*budget)(nil).writeHash(v, h)
+}
+
+// writeHash writes v's hash, charging b one unit per value. toolrun: an
+// item or enum value as large as the input may be is hashed.
 func (b *budget) writeHash(v any, h *maphash.Hash) ErrorKind {
 	b.charge(1)
 	if testHookValue != nil {
