@@ -133,12 +133,10 @@ type Runner struct {
 // program.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
 	r := newRunner(client, tools, opts)
-	*r.st = State{Format: stateFormat, Params: params}
-	r.st.Params.Messages = slices.Clone(params.Messages)
-	r.st.Params.Tools = slices.Clone(params.Tools)
-	// The system prompt is the run's own too: the wire cache knows it by
-	// identity (encode.go's systemJSON).
-	r.st.Params.System = slices.Clone(params.System)
+	// The run's params share nothing with the caller's, who may go on
+	// writing into theirs: the wire cache knows a message by its pointer
+	// (encode.go).
+	*r.st = State{Format: stateFormat, Params: deepcopy.Copy(params)}
 	r.st.Betas = slices.Clone(params.Betas)
 	r.syncTools()
 	return r
@@ -267,29 +265,28 @@ func (r *Runner) snapshot() *State {
 	return r.st.clone()
 }
 
-// Messages returns a copy of the history. The response of a turn handed out
-// by Next is not in it until the next call of Next commits it.
+// Messages returns a copy of the history that shares nothing with the run:
+// writing into it, down to a block's text, does not change the run; give
+// the edited copy to [Runner.SetMessages] to change it. The response of a
+// turn handed out by Next is not in it until the next call of Next commits
+// it.
 func (r *Runner) Messages() []anthropic.BetaMessageParam {
-	return slices.Clone(r.st.Params.Messages)
+	return deepcopy.Copy(r.st.Params.Messages)
 }
 
-// SetMessages replaces the history. Called while a turn is handed out, it
-// takes over that turn: the runner will not append the turn's response or
-// run its tools. If the run had stopped, it may go on.
-//
-// The runner reuses the request JSON of a message it holds already (the
-// same OfUser, OfAssistant or OfSystem pointer) and encodes the others: to
-// change a message, put a new value in its place rather than writing
-// through the one [Runner.Messages] returned, which the history shares.
+// SetMessages replaces the history with a copy of messages. Called while a
+// turn is handed out, it takes over that turn: the runner will not append
+// the turn's response or run its tools. If the run had stopped, it may go
+// on. Writing into messages afterwards does not change the run.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
-	r.setHistory(slices.Clone(messages))
+	r.setHistory(deepcopy.Copy(messages))
 	r.markEdited()
 }
 
-// AppendMessages appends messages to the history, with the same effect on a
-// handed-out turn as [Runner.SetMessages].
+// AppendMessages appends a copy of messages to the history, with the same
+// effect on a handed-out turn as [Runner.SetMessages].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
-	r.setHistory(append(slices.Clip(r.st.Params.Messages), messages...))
+	r.setHistory(append(slices.Clip(r.st.Params.Messages), deepcopy.Copy(messages)...))
 	r.markEdited()
 }
 
@@ -350,14 +347,14 @@ func (r *Runner) SetMaxTurns(n int) {
 	}
 }
 
-// Params returns the request params the runner sends, with the history as
-// Messages and every tool's definition.
+// Params returns a copy of the request params the runner sends, with the
+// history as Messages and every tool's definition. It shares nothing with
+// the run.
 func (r *Runner) Params() anthropic.BetaMessageNewParams {
 	p := r.st.Params
-	p.Messages = slices.Clone(p.Messages)
-	p.Tools = slices.Clone(r.toolDefs)
-	p.Betas = slices.Clone(r.st.Betas)
-	return p
+	p.Tools = r.toolDefs
+	p.Betas = r.st.Betas
+	return deepcopy.Copy(p)
 }
 
 // Result returns how the run stopped, or nil while it has not.
@@ -386,7 +383,7 @@ func (r *Runner) result() *Result {
 		return res
 	}
 	return &Result{StopReason: s.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
-		Messages: slices.Clone(s.messages), Pending: s.pending, Usage: r.st.Usage,
+		Messages: deepcopy.Copy(s.messages), Pending: s.pending, Usage: r.st.Usage,
 		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: s.Budget,
 		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
 }
@@ -885,7 +882,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	}
 	r.last, r.lastRaw = r.lastMessage(), ""
 	res.Message = r.last
-	res.Messages = slices.Clone(r.st.Params.Messages)
+	res.Messages = deepcopy.Copy(r.st.Params.Messages)
 	res.Usage = r.st.Usage
 	res.CostUSD, res.CostComplete = r.st.CostUSD, !r.st.CostIncomplete
 	res.Turns = r.st.Turns

@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
@@ -105,12 +106,13 @@ func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.Bet
 		return nil
 	}
 	// The hook may change the messages, tools and system prompt of this
-	// request only (the tool list is shared with other runners:
-	// toolentry.go; the wire cache knows a system prompt by identity:
-	// encode.go).
-	params.Messages = slices.Clone(params.Messages)
+	// request only: it gets a copy of the history, which shares nothing
+	// with the run (and is encoded afresh: encode.go), and of the lists of
+	// tools (whose definitions are shared with other runners: toolentry.go)
+	// and system blocks.
+	params.Messages = deepcopy.Copy(params.Messages)
 	params.Tools = slices.Clone(params.Tools)
-	params.System = slices.Clone(params.System)
+	params.System = deepcopy.Copy(params.System)
 	return r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, params) })
 }
 
