@@ -15,6 +15,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -446,6 +447,36 @@ func TestMessagesShareNothing(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string{"original", "original", "SET"}, got); diff != "" {
 				t.Errorf("the first message as the server saw it (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// BenchmarkHistoryShareNothing weighs the two ways of keeping what is sent
+// what State holds, on histories of 10 and 100 turns: copying the history
+// whole where it is handed out or taken in (copy: what Messages and
+// SetMessages cost, once per call), against noticing an edit by content
+// (encode: what every request would cost, as the official runner pays).
+func BenchmarkHistoryShareNothing(b *testing.B) {
+	for _, turns := range []int{10, 100} {
+		msgs := []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))}
+		for i := range turns {
+			id := fmt.Sprintf("toolu_%d", i)
+			msgs = append(msgs,
+				anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{Content: []anthropic.BetaContentBlockParamUnion{
+					anthropic.NewBetaTextBlock("calling echo"), anthropic.NewBetaToolUseBlock(id, json.RawMessage(`{"s":"hello"}`), "echo")}}},
+				anthropic.NewBetaUserMessage(anthropic.NewBetaToolResultBlock(id, "hello", false)))
+		}
+		b.Run(fmt.Sprintf("turns=%d/copy", turns), func(b *testing.B) {
+			for b.Loop() {
+				deepcopy.Copy(msgs)
+			}
+		})
+		b.Run(fmt.Sprintf("turns=%d/encode", turns), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := json.Marshal(msgs); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

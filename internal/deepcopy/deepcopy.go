@@ -50,7 +50,10 @@
 // recursion, and sharing inside the value is kept inside the copy.
 package deepcopy
 
-import "reflect"
+import (
+	"reflect"
+	"sync"
+)
 
 // Copy returns a deep copy of v; see the package documentation for what
 // is copied and what is not.
@@ -156,16 +159,18 @@ func (c *copier) copy(dst, src reflect.Value) {
 		}
 	case reflect.Struct:
 		dst.Set(src)
-		t := src.Type()
-		for i := range t.NumField() {
-			if t.Field(i).IsExported() {
-				f := dst.Field(i)
-				f.SetZero()
-				c.copy(f, src.Field(i))
+		info := infoOf(src.Type())
+		for _, i := range info.fields {
+			f := src.Field(i)
+			if shallowZero(f) {
+				continue // nil, as dst.Set made it
 			}
+			d := dst.Field(i)
+			d.SetZero()
+			c.copy(d, f)
 		}
-		if p := dst.Addr(); p.Type().Implements(extraFielderType) {
-			x := p.Interface().(extraFielder)
+		if info.extra {
+			x := dst.Addr().Interface().(extraFielder)
 			if extra := x.ExtraFields(); extra != nil {
 				m := reflect.New(reflect.TypeOf(extra)).Elem()
 				c.copy(m, reflect.ValueOf(extra))
@@ -188,6 +193,43 @@ func plain(t reflect.Type) bool {
 		return true
 	case reflect.Array:
 		return plain(t.Elem())
+	}
+	return false
+}
+
+// structInfo is what copy needs of a struct type: the indices of its
+// exported fields that may share memory, and whether its pointer has the
+// SDK's extra fields.
+type structInfo struct {
+	fields []int
+	extra  bool
+}
+
+// infos caches the structInfo of each struct type met, as encoding/json
+// caches its encoders: reflecting on a type's fields every time costs more
+// than the copy.
+var infos sync.Map // reflect.Type → *structInfo
+
+func infoOf(t reflect.Type) *structInfo {
+	if v, ok := infos.Load(t); ok {
+		return v.(*structInfo)
+	}
+	info := &structInfo{extra: reflect.PointerTo(t).Implements(extraFielderType)}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && !plain(f.Type) {
+			info.fields = append(info.fields, i)
+		}
+	}
+	v, _ := infos.LoadOrStore(t, info)
+	return v.(*structInfo)
+}
+
+// shallowZero reports whether v is a nil pointer, slice, map or interface,
+// whose copy is itself.
+func shallowZero(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+		return v.IsNil()
 	}
 	return false
 }
