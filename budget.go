@@ -72,7 +72,9 @@ type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
-	// [Budget.Prices] (or [DefaultPrices]) by model.
+	// [Budget.Prices] (or [DefaultPrices]) by model: the model a response
+	// names, or, when that one has no price (a gateway that renames
+	// models), the model its request named, with a Warn.
 	CostUSD float64
 	// WallTime bounds the run's time from the runner's first step, as a
 	// deadline on its requests and tools.

@@ -125,7 +125,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 		return &TurnError{Turn: n, Attempt: 1, Err: fmt.Errorf("compacting the history: %w", err)}
 	}
 	// Billed whether or not it holds a summary.
-	r.account(ctx, msg)
+	r.account(ctx, msg, params.Model)
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start), Usage: usageOf(msg), Compaction: true})
 	var (
 		summary string
