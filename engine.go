@@ -33,13 +33,12 @@ type Runner struct {
 	// the client, a fraction of its size, which matters for runs held by
 	// the thousand while they await approval.
 	//
-	// messages, opts and log point into a runConfig that the runners built
-	// with equal ones share (see sharedConfig), never written: opts is this
-	// runner's copy of its Options.
+	// messages, opts and log point into the runConfig of the runner's
+	// Template, shared with its other runners and never written.
 	messages *anthropic.BetaMessageService
 	opts     *Options
 	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	set      *toolSet    // shared with the runners built from the same tools
+	set      *toolSet    // the Template's, shared with its other runners
 	tools    []toolEntry // this runner's view of set's tools, by position
 	// toolDefs is the tool list sent with each request: set.defs itself
 	// (shared, never written through) while the run has no tool params of
@@ -130,31 +129,16 @@ type Runner struct {
 //
 // New panics if two tools share a name, a tool's schema cannot be used, or
 // Options.Store is set without Options.RunID: those are mistakes in the
-// program.
+// program. To build many runners of the same client, tools and options,
+// build a [Template] once.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
-	r := newRunner(client, tools, opts)
-	// The run's params share nothing with the caller's, who may go on
-	// writing into theirs: the wire cache knows a message by its pointer
-	// (encode.go).
-	*r.st = State{Format: stateFormat, Params: deepcopy.Copy(params)}
-	r.st.Betas = slices.Clone(params.Betas)
-	r.syncTools()
-	return r
+	return NewTemplate(client, tools, opts).New(params)
 }
 
-func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
-	cfg := sharedConfig(client.Beta.Messages, opts)
-	r := &Runner{messages: &cfg.messages, opts: &cfg.opts, log: &cfg.log, st: &State{}}
-	if r.opts.Store != nil && r.opts.RunID == "" {
-		panic("toolrun: Options.Store needs Options.RunID")
-	}
-	set, err := toolSetOf(tools)
-	if err != nil {
-		panic(err.Error())
-	}
-	r.set = set
-	r.tools = set.entriesFor(tools)
-	return r
+// newRunner returns a runner of t with an empty State.
+func (t *Template) newRunner() *Runner {
+	return &Runner{messages: &t.cfg.messages, opts: &t.cfg.opts, log: &t.cfg.log, st: &State{},
+		set: t.set, tools: t.set.entries}
 }
 
 // syncTools rebuilds the tool list sent with each request and the sorted

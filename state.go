@@ -602,7 +602,19 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s.Format != stateFormat {
 		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 	}
-	r := newRunner(client, tools, opts)
+	return NewTemplate(client, tools, opts).Resume(s)
+}
+
+// Resume returns a runner that continues the run s, as the function
+// [Resume] does, with the template's client, tools and options.
+func (t *Template) Resume(s *State) (*Runner, error) {
+	if s == nil {
+		return nil, errors.New("toolrun: resume: nil state")
+	}
+	if s.Format != stateFormat {
+		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
+	}
+	r := t.newRunner()
 	if err := s.verify(r.opts.StateKey); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}

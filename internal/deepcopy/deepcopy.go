@@ -19,8 +19,8 @@
 //
 //   - A struct is copied by value, then each exported field is copied
 //     deeply in place. Unexported fields keep the value they had:
-//     reflection may read them but not set them (short of package unsafe,
-//     which this package does not use). In the types a State holds they
+//     reflection may read them but not set them (short of going around the
+//     type system, which this package does not do). In the types a State holds they
 //     are the anthropic SDK's own plain bookkeeping — param.Opt's status,
 //     a union's or param struct's metadata — which no exported field or
 //     method hands out for writing, and the State's own turn in progress,
@@ -39,7 +39,7 @@
 //     type are, to reflection, inside an unexported field and keep their
 //     value; the SDK embeds no such field but its metadata.
 //
-//   - Funcs, channels and unsafe pointers are copied as they are: they have
+//   - Funcs, channels and raw pointers are copied as they are: they have
 //     no contents to copy.
 //
 //   - Map keys are copied as they are: a key is what its entry is found by.
@@ -178,7 +178,7 @@ func (c *copier) copy(dst, src reflect.Value) {
 			}
 		}
 	default:
-		// Booleans, numbers, strings, funcs, channels, unsafe pointers.
+		// Booleans, numbers, strings, funcs, channels, raw pointers.
 		dst.Set(src)
 	}
 }
