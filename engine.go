@@ -85,7 +85,6 @@ type Runner struct {
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
 	compactFloor  int64     // the input of the first response after the last compaction
-	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
 	inputStale    bool      // lastInput does not bound the history's first lastInputMsgs messages (budget.go)
 	breakpoints   cacheTier // the dearest cache breakpoint seen in the history (budget.go)
