@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -72,7 +71,9 @@ type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
-	// [Budget.Prices] (or [DefaultPrices]) by model.
+	// [Budget.Prices] (or [DefaultPrices]) by model: the model a response
+	// names, or, when that one has no price (a gateway that renames
+	// models), the model its request named, with a Warn.
 	CostUSD float64
 	// WallTime bounds the run's time from the runner's first step, as a
 	// deadline on its requests and tools.
@@ -155,32 +156,10 @@ func modelKey(model string) string {
 // longest prefix, with the cache prices filled in, and whether it found
 // one.
 func priceOf(prices map[string]Price, model string) (Price, bool) {
-	if len(prices) == 0 {
-		// Every response is priced, and a program mostly runs one model:
-		// the default table's answer for the last model is kept, since
-		// that table never changes (issue 15, CPU per turn).
-		if m := lastDefaultPrice.Load(); m != nil && m.model == model {
-			return m.price, m.ok
-		}
-		p, ok := lookupPrice(nil, model)
-		lastDefaultPrice.Store(&priceMemo{model: model, price: p, ok: ok})
-		return p, ok
-	}
 	return lookupPrice(prices, model)
 }
 
-// priceMemo is the price of model in the default table, as priceOf
-// found it.
-type priceMemo struct {
-	model string
-	price Price
-	ok    bool
-}
-
-// lastDefaultPrice is the model priced last by the default table alone.
-var lastDefaultPrice atomic.Pointer[priceMemo]
-
-// lookupPrice is priceOf without the memo.
+// lookupPrice is priceOf.
 func lookupPrice(prices map[string]Price, model string) (Price, bool) {
 	key := modelKey(model)
 	find := func(table map[string]Price) (Price, bool) {

@@ -65,8 +65,9 @@ func (e Compacted) EventTurn() int { return e.Turn }
 
 // CompactBeforeNextTurn asks for the history to be compacted once the
 // current turn has finished, before the next request, with the settings of
-// Options.Compaction (automatic or not).
-func (r *Runner) CompactBeforeNextTurn() { r.compactAsked = true }
+// Options.Compaction (automatic or not). The request is kept in the run's
+// [State]: a run resumed from it compacts as this one would have.
+func (r *Runner) CompactBeforeNextTurn() { r.st.compactNext = true }
 
 // compactDue reports whether the history should be compacted now, and why.
 func (r *Runner) compactDue() (bool, int64) {
@@ -75,7 +76,7 @@ func (r *Runner) compactDue() (bool, int64) {
 		// Nothing yet, or a paused turn that must be resumed first.
 		return false, 0
 	}
-	if r.compactAsked {
+	if r.st.compactNext {
 		return true, 0
 	}
 	if t := r.opts.Compaction.Threshold; t > 0 && r.lastInput >= t && r.lastInput >= 2*r.compactFloor {
@@ -97,7 +98,7 @@ func (r *Runner) compactDue() (bool, int64) {
 // called for it, since it hands out no turn. A hook that stops the run
 // (StopRun, an error) stops it here, before the request is sent.
 func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
-	r.compactAsked = false
+	r.st.compactNext = false
 	c := r.opts.Compaction
 	before := len(r.st.Params.Messages)
 	n := r.st.Turns + 1
@@ -125,7 +126,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 		return &TurnError{Turn: n, Attempt: 1, Err: fmt.Errorf("compacting the history: %w", err)}
 	}
 	// Billed whether or not it holds a summary.
-	r.account(ctx, msg)
+	r.account(ctx, msg, params.Model)
 	r.emit(ctx, ResponseReceived{Turn: n, Message: msg, Duration: time.Since(start), Usage: usageOf(msg), Compaction: true})
 	var (
 		summary string

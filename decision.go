@@ -516,13 +516,11 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 // more (see [Policy]), approved calls run, and calls that ran before the
 // run was suspended do not run again.
 //
-// Decide returns an error wrapping [ErrNotAwaitingApproval] if the run is
-// not awaiting approval or the call does not await a decision (see
-// [State.Decide]).
+// Decide takes a decision exactly when [State.Decide] does, whether the
+// run has stopped to await it (Run, Next) or not yet (a driver of Advance
+// and ExecuteCall): it returns an error wrapping [ErrNotAwaitingApproval]
+// if the call does not await a person's decision.
 func (r *Runner) Decide(toolUseID string, d Decision) error {
-	if r.stopped == nil || r.stopped.StopReason != StopAwaitingApproval {
-		return fmt.Errorf("%w: the run is not suspended for approval", ErrNotAwaitingApproval)
-	}
 	r.mu.Lock()
 	err := r.st.Decide(toolUseID, d)
 	r.mu.Unlock()

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"encoding/json"
+	"slices"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -16,13 +17,20 @@ import (
 // results, or whatever the caller put in their place.
 //
 // A message is known by the pointer its union holds (OfUser, OfAssistant,
-// OfSystem), which the history shares with the values the runner and the
-// caller build: a message the caller replaces, or one that compaction or a
-// BeforeRequest hook puts in, has a new pointer and is encoded afresh; one
-// kept in place is not, wherever it moves to. The history's message values
-// are never written through (the runner builds new ones; the docs of
-// SetMessages and BeforeRequest ask the same of the caller), so the pointer
-// is enough, and no edit needs to tell the cache what it changed.
+// OfSystem). That is sound because no one but the runner can reach the
+// values behind those pointers: everything that hands out or takes in
+// messages copies them whole (New, Messages, Params, SetMessages,
+// AppendMessages, Result.Messages, State and Resume), and a BeforeRequest
+// hook gets a copy of the history, which the runner encodes afresh. A
+// message the caller replaces, or one that compaction or a hook puts in,
+// has a new pointer and is encoded afresh; one kept in place is not,
+// wherever it moves to.
+//
+// The rest of a request is encoded every turn (the system prompt and the
+// other params are small), but for the tool list, which is known by its
+// elements: a tool definition is never written through (see toolSet), and
+// a list in which an element was replaced, in place or not, is encoded
+// again.
 
 // wireCache holds the request JSON of the messages of the last request.
 type wireCache struct {
@@ -36,15 +44,6 @@ type wireCache struct {
 	// the runner's tool set, which keeps the JSON of its own list.
 	tools *toolsJSON
 	set   *toolSet
-	// system is the JSON of the last thread request's system prompt, whose
-	// first element and length are systemOf and systemLen (systemJSON).
-	system    string
-	systemOf  *anthropic.BetaTextBlockParam
-	systemLen int
-	// head is the JSON of the plain params headOf, without messages,
-	// tools and thread (headJSON).
-	head   []byte
-	headOf *anthropic.BetaMessageNewParams
 
 	// link is the run's message thread, on unless Options.NoThread (thread.go).
 	// A stopped run drops it with the rest of the cache, and starts a new
@@ -52,29 +51,23 @@ type wireCache struct {
 	link threadLink
 }
 
-// toolsJSON is the request JSON of a tool list, known by the list's first
-// element and length. A tool list the runner sends is never written
-// through: it is a toolSet's (shared, never changed) or the runner's own,
-// rebuilt when it changes, and a BeforeRequest hook gets a copy. So its
-// identity is enough, as a message's pointer is, and a turn does not
-// encode the tools' schemas again: they are most of what a request
-// carries besides the messages (issue 15, CPU at 10 turns).
+// toolsJSON is the request JSON of a tool list, known by its elements (the
+// pointers of their unions): list is a copy of them, so that a list
+// written in place since is seen to differ.
 type toolsJSON struct {
-	first *anthropic.BetaToolUnionParam
-	n     int
-	json  []byte
+	list []anthropic.BetaToolUnionParam
+	json []byte
 }
 
 // toolsBody returns the request JSON of tools, a non-empty list. The
 // encoding of a toolSet's own list is kept on the set, so that the runners
 // built from the same tools encode their definitions once between them.
 func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, error) {
-	first := &tools[0]
-	if t := c.tools; t != nil && t.first == first && t.n == len(tools) {
+	if t := c.tools; t != nil && slices.Equal(t.list, tools) {
 		return t.json, nil
 	}
 	s := c.set
-	shared := s != nil && len(s.defs) == len(tools) && &s.defs[0] == first
+	shared := s != nil && slices.Equal(s.defs, tools)
 	if shared {
 		if t := s.defsJSON.Load(); t != nil {
 			c.tools = t
@@ -85,35 +78,12 @@ func (c *wireCache) toolsBody(tools []anthropic.BetaToolUnionParam) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	t := &toolsJSON{first: first, n: len(tools), json: b}
+	t := &toolsJSON{list: slices.Clone(tools), json: b}
 	c.tools = t
 	if shared {
 		s.defsJSON.Store(t)
 	}
 	return b, nil
-}
-
-// systemJSON returns the JSON of a request's system prompt, known by its
-// first element and length as a tool list is (toolsJSON): the runner's
-// system prompt is its own (New clones it; a BeforeRequest hook gets a
-// copy) and is never written through, so a thread turn does not encode it
-// again to see whether it changed (thread.go).
-func (c *wireCache) systemJSON(system []anthropic.BetaTextBlockParam) (string, error) {
-	if len(system) == 0 {
-		if system == nil {
-			return "null", nil
-		}
-		return "[]", nil
-	}
-	if c.systemOf == &system[0] && c.systemLen == len(system) {
-		return c.system, nil
-	}
-	b, err := json.Marshal(system)
-	if err != nil {
-		return "", err
-	}
-	c.system, c.systemOf, c.systemLen = string(b), &system[0], len(system)
-	return c.system, nil
 }
 
 type wireEntry struct {
@@ -148,45 +118,44 @@ func keyOf(m *anthropic.BetaMessageParam) (messageKey, bool) {
 // extra fields at the top, or a message fails to encode (the client then
 // reports the error).
 func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([]byte, bool) {
-	return c.bodyFrom(params, stream, 0, false, nil)
+	head, ok := headOf(params)
+	if !ok {
+		return nil, false
+	}
+	encs, ok := c.encode(params.Messages)
+	if !ok {
+		return nil, false
+	}
+	return c.assemble(params, head, stream, encs, 0, false)
 }
 
-// bodyFrom is body with only params.Messages[from:] in the body's
-// messages (the cache still learns them all), and no tools if omitTools:
-// a request that continues a message thread (thread.go). keys, if not nil,
-// are the messages' keys as keyOf gives them, the zero key for one it
-// does not cache: the thread has them already.
-func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool, from int, omitTools bool, keys []messageKey) ([]byte, bool) {
+// headOf returns the JSON of params without messages and tools, or false
+// when the client must marshal them (an override or extra fields at the
+// top, or a failure).
+func headOf(params *anthropic.BetaMessageNewParams) ([]byte, bool) {
 	if _, ok := params.Overrides(); ok || params.ExtraFields() != nil {
 		return nil, false
 	}
 	rest := *params
 	rest.Messages, rest.Tools = nil, nil
-	head, err := c.headJSON(&rest)
+	head, err := rest.MarshalJSON()
 	if err != nil || len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, false
 	}
-	var tools []byte
-	if len(params.Tools) > 0 && !omitTools {
-		if tools, err = c.toolsBody(params.Tools); err != nil {
-			return nil, false
-		}
-	}
-	msgs := params.Messages
-	size := len(head) + len(`,"stream":true,"tools":,"messages":[]`) + len(tools)
+	return head, true
+}
+
+// encode returns the request JSON of each message of msgs, from the cache
+// where it has them, and keeps the cache to msgs; or false if a message
+// fails to encode. The list is the cache's scratch, valid until the next
+// call.
+func (c *wireCache) encode(msgs []anthropic.BetaMessageParam) ([][]byte, bool) {
 	encs := c.scratch[:0]
 	var moved map[messageKey][]byte
 	kept := 0
 	for i := range msgs {
 		m := &msgs[i]
-		var key messageKey
-		var cacheable bool
-		if keys != nil {
-			key = keys[i]
-			cacheable = key != messageKey{}
-		} else {
-			key, cacheable = keyOf(m)
-		}
+		key, cacheable := keyOf(m)
 		var enc []byte
 		switch {
 		case !cacheable:
@@ -199,6 +168,7 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 			enc = moved[key]
 		}
 		if enc == nil {
+			var err error
 			if enc, err = m.MarshalJSON(); err != nil {
 				clear(encs)
 				c.drop()
@@ -216,7 +186,6 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 			kept++
 		}
 		encs = append(encs, enc)
-		size += len(enc) + 1
 	}
 	clear(c.entries[kept:])
 	c.entries = c.entries[:kept]
@@ -224,7 +193,41 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 		clear(moved)
 		c.spare = moved
 	}
+	c.scratch = encs
+	return encs, true
+}
 
+// learn adds m's encoding to the cache, as the message after those of the
+// last request: a reply, whose JSON the thread compares with the next
+// request's (thread.go) and which that request then reuses.
+func (c *wireCache) learn(m *anthropic.BetaMessageParam) ([]byte, bool) {
+	enc, err := m.MarshalJSON()
+	if err != nil {
+		return nil, false
+	}
+	if key, ok := keyOf(m); ok {
+		c.entries = append(c.entries, wireEntry{key, enc})
+	}
+	return enc, true
+}
+
+// assemble returns the request body of params from head (headOf), with
+// encs[from:] as its messages (encs being the encoding of every message,
+// as encode gives them) and no tools if omitTools: a request that
+// continues a message thread (thread.go) sends only what follows what the
+// thread holds.
+func (c *wireCache) assemble(params *anthropic.BetaMessageNewParams, head []byte, stream bool, encs [][]byte, from int, omitTools bool) ([]byte, bool) {
+	var tools []byte
+	if len(params.Tools) > 0 && !omitTools {
+		var err error
+		if tools, err = c.toolsBody(params.Tools); err != nil {
+			return nil, false
+		}
+	}
+	size := len(head) + len(`,"stream":true,"tools":,"messages":[]`) + len(tools)
+	for _, enc := range encs[min(from, len(encs)):] {
+		size += len(enc) + 1
+	}
 	b := make([]byte, 0, size)
 	b = append(b, head[:len(head)-1]...)
 	if len(head) > 2 {
@@ -243,7 +246,7 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 	case params.Tools != nil && !omitTools: // empty, and not omitted (omitzero)
 		b = append(b, `"tools":[],`...)
 	}
-	if msgs == nil { // omitted, as marshalling omits it (omitzero)
+	if params.Messages == nil { // omitted, as marshalling omits it (omitzero)
 		if b[len(b)-1] == ',' {
 			b = b[:len(b)-1]
 		}
@@ -256,77 +259,7 @@ func (c *wireCache) bodyFrom(params *anthropic.BetaMessageNewParams, stream bool
 		}
 		b = append(b, enc...)
 	}
-	clear(encs)
-	c.scratch = encs[:0]
 	return append(b, ']', '}'), true
-}
-
-// headJSON returns the JSON of rest, params without messages and tools.
-// The params of a run are mostly the same from turn to turn but for the
-// thread field, and marshalling them walks every field of the SDK's
-// struct by reflection (issue 15: CPU per turn at 10 turns, concurrent
-// runs). So the JSON of plain params (see plainHead) without the thread is
-// kept, known by the params' memory, and the thread's JSON is added to it.
-// Params that are not plain are marshalled every time: a field that holds
-// a pointer, a map or a slice the caller may still write through is not
-// known by its memory.
-func (c *wireCache) headJSON(rest *anthropic.BetaMessageNewParams) ([]byte, error) {
-	k := *rest
-	k.Thread = anthropic.BetaMessageThreadParamUnion{}
-	// Headers, not in the JSON.
-	k.Betas, k.UserProfileID, k.WorkspaceID = nil, param.Opt[string]{}, param.Opt[string]{}
-	if !plainHead(&k) {
-		return rest.MarshalJSON()
-	}
-	if c.head == nil || !sameMemory(&k, c.headOf) {
-		b, err := k.MarshalJSON()
-		if err != nil || len(b) < 2 || b[len(b)-1] != '}' {
-			return rest.MarshalJSON()
-		}
-		c.head, c.headOf = b, &k
-	}
-	if param.IsOmitted(rest.Thread) {
-		return c.head, nil
-	}
-	thread, err := rest.Thread.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(c.head)+len(`,"thread":`)+len(thread))
-	b = append(b, c.head[:len(c.head)-1]...)
-	if len(c.head) > 2 {
-		b = append(b, ',')
-	}
-	b = append(b, `"thread":`...)
-	b = append(b, thread...)
-	return append(b, '}'), nil
-}
-
-// plainHead reports whether k, params without messages, tools, thread and
-// headers,
-// sets only the model, max_tokens, cache_control and a system prompt
-// without citations, and none of them with extra fields: values that
-// cannot change under the runner's feet. The system prompt's array is
-// the run's own (New clones it, and a BeforeRequest hook gets a copy), and
-// its blocks then hold strings only.
-func plainHead(k *anthropic.BetaMessageNewParams) bool {
-	for i := range k.System {
-		b := &k.System[i]
-		if len(b.Citations) > 0 || b.ExtraFields() != nil || b.CacheControl.ExtraFields() != nil {
-			return false
-		}
-		if _, ok := b.Overrides(); ok {
-			return false
-		}
-	}
-	if k.CacheControl.ExtraFields() != nil {
-		return false
-	}
-	if _, ok := k.CacheControl.Overrides(); ok {
-		return false
-	}
-	plain := anthropic.BetaMessageNewParams{Model: k.Model, MaxTokens: k.MaxTokens, CacheControl: k.CacheControl, System: k.System}
-	return sameMemory(&plain, k)
 }
 
 // index returns the entries from i on by key, for messages that moved.

@@ -157,7 +157,7 @@ func TestWireBody(t *testing.T) {
 
 // TestWireHeadWrittenThrough: params that hold what the caller may write
 // through (a thinking config's pointer here) are encoded anew every time,
-// so that a write shows in the next body; plain ones are kept.
+// so that a write shows in the next body.
 func TestWireHeadWrittenThrough(t *testing.T) {
 	var c wireCache
 	p := wireParams(wireUser("weather?"))
@@ -166,16 +166,6 @@ func TestWireHeadWrittenThrough(t *testing.T) {
 	p.Thinking.OfEnabled.BudgetTokens = 4096
 	checkWireBody(t, &c, &p, false)
 
-	plain := wireParams(wireUser("weather?"))
-	checkWireBody(t, &c, &plain, false)
-	if c.headOf == nil {
-		t.Fatalf("the head of plain params was not kept")
-	}
-	kept := &c.head[0]
-	checkWireBody(t, &c, &plain, false)
-	if &c.head[0] != kept {
-		t.Errorf("the head of the same plain params was encoded again")
-	}
 }
 
 // TestWireBodyEncodesOnlyWhatIsNew: with the cache warm, a request of 500

@@ -33,13 +33,12 @@ type Runner struct {
 	// the client, a fraction of its size, which matters for runs held by
 	// the thousand while they await approval.
 	//
-	// messages, opts and log point into a runConfig that the runners built
-	// with equal ones share (see sharedConfig), never written: opts is this
-	// runner's copy of its Options.
+	// messages, opts and log point into the runConfig of the runner's
+	// Template, shared with its other runners and never written.
 	messages *anthropic.BetaMessageService
 	opts     *Options
 	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	set      *toolSet    // shared with the runners built from the same tools
+	set      *toolSet    // the Template's, shared with its other runners
 	tools    []toolEntry // this runner's view of set's tools, by position
 	// toolDefs is the tool list sent with each request: set.defs itself
 	// (shared, never written through) while the run has no tool params of
@@ -86,7 +85,6 @@ type Runner struct {
 	lastInput     int64     // the input tokens of the last request, all kinds
 	lastInputMsgs int       // the messages the last request sent
 	compactFloor  int64     // the input of the first response after the last compaction
-	compactAsked  bool      // CompactBeforeNextTurn was called
 	measureFloor  bool      // the next response's input is compactFloor
 	inputStale    bool      // lastInput does not bound the history's first lastInputMsgs messages (budget.go)
 	breakpoints   cacheTier // the dearest cache breakpoint seen in the history (budget.go)
@@ -130,33 +128,16 @@ type Runner struct {
 //
 // New panics if two tools share a name, a tool's schema cannot be used, or
 // Options.Store is set without Options.RunID: those are mistakes in the
-// program.
+// program. To build many runners of the same client, tools and options,
+// build a [Template] once.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
-	r := newRunner(client, tools, opts)
-	*r.st = State{Format: stateFormat, Params: params}
-	r.st.Params.Messages = slices.Clone(params.Messages)
-	r.st.Params.Tools = slices.Clone(params.Tools)
-	// The system prompt is the run's own too: the wire cache knows it by
-	// identity (encode.go's systemJSON).
-	r.st.Params.System = slices.Clone(params.System)
-	r.st.Betas = slices.Clone(params.Betas)
-	r.syncTools()
-	return r
+	return NewTemplate(client, tools, opts).New(params)
 }
 
-func newRunner(client anthropic.Client, tools []Tool, opts *Options) *Runner {
-	cfg := sharedConfig(client.Beta.Messages, opts)
-	r := &Runner{messages: &cfg.messages, opts: &cfg.opts, log: &cfg.log, st: &State{}}
-	if r.opts.Store != nil && r.opts.RunID == "" {
-		panic("toolrun: Options.Store needs Options.RunID")
-	}
-	set, err := toolSetOf(tools)
-	if err != nil {
-		panic(err.Error())
-	}
-	r.set = set
-	r.tools = set.entriesFor(tools)
-	return r
+// newRunner returns a runner of t with an empty State.
+func (t *Template) newRunner() *Runner {
+	return &Runner{messages: &t.cfg.messages, opts: &t.cfg.opts, log: &t.cfg.log, st: &State{},
+		set: t.set, tools: t.set.entries}
 }
 
 // syncTools rebuilds the tool list sent with each request and the sorted
@@ -267,29 +248,28 @@ func (r *Runner) snapshot() *State {
 	return r.st.clone()
 }
 
-// Messages returns a copy of the history. The response of a turn handed out
-// by Next is not in it until the next call of Next commits it.
+// Messages returns a copy of the history that shares nothing with the run:
+// writing into it, down to a block's text, does not change the run; give
+// the edited copy to [Runner.SetMessages] to change it. The response of a
+// turn handed out by Next is not in it until the next call of Next commits
+// it.
 func (r *Runner) Messages() []anthropic.BetaMessageParam {
-	return slices.Clone(r.st.Params.Messages)
+	return deepcopy.Copy(r.st.Params.Messages)
 }
 
-// SetMessages replaces the history. Called while a turn is handed out, it
-// takes over that turn: the runner will not append the turn's response or
-// run its tools. If the run had stopped, it may go on.
-//
-// The runner reuses the request JSON of a message it holds already (the
-// same OfUser, OfAssistant or OfSystem pointer) and encodes the others: to
-// change a message, put a new value in its place rather than writing
-// through the one [Runner.Messages] returned, which the history shares.
+// SetMessages replaces the history with a copy of messages. Called while a
+// turn is handed out, it takes over that turn: the runner will not append
+// the turn's response or run its tools. If the run had stopped, it may go
+// on. Writing into messages afterwards does not change the run.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
-	r.setHistory(slices.Clone(messages))
+	r.setHistory(deepcopy.Copy(messages))
 	r.markEdited()
 }
 
-// AppendMessages appends messages to the history, with the same effect on a
-// handed-out turn as [Runner.SetMessages].
+// AppendMessages appends a copy of messages to the history, with the same
+// effect on a handed-out turn as [Runner.SetMessages].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
-	r.setHistory(append(slices.Clip(r.st.Params.Messages), messages...))
+	r.setHistory(append(slices.Clip(r.st.Params.Messages), deepcopy.Copy(messages)...))
 	r.markEdited()
 }
 
@@ -350,14 +330,14 @@ func (r *Runner) SetMaxTurns(n int) {
 	}
 }
 
-// Params returns the request params the runner sends, with the history as
-// Messages and every tool's definition.
+// Params returns a copy of the request params the runner sends, with the
+// history as Messages and every tool's definition. It shares nothing with
+// the run.
 func (r *Runner) Params() anthropic.BetaMessageNewParams {
 	p := r.st.Params
-	p.Messages = slices.Clone(p.Messages)
-	p.Tools = slices.Clone(r.toolDefs)
-	p.Betas = slices.Clone(r.st.Betas)
-	return p
+	p.Tools = r.toolDefs
+	p.Betas = r.st.Betas
+	return deepcopy.Copy(p)
 }
 
 // Result returns how the run stopped, or nil while it has not.
@@ -386,7 +366,7 @@ func (r *Runner) result() *Result {
 		return res
 	}
 	return &Result{StopReason: s.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
-		Messages: slices.Clone(s.messages), Pending: s.pending, Usage: r.st.Usage,
+		Messages: deepcopy.Copy(s.messages), Pending: s.pending, Usage: r.st.Usage,
 		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: s.Budget,
 		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
 }
@@ -885,7 +865,7 @@ func (r *Runner) stop(ctx context.Context, res *Result) {
 	}
 	r.last, r.lastRaw = r.lastMessage(), ""
 	res.Message = r.last
-	res.Messages = slices.Clone(r.st.Params.Messages)
+	res.Messages = deepcopy.Copy(r.st.Params.Messages)
 	res.Usage = r.st.Usage
 	res.CostUSD, res.CostComplete = r.st.CostUSD, !r.st.CostIncomplete
 	res.Turns = r.st.Turns

@@ -3,7 +3,6 @@ package toolrun
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -39,50 +38,39 @@ func heldClient(s *toolruntest.Server) anthropic.Client {
 	return anthropic.NewClient(option.WithBaseURL(s.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
 }
 
-// TestRunnersShare: runners built from the same client, tools and Options
-// share their copy of them; a change to any of these, or to a tool's
-// settings, gets a runner its own, with the change.
+// TestRunnersShare: the runners of one Template share its copy of the
+// client, tools and Options; runners of New each have their own, and a
+// change to the caller's Options or tools after a Template was built
+// changes none of its runners.
 func TestRunnersShare(t *testing.T) {
-	// sameEntry compares ToolConfig field by field: a new field needs a
-	// line there.
-	if got := reflect.TypeFor[ToolConfig]().NumField(); got != 5 {
-		t.Fatalf("ToolConfig has %d fields; sameEntry compares 5: add the new ones to it", got)
-	}
 	echo, deploy := heldTools()
 	tools := []Tool{echo, deploy}
 	c := anthropic.NewClient(option.WithAPIKey("test"))
 	opts := &Options{Logger: slog.New(slog.DiscardHandler), MaxTurns: 7}
-	r1 := New(c, heldParams(), tools, opts)
-	r2 := New(c, heldParams(), tools, opts)
+	tpl := NewTemplate(c, tools, opts)
+	r1, r2 := tpl.New(heldParams()), tpl.New(heldParams())
 	if r1.opts != r2.opts || r1.log != r2.log || r1.messages != r2.messages {
-		t.Errorf("two runners of one client and Options hold copies of their own, want one shared")
+		t.Errorf("two runners of one Template hold copies of their own, want one shared")
 	}
 	if r1.set != r2.set || &r1.tools[0] != &r2.tools[0] || &r1.toolDefs[0] != &r2.toolDefs[0] {
-		t.Errorf("two runners of the same tools hold definitions of their own, want one set shared")
+		t.Errorf("two runners of one Template hold definitions of their own, want one set shared")
+	}
+	if n1, n2 := New(c, heldParams(), tools, opts), New(c, heldParams(), tools, opts); n1.opts == n2.opts || n1.set == n2.set {
+		t.Errorf("two runners of New share their Options (%v) or tools (%v), want copies of their own", n1.opts == n2.opts, n1.set == n2.set)
 	}
 
 	opts.MaxTurns = 8
-	r3 := New(c, heldParams(), tools, opts)
-	if r3.opts == r2.opts || r3.opts.MaxTurns != 8 || r2.opts.MaxTurns != 7 {
-		t.Errorf("after a change of Options: got MaxTurns %d (shared: %v), earlier runner %d; want 8, a copy of its own, 7",
-			r3.opts.MaxTurns, r3.opts == r2.opts, r2.opts.MaxTurns)
+	echo.Timeout = 5 * time.Second
+	r3 := tpl.New(heldParams())
+	if r3.opts.MaxTurns != 7 || r3.tool("echo").config.Timeout != 0 {
+		t.Errorf("after a change of the caller's Options and tool: got MaxTurns %d, Timeout %v; want the Template's 7 and 0", r3.opts.MaxTurns, r3.tool("echo").config.Timeout)
+	}
+	if got := New(c, heldParams(), tools, opts).tool("echo").config.Timeout; got != 5*time.Second {
+		t.Errorf("a runner of New after a change of the tool's settings: Timeout %v, want 5s", got)
 	}
 	t.Setenv(logEnv, "info")
-	if r4 := New(c, heldParams(), tools, opts); r4.log == r3.log || r4.log.routine != slog.LevelInfo {
-		t.Errorf("after %s=info: got the earlier runner's logger (%v) at routine level %v, want a new one at INFO", logEnv, r4.log == r3.log, r4.log.routine)
-	}
-
-	echo.Timeout = 5 * time.Second
-	r5 := New(c, heldParams(), tools, opts)
-	if got := r5.tool("echo").config.Timeout; got != 5*time.Second {
-		t.Errorf("after a change of the tool's settings: Timeout %v, want 5s", got)
-	}
-	if got := r1.tool("echo").config.Timeout; got != 0 {
-		t.Errorf("an earlier runner's Timeout changed to %v, want 0 (settings are copied at New)", got)
-	}
-	deploy.Policy = nil
-	if r6 := New(c, heldParams(), tools, opts); r6.tool("deploy").config.Policy != nil {
-		t.Errorf("after the Policy was removed, a new runner still has one")
+	if r4 := New(c, heldParams(), tools, opts); r4.log.routine != slog.LevelInfo {
+		t.Errorf("after %s=info: got routine level %v, want INFO", logEnv, r4.log.routine)
 	}
 
 	r1.RemoveTools("echo")

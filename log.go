@@ -132,9 +132,14 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			attrs = append(attrs, "stack", string(pe.Stack))
 		}
 		switch {
-		case errors.Is(res.Err, ErrDenied), errors.Is(res.Err, ErrNotRun):
-			// A denial is logged where it was decided; a call not run is
-			// explained by the run's stop.
+		case errors.Is(res.Err, ErrDenied):
+			// A denial was logged, at Warn, where it was decided
+			// (ToolDecided): once is enough.
+			if log.Enabled(ctx, log.routine) {
+				log.Log(ctx, log.routine, "toolrun: tool call finished", attrs...)
+			}
+		case errors.Is(res.Err, ErrNotRun):
+			// A call not run is explained by the run's stop.
 			log.WarnContext(ctx, "toolrun: tool call not run", attrs...)
 		default:
 			log.ErrorContext(ctx, "toolrun: tool call failed", attrs...)

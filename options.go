@@ -4,10 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -290,51 +287,21 @@ func orDefault(v, d time.Duration) time.Duration {
 }
 
 // runConfig is what a runner is given at New and never changes: the
-// client's Messages service, its Options and the logger made of them (and
-// of logEnv and slog's default logger, which it was made with).
+// client's Messages service, its Options and the logger made of them. The
+// runners of one [Template] share theirs.
 type runConfig struct {
 	messages anthropic.BetaMessageService
 	opts     Options
 	log      runLogger
-	env      string
-	def      *slog.Logger
 }
 
-// lastConfig is the runConfig that New made last, for the next New with an
-// equal one.
-var lastConfig atomic.Pointer[runConfig]
-
-// sharedConfig returns the runConfig of a runner of messages with opts
-// (nil for none): the one the last New made, if it is equal, or a new one.
-// A runner is held by the thousand while runs await approval, and its own
-// copy of these would be a fifth of it.
-//
-// Equal means equal as memory: every field the same value, every func,
-// map, slice, pointer and string the same one (which is what copying opts
-// gives: a copy shares those with the caller's value). Options holds
-// funcs, which Go cannot compare, so it is compared as bytes; padding
-// that differs between two copies makes them unequal, which costs only the
-// sharing. A logEnv value that is not understood is not shared, so that
-// each New warns of it as before.
-func sharedConfig(messages anthropic.BetaMessageService, opts *Options) *runConfig {
-	c := runConfig{messages: messages, env: os.Getenv(logEnv), def: slog.Default()}
+// newConfig returns the runConfig of a runner of messages with opts (nil
+// for none), reading the environment's ANTHROPIC_LOG now.
+func newConfig(messages anthropic.BetaMessageService, opts *Options) *runConfig {
+	c := &runConfig{messages: messages}
 	if opts != nil {
 		c.opts = *opts
 	}
-	if last := lastConfig.Load(); last != nil && last.env == c.env && last.def == c.def &&
-		sameMemory(&last.messages, &c.messages) && sameMemory(&last.opts, &c.opts) {
-		return last
-	}
-	n := c
-	n.log = newRunLogger(n.opts.Logger, c.env)
-	if strings.TrimSpace(c.env) == "" || logEnvKnown(c.env) {
-		lastConfig.Store(&n)
-	}
-	return &n
-}
-
-// sameMemory reports whether *a and *b hold the same bytes.
-func sameMemory[T any](a, b *T) bool {
-	size := unsafe.Sizeof(*a)
-	return string(unsafe.Slice((*byte)(unsafe.Pointer(a)), size)) == string(unsafe.Slice((*byte)(unsafe.Pointer(b)), size))
+	c.log = newRunLogger(c.opts.Logger, os.Getenv(logEnv))
+	return c
 }

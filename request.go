@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/internal/wire"
 )
 
@@ -50,7 +51,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 			r.fail(ctx, te, fmt.Sprintf("turn %d failed", n))
 			return nil
 		}
-		r.account(ctx, m)
+		r.account(ctx, m, params.Model)
 		bad := r.checkResponse(m)
 		if bad == nil {
 			r.threadReplied(m)
@@ -105,12 +106,13 @@ func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.Bet
 		return nil
 	}
 	// The hook may change the messages, tools and system prompt of this
-	// request only (the tool list is shared with other runners:
-	// toolentry.go; the wire cache knows a system prompt by identity:
-	// encode.go).
-	params.Messages = slices.Clone(params.Messages)
+	// request only: it gets a copy of the history, which shares nothing
+	// with the run (and is encoded afresh: encode.go), and of the lists of
+	// tools (whose definitions are shared with other runners: toolentry.go)
+	// and system blocks.
+	params.Messages = deepcopy.Copy(params.Messages)
 	params.Tools = slices.Clone(params.Tools)
-	params.System = slices.Clone(params.System)
+	params.System = deepcopy.Copy(params.System)
 	return r.callHook(ctx, "BeforeRequest", func() error { return h(ctx, n, params) })
 }
 
@@ -201,23 +203,41 @@ func (r *Runner) inHistory(id string) bool {
 }
 
 // account adds a response's usage and cost to the run's: what it is billed
-// for (see usageOf), a compaction's included.
-func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage) {
+// for (see usageOf), a compaction's included. The response is priced by
+// the model it names, and if that model has no price (a gateway that
+// renames models, say) by the model of its request, requested: a cost
+// budget checked before the request by the one model holds after it.
+func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage, requested anthropic.Model) {
 	r.st.Usage.add(usageOf(m))
 	price, ok := priceOf(r.opts.Budget.Prices, string(m.Model))
+	if !ok && requested != m.Model {
+		if price, ok = priceOf(r.opts.Budget.Prices, string(requested)); ok && r.warnOnce(string(m.Model)) {
+			r.log.WarnContext(ctx, "toolrun: no price for the response's model; its responses are priced as the request's model",
+				"model", string(m.Model), "request_model", string(requested))
+		}
+	}
 	if !ok {
 		r.st.CostIncomplete = true
-		if r.warnedPrice == nil {
-			r.warnedPrice = map[string]bool{}
-		}
-		if !r.warnedPrice[string(m.Model)] {
-			r.warnedPrice[string(m.Model)] = true
+		if r.warnOnce(string(m.Model)) {
 			r.log.WarnContext(ctx, "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Budget.Prices)",
 				"model", string(m.Model))
 		}
 		return
 	}
 	r.st.CostUSD += costOf(price, m)
+}
+
+// warnOnce reports whether the Warn about model's price is to be written:
+// once per model and runner.
+func (r *Runner) warnOnce(model string) bool {
+	if r.warnedPrice[model] {
+		return false
+	}
+	if r.warnedPrice == nil {
+		r.warnedPrice = map[string]bool{}
+	}
+	r.warnedPrice[model] = true
+	return true
 }
 
 // send sends one turn's request and returns the whole response.

@@ -56,6 +56,9 @@ type State struct {
 	// edited reports that the caller changed the history after pending was
 	// handed out, so pending will be left out.
 	edited bool
+	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
+	// compaction it asks for is made.
+	compactNext bool
 	// AlwaysAllow lists the tools a person allowed for the rest of the run:
 	// their calls that would be deferred to a person are allowed.
 	AlwaysAllow []string `json:"always_allow,omitempty"`
@@ -104,14 +107,15 @@ type plainState State
 // in progress.
 type stateJSON struct {
 	*plainState
-	Pending *turnState `json:"pending,omitempty"`
-	Edited  bool       `json:"edited,omitempty"`
+	Pending     *turnState `json:"pending,omitempty"`
+	Edited      bool       `json:"edited,omitempty"`
+	CompactNext bool       `json:"compact_next,omitempty"`
 }
 
 // MarshalJSON encodes s whole, with the turn in progress.
 func (s State) MarshalJSON() ([]byte, error) {
 	p := plainState(s)
-	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited})
+	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext})
 }
 
 // UnmarshalJSON decodes a State that MarshalJSON encoded.
@@ -120,7 +124,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	s.pending, s.edited = j.Pending, j.Edited
+	s.pending, s.edited, s.compactNext = j.Pending, j.Edited, j.CompactNext
 	return nil
 }
 
@@ -602,7 +606,19 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s.Format != stateFormat {
 		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 	}
-	r := newRunner(client, tools, opts)
+	return NewTemplate(client, tools, opts).Resume(s)
+}
+
+// Resume returns a runner that continues the run s, as the function
+// [Resume] does, with the template's client, tools and options.
+func (t *Template) Resume(s *State) (*Runner, error) {
+	if s == nil {
+		return nil, errors.New("toolrun: resume: nil state")
+	}
+	if s.Format != stateFormat {
+		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
+	}
+	r := t.newRunner()
 	if err := s.verify(r.opts.StateKey); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}

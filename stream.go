@@ -158,7 +158,7 @@ func (r *Runner) accountFailed(ctx context.Context, params *anthropic.BetaMessag
 	if !st.reported {
 		return Usage{}
 	}
-	r.account(ctx, st.msg)
+	r.account(ctx, st.msg, params.Model)
 	used := usageOf(st.msg)
 	if !st.outputReported {
 		used.UnreportedOutputTokens = max(0, outputBound(params)-used.OutputTokens)

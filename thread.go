@@ -47,21 +47,26 @@ const (
 // threadLink is what the API holds of a run's history on its thread. It
 // lives in the wire cache: a stopped run drops it, and a resumed run starts
 // with none, so either starts a new thread.
+//
+// The thread is known by content: what the API holds is the request JSON
+// of each of its messages, and a request continues the thread only if its
+// own messages begin with exactly those, and its model, system prompt and
+// other params (head) and its tools are the thread's. A message the cache
+// knows (encode.go) has the very bytes the thread holds, so the comparison
+// costs a pointer per message.
 type threadLink struct {
 	mode   threadMode
 	prevID string // the reply the next request continues from
-	// held are the keys of the history's messages the API holds, the
+	// held are the encodings of the history's messages the API holds, the
 	// reply last (replyOK says whether it is known).
-	held    []messageKey
+	held    [][]byte
 	replyOK bool
-	system  string     // the system prompt's JSON the thread was created with
+	head    string     // the params' JSON (model, system prompt, ...) the thread was created with
 	tools   *toolsJSON // the tool list the thread was created with, nil for none
-	// sent are the keys of the messages of the request in flight, and ok
-	// whether each was keyed (see keyOf); created whether it created the
-	// thread, with system and tools as below.
-	sent        []messageKey
-	sentOK      bool
-	sentSystem  string
+	// sent are the encodings of the messages of the request in flight;
+	// created whether it created the thread, with head and tools as below.
+	sent        [][]byte
+	sentHead    string
 	sentTools   *toolsJSON
 	sentCreated bool
 	// worked says that a reply arrived on a thread of this link, so that
@@ -71,6 +76,15 @@ type threadLink struct {
 	// probe is the 400 the first thread request got, while the same
 	// request goes without a thread to see whether the thread was why.
 	probe error
+}
+
+// sameJSON reports whether a and b are the same encoding, at once when
+// they are the same bytes.
+func sameJSON(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || string(a) == string(b)
 }
 
 // platformWithoutThreads reports whether model names a model of a platform
@@ -114,8 +128,10 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		p, o := wireRequest(params, body, opts)
 		return p, o, true
 	}
-	system, err := w.systemJSON(params.System)
-	if err != nil {
+	fingerprint := *params
+	fingerprint.Thread = anthropic.BetaMessageThreadParamUnion{}
+	head, ok := headOf(&fingerprint)
+	if !ok {
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
 	var tools *toolsJSON
@@ -125,37 +141,36 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		}
 		tools = w.tools
 	}
-	msgs := params.Messages
-	l.sent, l.sentOK = l.sent[:0], true
-	for i := range msgs {
-		k, ok := keyOf(&msgs[i])
-		if !ok {
-			k = messageKey{} // as bodyFrom takes it: not cached
-		}
-		l.sent = append(l.sent, k)
-		l.sentOK = l.sentOK && ok
+	encs, ok := w.encode(params.Messages)
+	if !ok {
+		return anthropic.BetaMessageNewParams{}, nil, false
 	}
+	l.sent = append(l.sent[:0], encs...)
 	// A continue must add a message: after a pause_turn the history ends
 	// with the reply the thread holds, so the turn creates a new thread.
-	cont := l.mode == threadContinue && l.replyOK && system == l.system && sameTools(tools, l.tools) &&
-		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
-	head := *params
+	cont := l.mode == threadContinue && l.replyOK && string(head) == l.head && sameTools(tools, l.tools) &&
+		len(l.held) < len(encs) && slices.EqualFunc(l.held, encs[:len(l.held)], sameJSON)
+	body := fingerprint
 	from := 0
 	if cont {
-		head.Thread = anthropic.BetaMessageThreadParamOfContinue(l.prevID)
-		head.System = nil
+		body.Thread = anthropic.BetaMessageThreadParamOfContinue(l.prevID)
+		body.System = nil
 		from = len(l.held)
 	} else {
-		head.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
+		body.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
 	}
-	l.sentCreated, l.sentSystem, l.sentTools = !cont, system, tools
-	body, ok := w.bodyFrom(&head, stream, from, cont, l.sent)
+	l.sentCreated, l.sentHead, l.sentTools = !cont, string(head), tools
+	bodyHead, ok := headOf(&body)
+	if !ok {
+		return anthropic.BetaMessageNewParams{}, nil, false
+	}
+	b, ok := w.assemble(params, bodyHead, stream, encs, from, cont)
 	if !ok {
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
 	// Until a reply arrives whole, nothing is known of what the API holds.
 	l.mode = threadCreate
-	p, o := wireRequest(params, body, opts)
+	p, o := wireRequest(params, b, opts)
 	p.Betas = threadBetas(p.Betas)
 	return p, o, true
 }
@@ -166,7 +181,7 @@ func sameTools(t, c *toolsJSON) bool {
 	if t == nil || c == nil {
 		return t == c // nil: a request without tools
 	}
-	return t == c || string(t.json) == string(c.json)
+	return t == c || sameJSON(t.json, c.json)
 }
 
 // threadReplied records m, the reply to the request in flight, valid and
@@ -177,7 +192,7 @@ func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
 		return
 	}
 	l := &r.wire.link
-	if l.mode == threadNone || l.probe != nil || !l.sentOK || m.StopReason == anthropic.BetaStopReasonRefusal {
+	if l.mode == threadNone || l.probe != nil || m.StopReason == anthropic.BetaStopReasonRefusal {
 		return
 	}
 	for _, it := range m.Usage.Iterations {
@@ -186,7 +201,7 @@ func (r *Runner) threadReplied(m *anthropic.BetaMessage) {
 		}
 	}
 	if l.sentCreated {
-		l.system, l.tools = l.sentSystem, l.sentTools
+		l.head, l.tools = l.sentHead, l.sentTools
 	}
 	l.held = append(l.held[:0], l.sent...)
 	l.mode, l.prevID, l.replyOK, l.worked = threadContinue, m.ID, false, true
@@ -203,11 +218,11 @@ func (r *Runner) threadReply(p *turnState) {
 	if l.mode != threadContinue || len(l.held) != len(l.sent) {
 		return
 	}
-	// A reply that appendTurn sanitizes goes into the history as a new
-	// message, whose key is not this one: the next request sees a history
+	// A reply that appendTurn sanitizes goes into the history as another
+	// message, whose JSON is not this one: the next request sees a history
 	// that is not the thread's, and creates a new thread.
-	if k, ok := keyOf(&p.Message); ok {
-		l.held = append(l.held, k)
+	if enc, ok := r.wire.learn(&p.Message); ok {
+		l.held = append(l.held, enc)
 		l.replyOK = true
 	}
 }

@@ -60,8 +60,8 @@ var cpuAreas = []area{
 
 // heapAreas are the areas of a heap profile of held runs.
 var heapAreas = []area{
-	{"the Runner and its State", []string{"toolrun.newRunner", "toolrun.New"},
-		"the State holds the params, as the hand loop's params box does (below), with the run's counters; the Runner's own fields are one 320-byte object"},
+	{"the Runner and its State", []string{"toolrun.(*Template).newRunner", "toolrun.(*Template).New", "toolrun.New"},
+		"the State holds the params, as the hand loop's params box does (below), with the run's counters; the Runner's own fields are one object, its client, tools and options the Template's"},
 	{"the history's messages made from responses (ToParam, the response's JSON)", []string{"BetaMessage.ToParam", "gjson.", "(*RequestConfig).decode", "(*BetaMessage).UnmarshalJSON"},
 		"the SDK's params of each response, which both hold; their strings share the response's JSON"},
 	{"the pending turn (its calls and their phases)", []string{"toolrun.newTurnState"},

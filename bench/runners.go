@@ -142,11 +142,12 @@ func toolrunPlainSetup(c anthropic.Client, specs []toolSpec) runFunc {
 	return toolrunSetupWith(c, specs, opts)
 }
 
-// toolrunSetupWith runs the loop with toolrun's Runner and opts.
+// toolrunSetupWith runs the loop with toolrun's Runner and opts, each run
+// made by one Template, as a program running many does.
 func toolrunSetupWith(c anthropic.Client, specs []toolSpec, opts *toolrun.Options) runFunc {
-	tools := toolrunTools(specs)
+	tpl := toolrun.NewTemplate(c, toolrunTools(specs), opts)
 	return func(ctx context.Context, prompt string) (int, error) {
-		res, err := toolrun.New(c, newParams(prompt), tools, opts).Run(ctx)
+		res, err := tpl.New(newParams(prompt)).Run(ctx)
 		if err == nil && res.StopReason != toolrun.StopEndTurn {
 			err = fmt.Errorf("toolrun stopped with %s: %s", res.StopReason, res.Detail)
 		}

@@ -367,9 +367,9 @@ func suspender(runner string, c anthropic.Client) (func() (any, error), error) {
 	p := prompt("approve", 0)
 	switch runner {
 	case "toolrun":
-		tools, opts := toolrunTools(specs), toolrunOptions()
+		tpl := toolrun.NewTemplate(c, toolrunTools(specs), toolrunOptions())
 		return func() (any, error) {
-			r := toolrun.New(c, newParams(p), tools, opts)
+			r := tpl.New(newParams(p))
 			res, err := r.Run(ctx)
 			if err == nil && (res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1) {
 				err = fmt.Errorf("stopped with %s and %d pending calls, want %s and 1", res.StopReason, len(res.Pending), toolrun.StopAwaitingApproval)

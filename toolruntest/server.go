@@ -53,14 +53,19 @@ type Request struct {
 	// request that continues a message thread, the thread's history
 	// followed by Params.Messages; for any other, Params.Messages.
 	Conversation []MessageParam
+	// System and Tools are the system prompt and the tool list the request
+	// stands for, as JSON: for a request that continues a message thread,
+	// the thread's; for any other, the request's own. Each is nil when
+	// there is none.
+	System, Tools json.RawMessage
 	// Usage is the usage the server billed the request: that of the message
 	// it answered with, or for a compaction, that of its iterations. It is
 	// nil for a request answered with an error.
 	Usage *Usage
 
 	// conversation is the raw conversation of a request that continues a
-	// thread, or nil.
-	conversation json.RawMessage
+	// thread, or nil; system and tools are the thread's.
+	conversation, system, tools json.RawMessage
 }
 
 // seenBody counts the requests with one body.
@@ -176,7 +181,9 @@ func (s *Server) Requests() []*Request {
 	for _, r := range out {
 		r.Params, _ = decodeParams(r.Body, false)
 		r.Conversation = r.Params.Messages
+		r.System, r.Tools = r.Params.Raw["system"], r.Params.Raw["tools"]
 		if r.conversation != nil {
+			r.System, r.Tools = r.system, r.tools
 			full := Params{Raw: map[string]json.RawMessage{"messages": r.conversation}}
 			decodeMessages(&full)
 			r.Conversation = full.Messages
@@ -288,6 +295,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		full, rejected = continued(prev, p)
 		s.mu.Lock()
 		req.conversation = full.Raw["messages"]
+		req.system, req.tools = full.Raw["system"], full.Raw["tools"]
 		s.mu.Unlock()
 	}
 	if rejected == nil {
@@ -458,6 +466,10 @@ func (s *Server) call(req *Request, p Params, conv []MessageParam) (reply Reply,
 	s.mu.Unlock()
 	c.Params = p
 	c.Conversation = conv
+	c.System, c.Tools = p.Raw["system"], p.Raw["tools"]
+	if c.conversation != nil {
+		c.System, c.Tools = c.system, c.tools
+	}
 	return s.respond(&c), nil
 }
 

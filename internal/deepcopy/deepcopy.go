@@ -19,8 +19,8 @@
 //
 //   - A struct is copied by value, then each exported field is copied
 //     deeply in place. Unexported fields keep the value they had:
-//     reflection may read them but not set them (short of package unsafe,
-//     which this package does not use). In the types a State holds they
+//     reflection may read them but not set them (short of going around the
+//     type system, which this package does not do). In the types a State holds they
 //     are the anthropic SDK's own plain bookkeeping — param.Opt's status,
 //     a union's or param struct's metadata — which no exported field or
 //     method hands out for writing, and the State's own turn in progress,
@@ -39,7 +39,7 @@
 //     type are, to reflection, inside an unexported field and keep their
 //     value; the SDK embeds no such field but its metadata.
 //
-//   - Funcs, channels and unsafe pointers are copied as they are: they have
+//   - Funcs, channels and raw pointers are copied as they are: they have
 //     no contents to copy.
 //
 //   - Map keys are copied as they are: a key is what its entry is found by.
@@ -50,7 +50,10 @@
 // recursion, and sharing inside the value is kept inside the copy.
 package deepcopy
 
-import "reflect"
+import (
+	"reflect"
+	"sync"
+)
 
 // Copy returns a deep copy of v; see the package documentation for what
 // is copied and what is not.
@@ -156,16 +159,18 @@ func (c *copier) copy(dst, src reflect.Value) {
 		}
 	case reflect.Struct:
 		dst.Set(src)
-		t := src.Type()
-		for i := range t.NumField() {
-			if t.Field(i).IsExported() {
-				f := dst.Field(i)
-				f.SetZero()
-				c.copy(f, src.Field(i))
+		info := infoOf(src.Type())
+		for _, i := range info.fields {
+			f := src.Field(i)
+			if shallowZero(f) {
+				continue // nil, as dst.Set made it
 			}
+			d := dst.Field(i)
+			d.SetZero()
+			c.copy(d, f)
 		}
-		if p := dst.Addr(); p.Type().Implements(extraFielderType) {
-			x := p.Interface().(extraFielder)
+		if info.extra {
+			x := dst.Addr().Interface().(extraFielder)
 			if extra := x.ExtraFields(); extra != nil {
 				m := reflect.New(reflect.TypeOf(extra)).Elem()
 				c.copy(m, reflect.ValueOf(extra))
@@ -173,7 +178,7 @@ func (c *copier) copy(dst, src reflect.Value) {
 			}
 		}
 	default:
-		// Booleans, numbers, strings, funcs, channels, unsafe pointers.
+		// Booleans, numbers, strings, funcs, channels, raw pointers.
 		dst.Set(src)
 	}
 }
@@ -188,6 +193,43 @@ func plain(t reflect.Type) bool {
 		return true
 	case reflect.Array:
 		return plain(t.Elem())
+	}
+	return false
+}
+
+// structInfo is what copy needs of a struct type: the indices of its
+// exported fields that may share memory, and whether its pointer has the
+// SDK's extra fields.
+type structInfo struct {
+	fields []int
+	extra  bool
+}
+
+// infos caches the structInfo of each struct type met, as encoding/json
+// caches its encoders: reflecting on a type's fields every time costs more
+// than the copy.
+var infos sync.Map // reflect.Type → *structInfo
+
+func infoOf(t reflect.Type) *structInfo {
+	if v, ok := infos.Load(t); ok {
+		return v.(*structInfo)
+	}
+	info := &structInfo{extra: reflect.PointerTo(t).Implements(extraFielderType)}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && !plain(f.Type) {
+			info.fields = append(info.fields, i)
+		}
+	}
+	v, _ := infos.LoadOrStore(t, info)
+	return v.(*structInfo)
+}
+
+// shallowZero reports whether v is a nil pointer, slice, map or interface,
+// whose copy is itself.
+func shallowZero(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+		return v.IsNil()
 	}
 	return false
 }
