@@ -368,14 +368,14 @@ func TestResumeAfterExit7(t *testing.T) {
 			if got.code != 7 {
 				t.Fatalf("run: exit status %d, want 7; stderr:\n%s", got.code, got.stderr)
 			}
-			m := regexp.MustCompile(`(?m)^continue it with: toolrun resume (\S+) `).FindStringSubmatch(got.stderr)
+			m := regexp.MustCompile(`(?m)^continue it with: toolrun resume --tools-from-state (\S+) `).FindStringSubmatch(got.stderr)
 			if m == nil {
 				t.Fatalf("run: stderr names no command to continue; got:\n%s", got.stderr)
 			}
 			if tt.stateFlag && m[1] != filepath.Join(dir, "saved.json") {
 				t.Errorf("run saved to %s, want the --state file", m[1])
 			}
-			got, _ = bin{dir: dir, args: append(append([]string{"resume"}, tt.decide...), m[1])}.run(t)
+			got, _ = bin{dir: dir, args: append(append([]string{"resume", "--tools-from-state"}, tt.decide...), m[1])}.run(t)
 			if got.code != 0 {
 				t.Fatalf("resume: exit status %d, want 0; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 			}
@@ -406,11 +406,11 @@ func TestResumeStillNoTerminal(t *testing.T) {
 	if got, _ := (bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--state", state, "file it"}}).run(t); got.code != 7 {
 		t.Fatalf("run: exit status %d, want 7; stderr:\n%s", got.code, got.stderr)
 	}
-	got, _ := bin{dir: dir, args: []string{"resume", state}}.run(t)
-	if got.code != 7 || !strings.Contains(got.stderr, "continue it with: toolrun resume "+state+" ") {
+	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", state}}.run(t)
+	if got.code != 7 || !strings.Contains(got.stderr, "continue it with: toolrun resume --tools-from-state "+state+" ") {
 		t.Errorf("resume: exit status %d, want 7 and the same file to continue; stderr:\n%s", got.code, got.stderr)
 	}
-	if got, _ := (bin{dir: dir, args: []string{"resume", "--allow", "toolu_09", state}}).run(t); got.code != exitUsage || !strings.Contains(got.stderr, "--allow toolu_09: no such call awaits approval; the pending calls: toolu_01") {
+	if got, _ := (bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_09", state}}).run(t); got.code != exitUsage || !strings.Contains(got.stderr, "--allow toolu_09: no such call awaits approval; the pending calls: toolu_01") {
 		t.Errorf("resume --allow of an unknown call: exit status %d, want %d; stderr:\n%s", got.code, exitUsage, got.stderr)
 	}
 }

@@ -292,8 +292,18 @@ func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []tool
 	if stateFile == "-" {
 		resumeArg = "FILE"
 	}
-	fmt.Fprintf(c.stderr, "continue it with: toolrun resume %s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", shellQuote(resumeArg))
+	fmt.Fprintf(c.stderr, "continue it with: toolrun resume %s%s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", s.resumeFlags(), shellQuote(resumeArg))
 	return exitCode(toolrun.StopAwaitingApproval)
+}
+
+// resumeFlags returns the flags that resume the saved run with its tools,
+// transcript and log: --tools-from-state if it names any, as the person
+// who made the run trusts what it wrote.
+func (s *session) resumeFlags() string {
+	if sv := s.saved; sv.Tools.given() || (sv.Record != "" && sv.Record != "-") || (sv.Log != "" && sv.Log != "-") {
+		return "--tools-from-state "
+	}
+	return ""
 }
 
 // realStdout returns the standard output, also when the display moved to
