@@ -238,9 +238,9 @@ func TestSignalDuringMCPCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			script := writeScript(t, dir, toolUseReply("Waiting on the tracker.", "tracker__hang"), textReply("never sent"))
-			rec := filepath.Join(dir, "run.jsonl")
+			rec, state := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "saved.json")
 			var kids []int
-			got, _ := bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--approve", "auto", "--tool-timeout", "0", "--record", rec, "hang"},
+			got, _ := bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--approve", "auto", "--tool-timeout", "0", "--record", rec, "--state", state, "hang"},
 				during: func(p *os.Process) {
 					// Wait until the call has started, as the transcript says.
 					deadline := time.Now().Add(30 * time.Second)
@@ -264,8 +264,9 @@ func TestSignalDuringMCPCall(t *testing.T) {
 			if !strings.Contains(got.stdout, "stopped: canceled after 1 turn") {
 				t.Errorf("stdout has no summary of the canceled run; got:\n%s", got.stdout)
 			}
-			if strings.Count(got.stderr, "toolrun run: interrupted\n") != 1 {
-				t.Errorf("stderr does not say once that the run was interrupted; got:\n%s", got.stderr)
+			if strings.Count(got.stderr, "toolrun run: interrupted; the run is saved in "+state+"\n") != 1 ||
+				!strings.Contains(got.stderr, "continue it with: toolrun resume --tools-from-state "+state+" ") {
+				t.Errorf("stderr does not say once that the run was interrupted and saved, and how to continue it; got:\n%s", got.stderr)
 			}
 			tr := readTranscript(t, rec)
 			if stop := tr.Stop(); stop == nil || stop.StopReason != "canceled" {
@@ -279,6 +280,18 @@ func TestSignalDuringMCPCall(t *testing.T) {
 					t.Errorf("MCP server %d still runs after toolrun exited", pid)
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
+			}
+			// The saved run goes on, and the call that was under way is
+			// not run again: the model is told it was interrupted.
+			got, _ = bin{dir: dir, args: []string{"resume", "--tools-from-state", "--approve", "auto", state}}.run(t)
+			if got.code != 0 || !strings.Contains(got.stdout, "claude: never sent") {
+				t.Errorf("resume of the interrupted run: exit status %d, want 0 and the run finished; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
+			}
+			if !strings.Contains(got.stdout, "tool call interrupted: it started but did not finish") {
+				t.Errorf("resume of the interrupted run: the model is not told the call was interrupted; stdout:\n%s", got.stdout)
+			}
+			if n := countStarted(mustRead(t, rec), "toolu_01"); n != 1 {
+				t.Errorf("the transcript shows the call started %d times, want 1", n)
 			}
 		})
 	}

@@ -291,9 +291,8 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 			fmt.Fprintln(c.stdout, printable(fmt.Sprintf("  %s %s", p.Call.ID, p.Call.Name)))
 			d, err := a.approve(ctx, p)
 			if err != nil {
-				if errors.Is(err, context.Canceled) {
-					c.errorf("resume", "interrupted")
-					return exitInterrupted
+				if ctx.Err() != nil {
+					return s.interrupted(r, stateFileFor(name))
 				}
 				return fail("%v", err)
 			}
