@@ -261,7 +261,7 @@ func TestSignalDuringMCPCall(t *testing.T) {
 			if got.code != tt.wantCode {
 				t.Errorf("exit status %d, want %d; stderr:\n%s", got.code, tt.wantCode, got.stderr)
 			}
-			if !strings.Contains(got.stdout, "stopped: canceled after 1 turn") {
+			if !strings.Contains(got.stdout, "stopped: canceled after 1 turn, 1 tool call: 1 interrupted\n") {
 				t.Errorf("stdout has no summary of the canceled run; got:\n%s", got.stdout)
 			}
 			if strings.Count(got.stderr, "toolrun run: interrupted; the run is saved in "+state+"\n") != 1 ||

@@ -19,10 +19,10 @@ import (
 var resumeCommand = &command{
 	name:    "resume",
 	args:    "[flags] state.json",
-	summary: "continue a run that stopped awaiting approval",
+	summary: "continue a saved run: one that stopped awaiting approval or was interrupted",
 	doc: `Resume continues a run of "toolrun run" that stopped awaiting approval
-(exit status 7), from the file it was saved to (--state, or the file the
-run named). It lists the calls that await a decision, takes the decisions
+(exit status 7) or was interrupted (Ctrl-C, SIGTERM: exit status 130 or
+143), from the file it was saved to (--state, or the file the run named). It lists the calls that await a decision, takes the decisions
 and runs on, with the run's model, tools and MCP servers, recording into
 the run's transcript if it had one. "-" reads the saved run from standard
 input.
@@ -218,6 +218,8 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The calls answered in the first process were shown there.
+	s.d.answeredBefore(saved.State)
 	var pending []toolrun.PendingCall
 	if res := r.Result(); res != nil && res.StopReason == toolrun.StopAwaitingApproval {
 		pending = res.Pending

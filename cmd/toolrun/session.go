@@ -226,6 +226,11 @@ func (s *session) finish(ctx context.Context, r *toolrun.Runner, a approver, sta
 	case res == nil:
 		c.errorf(s.cmd, "%v", err)
 		return exitError
+	case err != nil && res.Detail != "" && strings.HasSuffix(err.Error(), res.Detail):
+		// The error is the stop reason's sentinel and the detail: the
+		// detail alone says it ("turn limit of 3 reached", not "turn limit
+		// reached: turn limit of 3 reached").
+		c.errorf(s.cmd, "%s", res.Detail)
 	case err != nil:
 		c.errorf(s.cmd, "%v", err)
 	case res.StopReason == toolrun.StopError && res.Err != nil:
@@ -452,12 +457,36 @@ type scriptLine struct {
 	} `json:"usage"`
 }
 
+// scriptError says what is wrong with a script line that does not decode,
+// in the terms of the script's format, not of the Go type it decodes to.
+func scriptError(err error) error {
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) {
+		return err
+	}
+	want := map[string]string{
+		"":                    `a reply, a JSON object such as {"content": [{"type": "text", "text": "Hi."}]}`,
+		"content":             "an array of content blocks",
+		"stop_reason":         "a string",
+		"usage":               `an object such as {"input_tokens": 10, "output_tokens": 5}`,
+		"usage.input_tokens":  "a whole number",
+		"usage.output_tokens": "a whole number",
+	}[ute.Field]
+	if want == "" {
+		want = "another type"
+	}
+	if ute.Field == "" {
+		return fmt.Errorf("want %s, got a JSON %s", want, ute.Value)
+	}
+	return fmt.Errorf("%q: want %s, got a JSON %s", ute.Field, want, ute.Value)
+}
+
 // scriptReply returns the fake server's reply for a line of a script.
 func scriptReply(line []byte) (toolruntest.Reply, error) {
 	var l scriptLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&l); err != nil {
-		return toolruntest.Reply{}, err
+		return toolruntest.Reply{}, scriptError(err)
 	}
 	if len(l.Content) == 0 {
 		return toolruntest.Reply{}, errors.New(`want a reply with "content", an array of content blocks`)

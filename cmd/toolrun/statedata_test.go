@@ -193,3 +193,31 @@ func TestResumeHardLinks(t *testing.T) {
 		t.Errorf("the file changed")
 	}
 }
+
+// TestResumeShowsOnlyItsCalls suspends a turn whose file tool ran and
+// whose MCP call awaits approval, then resumes it: the resume shows and
+// counts the call it runs, not again the one that ran before.
+func TestResumeShowsOnlyItsCalls(t *testing.T) {
+	_, crash := binaries(t)
+	dir := project(t)
+	script := writeScript(t, dir,
+		`{"content":[{"type":"text","text":"Looking, then filing."},{"type":"tool_use","id":"toolu_01","name":"list_files","input":{}},{"type":"tool_use","id":"toolu_02","name":"tracker__echo","input":{"text":"hi"}}]}`,
+		textReply("Filed."))
+	state := filepath.Join(dir, "saved.json")
+	got, _ := bin{dir: dir, args: []string{"run", "--script", script, "--workdir", "work", "--mcp", "tracker=" + crash, "--state", state, "file it"}}.run(t)
+	if got.code != 7 || !strings.Contains(got.stdout, "  ← list_files (") {
+		t.Fatalf("run: exit status %d, want 7 with list_files run; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
+	}
+	got, _ = bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_02", state}}.run(t)
+	if got.code != 0 {
+		t.Fatalf("resume: exit status %d, want 0; stderr:\n%s", got.code, got.stderr)
+	}
+	if strings.Contains(got.stdout, "list_files (") || strings.Contains(got.stdout, "→ list_files") {
+		t.Errorf("resume shows again the call that ran before it; stdout:\n%s", got.stdout)
+	}
+	for _, want := range []string{"  ← tracker__echo (", "stopped: end_turn after 2 turns, 1 tool call: 1 ran\n"} {
+		if !strings.Contains(got.stdout, want) {
+			t.Errorf("resume: stdout does not contain %q; got:\n%s", want, got.stdout)
+		}
+	}
+}
