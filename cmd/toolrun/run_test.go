@@ -29,6 +29,9 @@ var binDir struct {
 	err  error
 }
 
+// pathOnce puts binDir on the PATH, once.
+var pathOnce sync.Once
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir.dir != "" {
@@ -65,6 +68,11 @@ func binaries(t *testing.T) (toolrunBin, crashserver string) {
 	if binDir.err != nil {
 		t.Fatal(binDir.err)
 	}
+	pathOnce.Do(func() {
+		// On the PATH, as after "go install": the commands toolrun prints
+		// to run next name it "toolrun" (see selfCommand).
+		os.Setenv("PATH", binDir.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	})
 	return filepath.Join(binDir.dir, "toolrun"), filepath.Join(binDir.dir, "crashserver")
 }
 

@@ -329,7 +329,7 @@ func (s *session) printContinue(stateFile string) {
 	if stateFile == "-" {
 		resumeArg = "FILE"
 	}
-	fmt.Fprintf(s.c.stderr, "continue it with: toolrun resume %s%s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", s.resumeFlags(), shellQuote(resumeArg))
+	fmt.Fprintf(s.c.stderr, "continue it with: %s resume %s%s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", selfCommand(), s.resumeFlags(), shellQuote(resumeArg))
 }
 
 // resumeFlags returns the flags that resume the saved run with its tools,
