@@ -97,4 +97,3 @@ func TestSelfCommandTestBinary(t *testing.T) {
 		t.Errorf("selfCommand() = %q in a test binary, want toolrun", got)
 	}
 }
-
