@@ -238,9 +238,9 @@ func TestSignalDuringMCPCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			script := writeScript(t, dir, toolUseReply("Waiting on the tracker.", "tracker__hang"), textReply("never sent"))
-			rec := filepath.Join(dir, "run.jsonl")
+			rec, state := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "saved.json")
 			var kids []int
-			got, _ := bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--approve", "auto", "--tool-timeout", "0", "--record", rec, "hang"},
+			got, _ := bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--approve", "auto", "--tool-timeout", "0", "--record", rec, "--state", state, "hang"},
 				during: func(p *os.Process) {
 					// Wait until the call has started, as the transcript says.
 					deadline := time.Now().Add(30 * time.Second)
@@ -261,11 +261,12 @@ func TestSignalDuringMCPCall(t *testing.T) {
 			if got.code != tt.wantCode {
 				t.Errorf("exit status %d, want %d; stderr:\n%s", got.code, tt.wantCode, got.stderr)
 			}
-			if !strings.Contains(got.stdout, "stopped: canceled after 1 turn") {
+			if !strings.Contains(got.stdout, "stopped: canceled after 1 turn, 1 tool call: 1 interrupted\n") {
 				t.Errorf("stdout has no summary of the canceled run; got:\n%s", got.stdout)
 			}
-			if strings.Count(got.stderr, "toolrun run: interrupted\n") != 1 {
-				t.Errorf("stderr does not say once that the run was interrupted; got:\n%s", got.stderr)
+			if strings.Count(got.stderr, "toolrun run: interrupted; the run is saved in "+state+"\n") != 1 ||
+				!strings.Contains(got.stderr, "continue it with: toolrun resume --tools-from-state "+state+" ") {
+				t.Errorf("stderr does not say once that the run was interrupted and saved, and how to continue it; got:\n%s", got.stderr)
 			}
 			tr := readTranscript(t, rec)
 			if stop := tr.Stop(); stop == nil || stop.StopReason != "canceled" {
@@ -279,6 +280,18 @@ func TestSignalDuringMCPCall(t *testing.T) {
 					t.Errorf("MCP server %d still runs after toolrun exited", pid)
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
+			}
+			// The saved run goes on, and the call that was under way is
+			// not run again: the model is told it was interrupted.
+			got, _ = bin{dir: dir, args: []string{"resume", "--tools-from-state", "--approve", "auto", state}}.run(t)
+			if got.code != 0 || !strings.Contains(got.stdout, "claude: never sent") {
+				t.Errorf("resume of the interrupted run: exit status %d, want 0 and the run finished; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
+			}
+			if !strings.Contains(got.stdout, "tool call interrupted: it started but did not finish") {
+				t.Errorf("resume of the interrupted run: the model is not told the call was interrupted; stdout:\n%s", got.stdout)
+			}
+			if n := countStarted(mustRead(t, rec), "toolu_01"); n != 1 {
+				t.Errorf("the transcript shows the call started %d times, want 1", n)
 			}
 		})
 	}
@@ -368,14 +381,14 @@ func TestResumeAfterExit7(t *testing.T) {
 			if got.code != 7 {
 				t.Fatalf("run: exit status %d, want 7; stderr:\n%s", got.code, got.stderr)
 			}
-			m := regexp.MustCompile(`(?m)^continue it with: toolrun resume (\S+) `).FindStringSubmatch(got.stderr)
+			m := regexp.MustCompile(`(?m)^continue it with: toolrun resume --tools-from-state (\S+) `).FindStringSubmatch(got.stderr)
 			if m == nil {
 				t.Fatalf("run: stderr names no command to continue; got:\n%s", got.stderr)
 			}
 			if tt.stateFlag && m[1] != filepath.Join(dir, "saved.json") {
 				t.Errorf("run saved to %s, want the --state file", m[1])
 			}
-			got, _ = bin{dir: dir, args: append(append([]string{"resume"}, tt.decide...), m[1])}.run(t)
+			got, _ = bin{dir: dir, args: append(append([]string{"resume", "--tools-from-state"}, tt.decide...), m[1])}.run(t)
 			if got.code != 0 {
 				t.Fatalf("resume: exit status %d, want 0; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 			}
@@ -406,11 +419,11 @@ func TestResumeStillNoTerminal(t *testing.T) {
 	if got, _ := (bin{dir: dir, args: []string{"run", "--script", script, "--mcp", "tracker=" + crash, "--state", state, "file it"}}).run(t); got.code != 7 {
 		t.Fatalf("run: exit status %d, want 7; stderr:\n%s", got.code, got.stderr)
 	}
-	got, _ := bin{dir: dir, args: []string{"resume", state}}.run(t)
-	if got.code != 7 || !strings.Contains(got.stderr, "continue it with: toolrun resume "+state+" ") {
+	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", state}}.run(t)
+	if got.code != 7 || !strings.Contains(got.stderr, "continue it with: toolrun resume --tools-from-state "+state+" ") {
 		t.Errorf("resume: exit status %d, want 7 and the same file to continue; stderr:\n%s", got.code, got.stderr)
 	}
-	if got, _ := (bin{dir: dir, args: []string{"resume", "--allow", "toolu_09", state}}).run(t); got.code != exitUsage || !strings.Contains(got.stderr, "--allow toolu_09: no such call awaits approval; the pending calls: toolu_01") {
+	if got, _ := (bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_09", state}}).run(t); got.code != exitUsage || !strings.Contains(got.stderr, "--allow toolu_09: no such call awaits approval; the pending calls: toolu_01") {
 		t.Errorf("resume --allow of an unknown call: exit status %d, want %d; stderr:\n%s", got.code, exitUsage, got.stderr)
 	}
 }

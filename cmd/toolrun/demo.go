@@ -168,7 +168,8 @@ func (c *cli) demo(ctx context.Context, f demoFlags) int {
 	d.summary(res)
 	if f.record != "" && f.record != "-" {
 		q := shellQuote(f.record)
-		fmt.Fprintf(c.stdout, "transcript: %s\nsee it with: toolrun view %s -o report.html (or replay it: toolrun replay %s)\n", f.record, q, q)
+		self := selfCommand()
+		fmt.Fprintf(c.stdout, "transcript: %s\nsee it with: %s view %s -o report.html (or replay it: %s replay %s)\n", f.record, self, q, self, q)
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,7 @@ type display struct {
 		newlines int  // newlines held back: trailing ones are dropped
 	}
 	statusShown bool // the status line is on the screen
+	statusCols  int  // the columns of the status line shown
 
 	// The calls answered in this process, by how they ended.
 	counts struct{ ran, failed, denied, notRun int }
@@ -72,15 +74,27 @@ type callView struct {
 	started time.Time
 	result  *toolrun.ToolResult
 	printed bool
+	// denialShown: its denial was printed as it was decided (by a policy,
+	// or by the approver), so its result does not say it again.
+	denialShown bool
+	// before: answered before this process (a resumed run's earlier
+	// calls); not printed nor counted again.
+	before bool
 }
 
 // The ANSI sequences the live display uses.
 const (
 	ansiClearLine = "\r\x1b[K"
-	ansiRed       = "\x1b[31m"
-	ansiYellow    = "\x1b[33m"
-	ansiBold      = "\x1b[1m"
-	ansiReset     = "\x1b[0m"
+	// ansiSave saves the cursor where the status line starts, and
+	// ansiClearSaved goes back there and clears to the end of the screen:
+	// a status line that a narrowed terminal wrapped onto more rows is
+	// cleared whole, also where the terminal reflows it.
+	ansiSave       = "\x1b7"
+	ansiClearSaved = "\x1b8\r\x1b[J"
+	ansiRed        = "\x1b[31m"
+	ansiYellow     = "\x1b[33m"
+	ansiBold       = "\x1b[1m"
+	ansiReset      = "\x1b[0m"
 )
 
 // spinnerFrames turn once a second.
@@ -220,7 +234,9 @@ func (d *display) event(_ context.Context, e toolrun.Event) {
 			}
 		}
 	case toolrun.ToolDecided:
-		d.view(e.Call)
+		v := d.view(e.Call)
+		// A denial is printed as it is decided: below, or by the approver.
+		v.denialShown = e.Decision.Kind == toolrun.Deny
 		switch {
 		case e.By == "approval":
 			// The approver has printed it as it was given.
@@ -281,7 +297,7 @@ func (d *display) view(call toolrun.ToolCall) *callView {
 // result prints the result of v, once.
 func (d *display) result(v *callView) {
 	res := v.result
-	if res == nil || v.printed {
+	if res == nil || v.printed || v.before {
 		return
 	}
 	v.printed = true
@@ -303,6 +319,8 @@ func (d *display) result(v *callView) {
 	switch {
 	case !res.IsError:
 		d.line(fmt.Sprintf("  ← %s%s: %s", res.Call.Name, parens(notes), shorten(text)))
+	case errors.Is(res.Err, toolrun.ErrDenied) && v.denialShown:
+		// Shown once, as it was decided.
 	case errors.Is(res.Err, toolrun.ErrDenied), errors.Is(res.Err, toolrun.ErrNotRun):
 		d.block(fmt.Sprintf("  ✗ %s not run: ", res.Call.Name), text, ansiRed)
 	default:
@@ -391,12 +409,28 @@ func (d *display) endText() {
 	}
 }
 
-// clearStatus erases the status line, if it is shown.
+// clearStatus erases the status line, if it is shown: the row it is on,
+// or, if the terminal has narrowed since and the line no longer fits in
+// one row, every row from where it starts.
 func (d *display) clearStatus() {
-	if d.statusShown {
-		fmt.Fprint(d.w, ansiClearLine)
-		d.statusShown = false
+	if !d.statusShown {
+		return
 	}
+	if d.statusCols >= d.termWidth() {
+		fmt.Fprint(d.w, ansiClearSaved)
+	} else {
+		fmt.Fprint(d.w, ansiClearLine)
+	}
+	d.statusShown = false
+}
+
+// termWidth returns the terminal's width now, asked anew each time: the
+// window may have been resized.
+func (d *display) termWidth() int {
+	if d.width != nil {
+		return d.width()
+	}
+	return 80
 }
 
 // drawStatus draws the status line of a live display, in place of the
@@ -410,8 +444,11 @@ func (d *display) drawStatus() {
 		d.clearStatus()
 		return
 	}
-	fmt.Fprint(d.w, ansiClearLine+s)
-	d.statusShown = true
+	if d.statusShown && d.statusCols >= d.termWidth() {
+		d.clearStatus()
+	}
+	fmt.Fprint(d.w, "\r"+ansiSave+ansiClearLine+s)
+	d.statusShown, d.statusCols = true, utf8.RuneCountInString(s)
 }
 
 // status returns the status line at now: the turn, then a spinner and the
@@ -436,10 +473,7 @@ func (d *display) status(now time.Time) string {
 	s := fmt.Sprintf("turn %d  %s", d.turn, strings.Join(parts, "  "))
 	// One column short of the width: a line that fills it would wrap on
 	// some terminals, and the next redraw would leave it behind.
-	width := 80
-	if d.width != nil {
-		width = d.width()
-	}
+	width := d.termWidth()
 	if r := []rune(s); len(r) > width-1 {
 		s = string(r[:max(width-2, 0)]) + "…"
 	}
@@ -453,7 +487,7 @@ func (d *display) summary(res *toolrun.Result) {
 	if res == nil {
 		return
 	}
-	stopped := fmt.Sprintf("stopped: %s after %s, %s", res.StopReason, plural(res.Turns, "turn", "turns"), d.callCounts(len(res.Pending)))
+	stopped := fmt.Sprintf("stopped: %s after %s, %s", res.StopReason, plural(res.Turns, "turn", "turns"), d.callCounts(res.Pending))
 	color := ""
 	if res.StopReason != toolrun.StopEndTurn {
 		color = ansiRed
@@ -464,7 +498,7 @@ func (d *display) summary(res *toolrun.Result) {
 		d.line("  " + res.Detail)
 	}
 	u := res.Usage
-	usage := fmt.Sprintf("usage: %d input tokens, %d output tokens", u.InputTokens, u.OutputTokens)
+	usage := fmt.Sprintf("usage: %s, %s", plural(int(u.InputTokens), "input token", "input tokens"), plural(int(u.OutputTokens), "output token", "output tokens"))
 	if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
 		usage += fmt.Sprintf(", %d read from the cache, %d written to it", u.CacheReadInputTokens, u.CacheCreationInputTokens)
 	}
@@ -474,17 +508,26 @@ func (d *display) summary(res *toolrun.Result) {
 	d.line(usage)
 }
 
-// callCounts says how the calls answered in this process ended, and how
-// many await approval: "3 tool calls: 1 ran, 1 failed, 1 denied".
-func (d *display) callCounts(awaiting int) string {
+// callCounts says how the calls of this process ended, how many were
+// interrupted (decided or started, and stopped before their result) and
+// how many await approval (pending): "3 tool calls: 1 ran, 1 failed, 1
+// denied".
+func (d *display) callCounts(pending []toolrun.PendingCall) string {
 	c := d.counts
-	total := c.ran + c.failed + c.denied + c.notRun + awaiting
+	awaiting := len(pending)
+	interrupted := 0
+	for _, v := range d.calls {
+		if v.result == nil && !v.before && !slices.ContainsFunc(pending, func(p toolrun.PendingCall) bool { return p.Call.ID == v.call.ID }) {
+			interrupted++
+		}
+	}
+	total := c.ran + c.failed + c.denied + c.notRun + interrupted + awaiting
 	s := plural(total, "tool call", "tool calls")
 	var parts []string
 	for _, p := range []struct {
 		n    int
 		what string
-	}{{c.ran, "ran"}, {c.failed, "failed"}, {c.denied, "denied"}, {c.notRun, "not run"}, {awaiting, "awaiting approval"}} {
+	}{{c.ran, "ran"}, {c.failed, "failed"}, {c.denied, "denied"}, {c.notRun, "not run"}, {interrupted, "interrupted"}, {awaiting, "awaiting approval"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
@@ -493,6 +536,19 @@ func (d *display) callCounts(awaiting int) string {
 		s += ": " + strings.Join(parts, ", ")
 	}
 	return s
+}
+
+// answeredBefore marks the calls of st that have their result as answered
+// before this process: a resumed run's display neither prints them nor
+// counts them again.
+func (d *display) answeredBefore(st *toolrun.State) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, call := range st.Calls() {
+		if res, ok := st.CallResult(call.ID); ok {
+			d.calls[call.ID] = &callView{call: call, result: res, before: true}
+		}
+	}
 }
 
 // plural returns n and the noun, singular for one.

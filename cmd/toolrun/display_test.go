@@ -189,3 +189,127 @@ func TestNewDisplay(t *testing.T) {
 		})
 	}
 }
+
+// TestDisplaySummary feeds a display the events of runs that end in ways
+// its summary must count and word right: a call decided and interrupted
+// before its result, a denial (shown once, as it is decided), and one of
+// everything (singular nouns).
+func TestDisplaySummary(t *testing.T) {
+	ctx := t.Context()
+	echo := call("toolu_1", "tracker__echo", `{"text":"hi"}`)
+	denied := &toolrun.ToolResult{Call: echo, IsError: true, Err: fmt.Errorf("tool call denied: not today: %w", toolrun.ErrDenied), Content: []toolrun.Content{toolrun.Text("tool call denied: not today")}}
+	tests := []struct {
+		name    string
+		events  []toolrun.Event
+		res     *toolrun.Result
+		want    []string
+		notWant []string
+	}{
+		{
+			name: "interrupted",
+			events: []toolrun.Event{
+				toolrun.RequestSent{Turn: 1},
+				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: toolrun.AllowCall(), By: "approval"},
+				toolrun.ToolStarted{Turn: 1, Call: echo},
+				toolrun.RunStopped{Turn: 1, Result: &toolrun.Result{StopReason: toolrun.StopCanceled}},
+			},
+			res:  &toolrun.Result{StopReason: toolrun.StopCanceled, Turns: 1},
+			want: []string{"stopped: canceled after 1 turn, 1 tool call: 1 interrupted\n"},
+		},
+		{
+			name: "denied by a policy",
+			events: []toolrun.Event{
+				toolrun.RequestSent{Turn: 1},
+				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: toolrun.DenyCall("not today"), By: "policy"},
+				toolrun.TurnFinished{Turn: 1, Results: []*toolrun.ToolResult{denied}},
+			},
+			res:     &toolrun.Result{StopReason: toolrun.StopEndTurn, Turns: 2},
+			want:    []string{"  ✗ tracker__echo denied by policy: not today\n", "stopped: end_turn after 2 turns, 1 tool call: 1 denied\n"},
+			notWant: []string{"not run"},
+		},
+		{
+			name:   "one of each",
+			events: []toolrun.Event{toolrun.RequestSent{Turn: 1}},
+			res:    &toolrun.Result{StopReason: toolrun.StopEndTurn, Turns: 1, Usage: toolrun.Usage{InputTokens: 1, OutputTokens: 1}},
+			want:   []string{"stopped: end_turn after 1 turn, 0 tool calls\n", "usage: 1 input token, 1 output token\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			d := &display{w: &out, now: newClock().now, calls: map[string]*callView{}}
+			for _, e := range tt.events {
+				d.event(ctx, e)
+			}
+			d.close()
+			d.summary(tt.res)
+			got := out.String()
+			for _, want := range tt.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("output does not contain %q; got:\n%s", want, got)
+				}
+			}
+			for _, bad := range tt.notWant {
+				if strings.Contains(got, bad) {
+					t.Errorf("output contains %q; got:\n%s", bad, got)
+				}
+			}
+		})
+	}
+}
+
+// TestDisplayAnsweredBefore shows a resumed run's turn whose first call
+// was answered in the process before: the display neither prints nor
+// counts it again, and shows the call answered now.
+func TestDisplayAnsweredBefore(t *testing.T) {
+	ctx := t.Context()
+	first, second := call("toolu_1", "list_files", `{}`), call("toolu_2", "tracker__echo", `{"text":"hi"}`)
+	ran := func(c toolrun.ToolCall, text string) *toolrun.ToolResult {
+		return &toolrun.ToolResult{Call: c, Ran: true, Content: []toolrun.Content{toolrun.Text(text)}}
+	}
+	var out bytes.Buffer
+	d := &display{w: &out, now: newClock().now, calls: map[string]*callView{}}
+	d.calls[first.ID] = &callView{call: first, result: ran(first, "notes.txt"), before: true}
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: second, Decision: toolrun.AllowCall(), By: "approval"})
+	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: second})
+	d.event(ctx, toolrun.TurnFinished{Turn: 1, Results: []*toolrun.ToolResult{ran(first, "notes.txt"), ran(second, "hi")}})
+	d.close()
+	d.summary(&toolrun.Result{StopReason: toolrun.StopEndTurn, Turns: 2})
+	got := out.String()
+	if strings.Contains(got, "list_files") || !strings.Contains(got, "  ← tracker__echo (0ms): hi\n") || !strings.Contains(got, "1 tool call: 1 ran\n") {
+		t.Errorf("output:\n%s\nwant list_files neither shown nor counted, tracker__echo shown and counted", got)
+	}
+}
+
+// TestStatusLineNarrowed draws the status line, narrows the terminal below
+// its length (a terminal that reflows now shows it on two rows) and draws
+// again: the line is cleared from where it starts, every row of it, not
+// only the row the cursor is on.
+func TestStatusLineNarrowed(t *testing.T) {
+	var out bytes.Buffer
+	clk := newClock()
+	width := 60
+	d := &display{w: &out, live: true, width: func() int { return width }, now: clk.now, calls: map[string]*callView{}}
+	d.event(t.Context(), toolrun.RequestSent{Turn: 1})
+	d.running = append(d.running, &callView{call: call("toolu_1", "docs__search_everything", `{}`), started: clk.now()})
+	d.drawStatus()
+	if drawn := d.statusCols; drawn < 30 {
+		t.Fatalf("status line of %d columns, want more than 30 for the test", drawn)
+	}
+	out.Reset()
+	width = 30
+	clk.advance(time.Second)
+	d.drawStatus()
+	got := visible(out.String())
+	if !strings.HasPrefix(got, visible(ansiClearSaved)) {
+		t.Errorf("redraw after narrowing starts %q, want the whole old line cleared (%q)", got, visible(ansiClearSaved))
+	}
+	if d.statusCols >= width {
+		t.Errorf("new status line of %d columns in a terminal of %d", d.statusCols, width)
+	}
+	out.Reset()
+	d.drawStatus() // the width holds: the row alone is cleared
+	if got := visible(out.String()); strings.Contains(got, visible(ansiClearSaved)) {
+		t.Errorf("redraw at the same width %q clears more than the row", got)
+	}
+}

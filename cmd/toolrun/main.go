@@ -7,20 +7,23 @@
 //
 // The commands are:
 //
-//	run     run a prompt against the API, with MCP servers and read-only file tools
-//	demo    run a multi-turn tool-use conversation with local tools
-//	replay  replay a recorded run offline and report where its tools now differ
-//	view    write a recorded run as a self-contained HTML report
-//	help    show help for toolrun or one of its commands
+//	run      run a prompt against the API, with MCP servers and read-only file tools
+//	demo     run a multi-turn tool-use conversation with local tools
+//	replay   replay a recorded run offline and report where its tools now differ
+//	view     write a recorded run as a self-contained HTML report
+//	resume   continue a saved run: one that stopped awaiting approval or was interrupted
+//	version  print the version of toolrun, the Go it was built with, and its revision
+//	help     show help for toolrun or one of its commands
 //
 // Run "toolrun <command> --help" for a command's flags; flags may come
-// before or after the arguments. The exit status of run and demo says how
+// before or after the arguments, with one dash or two. The exit status of run and demo says how
 // the run stopped: 0 when the model finished (end_turn), 2 for a usage
 // error, and a distinct code for every other stop reason, listed by
 // "toolrun help".
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -338,11 +341,27 @@ func (c *cli) commandHelp(w io.Writer, cmd *command) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprint(w, "\nflags:\n")
+		var buf bytes.Buffer
+		fs.SetOutput(&buf)
 		fs.PrintDefaults()
+		w.Write(twoDashes(buf.Bytes()))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "exit status:")
 	printExitCodes(w, cmd.exits)
+}
+
+// twoDashes returns the flag list of [flag.FlagSet.PrintDefaults] with
+// each flag written with two dashes ("--state"), as the docs and the
+// messages write them; the flag package takes both.
+func twoDashes(defaults []byte) []byte {
+	lines := bytes.SplitAfter(defaults, []byte("\n"))
+	for i, l := range lines {
+		if bytes.HasPrefix(l, []byte("  -")) {
+			lines[i] = append([]byte("  --"), l[len("  -"):]...)
+		}
+	}
+	return bytes.Join(lines, nil)
 }
 
 // printExitCodes prints exits, or the statuses of a run if exits is nil.

@@ -162,17 +162,17 @@ func TestDemoPrompt(t *testing.T) {
 			input: "n\nnot now\n",
 			wantStdout: []string{
 				"  ✗ send_report denied: not now\n",
-				"  ✗ send_report not run: tool call denied: not now\n",
 				"6 tool calls: 3 ran, 2 failed, 1 denied\n",
 			},
 			wantStderr: []string{"reason, sent to the model (optional): "},
-			notStdout:  []string{"accepted for"},
+			// The denial shows once, as it is given.
+			notStdout: []string{"accepted for", "send_report not run"},
 		},
 		{
 			name:       "no without a reason",
 			input:      "no\n\n",
-			wantStdout: []string{"  ✗ send_report not run: tool call denied: the user denied it\n"},
-			notStdout:  []string{"accepted for"},
+			wantStdout: []string{"  ✗ send_report denied: the user denied it\n"},
+			notStdout:  []string{"accepted for", "send_report not run"},
 		},
 		{
 			name:  "always",
@@ -191,8 +191,8 @@ func TestDemoPrompt(t *testing.T) {
 		{
 			name:       "end of input denies",
 			input:      "",
-			wantStdout: []string{"  ✗ send_report not run: tool call denied: no answer at the approval prompt\n"},
-			notStdout:  []string{"accepted for"},
+			wantStdout: []string{"  ✗ send_report denied: no answer at the approval prompt\n"},
+			notStdout:  []string{"accepted for", "send_report not run"},
 		},
 	}
 	for _, tt := range tests {

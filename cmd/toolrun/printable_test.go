@@ -100,7 +100,7 @@ func TestLiveDisplayEscapes(t *testing.T) {
 	d.close()
 	d.summary(&toolrun.Result{StopReason: toolrun.StopError, Detail: hostileText})
 
-	own := strings.NewReplacer(ansiClearLine, "", ansiRed, "", ansiYellow, "", ansiBold, "", ansiReset, "")
+	own := strings.NewReplacer(ansiClearSaved, "", ansiSave, "", ansiClearLine, "", ansiRed, "", ansiYellow, "", ansiBold, "", ansiReset, "")
 	rest := own.Replace(out.String())
 	for _, c := range []string{"\x1b", "\x07", "\u009b"} {
 		if i := strings.Index(rest, c); i >= 0 {

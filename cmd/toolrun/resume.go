@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -18,10 +19,10 @@ import (
 var resumeCommand = &command{
 	name:    "resume",
 	args:    "[flags] state.json",
-	summary: "continue a run that stopped awaiting approval",
+	summary: "continue a saved run: one that stopped awaiting approval or was interrupted",
 	doc: `Resume continues a run of "toolrun run" that stopped awaiting approval
-(exit status 7), from the file it was saved to (--state, or the file the
-run named). It lists the calls that await a decision, takes the decisions
+(exit status 7) or was interrupted (Ctrl-C, SIGTERM: exit status 130 or
+143), from the file it was saved to (--state, or the file the run named). It lists the calls that await a decision, takes the decisions
 and runs on, with the run's model, tools and MCP servers, recording into
 the run's transcript if it had one. "-" reads the saved run from standard
 input.
@@ -49,6 +50,18 @@ refused. A saved run read from standard input ("-") is not written back:
 resuming the same saved run twice from standard input runs its approved
 calls twice.
 
+The tools. A saved run is data, as a transcript is: whoever wrote the file
+chose the MCP commands, servers, directory, transcript and log it names,
+and a resume starts, reaches and opens none of them unless asked. Give the
+tools with --workdir, --mcp and --mcp-url, as "toolrun run" takes them; or
+--tools-from-state to use the ones the file names (it runs the commands
+the file names, with your rights: use it only for a file you made or
+trust). Without either, a saved run that names tools is refused, with the
+tool flags it names, before anything starts. --tools-from-state also
+appends to the transcript and the log the file names (without it, the
+rest of the run is not recorded and warnings go to stderr); what it uses
+is printed to stderr first.
+
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
@@ -57,9 +70,17 @@ the API key, as "toolrun run" does.`,
 		fs.Var(&f.allow, "allow", "approve the pending call `ID` (repeatable)")
 		fs.Var(&f.deny, "deny", "deny the pending call with `ID=reason`, telling the model the reason (repeatable)")
 		fs.IntVar(&f.maxTurns, "max-turns", 0, "stop after `n` more model requests (default: the run's limit)")
+		f.tools.define(fs)
+		fs.BoolVar(&f.fromState, "tools-from-state", false, "use the tools, transcript and log the saved run names: run the MCP commands it names (trusted files only)")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) != 1 {
 				return c.usageError("resume", "want one saved run, got %d arguments", len(args))
+			}
+			if f.fromState && f.tools.given() {
+				return c.usageError("resume", "--tools-from-state and the tool flags exclude each other: give the tools one way")
+			}
+			if _, err := parseMCPSpecs(f.tools.MCP, f.tools.MCPURL); err != nil {
+				return c.usageError("resume", "%v", err)
 			}
 			for _, d := range f.deny {
 				if id, _, ok := strings.Cut(d, "="); !ok || id == "" {
@@ -75,6 +96,8 @@ type resumeFlags struct {
 	approve     approveMode
 	allow, deny listFlag
 	maxTurns    int
+	tools       toolFlags // the tools to resume with, instead of the saved run's
+	fromState   bool      // use the tools, transcript and log the saved run names
 }
 
 // maxSavedRun bounds a saved run read from a file.
@@ -147,6 +170,11 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	if f.approve != "" {
 		saved.Approve = f.approve
 	}
+	// The file keeps naming its transcript and log, used or not.
+	namedRecord, namedLog := saved.Record, saved.Log
+	if code := c.trustSaved(f, saved); code != exitOK {
+		return code
+	}
 	mode := saved.Approve
 	specs, err := parseMCPSpecs(saved.Tools.MCP, saved.Tools.MCPURL)
 	if err != nil {
@@ -180,7 +208,9 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	}
 	opts := s.options(maxTurns)
 	if sf != nil {
-		sf.setSetup(*saved)
+		setup := *saved
+		setup.Record, setup.Log = namedRecord, namedLog
+		sf.setSetup(setup)
 		s.journal = sf
 		opts.Store, opts.RunID = sf, name
 	}
@@ -188,6 +218,8 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The calls answered in the first process were shown there.
+	s.d.answeredBefore(saved.State)
 	var pending []toolrun.PendingCall
 	if res := r.Result(); res != nil && res.StopReason == toolrun.StopAwaitingApproval {
 		pending = res.Pending
@@ -261,9 +293,8 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 			fmt.Fprintln(c.stdout, printable(fmt.Sprintf("  %s %s", p.Call.ID, p.Call.Name)))
 			d, err := a.approve(ctx, p)
 			if err != nil {
-				if errors.Is(err, context.Canceled) {
-					c.errorf("resume", "interrupted")
-					return exitInterrupted
+				if ctx.Err() != nil {
+					return s.interrupted(r, stateFileFor(name))
 				}
 				return fail("%v", err)
 			}
@@ -283,6 +314,56 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		return s.suspend(ctx, r, left, true, stateFile)
 	}
 	return s.finish(ctx, r, a, stateFileFor(name))
+}
+
+// trustSaved sets the tools, transcript and log saved resumes with. A
+// saved run is data: its MCP commands would run with the rights of whoever
+// resumes it, its URLs reach servers, its workdir opens a directory to the
+// model, and its transcript and log are files to append to. So they are
+// used only with --tools-from-state, after they are printed; else the tools
+// are those of the command line, and a saved run that names tools and is
+// given none is refused, with what it names, before anything starts.
+func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
+	named := saved.Tools
+	if f.fromState {
+		var uses []string
+		if named.given() {
+			uses = append(uses, "the tools:"+named.commandLine())
+		}
+		if saved.Record != "" && saved.Record != "-" {
+			uses = append(uses, "the transcript "+shellQuote(saved.Record))
+		}
+		if saved.Log != "" && saved.Log != "-" {
+			uses = append(uses, "the log "+shellQuote(saved.Log))
+		}
+		if len(uses) > 0 {
+			c.errorf("resume", "with what the saved run names (--tools-from-state): %s", strings.Join(uses, "; "))
+		}
+		return exitOK
+	}
+	if named.given() && !f.tools.given() {
+		c.errorf("resume", "the saved run names the tools:%s", named.commandLine())
+		c.errorf("resume", "none of them is started: a resume runs only the tools of its own flags; give these flags (after reading them), or --tools-from-state to start them as saved, if you trust the file")
+		return exitUsage
+	}
+	saved.Tools = f.tools
+	if w := saved.Tools.Workdir; w != "" {
+		if abs, err := filepath.Abs(w); err == nil {
+			saved.Tools.Workdir = abs // saved so, for a resume in another directory
+		}
+	}
+	var unused []string
+	if saved.Record != "" && saved.Record != "-" {
+		unused = append(unused, "the transcript "+shellQuote(saved.Record))
+	}
+	if saved.Log != "" && saved.Log != "-" {
+		unused = append(unused, "the log "+shellQuote(saved.Log))
+	}
+	if len(unused) > 0 {
+		c.errorf("resume", "not appending to %s the saved run names: a resume opens them only with --tools-from-state", strings.Join(unused, " and "))
+	}
+	saved.Record, saved.Log = "", ""
+	return exitOK
 }
 
 // stateFileFor returns where a resumed run that stops awaiting approval

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolrun/toolrun/internal/filelock"
 )
 
 // countStarted counts the tool_started lines of call id.
@@ -46,11 +48,11 @@ func TestResumeTwiceRunsCallOnce(t *testing.T) {
 	dir := t.TempDir()
 	state, rec := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
 	const ran = "← tracker__echo"
-	first, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}}.run(t)
+	first, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_01", state}}.run(t)
 	if first.code != 0 || !strings.Contains(first.stdout, ran) {
 		t.Fatalf("first resume: exit status %d, want 0 and the call run; stdout:\n%s\nstderr:\n%s", first.code, first.stdout, first.stderr)
 	}
-	second, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}}.run(t)
+	second, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_01", state}}.run(t)
 	if strings.Contains(second.stdout, ran) {
 		t.Errorf("second resume of the same file ran the approved call again; stdout:\n%s", second.stdout)
 	}
@@ -72,7 +74,7 @@ func TestResumeTwiceRunsCallOnce(t *testing.T) {
 func TestResumeAfterKill(t *testing.T) {
 	dir := t.TempDir()
 	state, rec := suspended(t, dir, toolUseReply("Waiting on the tracker.", "tracker__hang"), textReply("Done."))
-	killed, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}, during: func(p *os.Process) {
+	killed, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_01", state}, during: func(p *os.Process) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			// The journal says started before the tool is called; the
@@ -99,7 +101,7 @@ func TestResumeAfterKill(t *testing.T) {
 	if killed.code != -1 {
 		t.Fatalf("first resume: exit status %d, want it killed; stderr:\n%s", killed.code, killed.stderr)
 	}
-	got, _ := bin{dir: dir, args: []string{"resume", state}}.run(t)
+	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", state}}.run(t)
 	if got.code != 0 {
 		t.Fatalf("resume after the kill: exit status %d, want 0; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 	}
@@ -119,11 +121,11 @@ func TestResumeAfterKill(t *testing.T) {
 func TestResumeKeepsDecisions(t *testing.T) {
 	dir := t.TempDir()
 	state, rec := suspended(t, dir, toolUseReply("Filing both.", "tracker__echo", "tracker__echo"), textReply("Filed."))
-	got, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}}.run(t)
+	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_01", state}}.run(t)
 	if got.code != 7 || !strings.Contains(got.stderr, "no terminal to ask for approval of toolu_02 (tracker__echo)") {
 		t.Fatalf("resume with one call decided: exit status %d, want 7 awaiting toolu_02; stderr:\n%s", got.code, got.stderr)
 	}
-	got, _ = bin{dir: dir, args: []string{"resume", "--deny", "toolu_02=not twice", state}}.run(t)
+	got, _ = bin{dir: dir, args: []string{"resume", "--tools-from-state", "--deny", "toolu_02=not twice", state}}.run(t)
 	if got.code != 0 {
 		t.Fatalf("second resume: exit status %d, want 0; stdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 	}
@@ -137,22 +139,46 @@ func TestResumeKeepsDecisions(t *testing.T) {
 
 // TestResumeRefusedWhileAnotherRuns holds the lock of a saved run, as a
 // resume in progress does: a second resume is refused before it reads the
-// file or starts anything, and the file is left as it was.
+// file or starts anything, and the file is left as it was, by whatever
+// name the second gives the file: its own, a symbolic link to it, or a
+// path relative to its directory.
 func TestResumeRefusedWhileAnotherRuns(t *testing.T) {
-	dir := t.TempDir()
-	state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
-	before := mustRead(t, state)
-	unlock, err := lockBeside(state)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		arg  func(t *testing.T, dir, state string) string
+	}{
+		{"same name", func(_ *testing.T, _, state string) string { return state }},
+		{"symbolic link", func(t *testing.T, dir, state string) string {
+			link := filepath.Join(t.TempDir(), "link.json")
+			if err := os.Symlink(state, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}},
+		{"relative path", func(_ *testing.T, _, _ string) string { return "./sub/../saved.json" }},
 	}
-	defer unlock()
-	got, _ := bin{dir: dir, args: []string{"resume", "--allow", "toolu_01", state}}.run(t)
-	if want := "toolrun resume: " + state + ": another toolrun is resuming it; wait for it to finish, then resume again\n"; got.code != exitError || got.stderr != want || got.stdout != "" {
-		t.Errorf("resume while locked: exit status %d, stdout %q, stderr %q; want %d, nothing, %q", got.code, got.stdout, got.stderr, exitError, want)
-	}
-	if after := mustRead(t, state); !bytes.Equal(after, before) {
-		t.Errorf("the file changed while another resume held it")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+			if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			before := mustRead(t, state)
+			lock, err := filelock.TryAcquire(filepath.Join(dir, ".saved.json.lock"), 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Unlock()
+			arg := tt.arg(t, dir, state)
+			got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--allow", "toolu_01", arg}}.run(t)
+			if want := "toolrun resume: " + arg + ": another toolrun is resuming it; wait for it to finish, then resume again\n"; got.code != exitError || got.stderr != want || got.stdout != "" {
+				t.Errorf("resume while locked: exit status %d, stdout %q, stderr %q; want %d, nothing, %q", got.code, got.stdout, got.stderr, exitError, want)
+			}
+			if after := mustRead(t, state); !bytes.Equal(after, before) {
+				t.Errorf("the file changed while another resume held it")
+			}
+		})
 	}
 }
 

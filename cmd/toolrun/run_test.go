@@ -29,6 +29,9 @@ var binDir struct {
 	err  error
 }
 
+// pathOnce puts binDir on the PATH, once.
+var pathOnce sync.Once
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir.dir != "" {
@@ -65,6 +68,11 @@ func binaries(t *testing.T) (toolrunBin, crashserver string) {
 	if binDir.err != nil {
 		t.Fatal(binDir.err)
 	}
+	pathOnce.Do(func() {
+		// On the PATH, as after "go install": the commands toolrun prints
+		// to run next name it "toolrun" (see selfCommand).
+		os.Setenv("PATH", binDir.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	})
 	return filepath.Join(binDir.dir, "toolrun"), filepath.Join(binDir.dir, "crashserver")
 }
 
@@ -245,6 +253,8 @@ func TestRunExitCodes(t *testing.T) {
 			replies:    runScript(),
 			wantCode:   3,
 			wantStdout: []string{"stopped: max_turns after 1 turn", "turn limit of 1 reached; 2 tool calls of turn 1 not run"},
+			// Said once, not "turn limit reached: turn limit of 1 reached".
+			wantStderr: []string{"toolrun run: turn limit of 1 reached; 2 tool calls of turn 1 not run\n"},
 		},
 		{
 			name:       "max_tokens",
@@ -584,10 +594,11 @@ func TestRunPrompt(t *testing.T) {
 			input: "n\nnot today\nn\n\n",
 			wantStdout: []string{
 				"  ✗ tracker__echo denied: not today\n",
-				"␛[31m  ✗ tracker__echo not run: tool call denied: not today␛[0m",
-				"␛[31m  ✗ tracker__fail not run: tool call denied: the user denied it␛[0m",
+				"  ✗ tracker__fail denied: the user denied it\n",
+				"stopped: end_turn after 4 turns, 6 tool calls: 3 ran, 1 failed, 2 denied\n",
 			},
-			notStdout: []string{"3 TODOs: changelog, tag v1.2.0, flags\n"},
+			// Each denial shows once, as it is given.
+			notStdout: []string{"3 TODOs: changelog, tag v1.2.0, flags\n", "not run: tool call denied"},
 		},
 	}
 	for _, tt := range tests {

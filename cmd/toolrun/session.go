@@ -221,12 +221,16 @@ func (s *session) finish(ctx context.Context, r *toolrun.Runner, a approver, sta
 	s.d.close()
 	s.d.summary(res)
 	switch {
+	case ctx.Err() != nil:
+		return s.interrupted(r, stateFile)
 	case res == nil:
 		c.errorf(s.cmd, "%v", err)
 		return exitError
-	case ctx.Err() != nil:
-		c.errorf(s.cmd, "interrupted")
-		return exitInterrupted
+	case err != nil && res.Detail != "" && strings.HasSuffix(err.Error(), res.Detail):
+		// The error is the stop reason's sentinel and the detail: the
+		// detail alone says it ("turn limit of 3 reached", not "turn limit
+		// reached: turn limit of 3 reached").
+		c.errorf(s.cmd, "%s", res.Detail)
 	case err != nil:
 		c.errorf(s.cmd, "%v", err)
 	case res.StopReason == toolrun.StopError && res.Err != nil:
@@ -240,15 +244,53 @@ func (s *session) finish(ctx context.Context, r *toolrun.Runner, a approver, sta
 // suspend saves a run that awaits approval of the calls pending to
 // stateFile, or to a new file if "", and says how to continue it.
 // noTerminal says why nobody was asked.
-// A resumed run with a journal is saved there: by the runner as it
-// stopped, or here, with the decisions given, if it never ran.
 func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []toolrun.PendingCall, noTerminal bool, stateFile string) int {
+	c := s.c
+	saved, err := s.save(r, stateFile)
+	if err != nil {
+		c.errorf(s.cmd, "saving the run: %v", err)
+		return exitError
+	}
+	var ids []string
+	for _, p := range pending {
+		ids = append(ids, fmt.Sprintf("%s (%s)", p.Call.ID, p.Call.Name))
+	}
+	why := "awaiting approval of"
+	if noTerminal {
+		why = "no terminal to ask for approval of"
+	}
+	c.errorf(s.cmd, "%s %s; the run is saved in %s", why, strings.Join(ids, ", "), displayName(saved))
+	s.printContinue(saved)
+	return exitCode(toolrun.StopAwaitingApproval)
+}
+
+// interrupted saves a run stopped by a signal (Ctrl-C at the prompt, or
+// SIGTERM while a call or a request is under way) to stateFile, or to a
+// new file if "", and says how to continue it: a signal stops the run, it
+// does not lose it. A call that had started is not run again by the
+// resume (the model is told it was interrupted).
+func (s *session) interrupted(r *toolrun.Runner, stateFile string) int {
+	c := s.c
+	saved, err := s.save(r, stateFile)
+	if err != nil {
+		c.errorf(s.cmd, "interrupted, and the run could not be saved: %v", err)
+		return exitInterrupted
+	}
+	c.errorf(s.cmd, "interrupted; the run is saved in %s", displayName(saved))
+	s.printContinue(saved)
+	return exitInterrupted
+}
+
+// save saves the run of r to stateFile, or to a new file if "", and
+// returns the file's name. A resumed run with a journal is saved there: by
+// the runner as it went, or here, with the decisions given, if it never
+// ran.
+func (s *session) save(r *toolrun.Runner, stateFile string) (string, error) {
 	c := s.c
 	s.saved.State = r.State()
 	b, err := json.MarshalIndent(s.saved, "", "  ")
 	if err != nil {
-		c.errorf(s.cmd, "saving the run: %v", err)
-		return exitError
+		return "", err
 	}
 	b = append(b, '\n')
 	switch {
@@ -258,7 +300,9 @@ func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []tool
 			// with the decisions given, as the next version.
 			prev := st.Version
 			st.Version++
-			err = s.journal.Save(ctx, s.journal.name, st, prev)
+			// Saved whatever the run's context says: a signal stops the
+			// run, not its save.
+			err = s.journal.Save(context.Background(), s.journal.name, st, prev)
 		}
 	case stateFile == "-":
 		_, err = c.realStdout().Write(b)
@@ -275,25 +319,27 @@ func (s *session) suspend(ctx context.Context, r *toolrun.Runner, pending []tool
 	default:
 		err = writeFileAtomic(stateFile, b)
 	}
-	if err != nil {
-		c.errorf(s.cmd, "saving the run: %v", err)
-		return exitError
-	}
-	var ids []string
-	for _, p := range pending {
-		ids = append(ids, fmt.Sprintf("%s (%s)", p.Call.ID, p.Call.Name))
-	}
-	why := "awaiting approval of"
-	if noTerminal {
-		why = "no terminal to ask for approval of"
-	}
-	c.errorf(s.cmd, "%s %s; the run is saved in %s", why, strings.Join(ids, ", "), displayName(stateFile))
+	return stateFile, err
+}
+
+// printContinue prints the command that continues the run saved in
+// stateFile.
+func (s *session) printContinue(stateFile string) {
 	resumeArg := stateFile
 	if stateFile == "-" {
 		resumeArg = "FILE"
 	}
-	fmt.Fprintf(c.stderr, "continue it with: toolrun resume %s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", shellQuote(resumeArg))
-	return exitCode(toolrun.StopAwaitingApproval)
+	fmt.Fprintf(s.c.stderr, "continue it with: %s resume %s%s (at a terminal, or with --allow ID, --deny ID=reason, --approve auto or --approve deny)\n", selfCommand(), s.resumeFlags(), shellQuote(resumeArg))
+}
+
+// resumeFlags returns the flags that resume the saved run with its tools,
+// transcript and log: --tools-from-state if it names any, as the person
+// who made the run trusts what it wrote.
+func (s *session) resumeFlags() string {
+	if sv := s.saved; sv.Tools.given() || (sv.Record != "" && sv.Record != "-") || (sv.Log != "" && sv.Log != "-") {
+		return "--tools-from-state "
+	}
+	return ""
 }
 
 // realStdout returns the standard output, also when the display moved to
@@ -411,12 +457,36 @@ type scriptLine struct {
 	} `json:"usage"`
 }
 
+// scriptError says what is wrong with a script line that does not decode,
+// in the terms of the script's format, not of the Go type it decodes to.
+func scriptError(err error) error {
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) {
+		return err
+	}
+	want := map[string]string{
+		"":                    `a reply, a JSON object such as {"content": [{"type": "text", "text": "Hi."}]}`,
+		"content":             "an array of content blocks",
+		"stop_reason":         "a string",
+		"usage":               `an object such as {"input_tokens": 10, "output_tokens": 5}`,
+		"usage.input_tokens":  "a whole number",
+		"usage.output_tokens": "a whole number",
+	}[ute.Field]
+	if want == "" {
+		want = "another type"
+	}
+	if ute.Field == "" {
+		return fmt.Errorf("want %s, got a JSON %s", want, ute.Value)
+	}
+	return fmt.Errorf("%q: want %s, got a JSON %s", ute.Field, want, ute.Value)
+}
+
 // scriptReply returns the fake server's reply for a line of a script.
 func scriptReply(line []byte) (toolruntest.Reply, error) {
 	var l scriptLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&l); err != nil {
-		return toolruntest.Reply{}, err
+		return toolruntest.Reply{}, scriptError(err)
 	}
 	if len(l.Content) == 0 {
 		return toolruntest.Reply{}, errors.New(`want a reply with "content", an array of content blocks`)

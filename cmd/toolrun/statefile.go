@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/filelock"
 )
 
 // errStateFileBusy is the error of openStateFile for a saved run another
@@ -36,19 +38,26 @@ var errStateFileBusy = errors.New("another toolrun is resuming it")
 //
 // Each save is written whole to a temporary file, synced and renamed over
 // the file (writeFileAtomic), so a crash leaves the old state or the new.
-// One process at a time resumes a file: openStateFile takes an OS lock on
-// a lock file beside it (".NAME.lock", removed when the resume ends) for
-// the whole resume, and a second resume of the same file meanwhile is
-// refused before it reads it. Save is also a compare-and-swap on
+// The journal follows the file, not the name it is given: a symbolic link
+// is resolved, and the saves go to the file it leads to (the link stays a
+// link), so a later resume by either name finds the run as it went. One
+// process at a time resumes a file: openStateFile takes an OS lock on a
+// lock file beside the resolved file (".NAME.lock", removed when the
+// resume ends) for the whole resume, so every name of the file (a link, a
+// relative path) meets the same lock, and a second resume meanwhile is
+// refused before it reads the file. A file with more than one hard link is
+// refused: a save replaces the file (rename), which would leave the other
+// names holding the run as it was, its approved calls to run again. Save is also a compare-and-swap on
 // [toolrun.State.Version], as the Store contract asks, against a file
 // written by something that does not take the lock ("toolrun run --state"
 // with the same name, an editor): the runner then stops with
 // [toolrun.ErrRunBusy] and runs nothing more. On systems without flock
 // (Windows) only that check guards the file.
 type stateFile struct {
-	name   string
-	unlock func()
-	opened uint64 // the Version of the state the file held when opened
+	name   string         // as given, for messages and to compare with it
+	path   string         // the file itself: absolute, symbolic links resolved
+	lock   *filelock.Lock // nil where the system has no flock
+	opened uint64         // the Version of the state the file held when opened
 
 	mu      sync.Mutex // guards the fields below; the runner saves from its calls' goroutines
 	setup   savedRun   // what is written with each state: the run's setup
@@ -63,22 +72,61 @@ func (c *cli) openStateFile(name string) (*stateFile, *savedRun, error) {
 	if _, err := os.Stat(name); err != nil {
 		return nil, nil, err // a missing file, said plainly, before any lock file is made
 	}
-	unlock, err := lockBeside(name)
+	path, err := filepath.EvalSymlinks(name)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := singleLink(name, path); err != nil {
+		return nil, nil, err
+	}
+	lock, err := filelock.TryAcquire(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock"), 0o600)
+	switch {
+	case errors.Is(err, filelock.ErrBusy):
+		return nil, nil, fmt.Errorf("%s: %w", name, errStateFileBusy)
+	case errors.Is(err, errors.ErrUnsupported):
+		lock = nil // guarded by the compare of versions alone
+	case err != nil:
+		return nil, nil, fmt.Errorf("locking %s: %w", name, err)
+	}
+	sf := &stateFile{name: name, path: path, lock: lock}
+	fail := func(err error) (*stateFile, *savedRun, error) {
+		sf.close()
+		return nil, nil, err
+	}
+	// A link made before the lock was taken is seen now.
+	if err := singleLink(name, path); err != nil {
+		return fail(err)
 	}
 	saved, err := c.readSavedRun(name)
 	if err != nil {
-		unlock()
-		return nil, nil, err
+		return fail(err)
 	}
-	fi, err := os.Stat(name)
+	fi, err := os.Stat(path)
 	if err != nil {
-		unlock()
-		return nil, nil, err
+		return fail(err)
 	}
-	v := saved.State.Version
-	return &stateFile{name: name, unlock: unlock, opened: v, written: fi, version: v}, saved, nil
+	sf.opened, sf.written, sf.version = saved.State.Version, fi, saved.State.Version
+	return sf, saved, nil
+}
+
+// errHardLinks is the error of a saved run in a file with other names.
+var errHardLinks = errors.New("has other names (hard links)")
+
+// singleLink fails with an error wrapping errHardLinks if the file at path
+// (named name) has more than one hard link. A resume saves by replacing
+// the file, which would leave the other names holding the run as it was.
+func singleLink(name, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if n := linkCount(fi); n > 1 {
+		return fmt.Errorf("%s %w: %d names of one file; a resume replaces the file, so the other names would keep the run as it was, to run its approved calls again; resume a copy (cp), after removing the other names", name, errHardLinks, n)
+	}
+	return nil
 }
 
 // setSetup sets what is saved with each state: the run's setup, as resume
@@ -96,12 +144,18 @@ func (f *stateFile) Save(ctx context.Context, id string, s *toolrun.State, prev 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.version
-	if fi, err := os.Stat(f.name); err != nil || !os.SameFile(fi, f.written) {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return fmt.Errorf("saving the run to %s: %w", f.name, err)
+	}
+	if n := linkCount(fi); n > 1 {
+		// Linked since it was opened: replacing it would leave the new
+		// name holding the run as it was.
+		return fmt.Errorf("saving the run to %s: %w: %w", f.name, singleLink(f.name, f.path), toolrun.ErrRunBusy)
+	}
+	if !os.SameFile(fi, f.written) {
 		// Written since by something else: compare its version.
-		if err != nil {
-			return fmt.Errorf("saving the run to %s: %w", f.name, err)
-		}
-		b, err := os.ReadFile(f.name)
+		b, err := os.ReadFile(f.path)
 		if err != nil {
 			return fmt.Errorf("saving the run to %s: %w", f.name, err)
 		}
@@ -124,10 +178,10 @@ func (f *stateFile) Save(ctx context.Context, id string, s *toolrun.State, prev 
 	if err != nil {
 		return fmt.Errorf("saving the run: %w", err)
 	}
-	if err := writeFileAtomic(f.name, append(b, '\n')); err != nil {
+	if err := writeFileAtomic(f.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("saving the run to %s: %w", f.name, err)
 	}
-	fi, err := os.Stat(f.name)
+	fi, err = os.Stat(f.path)
 	if err != nil {
 		return fmt.Errorf("saving the run to %s: %w", f.name, err)
 	}
@@ -145,10 +199,10 @@ func (f *stateFile) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("stateFile.Delete: %w", errors.ErrUnsupported)
 }
 
-// close releases the lock.
+// close removes the lock file and releases the lock.
 func (f *stateFile) close() {
-	if f.unlock != nil {
-		f.unlock()
-		f.unlock = nil
+	if f.lock != nil {
+		f.lock.Remove()
+		f.lock = nil
 	}
 }
