@@ -440,3 +440,98 @@ func docImporter(t *testing.T) types.Importer {
 	}
 	return docImporterVal
 }
+
+// TestTestSummary runs the filter of the README's test command (.ci/test)
+// on the go test -json output of a module whose tests pass, fail, skip for
+// a missing component and skip for another reason, and checks what it
+// prints and its exit status.
+func TestTestSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs go test")
+	}
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "test-summary")
+	if out, err := exec.Command(gobin, "build", "-o", summary, filepath.Join(".ci", "test-summary", "main.go")).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	mod := filepath.Join(dir, "m")
+	files := map[string]string{
+		"go.mod": "module example.com/m\n\ngo 1.26\n",
+		"a/a_test.go": `package a
+
+import "testing"
+
+func TestPass(t *testing.T) {}
+func TestWidget(t *testing.T) { t.Skip("missing component: widget (install it with: make widget); skipping") }
+func TestGadget(t *testing.T) {
+	t.Run("one", func(t *testing.T) { t.Skip("missing component: gadget server; none at :1") })
+	t.Run("two", func(t *testing.T) { t.Skip("missing component: gadget server; none at :1") })
+}
+func TestHelper(t *testing.T) { t.Skip("a helper process") }
+`,
+		"b/b_test.go": `package b
+
+import "testing"
+
+func TestBroken(t *testing.T) {
+	t.Run("sub", func(t *testing.T) { t.Error("got 1, want 2") })
+}
+`,
+	}
+	for name, src := range files {
+		p := filepath.Join(mod, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name       string
+		pkgs       string
+		wantStatus int
+		want       []string // in the output, in this order
+		wantNot    []string
+	}{
+		{"skips", "./a", 0, []string{"ok  \texample.com/m/a", "skipped, missing: gadget server (2 tests), widget (1 test) (with CI set, these fail instead)\n"},
+			[]string{"=== RUN", "a helper process", "--- SKIP"}},
+		{"a failure", "./...", 1, []string{"--- FAIL: TestBroken", "--- FAIL: TestBroken/sub", "got 1, want 2", "FAIL\texample.com/m/b", "skipped, missing: gadget server (2 tests), widget (1 test)"},
+			[]string{"=== RUN"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gotest := exec.Command(gobin, "test", "-json", tt.pkgs)
+			gotest.Dir = mod
+			gotest.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+			raw, _ := gotest.Output() // b fails: its status is the filter's to report
+			cmd := exec.Command(summary)
+			cmd.Stdin = bytes.NewReader(raw)
+			out, err := cmd.Output()
+			status := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				status = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if status != tt.wantStatus {
+				t.Errorf("exit status %d, want %d\n%s", status, tt.wantStatus, out)
+			}
+			rest := string(out)
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("output lacks %q after what came before:\n%s", w, out)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(string(out), w) {
+					t.Errorf("output has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
