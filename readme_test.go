@@ -52,6 +52,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
 )
 
 // docImports are the packages a fragment may use without importing them.
@@ -533,5 +538,36 @@ func TestBroken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadmeContinueChat checks what the README's "Continuing a chat" says:
+// after a run has finished, appending the user's next message and running
+// again sends the whole conversation and returns the new answer.
+func TestReadmeContinueChat(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.Text("Sunny today.")),
+		toolruntest.Message(toolruntest.Text("Rain tomorrow.")),
+	))
+	r := toolrun.New(client(s), userParams("Weather in Paris?"), nil, &toolrun.Options{Logger: discard()})
+	res, err := r.Run(t.Context())
+	if err != nil || res.Text() != "Sunny today." {
+		t.Fatalf("first Run: %q, %v; want %q", res.Text(), err, "Sunny today.")
+	}
+	r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("And tomorrow?")))
+	res, err = r.Run(t.Context())
+	if err != nil || res.Text() != "Rain tomorrow." {
+		t.Fatalf("second Run: %q, %v; want %q", res.Text(), err, "Rain tomorrow.")
+	}
+	reqs := s.Requests()
+	var said []string
+	for _, m := range reqs[len(reqs)-1].Conversation {
+		for _, b := range m.Content {
+			said = append(said, m.Role+": "+b.Text)
+		}
+	}
+	want := []string{"user: Weather in Paris?", "assistant: Sunny today.", "user: And tomorrow?"}
+	if diff := cmp.Diff(want, said); diff != "" {
+		t.Errorf("the second request's conversation (-want +got):\n%s", diff)
 	}
 }
