@@ -14,6 +14,7 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
+// WeatherIn is the input of get_weather; its JSON Schema is inferred from it.
 type WeatherIn struct {
 	City string `json:"city" jsonschema:"the city name"`
 }
