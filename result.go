@@ -211,12 +211,26 @@ type Result struct {
 	ToolCalls, ToolFailures int
 }
 
-// Text returns the text blocks of the last response, joined.
+// Text returns the text blocks of the last response, joined. A runner
+// that received no response itself (a finished run re-opened from its
+// Store or resumed from its State) has no Message; Text then reads the
+// history's last message if the model wrote it, as its final answer.
 func (r *Result) Text() string {
-	if r == nil || r.Message == nil {
+	if r == nil {
 		return ""
 	}
-	return messageText(r.Message)
+	if r.Message != nil {
+		return messageText(r.Message)
+	}
+	var b strings.Builder
+	if n := len(r.Messages); n > 0 && r.Messages[n-1].OfAssistant != nil {
+		for _, c := range r.Messages[n-1].OfAssistant.Content {
+			if c.OfText != nil {
+				b.WriteString(c.OfText.Text)
+			}
+		}
+	}
+	return b.String()
 }
 
 func messageText(m *anthropic.BetaMessage) string {

@@ -27,8 +27,8 @@ func everything(t *testing.T) mcptool.Dial {
 		_, err = os.Stat(everythingJS)
 	}
 	if err != nil {
-		msg := "the integration tests with @modelcontextprotocol/server-everything need node and the server (" + err.Error() + "); install them with: bash .ci/mcp.sh"
-		if os.Getenv("CI") == "true" {
+		msg := "missing component: node and @modelcontextprotocol/server-everything (" + err.Error() + "); install them with: bash .ci/mcp.sh"
+		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)

@@ -97,5 +97,55 @@
 //	err = run.Get(ctx, &out)
 //	fmt.Println(out.StopReason, out.Text)
 //
-// The directory examples/ holds both as whole programs.
+// The directory examples/ holds both as whole programs. Without
+// ANTHROPIC_API_KEY the worker's model is a scripted one, so they run
+// offline against `temporal server start-dev`.
+//
+// # What the Store costs
+//
+// With a Store, each step reads and writes the whole state once (a 2 MB
+// conversation is 2 MB read and 2 MB written per turn), under a key of its
+// own, <workflow id>/<run id>/step-<activity id>.<attempt>, written once so
+// that a retried or zombie attempt never overwrites another. One blob per
+// step stays in the Store until you delete the workflow's keys. Without a
+// Store the whole state travels in each step's input and result: fine for
+// short runs. A call's activity times out at its tool's timeout plus 30 s,
+// or 24 hours for a tool with none: give your tools a timeout.
+//
+// # Search attributes
+//
+// Register the attributes once per namespace (temporal operator
+// search-attribute create --name ToolrunStatus --type Keyword, and so on
+// for ToolrunAwaitingApproval Bool, ToolrunModel Keyword, ToolrunTurns Int
+// and ToolrunCostUSD Double; the dev server takes --search-attribute
+// ToolrunStatus=Keyword …), or set [RunOptions].NoSearchAttributes. Then,
+// with no worker running:
+//
+//	temporal workflow list --query 'ToolrunAwaitingApproval = true AND ExecutionStatus = "Running"'
+//
+// # Upgrading toolrun while runs wait
+//
+// A run waiting for approval may sleep for days in a workflow started by
+// an older toolrun, and replays on the newer one when it wakes. Every
+// change to the commands the workflow issues is guarded with
+// workflow.GetVersion, and the module's tests replay golden histories
+// recorded by earlier releases (testdata/histories), so a release that
+// would break a waiting run fails CI. Upgrade workers by a rolling restart
+// ([NewWorker]'s stop timeout lets calls in flight finish); old and new
+// workers may serve one task queue as long as both have the same tools.
+// Payload formats only grow fields; where a release changes them, its
+// CHANGELOG says so: let the runs started before it finish, or serve them
+// from a task queue of their own. To check your own deployment, download a
+// few histories (temporal workflow show --workflow-id … --output json) and
+// replay them with worker.NewWorkflowReplayer before you roll out.
+//
+// # Tests
+//
+// The tests run the workflow in the SDK's test environment and against a
+// real dev server that temporal/ci.sh builds and starts: a worker killed
+// with SIGKILL while two tools run, a worker stopped with SIGTERM while a
+// tool runs, approvals found by their search attributes, golden histories
+// replayed, and 50 workflows with a worker killed and no call run twice.
+// Without a server those tests skip, saying "missing component: Temporal
+// dev server"; with CI set they fail.
 package temporal

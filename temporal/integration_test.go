@@ -68,7 +68,7 @@ func dialTemporal(t *testing.T) client.Client {
 		}
 	}
 	if err != nil {
-		msg := fmt.Sprintf("no Temporal server at %s (%v); start one with `temporal server start-dev` or run temporal/ci.sh, or set TEMPORAL_ADDRESS", addr, err)
+		msg := fmt.Sprintf("missing component: Temporal dev server; none at %s (%v); start one with `temporal server start-dev` or run temporal/ci.sh, or set TEMPORAL_ADDRESS", addr, err)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}

@@ -40,7 +40,7 @@ func chromium(t *testing.T) string {
 	if os.Getenv("CI") != "" {
 		t.Fatal("CI is set and chromium is not installed; install it with: apt-get install -y chromium")
 	}
-	t.Skip("chromium is not installed (apt-get install -y chromium); skipping the browser test")
+	t.Skip("missing component: chromium (apt-get install -y chromium); skipping the browser test")
 	return ""
 }
 

@@ -1,33 +1,25 @@
-// Command approval shows terminal approval of tool calls with toolrun: a
-// tool whose policy asks a person before each call, a run that suspends
-// when the model calls it, its state saved to a JSON file and resumed from
-// there, as another process would, and the person's answer given with
-// Runner.Decide before the run goes on.
+// Command approval is a refund that a person approves, across processes.
+// The run's state lives in a FileStore: the first process suspends when
+// the model asks for the refund, and exits; a later one re-opens the run
+// from the store, gives the person's decision and finishes it. Run it
+// again and it prints the answer without refunding again: with a Store, a
+// call runs at most once, however often the program is run.
 //
-// Without ANTHROPIC_API_KEY the model is a scripted one on a local fake
-// server, so the example runs offline; with it, the same tools and prompt
-// go to the Anthropic API. Answers are read from stdin, one per line, so it
-// also runs from a script:
+//	go run ./examples/approval                 # suspends: refund_order awaits approval
+//	go run ./examples/approval -decide allow   # refunds, and the model answers
+//	go run ./examples/approval -decide allow   # finished already: the answer, no second refund
 //
-//	go run ./examples/approval              # asks at the terminal
-//	echo y | go run ./examples/approval     # approves
-//	go run ./examples/approval </dev/null   # no answer: denies
+// Without ANTHROPIC_API_KEY the model is a scripted one on toolruntest's
+// fake Messages API, so it runs offline; with it, the prompt goes to the
+// Anthropic API.
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
@@ -35,220 +27,106 @@ import (
 )
 
 func main() {
-	stateFile := flag.String("state", "", "the `file` to save the suspended run in (default: a temporary file)")
+	dir := flag.String("dir", filepath.Join(os.TempDir(), "toolrun-approval"), "the `directory` that holds the run's state and the refunds made")
+	decide := flag.String("decide", "", "the decision for the calls awaiting approval: allow or deny")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if *stateFile == "" {
-		dir, err := os.MkdirTemp("", "toolrun-approval-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "approval:", err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-		*stateFile = filepath.Join(dir, "state.json")
-	}
-	live := os.Getenv("ANTHROPIC_API_KEY") != ""
-	res, err := run(ctx, os.Stdin, os.Stdout, os.Stderr, *stateFile, live)
-	if err != nil {
+	if err := run(context.Background(), *dir, *decide); err != nil {
 		fmt.Fprintln(os.Stderr, "approval:", err)
-		stop()
-		os.Exit(1)
-	}
-	if res.StopReason != toolrun.StopEndTurn {
-		stop()
 		os.Exit(1)
 	}
 }
 
-const prompt = "Release v1.4.1 if the tests on main pass."
-
-type (
-	statusIn struct {
-		Branch string `json:"branch" jsonschema:"the branch to check"`
-	}
-	releaseIn struct {
-		Version string `json:"version" jsonschema:"the version to release, such as v1.2.3"`
-		Notes   string `json:"notes,omitempty" jsonschema:"release notes"`
-	}
-)
-
-// tools returns the example's tools: check_ci runs freely; publish_release
-// asks a person first.
-func tools() []toolrun.Tool {
-	check := toolrun.NewTool("check_ci", "Reports the CI status of a branch.",
-		func(ctx context.Context, in statusIn) (string, error) {
-			return fmt.Sprintf("%s: all 412 tests passed", in.Branch), nil
-		})
-	publish := toolrun.NewTool("publish_release", "Publishes a release to every user.",
-		func(ctx context.Context, in releaseIn) (string, error) {
-			return fmt.Sprintf("published %s", in.Version), nil
-		})
-	publish.Policy = toolrun.RequireApproval("publishes a release to every user")
-	return []toolrun.Tool{check, publish}
+type refundIn struct {
+	Order string `json:"order" jsonschema:"the order number"`
 }
 
-// script is the model's side of the offline run. Its last answer reads
-// right whether the release was approved or not.
-func script() []toolruntest.Reply {
-	return []toolruntest.Reply{
-		toolruntest.Message(
-			toolruntest.Text("Checking CI on main."),
-			toolruntest.ToolUse("toolu_01", "check_ci", map[string]any{"branch": "main"}),
-		),
-		toolruntest.Message(
-			toolruntest.Text("The tests pass. Publishing v1.4.1."),
-			toolruntest.ToolUse("toolu_02", "publish_release", map[string]any{"version": "v1.4.1", "notes": "Bug fixes."}),
-		),
-		toolruntest.Message(toolruntest.Text("CI on main is green. The publish_release result says whether v1.4.1 went out.")),
-	}
-}
-
-// run runs the example: until the run suspends for approval, then from the
-// state saved in stateFile, asking for each pending call on in. Without
-// live, the model is the offline script.
-func run(ctx context.Context, in io.Reader, out, errOut io.Writer, stateFile string, live bool) (*toolrun.Result, error) {
-	var client anthropic.Client
-	model := anthropic.ModelClaudeSonnet5_5
-	if live {
-		client = anthropic.NewClient() // reads ANTHROPIC_API_KEY
-	} else {
-		s := toolruntest.New(nil, toolruntest.Script(script()...))
-		defer s.Close()
-		client = s.Client()
-	}
-	opts := &toolrun.Options{
-		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnEvent: func(ctx context.Context, e toolrun.Event) {
-			switch e := e.(type) {
-			case toolrun.ToolDecided:
-				fmt.Fprintf(out, "model calls %s %s\n", e.Call.Name, e.Call.Input)
-			case toolrun.ToolFinished:
-				fmt.Fprintf(out, "  %s → %s\n", e.Result.Call.Name, text(e.Result))
+// refundTool refunds an order; its effect, which must not happen twice, is
+// a line in dir/refunds.log.
+func refundTool(dir string) *toolrun.FuncTool {
+	refund := toolrun.NewTool("refund_order", "Refunds an order in full.",
+		func(ctx context.Context, in refundIn) (string, error) {
+			f, err := os.OpenFile(filepath.Join(dir, "refunds.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return "", err
 			}
+			defer f.Close()
+			if _, err := fmt.Fprintln(f, in.Order); err != nil {
+				return "", err
+			}
+			return "refunded order " + in.Order, nil
+		})
+	refund.Policy = toolrun.RequireApproval("refunds cost money")
+	return refund
+}
+
+func run(ctx context.Context, dir, decide string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	client, stop := model()
+	defer stop()
+	params := anthropic.BetaMessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet5_5,
+		MaxTokens: 1024,
+		Messages: []anthropic.BetaMessageParam{
+			anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Order 42 arrived broken. Refund it.")),
 		},
 	}
-	params := anthropic.BetaMessageNewParams{
-		Model:     model,
-		MaxTokens: 1024,
-		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))},
-	}
-	fmt.Fprintf(out, "user: %s\n", prompt)
+	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42"}
 
-	r := toolrun.New(client, params, tools(), opts)
-	answers := bufio.NewReader(in)
-	for {
-		res, err := r.Run(ctx)
-		if err != nil {
-			return res, err
-		}
-		if res.StopReason != toolrun.StopAwaitingApproval {
-			fmt.Fprintf(out, "claude: %s\nstopped: %s after %d turns\n", res.Text(), res.StopReason, res.Turns)
-			return res, nil
-		}
-
-		// The run is suspended. Its state is plain data: save it, and
-		// this process could exit here and another pick it up later.
-		if err := save(stateFile, r.State()); err != nil {
-			return res, err
-		}
-		fmt.Fprintf(out, "run suspended: %s; state saved to %s\n", res.Detail, stateFile)
-
-		// Resume from the file with the same client, tools and options,
-		// as that other process would.
-		s, err := load(stateFile)
-		if err != nil {
-			return res, err
-		}
-		r, err = toolrun.Resume(client, s, tools(), opts)
-		if err != nil {
-			return res, err
-		}
-		fmt.Fprintf(out, "resumed from %s\n", stateFile)
-		for _, p := range r.Result().Pending {
-			d, err := ask(answers, out, p)
-			if err != nil {
-				return res, err
-			}
-			if err := r.Decide(p.Call.ID, d); err != nil {
-				return res, err
-			}
-		}
-	}
-}
-
-// ask asks for a decision about p: y approves, a approves every call of
-// the tool for the rest of the run, anything else denies, with the next line
-// as the reason. The end of input denies.
-func ask(in *bufio.Reader, out io.Writer, p toolrun.PendingCall) (toolrun.Decision, error) {
-	var input bytes.Buffer
-	if json.Compact(&input, p.Call.Input) != nil {
-		input.Write(p.Call.Input)
-	}
-	fmt.Fprintf(out, "%s %s needs approval: %s.\napprove [y]es / [n]o / [a]lways? ", p.Call.Name, &input, p.Reason)
-	answer, err := readLine(in)
-	if err != nil {
-		fmt.Fprintln(out, "no answer: denied")
-		return toolrun.DenyCall("nobody answered the approval prompt"), nil
-	}
-	switch strings.ToLower(answer) {
-	case "y", "yes":
-		fmt.Fprintln(out, "approved")
-		return toolrun.AllowCall(), nil
-	case "a", "always":
-		fmt.Fprintln(out, "approved for the rest of the run")
-		return toolrun.Decision{Kind: toolrun.Allow, Always: true}, nil
-	}
-	fmt.Fprint(out, "reason, sent to the model: ")
-	reason, err := readLine(in)
-	if err != nil || reason == "" {
-		reason = "the user denied it"
-	}
-	fmt.Fprintf(out, "denied: %s\n", reason)
-	return toolrun.DenyCall(reason), nil
-}
-
-// readLine reads a line, trimmed; at the end of input it returns io.EOF
-// only if the line is empty.
-func readLine(in *bufio.Reader) (string, error) {
-	s, err := in.ReadString('\n')
-	s = strings.TrimSpace(s)
-	if errors.Is(err, io.EOF) && s != "" {
-		err = nil
-	}
-	return s, err
-}
-
-func save(path string, s *toolrun.State) error {
-	b, err := json.MarshalIndent(s, "", "  ")
+	// Open re-opens the run from the store, or starts it if none is saved.
+	r, err := toolrun.Open(ctx, client, params, []toolrun.Tool{refundTool(dir)}, opts)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
-}
-
-func load(path string) (*toolrun.State, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s toolrun.State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return &s, nil
-}
-
-// text returns a result's text, or its error.
-func text(res *toolrun.ToolResult) string {
-	if res.Err != nil {
-		return "error: " + res.Err.Error()
-	}
-	var parts []string
-	for _, c := range res.Content {
-		if c.OfText != nil {
-			parts = append(parts, c.OfText.Text)
+	// The calls the saved run is waiting on, if any: decide each.
+	for _, p := range r.State().AwaitingApproval() {
+		switch decide {
+		case "allow":
+			err = r.Decide(p.Call.ID, toolrun.AllowCall())
+		case "deny":
+			err = r.Decide(p.Call.ID, toolrun.DenyCall("the person said no"))
+		default:
+			return fmt.Errorf("%s awaits approval: give -decide allow or -decide deny", p.Call.Name)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return strings.Join(parts, " ")
+	res, err := r.Run(ctx) // a finished run returns how it finished, and runs nothing
+	if err != nil {
+		return err
+	}
+	if res.StopReason == toolrun.StopAwaitingApproval {
+		for _, p := range res.Pending {
+			fmt.Printf("awaiting approval: %s %s (%s)\n", p.Call.Name, p.Call.Input, p.Reason)
+		}
+		fmt.Println("the run is saved; run again with -decide allow or -decide deny")
+		return nil
+	}
+	fmt.Println("claude:", res.Text())
+	return nil
+}
+
+// model returns the client of the Anthropic API, or without
+// ANTHROPIC_API_KEY that of a scripted model on a fake API, and a func that
+// stops it.
+func model() (anthropic.Client, func()) {
+	if os.Getenv("ANTHROPIC_API_KEY") != "" {
+		return anthropic.NewClient(), func() {}
+	}
+	fake := toolruntest.New(nil, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
+		last := req.Conversation[len(req.Conversation)-1]
+		for _, b := range last.Content {
+			if b.Type != "tool_result" {
+				continue
+			}
+			if b.IsError {
+				return toolruntest.Message(toolruntest.Text("I did not refund order 42: " + b.ResultText()))
+			}
+			return toolruntest.Message(toolruntest.Text("Refunded order 42."))
+		}
+		return toolruntest.Message(toolruntest.ToolUse("toolu_01", "refund_order", map[string]string{"order": "42"}))
+	}})
+	return fake.Client(), fake.Close
 }

@@ -1,91 +1,96 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/toolrun/toolrun"
 )
 
-func TestRun(t *testing.T) {
+// TestRunTwice runs the program as the README tells a reader to, each time
+// in a process of its own on one store: the first suspends, the second
+// approves and refunds, and the third, run again as a person might, finds
+// the run finished, prints the answer and refunds nothing.
+func TestRunTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the program")
+	}
+	bin := build(t)
 	tests := []struct {
 		name        string
-		input       string
-		wantResult  string // what the model was told publish_release did
-		wantIsError bool
+		runs        [][]string // the flags of each process, in order
+		wantLast    string     // the last process's output
+		wantRefunds string     // refunds.log at the end
 	}{
-		{"approve", "y\n", "published v1.4.1", false},
-		{"always", "a\n", "published v1.4.1", false},
-		{"deny with a reason", "n\nnot on a Friday\n", "tool call denied: not on a Friday", true},
-		{"no answer", "", "tool call denied: nobody answered the approval prompt", true},
+		{"allow, then again", [][]string{nil, {"-decide", "allow"}, {"-decide", "allow"}},
+			"claude: Refunded order 42.\n", "42\n"},
+		{"allow, then again without a decision", [][]string{nil, {"-decide", "allow"}, nil},
+			"claude: Refunded order 42.\n", "42\n"},
+		{"deny", [][]string{nil, {"-decide", "deny"}, {"-decide", "allow"}},
+			"claude: I did not refund order 42: tool call denied: the person said no\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stateFile := filepath.Join(t.TempDir(), "state.json")
-			var out, errOut bytes.Buffer
-			res, err := run(t.Context(), strings.NewReader(tt.input), &out, &errOut, stateFile, false)
-			if err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
+			dir := t.TempDir()
+			var out string
+			for i, flags := range tt.runs {
+				cmd := exec.Command(bin, append([]string{"-dir", dir}, flags...)...)
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no ANTHROPIC_API_KEY: the scripted model
+				b, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("process %d (%q): %v\n%s", i+1, flags, err, b)
+				}
+				out = string(b)
+				if i == 0 && !strings.Contains(out, "awaiting approval: refund_order") {
+					t.Fatalf("first process: output %q does not say refund_order awaits approval", out)
+				}
 			}
-			if got, want := res.StopReason, toolrun.StopEndTurn; got != want {
-				t.Errorf("StopReason = %q, want %q", got, want)
+			if out != tt.wantLast {
+				t.Errorf("last process printed %q, want %q", out, tt.wantLast)
 			}
-			got, isError := toolResult(res, "toolu_02")
-			if got != tt.wantResult || isError != tt.wantIsError {
-				t.Errorf("publish_release result = %q (is_error %v), want %q (is_error %v)", got, isError, tt.wantResult, tt.wantIsError)
-			}
-			if !strings.Contains(out.String(), "resumed from "+stateFile) {
-				t.Errorf("output does not say the run resumed from %s:\n%s", stateFile, out.String())
-			}
-
-			// The saved state is the suspended run, awaiting the release.
-			b, err := os.ReadFile(stateFile)
-			if err != nil {
+			b, err := os.ReadFile(filepath.Join(dir, "refunds.log"))
+			if err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
 			}
-			var s toolrun.State
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatal(err)
-			}
-			if s.StopReason != toolrun.StopAwaitingApproval {
-				t.Fatalf("saved state: stop reason %q; want a run awaiting approval", s.StopReason)
-			}
-			var ids []string
-			for _, c := range s.Calls() {
-				ids = append(ids, c.ID)
-			}
-			if diff := cmp.Diff([]string{"toolu_02"}, ids); diff != "" {
-				t.Errorf("pending calls in the saved state (-want +got):\n%s", diff)
+			if got := string(b); got != tt.wantRefunds {
+				t.Errorf("refunds.log = %q, want %q", got, tt.wantRefunds)
 			}
 		})
 	}
 }
 
-// toolResult returns the text and error flag of the tool_result for id in
-// the run's history.
-func toolResult(res *toolrun.Result, id string) (string, bool) {
-	for _, m := range res.Messages {
-		if m.OfUser == nil {
-			continue
+// TestNoDecision checks that a process started while a call awaits
+// approval, without a decision, says what to give and runs nothing.
+func TestNoDecision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the program")
+	}
+	bin := build(t)
+	dir := t.TempDir()
+	for i := range 2 {
+		cmd := exec.Command(bin, "-dir", dir)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		b, err := cmd.CombinedOutput()
+		if i == 0 && err != nil {
+			t.Fatalf("first process: %v\n%s", err, b)
 		}
-		for _, b := range m.OfUser.Content {
-			tr := b.OfToolResult
-			if tr == nil || tr.ToolUseID != id {
-				continue
-			}
-			var parts []string
-			for _, c := range tr.Content {
-				if c.OfText != nil {
-					parts = append(parts, c.OfText.Text)
-				}
-			}
-			return strings.Join(parts, " "), tr.IsError.Value
+		if i == 1 && (err == nil || !strings.Contains(string(b), "refund_order awaits approval: give -decide allow or -decide deny")) {
+			t.Errorf("second process without -decide: %v, %q; want exit status 1 naming -decide", err, b)
 		}
 	}
-	return "", false
+	if _, err := os.Stat(filepath.Join(dir, "refunds.log")); !os.IsNotExist(err) {
+		t.Errorf("refunds.log: %v; want no refund", err)
+	}
+}
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "approval")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
