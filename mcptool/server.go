@@ -28,18 +28,22 @@ import (
 // Stderr nil: the Server then keeps the end of the command's standard error
 // and logs it, redacted, when the command exits. If the command's WaitDelay
 // is zero, the Server sets it to 2s, so that a child process that holds the
-// standard error open cannot keep a restart waiting; if the transport's
-// TerminateDuration is zero, the Server sets it to 500ms (see
-// [Server.Close]). The Server sets the command's environment as
-// [Options.PassEnv] describes.
+// standard error open cannot keep a restart waiting. The Server starts the
+// command itself, in a process group of its own on Unix (Setpgid, unless
+// its SysProcAttr asks for Setsid, which makes a group too), and stops the
+// group as a whole, so that what a launcher such as npx, uvx or sh -c
+// starts stops with it; the transport's TerminateDuration, or 500ms if it
+// is zero, is the grace period of [Server.Close]. The Server sets the
+// command's environment as [Options.PassEnv] describes.
 type Dial func(ctx context.Context) (mcp.Transport, error)
 
 const (
 	// waitDelay is the WaitDelay the Server gives commands; see [Dial].
 	waitDelay = 2 * time.Second
-	// closeGrace is the TerminateDuration the Server gives command
-	// transports: how long Close waits for a command to exit after closing
-	// its standard input, and again after SIGTERM; see [Server.Close].
+	// closeGrace is the grace period of a command whose transport sets
+	// no TerminateDuration: how long Close waits for a command and its
+	// process group to exit after closing its standard input, and again
+	// after SIGTERM; see [Server.Close].
 	closeGrace = 500 * time.Millisecond
 	// restartTimeout bounds a restart, the server's initialization
 	// included, when [Options.CallTimeout] is zero; see [RestartPolicy]. A
@@ -324,10 +328,12 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if c.cmd.WaitDelay == 0 {
 			c.cmd.WaitDelay = waitDelay
 		}
-		if ct.TerminateDuration == 0 {
-			ct.TerminateDuration = closeGrace
+		grace := ct.TerminateDuration
+		if grace <= 0 {
+			grace = closeGrace
 		}
 		c.cmd.Env = childEnv(c.cmd.Env, &s.opts)
+		t = &groupTransport{cmd: c.cmd, grace: grace}
 	}
 	session, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -584,9 +590,10 @@ func (s *Server) end(c *conn, cause error, hung string) *ending {
 	return e
 }
 
-// kill kills c's process, if it has one that has not been reaped.
+// kill kills c's process and its process group, if it has a process.
 func (c *conn) kill() {
 	if c.cmd != nil && c.cmd.Process != nil {
+		signalGroup(c.cmd.Process.Pid, syscall.SIGKILL)
 		c.cmd.Process.Kill()
 	}
 }
@@ -645,13 +652,22 @@ func (c *conn) hasEnded() bool {
 }
 
 // Close closes the connection. A command's standard input is closed
-// first; if it has not exited 500ms later (the transport's
-// TerminateDuration, if set), it is sent SIGTERM, and after as long again
-// SIGKILL. Calls in flight fail with [ErrClosed], as do later calls. Close
-// waits for the command to exit. It returns nil for a normal shutdown: an
-// exit with status 0, or by the SIGTERM or SIGKILL that Close sent. It
-// returns the command's failure otherwise, such as an exit with another
-// status. Calling Close again does nothing.
+// first; if the command, or a process of its process group, is still
+// running 500ms later (the transport's TerminateDuration, if set), the
+// group is sent SIGTERM, and after as long again SIGKILL. So a server
+// that a launcher (npx, uvx, sh -c) started stops with the launcher. On
+// systems without process groups (Windows), the command alone is signalled
+// and the processes it started are left to it. Calls in flight fail with
+// [ErrClosed], as do later calls. Close waits for the command to exit. It
+// returns nil for a normal shutdown: an exit with status 0, or by the
+// SIGTERM or SIGKILL that Close sent. It returns the command's failure
+// otherwise, such as an exit with another status. Calling Close again
+// does nothing.
+//
+// A program should call Close when it is interrupted, as the toolrun
+// command does on SIGINT and SIGTERM: a server in a group of its own does
+// not get the terminal's Ctrl-C, and if the program dies without Close it
+// sees only the end of its standard input.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
