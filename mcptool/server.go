@@ -182,6 +182,40 @@ type Options struct {
 	// Env holds "NAME=value" variables set in a command's child, after and
 	// over those above. They are passed as they are, secrets included.
 	Env []string
+
+	// MaxTools bounds the tools [Server.Tools] takes from the server's
+	// list: a server is other people's code, and every tool it lists goes
+	// into every request of a run. The tools past the limit are left out,
+	// with one log record at Error, and their pages are not read. Zero
+	// means [DefaultMaxTools]; a negative value means no limit.
+	MaxTools int
+
+	// MaxSchemaBytes bounds the input schemas of the tools that
+	// [Server.Tools] takes, the bytes of their JSON added up. A tool whose
+	// schema does not fit in what is left is left out, with one log record
+	// at Error for all such tools of a listing. Zero means
+	// [DefaultMaxSchemaBytes]; a negative value means no limit.
+	MaxSchemaBytes int
+}
+
+// The default limits of a server's listing; see [Options.MaxTools] and
+// [Options.MaxSchemaBytes]. Both are far above what a real server lists
+// (server-everything lists a dozen tools in 10 KB of schemas), and far
+// below what would make a run slow or its requests too large.
+const (
+	DefaultMaxTools       = 500
+	DefaultMaxSchemaBytes = 4 << 20
+)
+
+// limit returns n, or def if n is zero, or no limit (-1) if n is negative.
+func limit(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return -1
+	}
+	return n
 }
 
 // Server is a connection to one MCP server, restarted as its
@@ -199,6 +233,9 @@ type Server struct {
 	connecting chan struct{}
 	wg         sync.WaitGroup // counts the goroutines that watch connections
 	calls      atomic.Int64   // numbers the calls, for their progress tokens
+	// listed reports that Tools has listed the tools of the live
+	// connection since it last logged a change of the list at Info.
+	listed atomic.Bool
 
 	mu       sync.Mutex // guards conn, closed, failures, failedRestarts, last, lastAt
 	conn     *conn      // the live connection, or nil
@@ -285,7 +322,15 @@ func Connect(ctx context.Context, name string, dial Dial, opts *Options) (*Serve
 				"progress", p.Progress, "total", p.Total, "message", p.Message)
 		},
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-			s.log.InfoContext(ctx, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
+			// A change before the tools are listed, as servers that add
+			// their tools one by one as they start announce, or a second
+			// change before they are listed again, changes nothing
+			// anyone has seen: Debug.
+			level := slog.LevelDebug
+			if s.listed.Swap(false) {
+				level = slog.LevelInfo
+			}
+			s.log.Log(ctx, level, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
 		},
 	})
 	c, err := s.connect(ctx)
@@ -362,6 +407,7 @@ func (s *Server) adopt(c *conn) bool {
 		return false
 	}
 	s.conn = c
+	s.listed.Store(false)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
