@@ -46,5 +46,5 @@ func Example() {
 	}
 	// Output:
 	// notes.txt:2: call Ada
-	// error: path "../etc/passwd" is outside the working directory; only paths inside it can be read, such as "." or "src/main.go"
+	// error: path "../etc/passwd" is outside the working directory; only paths inside it can be read, such as "." or "notes.txt"
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolrun/toolrun"
@@ -50,6 +51,11 @@ type OutsideError struct {
 	// target is an absolute path, which the [os.Root] refuses even when it
 	// points inside.
 	Symlink bool
+	// Example is a path inside the directory that the message suggests
+	// besides ".": the given path without its way out if that exists
+	// (for "../notes.txt", "notes.txt"), else an entry of the directory.
+	// Empty suggests "." alone.
+	Example string
 }
 
 // Error says that the path is outside and what paths are accepted.
@@ -58,7 +64,11 @@ func (e *OutsideError) Error() string {
 	if e.Symlink {
 		why = " (it goes through a symbolic link that points outside it, or to an absolute path)"
 	}
-	return fmt.Sprintf("path %q is outside the working directory%s; only paths inside it can be read, such as \".\" or \"src/main.go\"", e.Path, why)
+	such := `"."`
+	if e.Example != "" && e.Example != "." {
+		such = fmt.Sprintf(`"." or %q`, e.Example)
+	}
+	return fmt.Sprintf("path %q is outside the working directory%s; only paths inside it can be read, such as %s", e.Path, why, such)
 }
 
 // Is reports whether target is [ErrOutside].
@@ -172,20 +182,57 @@ func (r *Root) resolve(p string) (string, error) {
 			rel, ok = within(r.real, p)
 		}
 		if !ok {
-			return "", &OutsideError{Path: given}
+			return "", r.outside(given, false)
 		}
 		p = rel
 	}
 	p = filepath.Clean(p)
 	if p != "." && !filepath.IsLocal(p) {
-		return "", &OutsideError{Path: given}
+		return "", r.outside(given, false)
 	}
 	if resolved, err := filepath.EvalSymlinks(filepath.Join(r.real, p)); err == nil {
 		if _, ok := within(r.real, resolved); !ok {
-			return "", &OutsideError{Path: given, Symlink: true}
+			return "", r.outside(given, true)
 		}
 	}
 	return p, nil
+}
+
+// outside returns the *OutsideError of the path given, with an example
+// of a path the model may give instead: the given path without its way
+// out, its leading ".." or the root of an absolute path, or its last
+// element, if either names something in the directory; else an entry of
+// the directory, the first by name of those it lists first.
+func (r *Root) outside(given string, symlink bool) error {
+	e := &OutsideError{Path: given, Symlink: symlink}
+	var parts []string
+	for _, part := range strings.Split(filepath.ToSlash(filepath.Clean(given)), "/") {
+		if part != "" && part != "." && part != ".." && !strings.HasSuffix(part, ":") {
+			parts = append(parts, part)
+		}
+	}
+	var candidates []string
+	if len(parts) > 0 {
+		candidates = append(candidates, strings.Join(parts, "/"), parts[len(parts)-1])
+	}
+	for _, c := range candidates {
+		if _, err := r.root.Stat(filepath.FromSlash(c)); err == nil && !symlink {
+			e.Example = c
+			return e
+		}
+	}
+	if d, err := r.root.Open("."); err == nil {
+		names, _ := d.Readdirnames(64)
+		d.Close()
+		slices.Sort(names)
+		for _, n := range names {
+			if !strings.HasPrefix(n, ".") {
+				e.Example = n
+				break
+			}
+		}
+	}
+	return e
 }
 
 // within returns p relative to dir, if p is dir or inside it.
@@ -199,7 +246,7 @@ func within(dir, p string) (string, bool) {
 
 // pathError turns an error of the os.Root about the path the model gave
 // into words for the model.
-func pathError(given string, err error) error {
+func (r *Root) pathError(given string, err error) error {
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -209,7 +256,7 @@ func pathError(given string, err error) error {
 	case errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent":
 		// The os.Root found a way out that resolve did not see (a link
 		// changed in between, say).
-		return &OutsideError{Path: given, Symlink: true}
+		return r.outside(given, true)
 	}
 	return fmt.Errorf("%q: %w", given, err)
 }

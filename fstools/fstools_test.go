@@ -448,3 +448,41 @@ func TestGrepByteBound(t *testing.T) {
 		t.Errorf("last line %q, want %q", got, want)
 	}
 }
+
+// TestOutsideExample checks the path that the error of a path outside
+// suggests: the given path without its way out where that exists inside,
+// else an entry of the directory; never a path that is not there.
+func TestOutsideExample(t *testing.T) {
+	work, parent := tree(t)
+	ts := tools(t, work, nil)
+	tests := []struct {
+		name, path, want string
+	}{
+		{"dot dot to a name inside", "../a.txt", "a.txt"},
+		{"absolute, as if rooted at the directory", "/sub/b.go", "sub/b.go"},
+		{"its last element", "../elsewhere/empty.txt", "empty.txt"},
+		{"nothing like it inside", "../secret.txt", "a.txt"},
+		{"absolute elsewhere", filepath.Join(parent, "outside", "x.txt"), "a.txt"},
+		{"a symlink out, never itself", "link_out_file", "a.txt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := call(t, ts["read_file"], map[string]any{"path": tt.path})
+			var oe *fstools.OutsideError
+			if !errors.As(err, &oe) {
+				t.Fatalf("got %v, want an *OutsideError", err)
+			}
+			if oe.Example != tt.want {
+				t.Errorf("Example: got %q, want %q", oe.Example, tt.want)
+			}
+			if want := fmt.Sprintf(`such as "." or %q`, tt.want); !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("got error %q, want it to end with %q", err, want)
+			}
+		})
+	}
+	empty := t.TempDir()
+	_, err := call(t, tools(t, empty, nil)["read_file"], map[string]any{"path": "../x"})
+	if want := `such as "."`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("in an empty directory: got %v, want it to end with %q", err, want)
+	}
+}

@@ -60,7 +60,7 @@ func (r *Root) listFiles(ctx context.Context, in listIn) (string, error) {
 	}
 	fi, err := r.root.Stat(rel)
 	if err != nil {
-		return "", pathError(in.Path, err)
+		return "", r.pathError(in.Path, err)
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("%q is a file, not a directory; read it with read_file", in.Path)
@@ -91,7 +91,7 @@ func (r *Root) listFiles(ctx context.Context, in listIn) (string, error) {
 			return nil
 		})
 		if err != nil {
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 		if len(unreadable) > 0 {
 			lines = append(lines, fmt.Sprintf("[list_files: could not read %s]", strings.Join(unreadable, ", ")))
@@ -99,12 +99,12 @@ func (r *Root) listFiles(ctx context.Context, in listIn) (string, error) {
 	} else {
 		f, err := r.root.Open(rel)
 		if err != nil {
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 		entries, err := f.ReadDir(-1)
 		f.Close()
 		if err != nil {
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 		slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 		for _, d := range entries {
@@ -145,14 +145,14 @@ func (r *Root) openText(ctx context.Context, given, rel string) (io.ReadCloser, 
 func (r *Root) openRegular(given, rel string) (*os.File, fs.FileInfo, error) {
 	fi, err := r.root.Stat(rel)
 	if err != nil {
-		return nil, nil, pathError(given, err)
+		return nil, nil, r.pathError(given, err)
 	}
 	if err := regular(given, fi); err != nil {
 		return nil, nil, err
 	}
 	f, err := r.root.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
-		return nil, nil, pathError(given, err)
+		return nil, nil, r.pathError(given, err)
 	}
 	if fi, err = f.Stat(); err == nil {
 		err = regular(given, fi)
@@ -217,7 +217,7 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 				}
 				return "", fmt.Errorf("%q has %d lines; offset %d is past its end", in.Path, n, in.Offset)
 			}
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 		n++
 	}
@@ -231,7 +231,7 @@ func (r *Root) readFile(ctx context.Context, in readIn) (string, error) {
 		}
 		long := errors.Is(err, errLongLine)
 		if err != nil && !long {
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 		if shownLines == limit {
 			reason = plural(limit, "line")
@@ -290,7 +290,7 @@ func (r *Root) grep(ctx context.Context, in grepIn) (string, error) {
 	}
 	fi, err := r.root.Stat(rel)
 	if err != nil {
-		return "", pathError(in.Path, err)
+		return "", r.pathError(in.Path, err)
 	}
 	g := &grepRun{r: r, re: re}
 	if !fi.IsDir() {
@@ -329,7 +329,7 @@ func (r *Root) grep(ctx context.Context, in grepIn) (string, error) {
 			return nil
 		})
 		if err != nil {
-			return "", pathError(in.Path, err)
+			return "", r.pathError(in.Path, err)
 		}
 	}
 	return g.result(in), nil

@@ -75,7 +75,10 @@
 // process's environment: it gets [DefaultEnv], the variables that
 // [Options.PassEnv] names and those [Options.Env] sets, and never an
 // ANTHROPIC_* variable or one whose name says it holds a secret unless
-// they name it. [Server.Close] closes a command's standard input, and
-// stops it with SIGTERM, then SIGKILL, if it has not exited 500ms later;
-// an exit by those signals is a normal shutdown.
+// they name it. A command runs in a process group of its own, on Unix, so
+// that stopping it stops whatever it started. [Server.Close] closes a
+// command's standard input, and stops its group with SIGTERM, then SIGKILL,
+// if a process of it still runs 500ms later; an exit by those signals is a
+// normal shutdown. A connection that fails, to start or later, kills the
+// group at once.
 package mcptool

@@ -28,18 +28,22 @@ import (
 // Stderr nil: the Server then keeps the end of the command's standard error
 // and logs it, redacted, when the command exits. If the command's WaitDelay
 // is zero, the Server sets it to 2s, so that a child process that holds the
-// standard error open cannot keep a restart waiting; if the transport's
-// TerminateDuration is zero, the Server sets it to 500ms (see
-// [Server.Close]). The Server sets the command's environment as
-// [Options.PassEnv] describes.
+// standard error open cannot keep a restart waiting. The Server starts the
+// command itself, in a process group of its own on Unix (Setpgid, unless
+// its SysProcAttr asks for Setsid, which makes a group too), and stops the
+// group as a whole, so that what a launcher such as npx, uvx or sh -c
+// starts stops with it; the transport's TerminateDuration, or 500ms if it
+// is zero, is the grace period of [Server.Close]. The Server sets the
+// command's environment as [Options.PassEnv] describes.
 type Dial func(ctx context.Context) (mcp.Transport, error)
 
 const (
 	// waitDelay is the WaitDelay the Server gives commands; see [Dial].
 	waitDelay = 2 * time.Second
-	// closeGrace is the TerminateDuration the Server gives command
-	// transports: how long Close waits for a command to exit after closing
-	// its standard input, and again after SIGTERM; see [Server.Close].
+	// closeGrace is the grace period of a command whose transport sets
+	// no TerminateDuration: how long Close waits for a command and its
+	// process group to exit after closing its standard input, and again
+	// after SIGTERM; see [Server.Close].
 	closeGrace = 500 * time.Millisecond
 	// restartTimeout bounds a restart, the server's initialization
 	// included, when [Options.CallTimeout] is zero; see [RestartPolicy]. A
@@ -178,6 +182,40 @@ type Options struct {
 	// Env holds "NAME=value" variables set in a command's child, after and
 	// over those above. They are passed as they are, secrets included.
 	Env []string
+
+	// MaxTools bounds the tools [Server.Tools] takes from the server's
+	// list: a server is other people's code, and every tool it lists goes
+	// into every request of a run. The tools past the limit are left out,
+	// with one log record at Error, and their pages are not read. Zero
+	// means [DefaultMaxTools]; a negative value means no limit.
+	MaxTools int
+
+	// MaxSchemaBytes bounds the input schemas of the tools that
+	// [Server.Tools] takes, the bytes of their JSON added up. A tool whose
+	// schema does not fit in what is left is left out, with one log record
+	// at Error for all such tools of a listing. Zero means
+	// [DefaultMaxSchemaBytes]; a negative value means no limit.
+	MaxSchemaBytes int
+}
+
+// The default limits of a server's listing; see [Options.MaxTools] and
+// [Options.MaxSchemaBytes]. Both are far above what a real server lists
+// (server-everything lists a dozen tools in 10 KB of schemas), and far
+// below what would make a run slow or its requests too large.
+const (
+	DefaultMaxTools       = 500
+	DefaultMaxSchemaBytes = 4 << 20
+)
+
+// limit returns n, or def if n is zero, or no limit (-1) if n is negative.
+func limit(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return -1
+	}
+	return n
 }
 
 // Server is a connection to one MCP server, restarted as its
@@ -195,6 +233,9 @@ type Server struct {
 	connecting chan struct{}
 	wg         sync.WaitGroup // counts the goroutines that watch connections
 	calls      atomic.Int64   // numbers the calls, for their progress tokens
+	// listed reports that Tools has listed the tools of the live
+	// connection since it last logged a change of the list at Info.
+	listed atomic.Bool
 
 	mu       sync.Mutex // guards conn, closed, failures, failedRestarts, last, lastAt
 	conn     *conn      // the live connection, or nil
@@ -281,7 +322,15 @@ func Connect(ctx context.Context, name string, dial Dial, opts *Options) (*Serve
 				"progress", p.Progress, "total", p.Total, "message", p.Message)
 		},
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-			s.log.InfoContext(ctx, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
+			// A change before the tools are listed, as servers that add
+			// their tools one by one as they start announce, or a second
+			// change before they are listed again, changes nothing
+			// anyone has seen: Debug.
+			level := slog.LevelDebug
+			if s.listed.Swap(false) {
+				level = slog.LevelInfo
+			}
+			s.log.Log(ctx, level, "mcptool: MCP server's tool list changed; call Tools again for a new run to see it", "server", s.name)
 		},
 	})
 	c, err := s.connect(ctx)
@@ -324,10 +373,12 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if c.cmd.WaitDelay == 0 {
 			c.cmd.WaitDelay = waitDelay
 		}
-		if ct.TerminateDuration == 0 {
-			ct.TerminateDuration = closeGrace
+		grace := ct.TerminateDuration
+		if grace <= 0 {
+			grace = closeGrace
 		}
 		c.cmd.Env = childEnv(c.cmd.Env, &s.opts)
+		t = &groupTransport{cmd: c.cmd, grace: grace}
 	}
 	session, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -356,6 +407,7 @@ func (s *Server) adopt(c *conn) bool {
 		return false
 	}
 	s.conn = c
+	s.listed.Store(false)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -584,9 +636,10 @@ func (s *Server) end(c *conn, cause error, hung string) *ending {
 	return e
 }
 
-// kill kills c's process, if it has one that has not been reaped.
+// kill kills c's process and its process group, if it has a process.
 func (c *conn) kill() {
 	if c.cmd != nil && c.cmd.Process != nil {
+		signalGroup(c.cmd.Process.Pid, syscall.SIGKILL)
 		c.cmd.Process.Kill()
 	}
 }
@@ -645,13 +698,22 @@ func (c *conn) hasEnded() bool {
 }
 
 // Close closes the connection. A command's standard input is closed
-// first; if it has not exited 500ms later (the transport's
-// TerminateDuration, if set), it is sent SIGTERM, and after as long again
-// SIGKILL. Calls in flight fail with [ErrClosed], as do later calls. Close
-// waits for the command to exit. It returns nil for a normal shutdown: an
-// exit with status 0, or by the SIGTERM or SIGKILL that Close sent. It
-// returns the command's failure otherwise, such as an exit with another
-// status. Calling Close again does nothing.
+// first; if the command, or a process of its process group, is still
+// running 500ms later (the transport's TerminateDuration, if set), the
+// group is sent SIGTERM, and after as long again SIGKILL. So a server
+// that a launcher (npx, uvx, sh -c) started stops with the launcher. On
+// systems without process groups (Windows), the command alone is signalled
+// and the processes it started are left to it. Calls in flight fail with
+// [ErrClosed], as do later calls. Close waits for the command to exit. It
+// returns nil for a normal shutdown: an exit with status 0, or by the
+// SIGTERM or SIGKILL that Close sent. It returns the command's failure
+// otherwise, such as an exit with another status. Calling Close again
+// does nothing.
+//
+// A program should call Close when it is interrupted, as the toolrun
+// command does on SIGINT and SIGTERM: a server in a group of its own does
+// not get the terminal's Ctrl-C, and if the program dies without Close it
+// sees only the end of its standard input.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {

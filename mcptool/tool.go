@@ -19,6 +19,10 @@ import (
 // maxNameLen is the longest tool name the API accepts.
 const maxNameLen = 128
 
+// errSchemaBudget is the error of inputSchema for a schema that does not
+// fit in what is left of Options.MaxSchemaBytes.
+var errSchemaBudget = errors.New("the schema does not fit in Options.MaxSchemaBytes")
+
 // nameRE is the API's rule for client tool names.
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
@@ -202,9 +206,11 @@ func (s *Server) noAnswer(ctx context.Context, c *conn, tool string) error {
 // Their names are as [Options.Rename] (or [ToolName]) makes them.
 //
 // A tool whose input schema the runner could not use (not an object, or
-// with a reference it cannot resolve) is left out and logged at Error. Two
-// tools that would have the same name, or a name the API does not allow,
-// are an error.
+// with a reference it cannot resolve) is left out and logged at Error, as
+// are the tools past [Options.MaxTools] and those whose schemas do not fit
+// in [Options.MaxSchemaBytes]. Two tools that would have the same name, or
+// a name the API does not allow, are an error. For the tools of several
+// servers, whose names may collide too, see [AllTools].
 //
 // Tools restarts the server first if it needs to and its policy allows, as
 // a call does. Call Tools again after a restart to see a changed list.
@@ -218,6 +224,14 @@ func (s *Server) Tools(ctx context.Context) ([]toolrun.Tool, error) {
 		return nil, err
 	}
 	s.healthy(c)
+	maxTools := limit(s.opts.MaxTools, DefaultMaxTools)
+	if maxTools >= 0 && len(defs) > maxTools {
+		s.log.ErrorContext(ctx, "mcptool: MCP tools left out: the server lists more tools than Options.MaxTools", "server", s.name,
+			"listed_at_least", len(defs), "max_tools", maxTools, "first_left_out", defs[maxTools].Name)
+		defs = defs[:maxTools]
+	}
+	budget := limit(s.opts.MaxSchemaBytes, DefaultMaxSchemaBytes)
+	var tooBig []string // tools left out for the size of their schemas
 	var tools []toolrun.Tool
 	byName := map[string]string{} // model name -> MCP name
 	for _, def := range defs {
@@ -231,23 +245,107 @@ func (s *Server) Tools(ctx context.Context) ([]toolrun.Tool, error) {
 		if other, dup := byName[name]; dup {
 			return nil, fmt.Errorf("mcptool: MCP server %q: tools %q and %q would both be named %q; set Options.Rename to tell them apart", s.name, other, def.Name, name)
 		}
-		schema, err := inputSchema(name, def.InputSchema)
+		schema, err := inputSchema(name, def.InputSchema, budget)
+		if errors.Is(err, errSchemaBudget) {
+			tooBig = append(tooBig, def.Name)
+			continue
+		}
 		if err != nil {
 			s.log.ErrorContext(ctx, "mcptool: MCP tool left out: its input schema cannot be used", "server", s.name, "tool", def.Name, "error", err.Error())
 			continue
 		}
 		byName[name] = def.Name
+		if budget > 0 {
+			budget -= len(schema)
+		}
 		config := s.opts.Config
 		if s.opts.ConfigFor != nil {
 			config = s.opts.ConfigFor(def)
 		}
 		tools = append(tools, &Tool{server: s, def: def, name: name, schema: schema, config: config})
 	}
+	if len(tooBig) > 0 {
+		s.log.ErrorContext(ctx, "mcptool: MCP tools left out: their input schemas pass Options.MaxSchemaBytes", "server", s.name,
+			"left_out", len(tooBig), "first_left_out", tooBig[:min(len(tooBig), 10)],
+			"max_schema_bytes", limit(s.opts.MaxSchemaBytes, DefaultMaxSchemaBytes))
+	}
+	s.listed.Store(true)
 	return tools, nil
 }
 
-// list lists every tool of c, page after page.
+// CollisionError is the error of [AllTools] and [CheckNames] for two tools
+// that would have the same name: the model could not tell them apart, and
+// a runner cannot be built with both.
+type CollisionError struct {
+	// Name is the name both tools would have.
+	Name string
+	// Servers are the names of the tools' servers, as given to [Connect];
+	// "" for a tool that is not an MCP server's.
+	Servers [2]string
+	// Tools are the tools' names: for an MCP tool its name at its server,
+	// for another tool its Name.
+	Tools [2]string
+}
+
+// Error says which tools collide, and how to tell them apart.
+func (e *CollisionError) Error() string {
+	return fmt.Sprintf("mcptool: %s and %s would both be named %q; name the servers apart, or set Options.Rename",
+		describe(e.Servers[0], e.Tools[0]), describe(e.Servers[1], e.Tools[1]), e.Name)
+}
+
+func describe(server, tool string) string {
+	if server == "" {
+		return fmt.Sprintf("tool %q", tool)
+	}
+	return fmt.Sprintf("tool %q of MCP server %q", tool, server)
+}
+
+// CheckNames reports the tools of tools that would have the same name, as
+// a [*CollisionError] for each pair, joined; nil if there are none. The
+// tools of two servers can collide, as "a" with "b__c" and "a__b" with
+// "c" both give "a__b__c", and so can an MCP tool and a Go tool.
+func CheckNames(tools []toolrun.Tool) error {
+	type origin struct{ server, tool string }
+	first := map[string]origin{}
+	var errs []error
+	for _, t := range tools {
+		o := origin{tool: t.Name()}
+		if mt, ok := t.(*Tool); ok {
+			o = origin{server: mt.server.name, tool: mt.def.Name}
+		}
+		if f, dup := first[t.Name()]; dup {
+			errs = append(errs, &CollisionError{Name: t.Name(), Servers: [2]string{f.server, o.server}, Tools: [2]string{f.tool, o.tool}})
+			continue
+		}
+		first[t.Name()] = o
+	}
+	return errors.Join(errs...)
+}
+
+// AllTools lists the tools of each of servers with [Server.Tools], and
+// returns them together, in the order of servers. Two tools that would
+// have the same name are an error, from [CheckNames], and AllTools then
+// returns no tools: a run must not start with one tool in the place of
+// another, and the model would not know which it called.
+func AllTools(ctx context.Context, servers ...*Server) ([]toolrun.Tool, error) {
+	var all []toolrun.Tool
+	for _, s := range servers {
+		tools, err := s.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, tools...)
+	}
+	if err := CheckNames(all); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// list lists the tools of c, page after page, and stops when it has more
+// than Options.MaxTools.
 func (s *Server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
+	maxTools := limit(s.opts.MaxTools, DefaultMaxTools)
 	var defs []*mcp.Tool
 	seen := map[string]bool{}
 	params := &mcp.ListToolsParams{}
@@ -264,7 +362,7 @@ func (s *Server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 			return nil, s.endError(s.end(c, err, ""), "")
 		}
 		defs = append(defs, res.Tools...)
-		if res.NextCursor == "" {
+		if res.NextCursor == "" || maxTools >= 0 && len(defs) > maxTools {
 			return defs, nil
 		}
 		if seen[res.NextCursor] {
@@ -280,8 +378,9 @@ func (s *Server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 // (wrapping [toolrun.ErrInvalidSchema]). MCP schemas are JSON Schema, so
 // every draft the runner validates is kept as the server wrote it; a
 // schema without a type is taken as an object schema. name is the tool's
-// model name, already checked.
-func inputSchema(name string, v any) (json.RawMessage, error) {
+// model name, already checked. A schema longer than budget, unless budget
+// is negative, fails with errSchemaBudget before it is compiled.
+func inputSchema(name string, v any, budget int) (json.RawMessage, error) {
 	raw := json.RawMessage(`{"type":"object"}`)
 	if v != nil {
 		b, err := json.Marshal(v)
@@ -289,6 +388,9 @@ func inputSchema(name string, v any) (json.RawMessage, error) {
 			return nil, err
 		}
 		raw = b
+	}
+	if budget >= 0 && len(raw) > budget {
+		return nil, errSchemaBudget
 	}
 	// The tool NewRawTool builds is only a check: a [Tool] calls the server.
 	if _, err := toolrun.NewRawTool(name, "", raw, func(context.Context, json.RawMessage) (string, error) { return "", nil }); err != nil {

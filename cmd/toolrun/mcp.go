@@ -2,24 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/mcptool"
 )
-
-// mcpConnectTimeout bounds the start and handshake of each MCP server.
-const mcpConnectTimeout = 30 * time.Second
 
 // mcpSpec is one MCP server of the command line: a command (--mcp) or a URL
 // (--mcp-url), with the name that prefixes its tools.
@@ -153,33 +150,89 @@ func splitArgs(s string) ([]string, error) {
 	return args, nil
 }
 
-// secretEnv are the variables an MCP server started by toolrun does not
-// inherit: it is other people's code, and needs no Anthropic credentials.
-var secretEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
-
-// commandDial starts argv for each connection, with the environment of
-// this process less secretEnv.
-func commandDial(argv []string) mcptool.Dial {
-	return func(context.Context) (mcp.Transport, error) {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		for _, kv := range os.Environ() {
-			name, _, _ := strings.Cut(kv, "=")
-			secret := false
-			for _, s := range secretEnv {
-				secret = secret || name == s
-			}
-			if !secret {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		return &mcp.CommandTransport{Command: cmd}, nil
-	}
+// mcpFlags are the flags that say how toolrun starts and reaches the MCP
+// servers of --mcp and --mcp-url. They travel in a transcript's header and
+// a saved run with the other tool flags, but for the values of --mcp-env,
+// of which only the names are written (see mcpEnv).
+type mcpFlags struct {
+	MCPEnv     mcpEnv        `json:"mcp_env,omitempty"`
+	MCPTimeout time.Duration `json:"mcp_timeout,omitempty"`
 }
 
-// connectMCP connects to the servers of specs and returns them and their
-// tools, each configured with configFor(its server's name). On an error it
-// closes the servers it connected.
-func connectMCP(ctx context.Context, specs []mcpSpec, configFor func(server string) toolrun.ToolConfig, log *slog.Logger) ([]*mcptool.Server, [][]toolrun.Tool, error) {
+// defineMCP defines the flags of f on fs.
+func (f *mcpFlags) defineMCP(fs *flag.FlagSet) {
+	fs.Var(&f.MCPEnv, "mcp-env", "give the MCP servers of --mcp the variable `NAME` of this environment, or set NAME=VALUE (repeatable); else they get only the variables that \"toolrun help run\" lists")
+	fs.DurationVar(&f.MCPTimeout, "mcp-timeout", mcpConnectTimeout, "give each MCP server `duration` to start, answer and list its tools")
+}
+
+// mcpConnectTimeout is the default of --mcp-timeout.
+const mcpConnectTimeout = 30 * time.Second
+
+// envNameRE is what a variable named with --mcp-env may be called.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// mcpEnv are the --mcp-env values: NAME, passed from this process's
+// environment, or NAME=VALUE, set.
+type mcpEnv []string
+
+func (e *mcpEnv) String() string {
+	if e == nil {
+		return ""
+	}
+	return strings.Join(e.names(), ", ")
+}
+
+func (e *mcpEnv) Set(v string) error {
+	name, _, _ := strings.Cut(v, "=")
+	if !envNameRE.MatchString(name) {
+		return fmt.Errorf("want NAME or NAME=VALUE, with a NAME of letters, digits and '_'")
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+// names returns the names of e, each once.
+func (e mcpEnv) names() []string {
+	var out []string
+	for _, v := range e {
+		name, _, _ := strings.Cut(v, "=")
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the names of e and never a value: a value given on
+// the command line, a token most often, does not belong in a file. A
+// resume or replay passes the variables it names from its own
+// environment.
+func (e mcpEnv) MarshalJSON() ([]byte, error) { return json.Marshal(e.names()) }
+
+// options splits e into the options' PassEnv (the names) and Env (the
+// NAME=VALUE settings).
+func (e mcpEnv) options() (pass, set []string) {
+	for _, v := range e {
+		if strings.Contains(v, "=") {
+			set = append(set, v)
+		} else {
+			pass = append(pass, v)
+		}
+	}
+	return pass, set
+}
+
+// errMCPTimeout is the cause of a connection cut short by --mcp-timeout.
+var errMCPTimeout = errors.New("--mcp-timeout")
+
+// connectMCP connects to the servers of specs, as f says, and returns them
+// and their tools, each configured with configFor(its server's name). Each
+// server has f's timeout to start, initialize and list its tools. Tools of
+// two servers that would have the same name are an error: the set is
+// refused, as a run with one tool in the place of another would mislead
+// the model. On an error it closes the servers it connected; the error
+// wraps ctx's error if ctx ended.
+func connectMCP(ctx context.Context, specs []mcpSpec, f mcpFlags, configFor func(server string) toolrun.ToolConfig, log *slog.Logger) ([]*mcptool.Server, [][]toolrun.Tool, error) {
 	var servers []*mcptool.Server
 	var tools [][]toolrun.Tool
 	fail := func(err error) ([]*mcptool.Server, [][]toolrun.Tool, error) {
@@ -188,24 +241,46 @@ func connectMCP(ctx context.Context, specs []mcpSpec, configFor func(server stri
 		}
 		return nil, nil, err
 	}
+	timeout := f.MCPTimeout
+	if timeout <= 0 {
+		timeout = mcpConnectTimeout
+	}
+	pass, set := f.MCPEnv.options()
+	var all []toolrun.Tool
 	for _, spec := range specs {
 		dial := mcptool.StreamableHTTP(spec.url)
 		if spec.url == "" {
-			dial = commandDial(spec.argv)
+			dial = mcptool.Command(spec.argv[0], spec.argv[1:]...)
 		}
-		cctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
-		srv, err := mcptool.Connect(cctx, spec.name, dial, &mcptool.Options{Logger: log, Config: configFor(spec.name)})
+		cctx, cancel := context.WithTimeoutCause(ctx, timeout, errMCPTimeout)
+		why := func(err error) error {
+			switch {
+			case ctx.Err() != nil:
+				return fmt.Errorf("%s: interrupted while it started: %w", spec, ctx.Err())
+			case context.Cause(cctx) == errMCPTimeout:
+				return fmt.Errorf("%s: did not start, answer and list its tools within %s; give it longer with --mcp-timeout", spec, timeout)
+			}
+			return fmt.Errorf("%s: %w", spec, err)
+		}
+		srv, err := mcptool.Connect(cctx, spec.name, dial, &mcptool.Options{Logger: log, Config: configFor(spec.name), PassEnv: pass, Env: set})
 		if err != nil {
+			err = why(err)
 			cancel()
-			return fail(fmt.Errorf("%s: %w", spec, err))
+			return fail(err)
 		}
 		servers = append(servers, srv)
 		list, err := srv.Tools(cctx)
-		cancel()
 		if err != nil {
-			return fail(fmt.Errorf("%s: listing its tools: %w", spec, err))
+			err = why(fmt.Errorf("listing its tools: %w", err))
+			cancel()
+			return fail(err)
 		}
+		cancel()
 		tools = append(tools, list)
+		all = append(all, list...)
+	}
+	if err := mcptool.CheckNames(all); err != nil {
+		return fail(fmt.Errorf("tools of two servers would have one name, so none is started: %w", err))
 	}
 	return servers, tools, nil
 }

@@ -40,8 +40,22 @@ elsewhere, a symbolic link that leads out) is refused. --mcp starts an MCP
 server and talks to it over stdio: --mcp "[name=]command args", quoted as
 for a shell. --mcp-url "[name=]URL" reaches one over streamable HTTP. Both
 may be repeated. The model sees each MCP tool as name__tool, where the name
-is the command's base name or the URL's host unless given. MCP servers do
-not inherit ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN.
+is the command's base name or the URL's host unless given. Each server has
+--mcp-timeout (30s) to start, answer and list its tools. Tools of two
+servers that would have one name (a with b__c, a__b with c) are refused.
+
+The environment of an MCP server. A server of --mcp gets only these
+variables of toolrun's environment: PATH, HOME, USER, LOGNAME, SHELL, LANG,
+LANGUAGE, TZ, TERM, TMPDIR, TMP, TEMP, LC_*, XDG_*, SSL_CERT_FILE,
+SSL_CERT_DIR, NODE_EXTRA_CA_CERTS, HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and
+NO_PROXY (a proxy URL with a password left out), and on Windows
+SYSTEMROOT, SYSTEMDRIVE, WINDIR, COMSPEC, PATHEXT, USERPROFILE, USERNAME,
+APPDATA, LOCALAPPDATA, PROGRAMDATA, PROGRAMFILES, PROGRAMFILES(X86),
+COMMONPROGRAMFILES, NUMBER_OF_PROCESSORS and PROCESSOR_ARCHITECTURE.
+--mcp-env NAME passes one more, such as a token the server needs;
+--mcp-env NAME=VALUE sets one. A saved run or transcript keeps the names
+of --mcp-env, never a value. A server runs in a process group of its own,
+stopped as a whole when the run ends or is interrupted.
 
 Approval. The file tools only read and never need it. MCP tools are other
 people's code, so each of their calls needs approval, as --approve says:

@@ -131,7 +131,7 @@ func (c *cli) startSession(ctx context.Context, cmd string, saved *savedRun, spe
 		approveAuto: "approved: --approve auto",
 		approveDeny: "denied: --approve deny",
 	}[saved.Approve]
-	servers, serverTools, err := connectMCP(ctx, specs, func(name string) toolrun.ToolConfig {
+	servers, serverTools, err := connectMCP(ctx, specs, saved.Tools.mcpFlags, func(name string) toolrun.ToolConfig {
 		switch saved.Approve {
 		case approveAsk:
 			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
@@ -140,6 +140,11 @@ func (c *cli) startSession(ctx context.Context, cmd string, saved *savedRun, spe
 		}
 		return toolrun.ToolConfig{}
 	}, s.log)
+	if err != nil && ctx.Err() != nil {
+		c.errorf(cmd, "MCP server %v", err)
+		s.close()
+		return nil, exitInterrupted
+	}
 	if err != nil {
 		return fail("MCP server %v", err)
 	}

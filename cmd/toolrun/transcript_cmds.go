@@ -76,12 +76,14 @@ type toolFlags struct {
 	MCP     listFlag `json:"mcp,omitempty"`
 	MCPURL  listFlag `json:"mcp_url,omitempty"`
 	Workdir string   `json:"workdir,omitempty"`
+	mcpFlags
 }
 
 func (f *toolFlags) define(fs *flag.FlagSet) {
 	fs.Var(&f.MCP, "mcp", "start the MCP server `\"[name=]command args\"` and use its tools (repeatable)")
 	fs.Var(&f.MCPURL, "mcp-url", "use the tools of the MCP server at `\"[name=]URL\"`, over streamable HTTP (repeatable)")
 	fs.StringVar(&f.Workdir, "workdir", "", "give the model read-only file tools confined to `dir`")
+	f.defineMCP(fs)
 }
 
 // given reports whether any tool flag was given.
@@ -178,7 +180,7 @@ func (c *cli) replay(ctx context.Context, f toolFlags, fromTranscript bool, name
 		// failures that reproduce would only repeat it.
 		log = slog.New(slog.DiscardHandler)
 	}
-	servers, serverTools, err := connectMCP(ctx, specs, func(string) toolrun.ToolConfig { return toolrun.ToolConfig{} }, log)
+	servers, serverTools, err := connectMCP(ctx, specs, f.mcpFlags, func(string) toolrun.ToolConfig { return toolrun.ToolConfig{} }, log)
 	if err != nil {
 		return fail("MCP server %v", err)
 	}

@@ -46,6 +46,7 @@ func main() {
 	linger := flag.Bool("linger", false, "keep running after stdin closes")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	envTool := flag.Bool("env-tool", false, "serve the tool env")
+	alias := flag.String("alias", "", "serve echo under this name too")
 	flag.Parse()
 	fmt.Fprintln(os.Stderr, "crashserver started")
 	if *stderr != "" {
@@ -63,6 +64,12 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	if *alias != "" {
+		mcp.AddTool(s, &mcp.Tool{Name: *alias, Description: "Returns its text."},
+			func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+			})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Fails with its text."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, errors.New(in.Text)
