@@ -110,7 +110,12 @@ type (
 		RunInput, RunOutput int64
 		Differs             bool
 	}
-	tick      struct{ Left, Label string }
+	tick struct {
+		Left, Label string
+		// Align is "end" for a label that ends where a break starts,
+		// "start" for one that starts where a break ends, or "".
+		Align string
+	}
 	axisBreak struct {
 		Left, Width string
 		Label       string
@@ -331,20 +336,35 @@ func (a axis) pos(t time.Time) float64 {
 // scale, none inside a break.
 func (a axis) ticks(start time.Time) []tick {
 	var out []tick
-	add := func(x float64, t time.Time) {
+	var label func(time.Duration) string
+	add := func(x float64, t time.Time, align string) {
 		if n := len(out); n > 0 && x-mustFloat(out[n-1].Left) < 6 {
 			return // too close to the last one to read
 		}
-		out = append(out, tick{Left: fmt.Sprintf("%.1f", x), Label: formatDuration(t.Sub(start))})
+		out = append(out, tick{Left: fmt.Sprintf("%.1f", x), Label: label(t.Sub(start)), Align: align})
 	}
-	for _, p := range a.pieces {
+	for k, p := range a.pieces {
 		if p.broken {
 			continue
+		}
+		label = formatDuration
+		if p.to.Sub(p.from) < 10*time.Second && p.from.Sub(start) >= time.Minute {
+			// Past a minute, seconds are too coarse for a short stretch.
+			label = func(d time.Duration) string {
+				return fmt.Sprintf("%dm%05.2fs", int(d.Minutes()), (d % time.Minute).Seconds())
+			}
 		}
 		n := max(1, int((p.x1-p.x0)/25+0.5))
 		for i := 0; i <= n; i++ {
 			frac := float64(i) / float64(n)
-			add(p.x0+(p.x1-p.x0)*frac, p.from.Add(time.Duration(float64(p.to.Sub(p.from))*frac)))
+			align := ""
+			switch {
+			case i == 0 && k > 0:
+				align = "start" // after a break
+			case i == n && k < len(a.pieces)-1:
+				align = "end" // before a break
+			}
+			add(p.x0+(p.x1-p.x0)*frac, p.from.Add(time.Duration(float64(p.to.Sub(p.from))*frac)), align)
 		}
 	}
 	return out
