@@ -179,7 +179,7 @@ func TestReportInChromium(t *testing.T) {
 		t.Errorf("the loaded page's title is %q, want %q", m, wantTitle)
 	}
 
-	shot := filepath.Join(dir, "shot.png")
+	shot := filepath.Join(screenshotDir(t), "report.png")
 	runChromium(t, bin, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars", "file://"+report)
 	b, err := os.ReadFile(shot)
 	if err != nil {
@@ -188,14 +188,7 @@ func TestReportInChromium(t *testing.T) {
 	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 20<<10 {
 		t.Errorf("the screenshot is %d bytes, want a PNG of at least 20 KiB", len(b))
 	}
-	if dst := os.Getenv("TOOLRUN_REPORT_SCREENSHOT"); dst != "" {
-		// For a person to look at: TOOLRUN_REPORT_SCREENSHOT=/tmp/shot.png.
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Error(err)
-		}
-		os.WriteFile(strings.TrimSuffix(dst, filepath.Ext(dst))+".html", page.Bytes(), 0o644)
-	}
-	t.Logf("screenshot: %d bytes", len(b))
+	t.Logf("screenshot: %s, %d bytes", shot, len(b))
 }
 
 // TestReportImagesInChromium records a run whose tool returns an image,
@@ -235,7 +228,7 @@ func TestReportImagesInChromium(t *testing.T) {
 		t.Fatalf("%d inline images in the loaded page, want at least 1", got)
 	}
 
-	shot := filepath.Join(dir, "shot.png")
+	shot := filepath.Join(screenshotDir(t), "report-images.png")
 	runChromium(t, bin, "--screenshot="+shot, "--window-size=1280,2400", "--hide-scrollbars", "file://"+report)
 	f, err := os.Open(shot)
 	if err != nil {

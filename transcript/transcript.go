@@ -322,13 +322,28 @@ type Call struct {
 	Decision *Entry
 	Started  *Entry
 	Finished *Entry
+	// Decisions are all the call's decision lines, in order: a call
+	// deferred to a person has the deferral and then the person's answer
+	// (or the Always approval, or the deny rule that overrode it).
+	Decisions []*Entry
 	// Discarded reports that the call was of a streamed response that
 	// failed and was requested again: its result was not sent.
 	Discarded bool
 }
 
-// Failed reports whether the call's result was an error.
-func (c *Call) Failed() bool { return c.Finished != nil && c.Finished.IsError }
+// Failed reports whether the call's result was an error that is a
+// failure: not a denial or a skip, whose results may be sent as errors but
+// are what a rule decided.
+func (c *Call) Failed() bool { return c.Finished != nil && c.Finished.IsError && !c.refused() }
+
+// refused reports whether the call's last decision was to deny or skip it.
+func (c *Call) refused() bool {
+	if c.Decision == nil || c.Decision.Decision == nil {
+		return false
+	}
+	k := c.Decision.Decision.Kind
+	return k == toolrun.Deny || k == toolrun.Skip
+}
 
 // responseBody is the part of a recorded response this package reads.
 type responseBody struct {
@@ -420,7 +435,9 @@ func (t *Transcript) Turns() []*Turn {
 			}
 			tn.Calls = ordered
 		case TypeDecision:
-			call(e).Decision = e
+			c := call(e)
+			c.Decision = e
+			c.Decisions = append(c.Decisions, e)
 		case TypeToolStarted:
 			call(e).Started = e
 		case TypeToolFinished:

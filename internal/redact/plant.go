@@ -2,11 +2,12 @@ package redact
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 )
 
 // Shapes is the number of shapes [Plant] knows.
-const Shapes = 18
+const Shapes = 23
 
 // Plant returns text with secret planted in it in shape number
 // shape%Shapes, for the fuzz tests of every place String is applied, and
@@ -66,7 +67,17 @@ func Plant(text, secret string, shape int) (planted, as string) {
 		return quote(map[string]string{"log": inner}), secret
 	case 16:
 		return quote(map[string]any{"headers": map[string][]string{"X-Api-Key": {secret}}, "text": text}), secret
-	default:
+	case 17:
 		return text + ` level=INFO password="` + secret + `" n=1`, secret
+	case 18:
+		return quote(map[string]string{"url": "https://h/b?sv=1&sig=" + secret + "&q=" + text}), secret
+	case 19:
+		return quote(map[string]string{"body": "<auth><user>" + text + "</user><password>" + secret + "</password></auth>"}), secret
+	case 20:
+		return text + "\n[db]\npassword = \"" + secret + "\"\n", secret
+	case 21:
+		return text + "\ndb:\n  password:\n    " + secret + "\n", secret
+	default:
+		return text + " /login?next=%2Fb%3Fx%3D1%26key%3D" + url.QueryEscape(secret) + "%26y%3D2", url.QueryEscape(secret)
 	}
 }

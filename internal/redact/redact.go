@@ -4,8 +4,10 @@
 package redact
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/bits"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -45,6 +47,11 @@ func SecretName(name string) bool {
 }
 
 var (
+	// wordStart matches the start of the text, a byte that is not part of
+	// a word, or a newline or tab escaped in a JSON string ("\nghp_…"),
+	// where \b sees no boundary. The match is kept: ${1}.
+	wordStart = `(^|[^A-Za-z0-9_]|\\[nrt])`
+
 	// privateKeyRE matches the body of a PEM private key, also with its
 	// newlines escaped inside a JSON string.
 	privateKeyRE = regexp.MustCompile(`(?s)(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)`)
@@ -53,29 +60,30 @@ var (
 	anthropicKeyRE = regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`)
 
 	// tokenREs match credentials known by their shape: other vendors' API
-	// keys and tokens, and JSON Web Tokens. Each is tried only if the text
-	// holds its marker, which keeps String fast on long texts.
+	// keys and tokens, and JSON Web Tokens, after what wordStart matches.
+	// Each is tried only if the text holds its marker, which keeps String
+	// fast on long texts.
 	tokenREs = []struct {
 		marker string
 		re     *regexp.Regexp
 	}{
-		{"sk-", regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`)},            // OpenAI
-		{"A", regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b`)},                   // AWS access key IDs
-		{"_", regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`)},                                   // GitHub
-		{"github_pat_", regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`)},                       // GitHub fine-grained
-		{"glpat-", regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}`)},                                // GitLab
-		{"xox", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},                              // Slack
-		{"AIza", regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`)},                                    // Google API keys
-		{"k_", regexp.MustCompile(`\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}`)},                        // Stripe
-		{"npm_", regexp.MustCompile(`\bnpm_[A-Za-z0-9]{36}\b`)},                                     // npm
-		{"eyJ", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`)}, // JWT
+		{"sk-", regexp.MustCompile(wordStart + `sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`)},            // OpenAI
+		{"A", regexp.MustCompile(wordStart + `(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b`)},                   // AWS access key IDs
+		{"_", regexp.MustCompile(wordStart + `gh[pousr]_[A-Za-z0-9]{20,}`)},                                   // GitHub
+		{"github_pat_", regexp.MustCompile(wordStart + `github_pat_[A-Za-z0-9_]{20,}`)},                       // GitHub fine-grained
+		{"glpat-", regexp.MustCompile(wordStart + `glpat-[A-Za-z0-9_-]{20,}`)},                                // GitLab
+		{"xox", regexp.MustCompile(wordStart + `xox[abposr]-[A-Za-z0-9-]{10,}`)},                              // Slack
+		{"AIza", regexp.MustCompile(wordStart + `AIza[0-9A-Za-z_-]{30,}`)},                                    // Google API keys
+		{"k_", regexp.MustCompile(wordStart + `[rs]k_(?:live|test)_[0-9A-Za-z]{16,}`)},                        // Stripe
+		{"npm_", regexp.MustCompile(wordStart + `npm_[A-Za-z0-9]{36}\b`)},                                     // npm
+		{"eyJ", regexp.MustCompile(wordStart + `eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`)}, // JWT
 	}
 
 	// userinfoRE matches the password of a URL's userinfo.
 	userinfoRE = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@"'\\]+):([^/\s@"'\\]+)@`)
 
 	// schemeTokenRE matches a bearer or basic credential outside a header.
-	schemeTokenRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/-]+=*)`)
+	schemeTokenRE = regexp.MustCompile(`(?i)` + wordStart + `(bearer|basic)(\s+)([A-Za-z0-9._~+/-]+=*)`)
 )
 
 // String returns s with every credential it recognises replaced by
@@ -88,22 +96,30 @@ var (
 //     secret_key, private_key, secret, password, passwd, passphrase,
 //     token, credential(s) or auth ("X-Api-Key: v", `"client_secret":"v"`,
 //     "X-Amz-Security-Token=v"), and of Signature= and X-Amz-Signature=, as
-//     they appear in text, HTTP dumps, JSON, Go's printed http.Header and
-//     query strings, where key= and sig= are redacted too;
+//     they appear in text, HTTP dumps, JSON, Go's printed http.Header,
+//     configuration files (TOML and INI "password = v", YAML "password: v",
+//     a value on the line after its key, indented or alone, and a YAML
+//     block "password: |"), the text of XML elements
+//     (<password>v</password>) and query strings, where key= and sig= are
+//     redacted too, also after a '&' that JSON escapes as \u0026 and in a
+//     URL-encoded query ("%26sig%3Dv"); a short word after a name ending in
+//     auth ("oauth: google", "auth: none") names a mechanism and is kept;
 //   - Anthropic API keys and tokens (sk-ant-…), the keys and tokens of other
 //     vendors known by their shape (OpenAI, AWS access key IDs, GitHub,
 //     GitLab, Slack, Google, Stripe, npm), JSON Web Tokens, bearer and basic
 //     credentials, the password of a URL's userinfo and the body of a PEM
 //     private key;
 //   - the values, at least 8 bytes long, of the environment variables whose
-//     names say they hold secrets, as set when String is called ([SecretName]):
+//     names say they hold secrets, as set when String is called
+//     ([SecretName]), as they are, JSON-escaped and URL-encoded:
 //     ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, GITHUB_TOKEN,
 //     AWS_SECRET_ACCESS_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
 //     CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as one of its
 //     '_'-separated words, or KEY as its last.
 //
-// The header and field forms are found inside JSON strings too, escaped
-// once or more: an Authorization line after a "\n" inside a JSON-encoded
+// The header, field and XML forms and the known shapes are found inside
+// JSON strings too, escaped once or more (after a "\n", with '<' written
+// \u003c): an Authorization line after a "\n" inside a JSON-encoded
 // HTTP body is redacted to the end of its line. String keeps valid JSON
 // valid, and redacting twice gives what redacting once did.
 //
@@ -120,12 +136,15 @@ func String(s string) string {
 		s = privateKeyRE.ReplaceAllString(s, "${1}"+Mark+"${2}")
 	}
 	s = fields(s)
+	if strings.Contains(s, "<") || containsFold(s, `\u003c`) || strings.Contains(s, "&lt;") {
+		s = xmlValues(s)
+	}
 	if strings.Contains(s, "sk-ant-") {
 		s = anthropicKeyRE.ReplaceAllString(s, "sk-ant-"+Mark)
 	}
 	for _, t := range tokenREs {
 		if strings.Contains(s, t.marker) {
-			s = t.re.ReplaceAllString(s, Mark)
+			s = t.re.ReplaceAllString(s, "${1}"+Mark)
 		}
 	}
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
@@ -134,11 +153,11 @@ func String(s string) string {
 	if containsFold(s, "bearer") || containsFold(s, "basic") {
 		s = schemeTokenRE.ReplaceAllStringFunc(s, func(m string) string {
 			sub := schemeTokenRE.FindStringSubmatch(m)
-			tok := sub[3]
+			tok := sub[4]
 			if len(tok) < 8 && strings.Trim(tok, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
 				return m // prose: "the bearer of bad news"
 			}
-			return sub[1] + sub[2] + Mark
+			return sub[1] + sub[2] + sub[3] + Mark
 		})
 	}
 	return s
@@ -176,8 +195,21 @@ func envValues(s string) string {
 		if strings.Contains(s, v) {
 			s = strings.ReplaceAll(s, v, Mark)
 		}
+		// As a JSON string holds it, with '<', '>' and '&' escaped or not,
+		// and as a URL's query or path holds it.
+		var raw bytes.Buffer
+		enc := json.NewEncoder(&raw)
+		enc.SetEscapeHTML(false)
+		forms := []string{url.QueryEscape(v), url.PathEscape(v)}
 		if b, err := json.Marshal(v); err == nil {
-			if q := string(b[1 : len(b)-1]); q != v && strings.Contains(s, q) {
+			forms = append(forms, string(b[1:len(b)-1]))
+		}
+		if enc.Encode(v) == nil {
+			b := bytes.TrimSpace(raw.Bytes())
+			forms = append(forms, string(b[1:len(b)-1]))
+		}
+		for _, q := range forms {
+			if q != v && strings.Contains(s, q) {
 				s = strings.ReplaceAll(s, q, Mark)
 			}
 		}
@@ -236,12 +268,21 @@ func fields(s string) string {
 	last := 0 // s[:last] is written to b
 	var lines lineState
 	for pos := 0; pos < len(s); {
-		k := strings.IndexAny(s[pos:], ":=")
+		k := strings.IndexAny(s[pos:], ":=%")
 		if k < 0 {
 			break
 		}
 		sep := pos + k
 		pos = sep + 1
+		sepByte, encoded := s[sep], false
+		if sepByte == '%' {
+			// A query string inside a URL-encoded URL: "key%3Dv%26...".
+			if !hasPrefixFold(s[sep:], "%3d") {
+				continue
+			}
+			sepByte, encoded = '=', true
+			pos = sep + 3
+		}
 		// Back from the separator: spaces, a closing quote and its
 		// backslashes, then the name.
 		j := sep
@@ -264,20 +305,52 @@ func fields(s string) string {
 			continue
 		}
 		name := strings.ToLower(s[j:nameEnd])
-		query := j > 0 && strings.IndexByte("?&;", s[j-1]) >= 0
-		kind := kindOf(name, s[sep], query)
+		query := false
+		if j > 0 {
+			switch s[j-1] {
+			case '?', '&', ';':
+				query = true
+			case '\\':
+				// '&' and '?' as a JSON encoder may escape them: \u0026.
+				if strings.HasPrefix(name, "u0026") || strings.HasPrefix(name, "u003f") {
+					name, query = name[5:], true
+				}
+			case '%':
+				// '&' and '?' URL-encoded: %26, %3F.
+				if strings.HasPrefix(name, "26") || strings.HasPrefix(name, "3f") {
+					name, query = name[2:], true
+				}
+			}
+		}
+		if name == "" {
+			continue
+		}
+		kind := kindOf(name, sepByte, query)
 		if kind == notSecret {
 			continue
 		}
-		i := sep + 1
+		i := pos
+		if !encoded {
+			i = sep + 1
+		}
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 			i++
 		}
-		vstart, vend, ok := valueExtent(s, i, kind, nameQuoted, &lines)
+		vstart, vend, ok := valueExtent(s, i, kind, nameQuoted, encoded, &lines)
+		if !ok && kind != param && !nameQuoted && !encoded {
+			// The value on the lines after its key: "password:\n  v", a
+			// YAML block "password: |\n  v".
+			vstart, vend, ok = nextLineValue(s, i, indentOf(s, j))
+		}
 		if !ok {
 			continue
 		}
 		v := s[vstart:vend]
+		if kind == token && strings.HasSuffix(name, "auth") && plainWord(v) {
+			// "oauth: google", "auth: none": the mechanism, not a credential.
+			pos = max(pos, vend)
+			continue
+		}
 		if kind == header {
 			// Keep the scheme: "Bearer [REDACTED]".
 			if m := schemeRE.FindString(v); m != "" {
@@ -312,7 +385,10 @@ func isNameByte(c byte) bool {
 // reports that the name was in quotes, as a JSON key is: a value that is
 // not a string is then a number, true, false, null or a structure, and no
 // secret. ok is false if there is no value to redact.
-func valueExtent(s string, i int, kind fieldKind, nameQuoted bool, lines *lineState) (start, end int, ok bool) {
+//
+// encoded reports that the value is URL-encoded, after "%3D": an encoded
+// '&', space, quote or '<' ends it.
+func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, lines *lineState) (start, end int, ok bool) {
 	bracket := false
 	if i < len(s) && s[i] == '[' && !strings.HasPrefix(s[i:], Mark) {
 		// Go's http.Header, printed or as JSON: X-Api-Key:[v], {"X-Api-Key":["v"]}.
@@ -368,6 +444,8 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted bool, lines *lineSt
 			}
 		case c == ']' && bracket:
 			return i, trimEnd(s, i, end), end > i
+		case c == '%' && encoded && encodedEnd(s[end:]):
+			return i, end, end > i
 		case kind != header && strings.IndexByte(" \t'&,;)]}<>#|", c) >= 0:
 			return i, end, end > i
 		}
@@ -471,4 +549,219 @@ func (l *lineState) depth(s string, i int) int {
 	}
 	l.at = min(j, i)
 	return l.open
+}
+
+// hasPrefixFold reports whether s starts with the lower-case ASCII prefix
+// p in any case.
+func hasPrefixFold(s, p string) bool { return len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) }
+
+// encodedEnd reports whether s starts with a URL-encoded byte that ends a
+// URL-encoded value: an ampersand, space, quote, apostrophe, angle bracket, '#' or ';'.
+func encodedEnd(s string) bool {
+	for _, e := range [...]string{"%26", "%20", "%22", "%27", "%3c", "%3e", "%23", "%3b"} {
+		if hasPrefixFold(s, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainWord reports whether v is one short word of letters, in lower case
+// or capitalised ("google", "None"): a setting's name, not a credential,
+// which has digits, punctuation or mixed case.
+func plainWord(v string) bool {
+	if len(v) == 0 || len(v) > 12 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || i == 0 && 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// indentOf returns the indentation of the line that holds s[j], counting
+// from the line's start: a newline, or a newline escaped in a JSON string.
+func indentOf(s string, j int) int {
+	start := strings.LastIndexAny(s[:j], "\r\n") + 1
+	if k := strings.LastIndex(s[:j], `\n`); k >= 0 && k+2 > start {
+		start = k + 2
+	}
+	n := 0
+	for start+n < j && (s[start+n] == ' ' || s[start+n] == '\t') {
+		n++
+	}
+	return n
+}
+
+// maxNextLine bounds the bytes nextLineValue reads after a key.
+const maxNextLine = 4096
+
+// nextLineValue returns the extent of the value of a key whose own line
+// has none, from i, just after the key's separator: the line after it,
+// indented deeper than the key (keyIndent) or one word of letters and
+// digits with a digit in it ("password:\n  v", "API token:\nab12cd34");
+// for a YAML block scalar ("password: |"), every line after it indented
+// deeper. The lines may be those of a JSON string ("\n" escaped). A line
+// that is itself a key ("user: x", "- item") is no value. ok is false if
+// there is none.
+func nextLineValue(s string, i, keyIndent int) (start, end int, ok bool) {
+	block := false
+	if i < len(s) && (s[i] == '|' || s[i] == '>') {
+		block = true
+		i++
+		for i < len(s) && strings.IndexByte("+-0123456789 \t", s[i]) >= 0 {
+			i++
+		}
+	}
+	// The line's end, raw or escaped.
+	newline := func(i int) (int, bool, bool) {
+		switch {
+		case strings.HasPrefix(s[i:], "\r\n"):
+			return i + 2, false, true
+		case i < len(s) && (s[i] == '\n' || s[i] == '\r'):
+			return i + 1, false, true
+		case strings.HasPrefix(s[i:], `\r\n`):
+			return i + 4, true, true
+		case strings.HasPrefix(s[i:], `\n`) || strings.HasPrefix(s[i:], `\r`):
+			return i + 2, true, true
+		}
+		return i, false, false
+	}
+	// line returns the indentation, start and end of the text of the line
+	// that starts at i, and where the next line starts.
+	line := func(i int, escaped bool) (indent, from, to, next int) {
+		for i < len(s) {
+			switch {
+			case s[i] == ' ':
+				indent++
+				i++
+				continue
+			case s[i] == '\t':
+				indent += 4
+				i++
+				continue
+			case escaped && strings.HasPrefix(s[i:], `\t`):
+				indent += 4
+				i += 2
+				continue
+			}
+			break
+		}
+		from = i
+		for i < len(s) && i-from < maxNextLine {
+			c := s[i]
+			if c == '\n' || c == '\r' || (c == '"' && escaped) {
+				break
+			}
+			if c == '\\' {
+				if !escaped {
+					i++
+					continue
+				}
+				if i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r') {
+					break
+				}
+				i += 2
+				continue
+			}
+			i++
+		}
+		to = trimEnd(s, from, min(i, len(s)))
+		return indent, from, to, i
+	}
+	i, escaped, ok := newline(i)
+	if !ok {
+		return 0, 0, false
+	}
+	indent, from, to, next := line(i, escaped)
+	v := s[from:to]
+	if v == "" || strings.HasPrefix(v, Mark) || strings.Contains(v, ": ") || strings.HasSuffix(v, ":") ||
+		strings.HasPrefix(v, "- ") || strings.HasPrefix(v, "#") {
+		return 0, 0, false
+	}
+	if !block && indent <= keyIndent && !credentialWord(v) {
+		return 0, 0, false
+	}
+	if block && indent <= keyIndent {
+		return 0, 0, false
+	}
+	start, end = from, to
+	for block {
+		n, esc, ok := newline(next)
+		if !ok || esc != escaped {
+			break
+		}
+		in, f, t, nx := line(n, escaped)
+		if in <= keyIndent || f == t {
+			break
+		}
+		end, next = t, nx
+	}
+	return start, end, true
+}
+
+// credentialWord reports whether v, alone on its line, looks like a
+// credential: one word of at least 8 letters, digits and "._~+/=-", with a
+// digit in it.
+func credentialWord(v string) bool {
+	if len(v) < 8 || !strings.ContainsAny(v, "0123456789") {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !isNameByte(c) && strings.IndexByte("~+/=", c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// xmlOpenRE matches an XML start tag, also with its brackets escaped as
+// JSON ("\u003c", once or more) or HTML ("&lt;") escape them.
+var xmlOpenRE = regexp.MustCompile(`(?i)(?:<|\\+u003c|&lt;)([A-Za-z_][A-Za-z0-9_.:-]{0,127})(?:(?:\s|\\+[nrt])[^<>]{0,512}?)?(?:>|\\+u003e|&gt;)`)
+
+// xmlTagRE matches the start of the next tag after an element's text, and
+// its slash if it is an end tag.
+var xmlTagRE = regexp.MustCompile(`(?i)(?:<|\\+u003c|&lt;)(/?)`)
+
+// xmlValues replaces the text of the XML elements whose names say they
+// hold credentials: <password>v</password>, <ns:ApiKey>v</ns:ApiKey>.
+func xmlValues(s string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range xmlOpenRE.FindAllStringSubmatchIndex(s, -1) {
+		if m[0] < last {
+			continue
+		}
+		name := strings.ToLower(s[m[2]:m[3]])
+		if k := strings.LastIndexByte(name, ':'); k >= 0 {
+			name = name[k+1:]
+		}
+		if kindOf(name, ':', false) == notSecret && !strings.HasSuffix(name, "signature") {
+			continue
+		}
+		// The text runs to the next tag, which must be an end tag.
+		start := m[1]
+		t := xmlTagRE.FindStringSubmatchIndex(s[start:min(len(s), start+maxNextLine)])
+		if t == nil || t[3] == t[2] {
+			continue
+		}
+		end := start + t[0]
+		v := strings.TrimSpace(s[start:end])
+		if v == "" || strings.HasPrefix(v, Mark) {
+			continue
+		}
+		// Keep the space around the text.
+		lead := strings.Index(s[start:end], v[:1])
+		b.WriteString(s[last : start+lead])
+		b.WriteString(Mark)
+		last = start + lead + len(v)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }

@@ -16,6 +16,7 @@ func TestString(t *testing.T) {
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "short") // under 8 bytes: left alone
 	t.Setenv("MY_SERVICE_PASSWORD", `pa"ss\word-42`)
 	t.Setenv("GITHUB_TOKEN", "gh-env-token-value")
+	t.Setenv("APP_SECRET", "a&b-secret-value")
 	tests := []struct {
 		name string
 		in   string
@@ -85,8 +86,43 @@ func TestString(t *testing.T) {
 		{"short env var value", "a short word", "a short word"},
 		{"secret-named env var", "cloned with gh-env-token-value", "cloned with [REDACTED]"},
 		{"env value escaped in JSON", `{"x":"pa\"ss\\word-42"}`, `{"x":"[REDACTED]"}`},
+		{"env value url-encoded", "/login?pw=pa%22ss%5Cword-42&x=1", "/login?pw=[REDACTED]&x=1"},
+		{"env value html-escaped in JSON", `{"x":"a\u0026b-secret-value"}`, `{"x":"[REDACTED]"}`},
 		{"env assignment", "ANTHROPIC_AUTH_TOKEN=xyz987", "ANTHROPIC_AUTH_TOKEN=[REDACTED]"},
 		{"slog text attr", `level=INFO msg=x password="a b c" n=1`, `level=INFO msg=x password="[REDACTED]" n=1`},
+		// Query parameters after the first, as JSON and URL encoding write them.
+		{"json-escaped &sig", `{"u":"https://h/b?sv=1\u0026sig=abc%2Bdef\u0026se=2"}`, `{"u":"https://h/b?sv=1\u0026sig=[REDACTED]\u0026se=2"}`},
+		{"json-escaped &key", `{"u":"/maps?q=paris\u0026key=AbC123xyz"}`, `{"u":"/maps?q=paris\u0026key=[REDACTED]"}`},
+		{"doubly escaped &sig", `{"a":"{\"u\":\"/b?x=1\\u0026sig=abc123\"}"}`, `{"a":"{\"u\":\"/b?x=1\\u0026sig=[REDACTED]\"}"}`},
+		{"url-encoded query in a query", "/login?next=%2Fb%3Fx%3D1%26sig%3Dabc%252Bdef%26y%3D2", "/login?next=%2Fb%3Fx%3D1%26sig%3D[REDACTED]%26y%3D2"},
+		{"url-encoded first key", "/r?u=https%3A%2F%2Fh%2Fapi%3Fkey%3DAbC123xyz", "/r?u=https%3A%2F%2Fh%2Fapi%3Fkey%3D[REDACTED]"},
+		{"html-escaped &amp;sig", `<a href="/b?x=1&amp;sig=abc123">`, `<a href="/b?x=1&amp;sig=[REDACTED]">`},
+		// XML.
+		{"xml element", "<user>bob</user><password>hunter2</password>", "<user>bob</user><password>[REDACTED]</password>"},
+		{"xml element with namespace and attributes", `<ns:ApiKey type="x">AbC123</ns:ApiKey>`, `<ns:ApiKey type="x">[REDACTED]</ns:ApiKey>`},
+		{"xml element spaced", "<secret>\n  s3cr3t value\n</secret>", "<secret>\n  [REDACTED]\n</secret>"},
+		{"xml in JSON", `{"body":"\u003cpassword\u003ehunter2\u003c/password\u003e"}`, `{"body":"\u003cpassword\u003e[REDACTED]\u003c/password\u003e"}`},
+		{"xml html-escaped", "&lt;token&gt;abc123&lt;/token&gt;", "&lt;token&gt;[REDACTED]&lt;/token&gt;"},
+		{"xml parent element kept", "<credentials><username>bob</username></credentials>", "<credentials><username>bob</username></credentials>"},
+		// Configuration files.
+		{"toml", "[db]\npassword = \"hunter2\"\nport = 5432", "[db]\npassword = \"[REDACTED]\"\nport = 5432"},
+		{"toml single-quoted", "api_key = 'AbC123'", "api_key = '[REDACTED]'"},
+		{"ini", "[auth]\npassword=hunter2\nuser=bob", "[auth]\npassword=[REDACTED]\nuser=bob"},
+		{"yaml", "db:\n  user: bob\n  password: hunter2\n", "db:\n  user: bob\n  password: [REDACTED]\n"},
+		{"yaml quoted", "client_secret: \"s3 cr3t\"", "client_secret: \"[REDACTED]\""},
+		{"yaml value on the next line", "password:\n  hunter2\nuser: bob", "password:\n  [REDACTED]\nuser: bob"},
+		{"yaml block scalar", "token: |\n  line1abc\n  line2def\nuser: bob", "token: |\n  [REDACTED]\nuser: bob"},
+		{"value on the line after its key", "Your API token:\nAbC123dEf456\nKeep it safe.", "Your API token:\n[REDACTED]\nKeep it safe."},
+		{"next line in JSON", `{"text":"password:\n  hunter2\nnext"}`, `{"text":"password:\n  [REDACTED]\nnext"}`},
+		{"yaml mapping after a key kept", "auth:\n  type: oauth\n  provider: google", "auth:\n  type: oauth\n  provider: google"},
+		{"prose after a key kept", "Password:\nThe next step is to log in.", "Password:\nThe next step is to log in."},
+		{"known shape after an escaped newline", `{"t":"line\nghp_abcdefghijklmnopqrstuvwxyz0123456789"}`, `{"t":"line\n[REDACTED]"}`},
+		{"bearer after an escaped newline", `{"t":"line\nBearer abc.def-ghi"}`, `{"t":"line\nBearer [REDACTED]"}`},
+		// Benign values after key-like words.
+		{"oauth provider kept", "oauth: google", "oauth: google"},
+		{"auth mechanism kept", `{"auth":"none","x":1}`, `{"auth":"none","x":1}`},
+		{"oauth token", "oauth: ya29.a0AfH6SMBx", "oauth: [REDACTED]"},
+		{"auth with digits", "auth: s3cr3tT0ken", "auth: [REDACTED]"},
 		// Left alone.
 		{"no secret", "sunny in Paris", "sunny in Paris"},
 		{"token counts", "max_tokens: 1024, input_tokens=5", "max_tokens: 1024, input_tokens=5"},
