@@ -66,17 +66,23 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
 }
 
-// TimeoutError is the failure of a call that ran past its timeout, or of
+// TimeoutError is the failure of a call that ran past its timeout, of
 // a streamed response that sent nothing, not even a ping, for
-// [Timeouts.StreamIdle] (Tool is then empty, and the error is the Err of a
-// [*TurnError]).
+// [Timeouts.StreamIdle], or of a response that was not streamed and had not
+// arrived whole within [Timeouts.Request] (Tool is then empty, and the
+// error is the Err of a [*TurnError]).
 type TimeoutError struct {
 	Tool  string
 	After time.Duration
+	// Request says that a response that was not streamed timed out.
+	Request bool
 }
 
 // Error says which tool, or the stream, timed out and after how long.
 func (e *TimeoutError) Error() string {
+	if e.Request {
+		return fmt.Sprintf("the response had not arrived after %s (the request was not sent again)", e.After)
+	}
 	if e.Tool == "" {
 		return fmt.Sprintf("the stream sent nothing for %s", e.After)
 	}

@@ -115,16 +115,37 @@ func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.Bet
 }
 
 // requestOptions are the client options of a request that is not
-// streamed, a turn's or a compaction's: one list, so that they cannot
-// drift apart. Timeouts.Request is always passed, also when it is the
-// default: without a timeout of its own the client refuses a request whose
-// max_tokens could take it past 10 minutes ("streaming is required") before
-// sending it.
-func (r *Runner) requestOptions() (opts []option.RequestOption) {
-	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
-		opts = append(opts, option.WithRequestTimeout(d))
+// streamed, a turn's or a compaction's, and its guard: one list, so that
+// they cannot drift apart. The guard bounds each attempt by
+// Timeouts.Request and refuses a retry-after beyond Timeouts.RetryAfter
+// (see requestGuard); ctx is the request's own, which the guard cancels
+// when an attempt stalls. The client's own per-attempt timeout is always
+// passed, and longer than the guard's, so that the guard's fires first and
+// the stalled attempt is not sent again: without a timeout of its own the
+// client refuses a request whose max_tokens could take it past 10 minutes
+// ("streaming is required") before sending it.
+func (r *Runner) requestOptions(ctx context.Context) (context.Context, []option.RequestOption, *requestGuard) {
+	g := r.newGuard(ctx)
+	bound := r.requestBound()
+	if bound > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		g.idle, g.cancel = bound, cancel
 	}
-	return opts
+	opts := []option.RequestOption{option.WithMiddleware(g.middleware)}
+	if bound > 0 {
+		opts = append(opts, option.WithRequestTimeout(bound+time.Minute))
+	}
+	return ctx, opts, g
+}
+
+// requestBound bounds an attempt of a request that is not streamed: see
+// Timeouts.Request; 0 for none.
+func (r *Runner) requestBound() time.Duration {
+	if r.opts.Timeouts.Request == 0 {
+		return orDefault(r.opts.Timeouts.StreamIdle, defaultStreamIdleTimeout)
+	}
+	return orDefault(r.opts.Timeouts.Request, 0)
 }
 
 // requestParams are the params of the next request: the history, every
@@ -226,7 +247,15 @@ func (r *Runner) send(ctx context.Context, sent RequestSent) (*anthropic.BetaMes
 	if r.opts.Stream {
 		return r.sendStream(ctx, sent)
 	}
-	opts := r.requestOptions()
+	rctx, opts, g := r.requestOptions(ctx)
+	defer g.stop()
+	m, err := r.sendWhole(rctx, params, opts)
+	return m, g.failure(ctx, err)
+}
+
+// sendWhole sends a request that is not streamed, on the run's thread
+// unless Options.NoThread or the API has none.
+func (r *Runner) sendWhole(ctx context.Context, params *anthropic.BetaMessageNewParams, opts []option.RequestOption) (*anthropic.BetaMessage, error) {
 	if r.threaded() {
 		if m, ok, err := r.sendThread(ctx, params, opts); ok {
 			return m, err
