@@ -40,6 +40,20 @@ var (
 	// ErrBudget is wrapped by the error of a run that stopped at a bound of
 	// Options.Budget ([StopBudget]).
 	ErrBudget = errors.New("toolrun: budget reached")
+
+	// ErrIncomplete is wrapped by the error of a run the model's answer
+	// did not finish: cut off at max_tokens ([ErrMaxTokens]), by the
+	// context window ([ErrContextWindow]), or stopped for a reason the
+	// runner does not know ([StopIncomplete]). The run's Result is returned
+	// with it, the history whole up to the cut: a caller who checks only
+	// the error cannot take a cut answer for a finished one.
+	ErrIncomplete = errors.New("toolrun: the model's answer is incomplete")
+	// ErrMaxTokens is wrapped by the error of a run stopped with
+	// [StopMaxTokens]; it wraps [ErrIncomplete] too.
+	ErrMaxTokens = errors.New("toolrun: the response was cut off at max_tokens")
+	// ErrContextWindow is wrapped by the error of a run stopped with
+	// [StopContextWindow]; it wraps [ErrIncomplete] too.
+	ErrContextWindow = errors.New("toolrun: the model's context window was exceeded")
 	// ErrMalformedResponse is wrapped by the error of a run that received,
 	// twice in a row, a response it cannot answer validly; the run stops
 	// with [StopError].
