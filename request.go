@@ -76,7 +76,9 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	}
 	r.lastInputMsgs, r.inputStale = len(params.Messages), false
 	p := newTurnState(n, msg)
-	r.threadReply(p)
+	if !r.objectInputs(ctx, p) {
+		r.threadReply(p)
+	}
 	r.setPending(p)
 	if err := r.save(ctx); err != nil {
 		r.fail(ctx, err, "")
@@ -175,6 +177,74 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 		p.Calls = append(p.Calls, callState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: phaseNew})
 	}
 	return p
+}
+
+// objectInputs gives every tool_use of p's message whose input is not a
+// JSON object (a string, an array, a number, null) the input {} in the
+// history, and logs it: the API refuses any other input in a request, so
+// the history as the model wrote it would fail every later turn. The call
+// keeps the model's input, and is answered with a *ValidationError that
+// names what it was (see decideCall), so the model can call again with an
+// object. It reports whether it changed the message: the run's thread
+// then holds a reply that is not the history's, and the next request
+// starts a new thread.
+func (r *Runner) objectInputs(ctx context.Context, p *turnState) (changed bool) {
+	for _, b := range p.Message.OfAssistant.Content {
+		tu := b.OfToolUse
+		if tu == nil {
+			continue
+		}
+		raw, ok := tu.Input.(json.RawMessage)
+		if !ok {
+			raw, _ = json.Marshal(tu.Input) // a null input is nil
+		}
+		kind := inputKind(raw)
+		if kind == "" {
+			continue
+		}
+		tu.Input, changed = json.RawMessage("{}"), true
+		for i := range p.Calls {
+			if c := &p.Calls[i].Call; c.ID == tu.ID {
+				c.Input = raw
+			}
+		}
+		r.log.WarnContext(ctx, "toolrun: a tool_use input is not a JSON object; the history holds {} in its place",
+			"turn", p.Turn, "tool", tu.Name, "id", tu.ID, "input", kind)
+	}
+	return changed
+}
+
+// inputKind names the kind of JSON value of a tool_use input that is not an
+// object, such as "a JSON string"; "" for an object (or what is not JSON,
+// which validation answers).
+func inputKind(in json.RawMessage) string {
+	for _, c := range in {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return ""
+		case '"':
+			return "a JSON string"
+		case '[':
+			return "a JSON array"
+		case 'n':
+			return "JSON null"
+		case 't', 'f':
+			return "a JSON boolean"
+		}
+		return "a JSON number"
+	}
+	return ""
+}
+
+// nonObjectInput is the answer to a call whose input is of kind, not a
+// JSON object.
+func nonObjectInput(tool, kind string) error {
+	return &ValidationError{Tool: tool, Violations: []Violation{{
+		Expected: "a JSON object of the tool's parameters (the history holds {} for this call)",
+		Got:      kind,
+	}}}
 }
 
 // checkResponse returns why a response cannot be answered validly, or nil:
