@@ -121,7 +121,10 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 	}
 	start := time.Now()
 	r.emit(ctx, RequestSent{Turn: n, Params: &params, Attempt: 1, Compaction: true})
-	msg, err := r.messages.New(ctx, params, r.requestOptions()...)
+	rctx, opts, g := r.requestOptions(ctx)
+	msg, err := r.messages.New(rctx, params, opts...)
+	g.stop()
+	err = g.failure(ctx, err)
 	if err != nil {
 		return &TurnError{Turn: n, Attempt: 1, Err: fmt.Errorf("compacting the history: %w", err)}
 	}

@@ -400,6 +400,9 @@ func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 	if e == nil {
 		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.toolNames())})
 	}
+	if kind := inputKind(c.Call.Input); kind != "" {
+		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: nonObjectInput(c.Call.Name, kind)})
+	}
 	if c.Phase == phaseStarted {
 		if !e.config.Idempotent {
 			return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: fmt.Errorf(

@@ -690,7 +690,7 @@ func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
 	case anthropic.BetaStopReasonModelContextWindowExceeded:
 		return StopContextWindow, "the model's context window was exceeded"
 	}
-	return StopEndTurn, fmt.Sprintf("the model stopped with %q", reason)
+	return StopIncomplete, fmt.Sprintf("the model stopped with %q", reason)
 }
 
 // setPending makes p the pending turn and forgets what this runner knew of
@@ -896,8 +896,29 @@ func limitError(reason StopReason, detail string) error {
 		return fmt.Errorf("%w: %s", ErrMaxTurns, detail)
 	case StopBudget:
 		return fmt.Errorf("%w: %s", ErrBudget, detail)
+	case StopMaxTokens:
+		return &incompleteError{ErrMaxTokens, detail}
+	case StopContextWindow:
+		return &incompleteError{ErrContextWindow, detail}
+	case StopIncomplete:
+		return &incompleteError{ErrIncomplete, detail}
 	}
 	return nil
+}
+
+// incompleteError is the error of a run the model's answer did not finish:
+// it is its kind (ErrMaxTokens, say) and ErrIncomplete.
+type incompleteError struct {
+	kind   error
+	detail string
+}
+
+func (e *incompleteError) Error() string {
+	return "toolrun: the model's answer is incomplete: " + e.detail
+}
+
+func (e *incompleteError) Is(target error) bool {
+	return target == e.kind || target == ErrIncomplete
 }
 
 // errWallTime is the cause of the context of a run whose Budget.WallTime

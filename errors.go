@@ -40,6 +40,20 @@ var (
 	// ErrBudget is wrapped by the error of a run that stopped at a bound of
 	// Options.Budget ([StopBudget]).
 	ErrBudget = errors.New("toolrun: budget reached")
+
+	// ErrIncomplete is wrapped by the error of a run the model's answer
+	// did not finish: cut off at max_tokens ([ErrMaxTokens]), by the
+	// context window ([ErrContextWindow]), or stopped for a reason the
+	// runner does not know ([StopIncomplete]). The run's Result is returned
+	// with it, the history whole up to the cut: a caller who checks only
+	// the error cannot take a cut answer for a finished one.
+	ErrIncomplete = errors.New("toolrun: the model's answer is incomplete")
+	// ErrMaxTokens is wrapped by the error of a run stopped with
+	// [StopMaxTokens]; it wraps [ErrIncomplete] too.
+	ErrMaxTokens = errors.New("toolrun: the response was cut off at max_tokens")
+	// ErrContextWindow is wrapped by the error of a run stopped with
+	// [StopContextWindow]; it wraps [ErrIncomplete] too.
+	ErrContextWindow = errors.New("toolrun: the model's context window was exceeded")
 	// ErrMalformedResponse is wrapped by the error of a run that received,
 	// twice in a row, a response it cannot answer validly; the run stops
 	// with [StopError].
@@ -66,17 +80,23 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value)
 }
 
-// TimeoutError is the failure of a call that ran past its timeout, or of
+// TimeoutError is the failure of a call that ran past its timeout, of
 // a streamed response that sent nothing, not even a ping, for
-// [Timeouts.StreamIdle] (Tool is then empty, and the error is the Err of a
-// [*TurnError]).
+// [Timeouts.StreamIdle], or of a response that was not streamed and had not
+// arrived whole within [Timeouts.Request] (Tool is then empty, and the
+// error is the Err of a [*TurnError]).
 type TimeoutError struct {
 	Tool  string
 	After time.Duration
+	// Request says that a response that was not streamed timed out.
+	Request bool
 }
 
 // Error says which tool, or the stream, timed out and after how long.
 func (e *TimeoutError) Error() string {
+	if e.Request {
+		return fmt.Sprintf("the response had not arrived after %s (the request was not sent again)", e.After)
+	}
 	if e.Tool == "" {
 		return fmt.Sprintf("the stream sent nothing for %s", e.After)
 	}

@@ -610,7 +610,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	st.mu.Unlock()
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
-		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError:
+		toolrun.StopIncomplete, toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError:
 	default:
 		failf("got StopReason %q, which is none of the defined ones", res.StopReason)
 	}
@@ -623,8 +623,11 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 		failf("got %q with the error %v, want one wrapping ErrMaxTurns", res.StopReason, err)
 	case err == nil && res.StopReason == toolrun.StopMaxTurns:
 		failf("got %q with no error, want one wrapping ErrMaxTurns", res.StopReason)
-	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns:
-		failf("got %q with the error %v, want StopError, StopCanceled or StopMaxTurns", res.StopReason, err)
+	case res.StopReason == toolrun.StopMaxTokens && !errors.Is(err, toolrun.ErrMaxTokens):
+		failf("got %q with the error %v, want one wrapping ErrMaxTokens", res.StopReason, err)
+	case err != nil && res.StopReason != toolrun.StopError && res.StopReason != toolrun.StopCanceled && res.StopReason != toolrun.StopMaxTurns &&
+		res.StopReason != toolrun.StopMaxTokens:
+		failf("got %q with the error %v, want StopError, StopCanceled, StopMaxTurns or StopMaxTokens", res.StopReason, err)
 	case cancelled:
 		if res.StopReason != toolrun.StopCanceled || !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
 			failf("got %q, %v; want StopCanceled with a *TurnError wrapping context.Canceled", res.StopReason, err)
@@ -632,7 +635,7 @@ func (st *faultRunState) run(ctx context.Context, s *toolruntest.Server, tools [
 	case res.StopReason == toolrun.StopError && errors.Is(err, toolrun.ErrMalformedResponse):
 		// Two responses in a row repeated a tool_use id: the run stops
 		// with the history as it was, checked above, and nothing ran.
-	case err != nil && res.StopReason != toolrun.StopMaxTurns:
+	case err != nil && res.StopReason != toolrun.StopMaxTurns && res.StopReason != toolrun.StopMaxTokens:
 		// Only requests fail here, and each failure had its retries.
 		if res.StopReason != toolrun.StopError || !errors.As(err, &te) || te.Turn != res.Turns+1 {
 			failf("got %q, %v after %d turns; want StopError with a *TurnError for turn %d", res.StopReason, err, res.Turns, res.Turns+1)

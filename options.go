@@ -11,9 +11,9 @@ import (
 	"github.com/toolrun/toolrun/internal/defaults"
 )
 
-// defaultRequestTimeout bounds each attempt of a model request that is not
-// streamed, when [Timeouts.Request] is zero.
-const defaultRequestTimeout = 10 * time.Minute
+// defaultRetryAfterCap is the longest wait a failed request's retry-after
+// may ask for, when [Timeouts.RetryAfter] is zero.
+const defaultRetryAfterCap = time.Minute
 
 // defaultStreamIdleTimeout is how long a streamed response may send nothing
 // before the attempt counts as failed, when [Timeouts.StreamIdle] is
@@ -239,15 +239,29 @@ type Timeouts struct {
 	Tool time.Duration
 
 	// Request bounds each attempt of a request that is not streamed, from
-	// sending it to the end of the response body; an attempt that passes
-	// it is retried by the anthropic client like a dropped connection.
-	// Zero means 10 minutes.
+	// sending it to the end of the response body. A response that is not
+	// streamed sends nothing until it is whole, so a stalled one cannot be
+	// told from a slow one by its bytes: it is given the idle bound of a
+	// stream. An attempt that passes it is not sent again (by toolrun or by
+	// the anthropic client): the turn fails with a *[TimeoutError], so that
+	// a stalled request ends within this bound, not after the client's
+	// every attempt. Zero means StreamIdle's bound (90 seconds by default);
+	// set Stream, or a longer Request, for turns that write long answers.
 	Request time.Duration
 
 	// StreamIdle is how long a streamed response may send no bytes (not
 	// even a ping) before the attempt fails and is retried like any other
 	// stream fault. Zero means 90 seconds.
 	StreamIdle time.Duration
+
+	// RetryAfter caps the wait a failed request's "retry-after" or
+	// "retry-after-ms" header may ask for before it is sent again, by the
+	// anthropic client or by StreamRetry. A longer wait, or one that would
+	// end after the run's context or Budget.WallTime, is not waited: the
+	// turn fails at once with a *[RetryAfterError] naming it, so that a
+	// server asking for a day's pause cannot hold the run for a day. Zero
+	// means 1 minute.
+	RetryAfter time.Duration
 
 	// CancelGrace bounds how long a cancelled run (its context done, or
 	// Budget.WallTime passed) waits for its running calls to return. A call

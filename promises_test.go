@@ -456,6 +456,7 @@ func TestNoHangOnAStalledResponse(t *testing.T) {
 			opts:         toolrun.Options{Timeouts: toolrun.Timeouts{Request: 30 * time.Second}},
 			wantElapsed:  30 * time.Second,
 			wantRequests: 1,
+			wantIdle:     true, // a *TimeoutError with Request set
 		},
 	}
 	for _, tt := range tests {

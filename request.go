@@ -77,7 +77,9 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	}
 	r.lastInputMsgs, r.inputStale = len(params.Messages), false
 	p := newTurnState(n, msg)
-	r.threadReply(p)
+	if !r.objectInputs(ctx, p) {
+		r.threadReply(p)
+	}
 	r.setPending(p)
 	if err := r.save(ctx); err != nil {
 		r.fail(ctx, err, "")
@@ -117,16 +119,37 @@ func (r *Runner) beforeRequest(ctx context.Context, n int, params *anthropic.Bet
 }
 
 // requestOptions are the client options of a request that is not
-// streamed, a turn's or a compaction's: one list, so that they cannot
-// drift apart. Timeouts.Request is always passed, also when it is the
-// default: without a timeout of its own the client refuses a request whose
-// max_tokens could take it past 10 minutes ("streaming is required") before
-// sending it.
-func (r *Runner) requestOptions() (opts []option.RequestOption) {
-	if d := orDefault(r.opts.Timeouts.Request, defaultRequestTimeout); d > 0 {
-		opts = append(opts, option.WithRequestTimeout(d))
+// streamed, a turn's or a compaction's, and its guard: one list, so that
+// they cannot drift apart. The guard bounds each attempt by
+// Timeouts.Request and refuses a retry-after beyond Timeouts.RetryAfter
+// (see requestGuard); ctx is the request's own, which the guard cancels
+// when an attempt stalls. The client's own per-attempt timeout is always
+// passed, and longer than the guard's, so that the guard's fires first and
+// the stalled attempt is not sent again: without a timeout of its own the
+// client refuses a request whose max_tokens could take it past 10 minutes
+// ("streaming is required") before sending it.
+func (r *Runner) requestOptions(ctx context.Context) (context.Context, []option.RequestOption, *requestGuard) {
+	g := r.newGuard(ctx)
+	bound := r.requestBound()
+	if bound > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		g.idle, g.cancel = bound, cancel
 	}
-	return opts
+	opts := []option.RequestOption{option.WithMiddleware(g.middleware)}
+	if bound > 0 {
+		opts = append(opts, option.WithRequestTimeout(bound+time.Minute))
+	}
+	return ctx, opts, g
+}
+
+// requestBound bounds an attempt of a request that is not streamed: see
+// Timeouts.Request; 0 for none.
+func (r *Runner) requestBound() time.Duration {
+	if r.opts.Timeouts.Request == 0 {
+		return orDefault(r.opts.Timeouts.StreamIdle, defaultStreamIdleTimeout)
+	}
+	return orDefault(r.opts.Timeouts.Request, 0)
 }
 
 // requestParams are the params of the next request: the history, every
@@ -156,6 +179,74 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 		p.Calls = append(p.Calls, callState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: phaseNew})
 	}
 	return p
+}
+
+// objectInputs gives every tool_use of p's message whose input is not a
+// JSON object (a string, an array, a number, null) the input {} in the
+// history, and logs it: the API refuses any other input in a request, so
+// the history as the model wrote it would fail every later turn. The call
+// keeps the model's input, and is answered with a *ValidationError that
+// names what it was (see decideCall), so the model can call again with an
+// object. It reports whether it changed the message: the run's thread
+// then holds a reply that is not the history's, and the next request
+// starts a new thread.
+func (r *Runner) objectInputs(ctx context.Context, p *turnState) (changed bool) {
+	for _, b := range p.Message.OfAssistant.Content {
+		tu := b.OfToolUse
+		if tu == nil {
+			continue
+		}
+		raw, ok := tu.Input.(json.RawMessage)
+		if !ok {
+			raw, _ = json.Marshal(tu.Input) // a null input is nil
+		}
+		kind := inputKind(raw)
+		if kind == "" {
+			continue
+		}
+		tu.Input, changed = json.RawMessage("{}"), true
+		for i := range p.Calls {
+			if c := &p.Calls[i].Call; c.ID == tu.ID {
+				c.Input = raw
+			}
+		}
+		r.log.WarnContext(ctx, "toolrun: a tool_use input is not a JSON object; the history holds {} in its place",
+			"turn", p.Turn, "tool", tu.Name, "id", tu.ID, "input", kind)
+	}
+	return changed
+}
+
+// inputKind names the kind of JSON value of a tool_use input that is not an
+// object, such as "a JSON string"; "" for an object (or what is not JSON,
+// which validation answers).
+func inputKind(in json.RawMessage) string {
+	for _, c := range in {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return ""
+		case '"':
+			return "a JSON string"
+		case '[':
+			return "a JSON array"
+		case 'n':
+			return "JSON null"
+		case 't', 'f':
+			return "a JSON boolean"
+		}
+		return "a JSON number"
+	}
+	return ""
+}
+
+// nonObjectInput is the answer to a call whose input is of kind, not a
+// JSON object.
+func nonObjectInput(tool, kind string) error {
+	return &ValidationError{Tool: tool, Violations: []Violation{{
+		Expected: "a JSON object of the tool's parameters (the history holds {} for this call)",
+		Got:      kind,
+	}}}
 }
 
 // checkResponse returns why a response cannot be answered validly, or nil:
@@ -246,7 +337,15 @@ func (r *Runner) send(ctx context.Context, sent RequestSent) (*anthropic.BetaMes
 	if r.opts.Stream {
 		return r.sendStream(ctx, sent)
 	}
-	opts := r.requestOptions()
+	rctx, opts, g := r.requestOptions(ctx)
+	defer g.stop()
+	m, err := r.sendWhole(rctx, params, opts)
+	return m, g.failure(ctx, err)
+}
+
+// sendWhole sends a request that is not streamed, on the run's thread
+// unless Options.NoThread or the API has none.
+func (r *Runner) sendWhole(ctx context.Context, params *anthropic.BetaMessageNewParams, opts []option.RequestOption) (*anthropic.BetaMessage, error) {
 	if r.threaded() {
 		if m, ok, err := r.sendThread(ctx, params, opts); ok {
 			return m, err

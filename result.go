@@ -19,13 +19,20 @@ const (
 	// wraps [ErrMaxTurns].
 	StopMaxTurns StopReason = "max_turns"
 	// StopMaxTokens: a response was cut off at max_tokens. Tool calls in it
-	// are answered as not run, since their input may be incomplete.
+	// are answered as not run, since their input may be incomplete. The
+	// run's error wraps [ErrMaxTokens] and [ErrIncomplete].
 	StopMaxTokens StopReason = "max_tokens"
 	// StopRefusal: the model refused. Tool calls in the response are
 	// answered as not run.
 	StopRefusal StopReason = "refusal"
-	// StopContextWindow: the model's context window was exceeded.
+	// StopContextWindow: the model's context window was exceeded. The
+	// run's error wraps [ErrContextWindow] and [ErrIncomplete].
 	StopContextWindow StopReason = "model_context_window_exceeded"
+	// StopIncomplete: the model stopped with a stop_reason the runner does
+	// not know, named in Result.Detail; its answer is taken as unfinished
+	// and its calls are answered as not run. The run's error wraps
+	// [ErrIncomplete].
+	StopIncomplete StopReason = "incomplete"
 	// StopAwaitingApproval: a call was deferred; see Result.Pending. It is
 	// a suspension, not an error.
 	StopAwaitingApproval StopReason = "awaiting_approval"

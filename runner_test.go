@@ -329,32 +329,48 @@ func TestStopReasons(t *testing.T) {
 		reply      toolruntest.Reply
 		want       toolrun.StopReason
 		wantDetail string
+		wantErr    error // and ErrIncomplete, if non-nil
 	}{
-		{"end_turn", toolruntest.Message(toolruntest.Text("done")), toolrun.StopEndTurn, ""},
-		{"stop_sequence", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("done")}, StopReason: "stop_sequence"}, toolrun.StopEndTurn, ""},
-		{"refusal", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("I can't help with that.")}, StopReason: "refusal"}, toolrun.StopRefusal, "refused"},
-		{"context window", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("partial")}, StopReason: "model_context_window_exceeded"}, toolrun.StopContextWindow, "context window"},
+		{"end_turn", toolruntest.Message(toolruntest.Text("done")), toolrun.StopEndTurn, "", nil},
+		{"stop_sequence", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("done")}, StopReason: "stop_sequence"}, toolrun.StopEndTurn, "", nil},
+		{"refusal", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("I can't help with that.")}, StopReason: "refusal"}, toolrun.StopRefusal, "refused", nil},
+		{"context window", toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("partial")}, StopReason: "model_context_window_exceeded"}, toolrun.StopContextWindow, "context window", toolrun.ErrContextWindow},
 		{"max_tokens with a truncated tool call", toolruntest.Reply{
 			Content:    []toolruntest.Block{toolruntest.Text("Checking"), toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Par"})},
 			StopReason: "max_tokens",
-		}, toolrun.StopMaxTokens, "max_tokens"},
+		}, toolrun.StopMaxTokens, "max_tokens", toolrun.ErrMaxTokens},
+		{"a stop reason the runner does not know", toolruntest.Reply{
+			Content:    []toolruntest.Block{toolruntest.Text("Checking"), toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Paris"})},
+			StopReason: "some_new_reason",
+		}, toolrun.StopIncomplete, `"some_new_reason"`, toolrun.ErrIncomplete},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(tt.reply))
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()})
 			res, err := r.Run(t.Context())
-			if err != nil {
+			if tt.wantErr == nil && err != nil {
 				t.Fatal(err)
+			}
+			if tt.wantErr != nil && (!errors.Is(err, tt.wantErr) || !errors.Is(err, toolrun.ErrIncomplete) || res.Err != err) {
+				t.Fatalf("err = %v (Result.Err %v), want one wrapping %v and ErrIncomplete", err, res.Err, tt.wantErr)
 			}
 			if res.StopReason != tt.want || !strings.Contains(res.Detail, tt.wantDetail) {
 				t.Errorf("stop = %q (%q), want %q (containing %q)", res.StopReason, res.Detail, tt.want, tt.wantDetail)
 			}
 			checkHistory(t, res.Messages)
+			// A run resumed from its State returns the same error.
+			r2, err2 := toolrun.Resume(client(s), r.State(), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()})
+			if err2 != nil {
+				t.Fatal(err2)
+			}
+			if _, err2 = r2.Run(t.Context()); (err2 == nil) != (tt.wantErr == nil) || (tt.wantErr != nil && !errors.Is(err2, tt.wantErr)) {
+				t.Errorf("resumed run err = %v, want %v", err2, tt.wantErr)
+			}
 		})
 	}
 	if got := calls.get("get_weather"); got != 0 {
-		t.Errorf("get_weather ran %d times; a call cut off at max_tokens must not run", got)
+		t.Errorf("get_weather ran %d times; a call of a cut answer must not run", got)
 	}
 }
 

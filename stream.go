@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -114,17 +115,19 @@ var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.E
 // with a *retryRefused, and the run stops with [StopBudget].
 func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.BetaMessage, error) {
 	for attempt := 1; ; attempt++ {
-		st := &streamAttempt{r: r, turn: sent.Turn}
+		st := &streamAttempt{r: r, turn: sent.Turn, guard: r.newGuard(ctx)}
 		msg, err := st.receive(ctx, sent.Params)
 		if err == nil {
 			return msg, nil
 		}
+		err = st.guard.failure(ctx, err)
 		used := r.accountFailed(ctx, sent.Params, st)
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		cause := &TurnError{Turn: sent.Turn, Attempt: attempt, Events: st.events, Usage: used, Err: err}
-		if ok, _ := retry.Retryable(err); !st.began || !ok || attempt >= r.opts.StreamRetry.attempts() {
+		var ra *RetryAfterError
+		if ok, _ := retry.Retryable(err); !st.began || !ok || errors.As(err, &ra) || attempt >= r.opts.StreamRetry.attempts() {
 			return nil, cause
 		}
 		if stop, cerr := r.checkRetry(sent.Params, st); cerr != nil {
@@ -132,6 +135,10 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 		} else if stop != nil {
 			stop.Detail += fmt.Sprintf("; turn %d's stream was not retried after attempt %d failed: %v", sent.Turn, attempt, err)
 			return nil, &retryRefused{stop: stop}
+		}
+		if asked, ok := retry.After(st.resp, err); ok && st.guard.tooLong(asked) {
+			cause.Err = st.guard.refusal(asked, err)
+			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)
 		if err := sleep(ctx, delay); err != nil {
@@ -203,6 +210,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 type streamAttempt struct {
 	r      *Runner
 	turn   int
+	guard  *requestGuard  // refuses a long retry-after of the client's retries before the stream begins
 	resp   *http.Response // the response, once its headers have arrived
 	began  bool           // the server answered 200 and the stream began
 	events int            // the events received
@@ -230,7 +238,7 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 		watchdog = time.AfterFunc(idle, func() { cancel(errStreamIdle) })
 		defer watchdog.Stop()
 	}
-	stream := r.openStream(reqCtx, params, option.WithResponseInto(&st.resp))
+	stream := r.openStream(reqCtx, params, option.WithResponseInto(&st.resp), option.WithMiddleware(st.guard.middleware))
 	defer stream.Close()
 	// An error before the stream began (an error status after the client's
 	// retries, a refused connection) leaves no response or one with an
@@ -285,4 +293,138 @@ func (st *streamAttempt) delta(ctx context.Context, msg *anthropic.BetaMessage, 
 		b := msg.Content[i]
 		st.r.emit(ctx, Delta{Turn: st.turn, Index: i, ID: b.ID, Name: b.Name, ToolInput: ev.Delta.PartialJSON})
 	}
+}
+
+// errRequestStalled is the cause a requestGuard cancels a stalled request
+// that is not streamed with.
+var errRequestStalled = errors.New("the response did not arrive in time")
+
+// RetryAfterError is the failure of a turn whose request the API asked to
+// send again only after a wait longer than [Timeouts.RetryAfter], or one
+// that would end after the run's context or [Budget].WallTime: the run does
+// not wait it out, and fails at once with this error as the Err of a
+// [*TurnError]. The server's ask is in After; Err is the failed attempt's
+// error (an *anthropic.Error, for a rate limit or an overload).
+type RetryAfterError struct {
+	After time.Duration // the wait the server asked for
+	Cap   time.Duration // the cap it passed (Timeouts.RetryAfter); 0 when it passed the run's deadline only
+	Err   error
+}
+
+// Error names the server's retry-after and the cap it passed.
+func (e *RetryAfterError) Error() string {
+	if e.Cap > 0 && e.After > e.Cap {
+		return fmt.Sprintf("the API asked to retry after %s, longer than Timeouts.RetryAfter (%s): %v", e.After, e.Cap, e.Err)
+	}
+	return fmt.Sprintf("the API asked to retry after %s, past the run's deadline: %v", e.After, e.Err)
+}
+
+// Unwrap returns the failed attempt's error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// requestGuard watches the attempts the anthropic client makes of one
+// request, its own retries included, through a middleware: the client
+// sleeps for whatever a response's retry-after asks, and retries a
+// timed-out attempt, so only a middleware sees each attempt in time. A
+// response whose retry-after asks for too long (tooLong) is marked
+// "x-should-retry: false", so that the client returns it at once instead
+// of sleeping; and, for a request that is not streamed, each attempt is
+// bounded by idle: the guard then cancels the request's context, which
+// ends the client's retries too.
+type requestGuard struct {
+	cap      time.Duration // Timeouts.RetryAfter; 0 for none
+	deadline time.Time     // the run's context's; zero for none
+	idle     time.Duration // the bound on an attempt; 0 for none (a stream has its own watchdog)
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	stalled  atomic.Bool   // the timer fired
+	asked    time.Duration // the retry-after refused, if any
+}
+
+// newGuard returns the guard of a request sent in ctx.
+func (r *Runner) newGuard(ctx context.Context) *requestGuard {
+	g := &requestGuard{cap: orDefault(r.opts.Timeouts.RetryAfter, defaultRetryAfterCap)}
+	g.deadline, _ = ctx.Deadline()
+	return g
+}
+
+// tooLong reports whether a retry-after of d is not to be waited.
+func (g *requestGuard) tooLong(d time.Duration) bool {
+	return (g.cap > 0 && d > g.cap) || (!g.deadline.IsZero() && time.Until(g.deadline) < d)
+}
+
+// refusal is the error of a retry-after of d refused, err the attempt's.
+func (g *requestGuard) refusal(d time.Duration, err error) *RetryAfterError {
+	e := &RetryAfterError{After: d, Err: err}
+	if g.cap > 0 && d > g.cap {
+		e.Cap = g.cap
+	}
+	return e
+}
+
+// middleware is the option.Middleware of the guarded request.
+func (g *requestGuard) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	if g.idle > 0 {
+		if g.timer == nil {
+			g.timer = time.AfterFunc(g.idle, func() {
+				g.stalled.Store(true)
+				g.cancel(errRequestStalled)
+			})
+		} else {
+			g.timer.Reset(g.idle)
+		}
+	}
+	res, err := next(req)
+	if err != nil || res == nil || res.StatusCode < 300 {
+		return res, err
+	}
+	// The attempt failed with its status; the client's wait before the
+	// next one is not the model's to answer in.
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	if d, ok := retry.After(res, nil); ok && resent(res) && g.tooLong(d) {
+		res.Header.Set("X-Should-Retry", "false")
+		g.asked = d
+	}
+	return res, err
+}
+
+// resent reports whether the anthropic client would send a request again
+// after the response res.
+func resent(res *http.Response) bool {
+	switch res.Header.Get("X-Should-Retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	s := res.StatusCode
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// stop releases the guard's timer and context.
+func (g *requestGuard) stop() {
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	if g.cancel != nil {
+		g.cancel(nil)
+	}
+}
+
+// failure is the error the guarded request's err stands for: a
+// *RetryAfterError for a refused retry-after, a *TimeoutError for a stalled
+// attempt (unless ctx, the caller's, is done: the run was cancelled), and
+// err otherwise.
+func (g *requestGuard) failure(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case g.asked > 0:
+		return g.refusal(g.asked, err)
+	case g.stalled.Load() && ctx.Err() == nil:
+		return &TimeoutError{After: g.idle, Request: true}
+	}
+	return err
 }

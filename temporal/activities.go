@@ -137,9 +137,10 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
 	}
 	calls, err := r.Advance(ctx)
-	// A limit the caller set (the turn limit, a budget) and a hook's failure
+	// A limit the caller set (the turn limit, a budget), an answer cut
+	// short (max_tokens) and a hook's failure
 	// are how the run stopped, recorded in its state: not a step to retry.
-	if err != nil && !errors.Is(err, toolrun.ErrMaxTurns) && !errors.Is(err, toolrun.ErrBudget) {
+	if err != nil && !errors.Is(err, toolrun.ErrMaxTurns) && !errors.Is(err, toolrun.ErrBudget) && !errors.Is(err, toolrun.ErrIncomplete) {
 		var he *toolrun.HookError
 		if !errors.As(err, &he) {
 			if ctx.Err() != nil {

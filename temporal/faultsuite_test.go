@@ -677,7 +677,7 @@ func checkEntries(p *wfPlan, ledger *wfLedger, msgs []anthropic.BetaMessageParam
 func definedStop(r toolrun.StopReason) bool {
 	switch r {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
-		toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
+		toolrun.StopIncomplete, toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
 		temporal.StopPayloadTooLarge:
 		return true
 	}

@@ -1,0 +1,197 @@
+package toolrun_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// hangingAPI is an in-memory Messages API for tests in a synctest bubble,
+// where loopback sockets would keep the fake clock from moving: it answers
+// every request by answer, and counts the attempts.
+type hangingAPI struct {
+	attempts atomic.Int32
+	answer   func(*http.Request) (*http.Response, error)
+}
+
+func (h *hangingAPI) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.attempts.Add(1)
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	return h.answer(req)
+}
+
+// stalled never answers: the model hangs before its headers.
+func stalled(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// rateLimited answers 429 with a retry-after of after.
+func rateLimited(after string) func(*http.Request) (*http.Response, error) {
+	return func(req *http.Request) (*http.Response, error) {
+		return &http.Response{
+			StatusCode: http.StatusTooManyRequests,
+			Header:     http.Header{"Content-Type": {"application/json"}, "Retry-After": {after}},
+			Body:       io.NopCloser(strings.NewReader(`{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)),
+			Request:    req,
+		}, nil
+	}
+}
+
+// TestNothingHangs runs a turn against a model that stalls, or that asks
+// for a day's pause, through the real client in fake time: each run ends
+// with a typed error within the documented bound (Timeouts.Request, which
+// is StreamIdle's 90 seconds by default; Timeouts.RetryAfter, 1 minute),
+// after one attempt, whatever the client's own retries would have done.
+func TestNothingHangs(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   func(*http.Request) (*http.Response, error)
+		stream   bool
+		timeouts toolrun.Timeouts
+		deadline time.Duration // of the run's context, if non-zero
+		check    func(t *testing.T, err error)
+		within   time.Duration
+	}{
+		{
+			name: "stalled response not streamed", answer: stalled, within: 90 * time.Second,
+			check: func(t *testing.T, err error) {
+				var te *toolrun.TimeoutError
+				if !errors.As(err, &te) || !te.Request || te.After != 90*time.Second {
+					t.Errorf("err = %v, want a *TimeoutError of the request after 90s", err)
+				}
+			},
+		},
+		{
+			name: "stalled response, Timeouts.Request set", answer: stalled, within: 20 * time.Second,
+			timeouts: toolrun.Timeouts{Request: 20 * time.Second},
+			check: func(t *testing.T, err error) {
+				var te *toolrun.TimeoutError
+				if !errors.As(err, &te) || te.After != 20*time.Second {
+					t.Errorf("err = %v, want a *TimeoutError after 20s", err)
+				}
+			},
+		},
+		{name: "retry-after 86400, not streamed", answer: rateLimited("86400"), check: retryAfter(86400*time.Second, time.Minute)},
+		{name: "retry-after 86400, streamed", answer: rateLimited("86400"), stream: true, check: retryAfter(86400*time.Second, time.Minute)},
+		{
+			name: "retry-after past the run's deadline", answer: rateLimited("30"), deadline: 10 * time.Second,
+			check: retryAfter(30*time.Second, 0),
+		},
+		{
+			name: "retry-after past a cap of 5s", answer: rateLimited("30"), stream: true,
+			timeouts: toolrun.Timeouts{RetryAfter: 5 * time.Second},
+			check:    retryAfter(30*time.Second, 5*time.Second),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := &hangingAPI{answer: tt.answer}
+				c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
+					option.WithHTTPClient(&http.Client{Transport: api}))
+				r := toolrun.New(c, userParams("Hello?"), nil, &toolrun.Options{
+					Logger: discard(), Stream: tt.stream, Timeouts: tt.timeouts,
+				})
+				ctx := t.Context()
+				if tt.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				res, err := r.Run(ctx)
+				took := time.Since(start)
+				var turnErr *toolrun.TurnError
+				if !errors.As(err, &turnErr) || res == nil {
+					t.Fatalf("Run = %v, %v; want a Result and a *TurnError", res, err)
+				}
+				tt.check(t, err)
+				if took > tt.within {
+					t.Errorf("the run took %s, want at most %s", took, tt.within)
+				}
+				if n := api.attempts.Load(); n != 1 {
+					t.Errorf("%d attempts, want 1", n)
+				}
+			})
+		})
+	}
+}
+
+// retryAfter checks that err is a *RetryAfterError naming after and cap.
+func retryAfter(after, cap time.Duration) func(*testing.T, error) {
+	return func(t *testing.T, err error) {
+		t.Helper()
+		var ra *toolrun.RetryAfterError
+		if !errors.As(err, &ra) || ra.After != after || ra.Cap != cap {
+			t.Errorf("err = %v, want a *RetryAfterError of %s (cap %s)", err, after, cap)
+			return
+		}
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("err = %v, want it to wrap the 429", err)
+		}
+	}
+}
+
+// TestRetryAfterWithinCapWaited checks that a retry-after within the cap is
+// still waited by the client, and the run goes on.
+func TestRetryAfterWithinCapWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}`
+		var api *hangingAPI
+		api = &hangingAPI{answer: func(req *http.Request) (*http.Response, error) {
+			if api.attempts.Load() == 1 {
+				return rateLimited("30")(req)
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader(ok)), Request: req}, nil
+		}}
+		c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
+			option.WithHTTPClient(&http.Client{Transport: api}))
+		r := toolrun.New(c, userParams("Hello?"), nil, &toolrun.Options{Logger: discard(), NoThread: true})
+		start := time.Now()
+		res, err := r.Run(t.Context())
+		if err != nil || res.StopReason != toolrun.StopEndTurn {
+			t.Fatalf("Run = %v, %v; want end_turn", res, err)
+		}
+		if took := time.Since(start); took != 30*time.Second {
+			t.Errorf("the run took %s, want the 30s the server asked for", took)
+		}
+	})
+}
+
+// TestStreamRetryAfterCapped checks toolrun's own retry of a stream that
+// failed after it began: an error event whose response asks for a day's
+// pause ends the turn with a *RetryAfterError, and is not sent again.
+func TestStreamRetryAfterCapped(t *testing.T) {
+	faulty := toolruntest.Message(toolruntest.Text("It is"), toolruntest.Text(" sunny."))
+	faulty.Fault = toolruntest.Fault{StreamErrorAfter: 2, RetryAfter: 24 * time.Hour}
+	s := toolruntest.New(t, toolruntest.Script(faulty))
+	r := toolrun.New(client(s), userParams("Weather?"), nil, &toolrun.Options{
+		Logger: discard(), Stream: true, StreamRetry: toolrun.RetryPolicy{InitialBackoff: time.Millisecond},
+	})
+	_, err := r.Run(bounded(t))
+	var ra *toolrun.RetryAfterError
+	if !errors.As(err, &ra) || ra.After != 24*time.Hour || ra.Cap != time.Minute {
+		t.Errorf("err = %v, want a *RetryAfterError of 24h (cap 1m)", err)
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
