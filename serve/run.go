@@ -726,10 +726,9 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 		h.metrics.turns.Add(1)
 		h.metrics.turnNanos.Add(int64(e.Duration))
 		m.openStep(e.Turn)
-		msgID := e.Message.ID
-		if msgID == "" {
-			msgID = newID("msg_")
-		}
+		// The run's id makes the message's unique on the thread, whatever
+		// ids the model's platform gives.
+		msgID := m.lr.id + "/" + e.Message.ID
 		ids := []string{msgID}
 		texts := 0
 		for _, b := range e.Message.Content {

@@ -163,6 +163,7 @@ var commands = []*command{
 	replayCommand,
 	viewCommand,
 	resumeCommand,
+	serveCommand,
 	versionCommand,
 }
 
