@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
@@ -487,5 +488,165 @@ func TestTokensAndScopes(t *testing.T) {
 	}
 	if strings.Contains(body, "secret-0123456789") {
 		t.Errorf("a response carries a token")
+	}
+}
+
+// An approval on a thread whose State is several MB goes through, and a
+// run that brings no decision runs no deferred call.
+func TestApprovalOnLargeState(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		big: {
+			toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 5})),
+			toolruntest.Message(toolruntest.Text("paid")),
+		},
+	}, toolrun.RequireApproval("payments"), func(c *serve.Config) { c.MaxBodyBytes = 16 << 20 })
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", big)}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	its := interrupts(t, evs)
+	// No decision: the call stays pending and does not run.
+	_, evs, body = post(t, f.url, input("t1", "r2", nil, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	if again := interrupts(t, evs); len(again) != 1 || again[0]["id"] != its[0]["id"] {
+		t.Fatalf("a run without a decision: interrupts %v, want the same one", again)
+	}
+	if got := f.calls.got(); len(got) != 0 {
+		t.Fatalf("a deferred call ran without a decision: %v", got)
+	}
+	_, evs, body = post(t, f.url, input("t1", "r3", nil, map[string]any{"resume": []any{resume(its[0]["id"].(string), map[string]any{"decision": "approve"})}}))
+	if evs == nil || last(evs)["result"] != "paid" {
+		t.Fatalf("approving on a large state: %s %v", body, types(evs))
+	}
+	if diff := cmp.Diff([]string{`pay{"amount":5}`}, f.calls.got()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// A client tool's call is validated like the server's: input that breaks
+// its parameters goes back to the model, not to the client.
+func TestClientToolInputValidated(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"go": {
+			toolruntest.Message(toolruntest.ToolUse("call_x", "pick", map[string]any{"n": "not a number"})),
+			toolruntest.Message(toolruntest.Text("sorry")),
+		},
+	}, nil, nil)
+	tools := []any{map[string]any{"name": "pick", "description": "pick n", "parameters": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []string{"n"}}}}
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "go")}, map[string]any{"tools": tools}))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	if o := outcome(evs); o["type"] != "success" || o["pendingToolCallIds"] != nil || last(evs)["result"] != "sorry" {
+		t.Fatalf("outcome %v result %v: want the invalid call answered to the model", o, last(evs)["result"])
+	}
+	if r := toolResultsOf(evs)["call_x"]; !strings.Contains(r, "/n") {
+		t.Errorf("result %q, want the validation error naming /n", r)
+	}
+}
+
+func toolResultsOf(evs []map[string]any) map[string]string {
+	out := map[string]string{}
+	for _, e := range evs {
+		if e["type"] == "TOOL_CALL_RESULT" {
+			out[e["toolCallId"].(string)] = e["content"].(string)
+		}
+	}
+	return out
+}
+
+// The limits of an exposed server: loopback only without tokens, body
+// size, per-token concurrent runs, CORS only for named origins, expired
+// interrupts, and no secret in an error.
+func TestExposureLimits(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1_800_000_000)
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hold": {{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}},
+		"pay":  {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 5})), toolruntest.Message(toolruntest.Text("ok"))},
+		"leak": {{Fault: toolruntest.Fault{Status: 400, Message: "bad key sk-ant-api03-" + strings.Repeat("A", 90) + "AA"}}},
+	}, toolrun.RequireApproval("payments"), func(c *serve.Config) {
+		c.MaxBodyBytes = 1 << 10
+		c.AllowedOrigins = []string{"https://app.example"}
+		c.Tokens = []serve.Token{{Name: "a", Secret: "secret-secret-secret", Scopes: []string{"run"}, MaxRuns: 1}}
+		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
+		c.ApprovalTTL = time.Minute
+	})
+	do := func(method, path string, body string, hdr map[string]string) *http.Response {
+		req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer secret-secret-secret")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	mustJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	// Without tokens, a request from another machine is refused.
+	h2 := newFixture(t, nil, nil, nil).h
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/api/pending", nil)
+	req.RemoteAddr = "192.0.2.7:4000"
+	h2.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("a non-loopback request without tokens: %d, want 401", rec.Code)
+	}
+
+	if resp := do("POST", "/", strings.Repeat(" ", 2<<10)+"{}", nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the limit: %d, want 413", resp.StatusCode)
+	}
+	if resp := do("OPTIONS", "/", "", map[string]string{"Origin": "https://evil.example"}); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("CORS for an origin not named")
+	}
+	if resp := do("OPTIONS", "/", "", map[string]string{"Origin": "https://app.example"}); resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("no CORS for the named origin")
+	}
+
+	// One run in flight is the token's cap; cancel ends it.
+	hold := do("POST", "/", mustJSON(input("t1", "r1", []map[string]any{user("u1", "hold")}, nil)), nil)
+	defer hold.Body.Close()
+	if hold.StatusCode != 200 {
+		t.Fatalf("hold: %d", hold.StatusCode)
+	}
+	if resp := do("POST", "/", mustJSON(input("t2", "r2", []map[string]any{user("u1", "pay")}, nil)), nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a second run over the cap: %d, want 429", resp.StatusCode)
+	}
+	if resp := do("POST", "/runs/r1/cancel", "", nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	evs, _ := readSSE(t, hold.Body)
+	if outcome(evs)["type"] != "cancelled" {
+		t.Errorf("the cancelled run ended with %v", last(evs))
+	}
+
+	// An interrupt past its expiry cannot be approved, only cancelled.
+	resp := do("POST", "/", mustJSON(input("t2", "r3", []map[string]any{user("u1", "pay")}, nil)), nil)
+	evs, _ = readSSE(t, resp.Body)
+	resp.Body.Close()
+	id := interrupts(t, evs)[0]["id"].(string)
+	now.Add(3600)
+	resp = do("POST", "/", mustJSON(input("t2", "r4", nil, map[string]any{"resume": []any{resume(id, map[string]any{"decision": "approve"})}})), nil)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "expired") {
+		t.Errorf("approving an expired interrupt: %d %s", resp.StatusCode, b)
+	}
+	resp = do("POST", "/", mustJSON(input("t2", "r5", nil, map[string]any{"resume": []any{map[string]any{"interruptId": id, "status": "cancelled"}}})), nil)
+	evs, _ = readSSE(t, resp.Body)
+	if last(evs)["result"] != "ok" || len(f.calls.got()) != 0 {
+		t.Errorf("cancelling an expired interrupt: %v, calls %v", last(evs), f.calls.got())
+	}
+
+	// A model error that carries a key reaches the client redacted.
+	resp = do("POST", "/", mustJSON(input("t3", "r6", []map[string]any{user("u1", "leak")}, nil)), nil)
+	b, _ = io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "RUN_ERROR") || strings.Contains(string(b), "AAAAAAAAAA") {
+		t.Errorf("the error stream %s: want a RUN_ERROR without the key", b)
 	}
 }
