@@ -2,11 +2,15 @@ package serve
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +21,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/transcript"
 )
 
 // clientReason is the reason of the deferral that hands a client tool's
@@ -495,6 +500,27 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	m := &mapper{lr: lr, client: clientTools}
 	opts := h.cfg.Options
 	opts.Store, opts.RunID, opts.OnEvent = h.store, lr.thread, m.on
+	var observers []func(context.Context, toolrun.Event)
+	if h.cfg.RecordDir != "" {
+		rec, closeRec, err := h.recorder(lr.thread, lr.id)
+		if err != nil {
+			h.finish(ctx, lr, m, nil, toolrun.Usage{}, fmt.Errorf("opening the thread's transcript: %w", err))
+			return
+		}
+		defer closeRec()
+		observers = append(observers, rec.Observe)
+	}
+	if h.cfg.Options.OnEvent != nil {
+		observers = append(observers, h.cfg.Options.OnEvent)
+	}
+	if len(observers) > 0 {
+		opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
+			m.on(ctx, e)
+			for _, o := range observers {
+				o(ctx, e)
+			}
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = h.log
 	}
@@ -558,6 +584,28 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		res.Pending = r.State().AwaitingApproval()
 	}
 	h.finish(ctx, lr, m, res, base, err)
+}
+
+// recorder returns a transcript recorder writing the run's file, named
+// by hashes of the thread and run ids (which are the client's, so never
+// a path).
+func (h *Handler) recorder(thread, run string) (*transcript.Recorder, func(), error) {
+	if err := os.MkdirAll(h.cfg.RecordDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	ts, rs := sha256.Sum256([]byte(thread)), sha256.Sum256([]byte(run))
+	name := hex.EncodeToString(ts[:8]) + "-" + hex.EncodeToString(rs[:8]) + ".jsonl"
+	f, err := os.OpenFile(filepath.Join(h.cfg.RecordDir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := transcript.NewRecorder(f, &transcript.RecorderOptions{Meta: map[string]string{"name": "toolrun serve", "thread": thread, "run": run}})
+	return rec, func() {
+		if err := rec.Err(); err != nil {
+			h.log.Error("serve: recording a transcript", "err", err)
+		}
+		f.Close()
+	}, nil
 }
 
 // finish writes the run's terminal event and records its end.

@@ -66,8 +66,9 @@ type Config struct {
 	Tools []toolrun.Tool
 	// Options are the runner options of every run: Policy (the approval
 	// policy), MaxTurns (per AG-UI run, not per thread), Budget (per
-	// thread), Timeouts, Logger. Store, RunID and OnEvent are the
-	// server's own and are ignored here.
+	// thread), Timeouts, Logger, OnEvent (called after the server's own
+	// handling of each event, for metrics or tracing). Store and RunID
+	// are the server's own and are ignored here.
 	Options toolrun.Options
 	// DB holds threads, runs, their states, pending calls, decisions and
 	// events. Its dialect must be SQLite's (the CLI opens
@@ -86,6 +87,11 @@ type Config struct {
 	// ApprovalTTL is how long an interrupt may be answered. Zero means 24
 	// hours.
 	ApprovalTTL time.Duration
+	// RecordDir, if set, is where each run is recorded as a JSON Lines
+	// transcript (package transcript), for "toolrun view" and "toolrun
+	// replay": one file a run, named THREAD-RUN.jsonl after hashes of the
+	// two ids.
+	RecordDir string
 	// Logger receives the server's records, redacted. Nil means
 	// slog.Default().
 	Logger *slog.Logger

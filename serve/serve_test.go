@@ -24,6 +24,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
+	"github.com/toolrun/toolrun/transcript"
 )
 
 // scenes is a scripted model: the reply to a request is chosen by the
@@ -648,5 +649,26 @@ func TestExposureLimits(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), "RUN_ERROR") || strings.Contains(string(b), "AAAAAAAAAA") {
 		t.Errorf("the error stream %s: want a RUN_ERROR without the key", b)
+	}
+}
+
+// With RecordDir, each run leaves a transcript that package transcript
+// reads.
+func TestRunsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, approvalScript(), nil, func(c *serve.Config) { c.RecordDir = dir })
+	if _, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil)); evs == nil {
+		t.Fatal(body)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("transcripts %v, want one", files)
+	}
+	tr, err := transcript.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Turns()) != 2 || tr.Stop() == nil {
+		t.Errorf("transcript turns %d (stop %v), want 2 and a stop", len(tr.Turns()), tr.Stop())
 	}
 }

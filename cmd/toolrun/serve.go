@@ -77,6 +77,7 @@ latest user text is TEXT, and "delay_ms" holds a reply back.`,
 		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
 		fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM, let runs in flight finish for `duration`")
 		fs.DurationVar(&f.approvalTTL, "approval-ttl", 24*time.Hour, "let an interrupt be answered for `duration`")
+		fs.StringVar(&f.record, "record", "", "record each run as a JSON Lines transcript in `dir`, for toolrun view and replay")
 		fs.StringVar(&f.script, "script", "", "answer with the scripted model of `replies.jsonl` on a local fake server: offline, no API key")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) > 0 {
@@ -99,7 +100,7 @@ type serveFlags struct {
 	requireApproval        listFlag
 	toolTimeout, grace     time.Duration
 	approvalTTL            time.Duration
-	script                 string
+	script, record         string
 }
 
 // serve runs the server until ctx ends, then drains it.
@@ -220,7 +221,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	}
 	h, err := serve.New(ctx, serve.Config{
 		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
-		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log,
+		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log, RecordDir: f.record,
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
