@@ -310,3 +310,14 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		t.Errorf("exit status %d, want 0", code)
 	}
 }
+
+// A server on an address others can reach needs tokens.
+func TestServeRefusesExposedAddrWithoutTokens(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--addr", addr, "--db", filepath.Join(t.TempDir(), "db")}, strings.NewReader(""), &stdout, &stderr, func(string) string { return "" })
+		if code != exitUsage || !strings.Contains(stderr.String(), "--tokens") {
+			t.Errorf("--addr %s: exit %d, stderr %q; want a usage error naming --tokens", addr, code, stderr.String())
+		}
+	}
+}
