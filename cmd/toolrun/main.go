@@ -166,6 +166,7 @@ var commands = []*command{
 	replayCommand,
 	viewCommand,
 	resumeCommand,
+	serveCommand,
 	versionCommand,
 }
 

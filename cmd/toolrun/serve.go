@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	_ "modernc.org/sqlite" // the database/sql driver of --db
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/fstools"
+	"github.com/toolrun/toolrun/internal/defaults"
+	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+var serveCommand = &command{
+	name:    "serve",
+	args:    "[flags]",
+	summary: "serve the runner over HTTP to any language, as the AG-UI 1.0 protocol",
+	doc: `Serve runs the tool-use loop for clients in any language that speak AG-UI
+1.0 (@ag-ui/client's HttpAgent, say): POST a RunAgentInput to / and read the
+run back as server-sent events. A threadId is a conversation the server
+keeps; calls that need approval end a run with interrupts, which the next
+run answers with resume entries; tools the client declares are run by the
+client. See package github.com/toolrun/toolrun/serve for the protocol.
+
+Everything lasts in the SQLite file --db: a killed server loses no
+decision and runs no call twice. SIGTERM drains: no new run starts, runs in
+flight get --grace to finish, then are stopped with their state saved.
+
+Safety. The server listens on loopback unless --addr names another
+address, which needs --tokens: a JSON file of
+[{"name": "alice", "token": "…", "scopes": ["run", "approve", "read"], "max_runs": 4}].
+--cors names the browser origins allowed (none by default).
+
+Tools and approval are as for "toolrun run": --workdir, --mcp, --mcp-url,
+--approve (ask makes each MCP call an interrupt), and --require-approval
+TOOL for any tool of the server. --script FILE answers with a scripted
+model: JSON Lines of replies as "toolrun run --script" takes them, where a
+reply with "scene": "TEXT" starts the replies for conversations whose
+latest user text is TEXT, and "delay_ms" holds a reply back.`,
+	exits: []exitStatus{
+		{exitOK, "ok", "the server stopped on a signal, after draining"},
+		{exitError, "error", "the server could not start or failed"},
+		{exitUsage, "usage", "the flags are wrong"},
+	},
+	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+		var f serveFlags
+		f.approve = approveAsk
+		fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen on `host:port` (port 0: any free port)")
+		fs.StringVar(&f.db, "db", "", "keep threads, runs and decisions in the SQLite `file` (default $XDG_STATE_HOME/toolrun/serve.db)")
+		fs.StringVar(&f.tokens, "tokens", "", "accept the bearer tokens of the JSON `file`; required for a non-loopback --addr")
+		fs.StringVar(&f.cors, "cors", "", "allow the comma-separated browser `origins`")
+		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
+		fs.StringVar(&f.system, "system", "", "the system `prompt`")
+		fs.IntVar(&f.maxTurns, "max-turns", defaults.MaxTurns, "stop each run after `n` model requests")
+		fs.IntVar(&f.maxTokens, "max-tokens", 4096, "the most tokens of each response, `n`")
+		fs.Float64Var(&f.budgetUSD, "budget-usd", 0, "stop a thread before it costs more than `dollars` (0: no bound)")
+		fs.Int64Var(&f.budgetTokens, "budget-output-tokens", 0, "stop a thread before it writes more than `n` output tokens (0: no bound)")
+		fs.IntVar(&f.budgetCalls, "budget-tool-calls", 0, "stop a thread before it makes more than `n` tool calls (0: no bound)")
+		f.tools.define(fs)
+		fs.Var(&f.approve, "approve", "how MCP calls are decided: `ask` (an interrupt for the client or the inbox), auto or deny")
+		fs.Var(&f.requireApproval, "require-approval", "make each call of `tool` an interrupt (repeatable)")
+		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
+		fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM, let runs in flight finish for `duration`")
+		fs.DurationVar(&f.approvalTTL, "approval-ttl", 24*time.Hour, "let an interrupt be answered for `duration`")
+		fs.StringVar(&f.record, "record", "", "record each run as a JSON Lines transcript in `dir`, for toolrun view and replay")
+		fs.StringVar(&f.script, "script", "", "answer with the scripted model of `replies.jsonl` on a local fake server: offline, no API key")
+		return func(ctx context.Context, c *cli, args []string) int {
+			if len(args) > 0 {
+				return c.usageError("serve", "serve takes no arguments, got %q", args[0])
+			}
+			return c.serve(ctx, f)
+		}
+	},
+}
+
+type serveFlags struct {
+	addr, db, tokens, cors string
+	model, system          string
+	maxTurns, maxTokens    int
+	budgetUSD              float64
+	budgetTokens           int64
+	budgetCalls            int
+	tools                  toolFlags
+	approve                approveMode
+	requireApproval        listFlag
+	toolTimeout, grace     time.Duration
+	approvalTTL            time.Duration
+	script, record         string
+}
+
+// serve runs the server until ctx ends, then drains it.
+func (c *cli) serve(ctx context.Context, f serveFlags) int {
+	var tokens []serve.Token
+	if f.tokens != "" {
+		b, err := os.ReadFile(f.tokens)
+		if err != nil {
+			c.errorf("serve", "--tokens: %v", err)
+			return exitError
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&tokens); err != nil || len(tokens) == 0 {
+			return c.usageError("serve", "--tokens %s: want a JSON array of {name, token, scopes, max_runs} (%v)", f.tokens, err)
+		}
+	}
+	host, _, err := net.SplitHostPort(f.addr)
+	if err != nil {
+		return c.usageError("serve", "--addr: %v", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && len(tokens) == 0 {
+		return c.usageError("serve", "--addr %s is not a loopback address: give --tokens, or anyone who reaches it could run tools", f.addr)
+	}
+	specs, err := parseMCPSpecs(f.tools.MCP, f.tools.MCPURL)
+	if err != nil {
+		return c.usageError("serve", "%v", err)
+	}
+	log := c.logger(c.stderr, false)
+
+	var client anthropic.Client
+	if f.script != "" {
+		sc, err := readScenes(f.script)
+		if err != nil {
+			return c.usageError("serve", "--script: %v", err)
+		}
+		srv := toolruntest.New(nil, toolruntest.Options{Func: sc.reply})
+		defer srv.Close()
+		client = srv.Client()
+	} else {
+		client = c.client()
+	}
+
+	var tools []toolrun.Tool
+	if w := f.tools.Workdir; w != "" {
+		root, err := fstools.Open(w, nil)
+		if err != nil {
+			c.errorf("serve", "--workdir: %v", err)
+			return exitError
+		}
+		defer root.Close()
+		for _, t := range root.Tools() {
+			tools = append(tools, t)
+		}
+	}
+	servers, serverTools, err := connectMCP(ctx, specs, func(name string) toolrun.ToolConfig {
+		switch f.approve {
+		case approveAsk:
+			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
+		case approveDeny:
+			return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
+		}
+		return toolrun.ToolConfig{}
+	}, log)
+	if err != nil {
+		c.errorf("serve", "MCP server %v", err)
+		return exitError
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	for _, list := range serverTools {
+		tools = append(tools, list...)
+	}
+
+	dbPath, err := serveDBPath(f.db, c.getenv)
+	if err != nil {
+		c.errorf("serve", "--db: %v", err)
+		return exitError
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		c.errorf("serve", "--db: %v", err)
+		return exitError
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one writer: SQLite's rule, kept by the pool
+
+	opts := toolrun.Options{
+		Logger:   log,
+		MaxTurns: f.maxTurns,
+		Timeouts: toolrun.Timeouts{Tool: f.toolTimeout},
+		Budget:   toolrun.Budget{CostUSD: f.budgetUSD, OutputTokens: f.budgetTokens, ToolCalls: f.budgetCalls},
+	}
+	if len(f.requireApproval) > 0 {
+		names := map[string]bool{}
+		for _, n := range f.requireApproval {
+			names[n] = true
+		}
+		opts.Policy = func(_ context.Context, call toolrun.ToolCall) toolrun.Decision {
+			if names[call.Name] {
+				return toolrun.DeferCall("--require-approval " + call.Name)
+			}
+			return toolrun.AllowCall()
+		}
+	}
+	params := anthropic.BetaMessageNewParams{Model: anthropic.Model(f.model), MaxTokens: int64(f.maxTokens)}
+	if f.system != "" {
+		params.System = []anthropic.BetaTextBlockParam{{Text: f.system}}
+	}
+	var origins []string
+	for _, o := range strings.Split(f.cors, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	h, err := serve.New(ctx, serve.Config{
+		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
+		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log, RecordDir: f.record,
+	})
+	if err != nil {
+		c.errorf("serve", "%v", err)
+		return exitError
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		c.errorf("serve", "%v", err)
+		return exitError
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stdout, "toolrun serve: listening on http://%s (state in %s)\n", ln.Addr(), dbPath)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		c.errorf("serve", "%v", err)
+		return exitError
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s)\n", f.grace)
+	grace, cancel := context.WithTimeout(context.Background(), f.grace)
+	defer cancel()
+	if err := h.Shutdown(grace); err != nil {
+		fmt.Fprintf(c.stdout, "toolrun serve: runs still in flight after %s were stopped, their state saved\n", f.grace)
+	}
+	// The streams end with their runs; what is left are idle connections.
+	closing, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	srv.Shutdown(closing)
+	fmt.Fprintln(c.stdout, "toolrun serve: stopped")
+	return exitOK
+}
+
+// serveDBPath returns the database file: name, or the default, whose
+// directory it creates.
+func serveDBPath(name string, getenv func(string) string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	dir := getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	dir = filepath.Join(dir, "toolrun")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "serve.db"), nil
+}
+
+// sceneScript is a scripted model for a server: replies by scene. The
+// reply to a request is the k-th of the scene named by the conversation's
+// latest user text, k the assistant messages since it, so that each
+// thread plays its scene from its start, the same after a restart.
+type sceneScript struct {
+	scenes map[string][]toolruntest.Reply
+}
+
+// readScenes reads a script; see the serve command's doc.
+func readScenes(name string) (*sceneScript, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	s := &sceneScript{scenes: map[string][]toolruntest.Reply{}}
+	scene := ""
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), maxScriptLine)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var extra struct {
+			Scene   *string `json:"scene"`
+			DelayMS int     `json:"delay_ms"`
+		}
+		if err := json.Unmarshal(line, &extra); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		reply, err := scriptReply(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if extra.Scene != nil {
+			scene = *extra.Scene
+			if _, dup := s.scenes[scene]; dup {
+				return nil, fmt.Errorf("line %d: scene %q is given twice", n, scene)
+			}
+		}
+		if extra.DelayMS > 0 {
+			reply.Fault.EventDelay = time.Duration(extra.DelayMS) * time.Millisecond
+		}
+		s.scenes[scene] = append(s.scenes[scene], reply)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(s.scenes) == 0 {
+		return nil, errors.New("no replies")
+	}
+	return s, nil
+}
+
+// reply answers a request of the fake server.
+func (s *sceneScript) reply(r *toolruntest.Request) toolruntest.Reply {
+	scene, k := "", 0
+	for _, m := range r.Conversation {
+		if m.Role == "assistant" {
+			k++
+			continue
+		}
+		for _, b := range m.Content {
+			if b.Type == "text" {
+				scene, k = b.Text, 0
+			}
+		}
+	}
+	replies, ok := s.scenes[scene]
+	if !ok {
+		replies = s.scenes[""]
+	}
+	if k >= len(replies) {
+		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("(the script has no reply %d for %q)", k+1, scene)))
+	}
+	return replies[k]
+}

@@ -1,0 +1,92 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// pendingCall is a call awaiting a person's decision, as the JSON API
+// lists it.
+type pendingCall struct {
+	ID         string          `json:"id"`
+	ThreadID   string          `json:"threadId"`
+	RunID      string          `json:"runId"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Input      json.RawMessage `json:"input"`
+	Reason     string          `json:"reason"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	ExpiresAt  time.Time       `json:"expiresAt"`
+}
+
+// handlePending lists the calls awaiting a person's decision, newest
+// first; ?thread= keeps one thread's.
+func (h *Handler) handlePending(w http.ResponseWriter, r *http.Request, _ identity) {
+	where, args := `status = ? AND kind = ?`, []any{statusPending, kindApproval}
+	if t := r.URL.Query().Get("thread"); t != "" {
+		where += ` AND thread_id = ?`
+		args = append(args, t)
+	}
+	its, err := queryInterrupts(r.Context(), h.cfg.DB, where, args...)
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	out := []pendingCall{}
+	for i := len(its) - 1; i >= 0; i-- {
+		it := its[i]
+		out = append(out, pendingCall{ID: it.ID, ThreadID: it.Thread, RunID: it.Run, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), Reason: it.Reason, CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"pending": out})
+}
+
+// handleDecision decides one pending call: the body is a decision as an
+// interrupt's responseSchema describes it. The first decision wins; the
+// thread goes on at its next run.
+func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id identity) {
+	var dp decisionPayload
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&dp); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
+			return
+		}
+		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())
+		return
+	}
+	its, err := queryInterrupts(r.Context(), h.cfg.DB, `id = ?`, r.PathValue("id"))
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	if len(its) == 0 {
+		httpError(w, http.StatusNotFound, "not_pending", "no such interrupt")
+		return
+	}
+	it := its[0]
+	now := h.cfg.Now()
+	if err := h.checkDecidable(it, ""); err != nil {
+		h.writeError(w, err)
+		return
+	}
+	if !now.Before(it.ExpiresAt) && dp.Decision != "deny" {
+		httpError(w, http.StatusConflict, "expired", "the interrupt expired; it can only be denied")
+		return
+	}
+	d, err := h.decision(it, dp)
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	if err := decide(r.Context(), h.cfg.DB, it, d, id.name, now); err != nil {
+		h.writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decidedBy": id.name, "decidedAt": timestamp(now)})
+}

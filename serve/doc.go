@@ -1,0 +1,58 @@
+// Package serve offers the toolrun runner over HTTP to programs in any
+// language, as the AG-UI 1.0 protocol (@ag-ui/core and @ag-ui/client on
+// npm) defines it: a client POSTs a RunAgentInput and reads the run back as
+// server-sent events. [Handler] is an http.Handler; the command
+// "toolrun serve" runs one.
+//
+// # Threads and runs
+//
+// A threadId is a conversation the server keeps: its toolrun State, saved
+// at every step in the database of [Config.DB], is the whole thread. A new
+// run on the thread continues it with the messages the client adds (those
+// whose ids the thread does not have). Events map one to one onto toolrun's:
+// RUN_STARTED; STEP_STARTED and STEP_FINISHED around each turn; a
+// response's text as TEXT_MESSAGE_START/CONTENT/END and each tool call as
+// TOOL_CALL_START/ARGS/END, once the response has arrived whole;
+// TOOL_CALL_RESULT for each result; and one terminal event with the run's
+// token usage: RUN_FINISHED with the outcome success (the model's answer),
+// interrupt (calls awaiting a person) or cancelled, or RUN_ERROR for a
+// limit or an error, with toolrun's StopReason as its code.
+//
+// Every event is recorded before it is sent, with an SSE id; GET
+// /runs/{run}/events with Last-Event-ID sends the rest of the stream,
+// nothing lost and nothing twice. A client that goes away does not end
+// its run, unless the run's forwardedProps say {"cancelOnDisconnect":
+// true}; POST /runs/{run}/cancel ends one.
+//
+// # Approvals and client tools
+//
+// A call that the approval policy ([Config.Options].Policy) defers is an
+// interrupt {id, reason:"tool_call", toolCallId, message, responseSchema,
+// expiresAt}. The next run answers it with a resume entry whose payload is
+// {"decision":"approve"}, {"decision":"deny","reason":…} or
+// {"decision":"edit","input":{…}} (checked against the tool's schema). The
+// first decision wins; an entry for an interrupt that is not pending, was
+// decided already or is another thread's is refused, and the request
+// changes nothing. Each decision is recorded with the name of the token
+// that made it. GET /api/pending and POST /api/interrupts/{id}/decision
+// take the same decisions outside a run.
+//
+// Tools the client declares in RunAgentInput.tools are run by the client:
+// the run stops with the outcome success and pendingToolCallIds, and the
+// next run brings their results as tool messages. They are validated,
+// decided and logged as the server's own tools are.
+//
+// # Safe to expose
+//
+// Without [Config.Tokens] only loopback clients are served. Tokens carry
+// the scopes run, approve and read, and a cap on their concurrent runs;
+// bodies are size-limited; CORS headers are sent only to named origins;
+// errors, logs and events are redacted as toolrun redacts its logs.
+// /healthz answers without a token and /metrics shows runs, pending
+// approvals and turn latency.
+//
+//	db, _ := sql.Open("sqlite", "serve.db") // modernc.org/sqlite
+//	h, err := serve.New(ctx, serve.Config{Client: client, Params: params, DB: db})
+//	if err != nil { … }
+//	http.ListenAndServe("127.0.0.1:8080", h)
+package serve

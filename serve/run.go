@@ -1,0 +1,945 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/transcript"
+)
+
+// clientReason is the reason of the deferral that hands a client tool's
+// call to the client.
+const clientReason = "a client tool: the client runs it"
+
+// liveRun is a run in flight, or one whose events are being written: its
+// events go to the database first and then to every stream that follows
+// it, so a stream that reconnects reads what it missed from the database.
+type liveRun struct {
+	id, thread, owner string
+	h                 *Handler
+	cancel            context.CancelFunc
+
+	mu     sync.Mutex // guards seq, notify
+	seq    int64
+	notify chan struct{} // closed and replaced at every event
+}
+
+// loadSeq sets the run's last event number from the database.
+func (lr *liveRun) loadSeq(ctx context.Context) error {
+	return lr.h.cfg.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
+}
+
+// emit records e as the run's next event and wakes its streams. An event
+// that cannot be recorded is logged: the run goes on, and its streams end
+// at the gap rather than send events out of order.
+func (lr *liveRun) emit(e event) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	e["timestamp"] = lr.h.cfg.Now().UnixMilli()
+	b, err := json.Marshal(e)
+	if err != nil {
+		lr.h.log.Error("serve: encoding an event", "run", lr.id, "err", err)
+		return
+	}
+	if _, err := lr.h.cfg.DB.ExecContext(context.WithoutCancel(lr.h.base), `INSERT INTO serve_events (run_id, seq, data) VALUES (?, ?, ?)`, lr.id, lr.seq+1, b); err != nil {
+		lr.h.log.Error("serve: recording an event", "run", lr.id, "err", err)
+		return
+	}
+	lr.seq++
+	if lr.notify != nil {
+		close(lr.notify)
+	}
+	lr.notify = make(chan struct{})
+}
+
+// wait returns a channel closed at the run's next event.
+func (lr *liveRun) wait() <-chan struct{} {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.notify == nil {
+		lr.notify = make(chan struct{})
+	}
+	return lr.notify
+}
+
+// prepared is what a request to run asks for, checked and recorded.
+type prepared struct {
+	newThread   bool
+	texts       []string
+	clientTools []clientTool
+	cancelOnEOF bool
+}
+
+// handleRun starts a run from a RunAgentInput and streams its events.
+func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
+	var in runInput
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&in); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "bad_input", "the body is not a RunAgentInput: "+err.Error())
+		return
+	}
+	if !validID(in.ThreadID) || !validID(in.RunID) {
+		httpError(w, http.StatusBadRequest, "bad_input", "threadId and runId must be 1 to 200 printable ASCII characters")
+		return
+	}
+	h.mu.Lock()
+	switch {
+	case h.draining:
+		h.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
+		return
+	case h.threads[in.ThreadID]:
+		h.mu.Unlock()
+		httpError(w, http.StatusConflict, "thread_busy", fmt.Sprintf("thread %q has a run in flight; wait for it to finish or cancel it", in.ThreadID))
+		return
+	case h.perToken[id.name] >= id.maxRuns:
+		h.mu.Unlock()
+		httpError(w, http.StatusTooManyRequests, "too_many_runs", fmt.Sprintf("the token %q has %d runs in flight, its limit", id.name, id.maxRuns))
+		return
+	}
+	h.threads[in.ThreadID] = true
+	h.perToken[id.name]++
+	h.wg.Add(1)
+	h.mu.Unlock()
+	release := func() {
+		h.mu.Lock()
+		delete(h.threads, in.ThreadID)
+		delete(h.runs, in.RunID)
+		h.perToken[id.name]--
+		h.mu.Unlock()
+		h.wg.Done()
+	}
+
+	p, err := h.prepare(r.Context(), &in, id)
+	if err != nil {
+		release()
+		h.writeError(w, err)
+		return
+	}
+	tools, err := h.tools(p.clientTools)
+	if err != nil {
+		release()
+		h.writeError(w, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(h.base)
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel}
+	h.mu.Lock()
+	h.runs[in.RunID] = lr
+	h.mu.Unlock()
+	h.metrics.runsStarted.Add(1)
+	lr.emit(event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID})
+	go func() {
+		defer release()
+		defer cancel()
+		h.run(ctx, lr, p, tools)
+	}()
+	h.stream(w, r, lr.id, 0)
+	if p.cancelOnEOF && r.Context().Err() != nil {
+		cancel()
+	}
+}
+
+// tools returns the tools of a run: the server's and the client's.
+func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
+	tools := slices.Clone(h.cfg.Tools)
+	for _, ct := range client {
+		for _, t := range h.cfg.Tools {
+			if t.Name() == ct.Name {
+				return nil, refuse(http.StatusBadRequest, "bad_tool", "client tool %q has the name of a tool of the server", ct.Name)
+			}
+		}
+		t, err := toolrun.NewRawTool(ct.Name, ct.Description, ct.Parameters, func(context.Context, json.RawMessage) (string, error) {
+			return "", errors.New("a client tool runs in the client, not on the server")
+		})
+		if err != nil {
+			return nil, refuse(http.StatusBadRequest, "bad_tool", "client tool %q: %v", ct.Name, err)
+		}
+		t.Policy = func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DeferCall(clientReason) }
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// prepare checks a request to run against the thread and records what it
+// brings (the thread, the run, the decisions of its resume entries, the
+// results of client tools, the ids of its messages) in one transaction:
+// a request refused changes nothing.
+func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prepared, error) {
+	p := &prepared{}
+	if len(in.ForwardedProps) > 0 {
+		var fp struct {
+			CancelOnDisconnect bool `json:"cancelOnDisconnect"`
+		}
+		json.Unmarshal(in.ForwardedProps, &fp)
+		p.cancelOnEOF = fp.CancelOnDisconnect
+	}
+	for _, ct := range in.Tools {
+		if ct.Name == "" {
+			return nil, refuse(http.StatusBadRequest, "bad_tool", "a client tool has no name")
+		}
+	}
+	tx, err := h.cfg.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	now := h.cfg.Now()
+
+	var owner, toolsJSON string
+	err = tx.QueryRowContext(ctx, `SELECT owner, client_tools FROM serve_threads WHERE id = ?`, in.ThreadID).Scan(&owner, &toolsJSON)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		p.newThread = true
+		toolsJSON = "[]"
+	case err != nil:
+		return nil, err
+	case owner != id.name:
+		return nil, refuse(http.StatusForbidden, "foreign_thread", "thread %q belongs to another token", in.ThreadID)
+	}
+	// The thread's client tools: those declared before, replaced by name
+	// by this run's, so a call made in an earlier run can be answered.
+	var threadTools []clientTool
+	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
+		return nil, err
+	}
+	for _, ct := range in.Tools {
+		threadTools = slices.DeleteFunc(threadTools, func(t clientTool) bool { return t.Name == ct.Name })
+		threadTools = append(threadTools, ct)
+	}
+	p.clientTools = threadTools
+	var exists int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_runs WHERE id = ?`, in.RunID).Scan(&exists); err != nil {
+		return nil, err
+	}
+	if exists > 0 {
+		return nil, refuse(http.StatusConflict, "run_exists", "run %q exists already; every run needs a new runId", in.RunID)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (id, thread_id, owner, status, created_at) VALUES (?, ?, ?, ?, ?)`, in.RunID, in.ThreadID, id.name, runRunning, timestamp(now)); err != nil {
+		return nil, err
+	}
+
+	known := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM serve_messages WHERE thread_id = ?`, in.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var mid string
+		if err := rows.Scan(&mid); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		known[mid] = true
+	}
+	rows.Close()
+	pending, err := queryInterrupts(ctx, tx, `thread_id = ? AND status = ?`, in.ThreadID, statusPending)
+	if err != nil {
+		return nil, err
+	}
+	open := map[string]*interrupt{} // pending and not answered by this request
+	for _, it := range pending {
+		open[it.ID] = it
+	}
+
+	// The resume entries, each for an approval interrupt of this thread
+	// that is still pending.
+	seen := map[string]bool{}
+	for _, re := range in.Resume {
+		if seen[re.InterruptID] {
+			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q is answered twice", re.InterruptID)
+		}
+		seen[re.InterruptID] = true
+		its, err := queryInterrupts(ctx, tx, `id = ?`, re.InterruptID)
+		if err != nil {
+			return nil, err
+		}
+		if len(its) == 0 {
+			return nil, refuse(http.StatusConflict, "not_pending", "interrupt %q is not pending: there is no such interrupt", re.InterruptID)
+		}
+		it := its[0]
+		if err := h.checkDecidable(it, in.ThreadID); err != nil {
+			return nil, err
+		}
+		var d toolrun.Decision
+		switch re.Status {
+		case "cancelled":
+			d = toolrun.DenyCall("the client cancelled the approval")
+		case "resolved":
+			if !now.Before(it.ExpiresAt) {
+				return nil, refuse(http.StatusConflict, "expired", "interrupt %q expired at %s; cancel it to continue the thread", it.ID, timestamp(it.ExpiresAt))
+			}
+			var dp decisionPayload
+			if err := strictJSON(re.Payload, &dp); err != nil {
+				return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: the payload is not a decision (see the interrupt's responseSchema): %v", it.ID, err)
+			}
+			if d, err = h.decision(it, dp); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: status %q; want resolved or cancelled", re.InterruptID, re.Status)
+		}
+		if err := decide(ctx, tx, it, d, id.name, now); err != nil {
+			return nil, err
+		}
+		delete(open, it.ID)
+	}
+
+	// The messages the thread does not have yet.
+	var newIDs []string
+	for _, m := range in.Messages {
+		if m.ID == "" {
+			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
+		}
+		if known[m.ID] || slices.Contains(newIDs, m.ID) {
+			continue
+		}
+		switch m.Role {
+		case "user":
+			text, err := m.text()
+			if err != nil {
+				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
+			}
+			p.texts = append(p.texts, text)
+		case "tool":
+			it, err := h.clientCall(ctx, tx, in.ThreadID, m)
+			if err != nil {
+				return nil, err
+			}
+			text, err := m.text()
+			if err != nil {
+				return nil, refuse(http.StatusBadRequest, "bad_result", "the result of tool call %q has the wrong shape: %v", m.ToolCallID, err)
+			}
+			d := toolrun.SkipCall(toolrun.Text(text))
+			if m.Error != "" {
+				d = toolrun.SkipCall(toolrun.Text(m.Error))
+				d.IsError = true
+			}
+			if err := decide(ctx, tx, it, d, id.name, now); err != nil {
+				return nil, err
+			}
+			delete(open, it.ID)
+		}
+		newIDs = append(newIDs, m.ID)
+	}
+	if len(p.texts) > 0 && len(open) > 0 {
+		var ids []string
+		for _, it := range open {
+			ids = append(ids, fmt.Sprintf("%s (%s call %s)", it.ID, it.Kind, it.ToolCallID))
+		}
+		slices.Sort(ids)
+		return nil, refuse(http.StatusConflict, "pending_calls", "thread %q has calls awaiting an answer: %s; answer them (resume entries, tool messages) before a new message", in.ThreadID, strings.Join(ids, ", "))
+	}
+	if p.newThread && len(p.texts) == 0 {
+		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
+	}
+	for _, mid := range newIDs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, in.ThreadID, mid); err != nil {
+			return nil, err
+		}
+	}
+	tb, _ := json.Marshal(threadTools)
+	if p.newThread {
+		_, err = tx.ExecContext(ctx, `INSERT INTO serve_threads (id, owner, client_tools, created_at) VALUES (?, ?, ?, ?)`, in.ThreadID, id.name, string(tb), timestamp(now))
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE serve_threads SET client_tools = ? WHERE id = ?`, string(tb), in.ThreadID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, tx.Commit()
+}
+
+// strictJSON decodes b into v, refusing unknown fields.
+func strictJSON(b []byte, v any) error {
+	if len(b) == 0 {
+		return errors.New("no payload")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// checkDecidable refuses a decision for it from a request on thread: one
+// of another thread, not an approval, or not pending.
+func (h *Handler) checkDecidable(it *interrupt, thread string) error {
+	switch {
+	case thread != "" && it.Thread != thread:
+		return refuse(http.StatusConflict, "foreign_interrupt", "interrupt %q belongs to another thread", it.ID)
+	case it.Kind != kindApproval:
+		return refuse(http.StatusConflict, "not_pending", "interrupt %q is a client tool's call; answer it with a tool message", it.ID)
+	case it.Status != statusPending:
+		return refuse(http.StatusConflict, "already_decided", "interrupt %q was decided already, by %s at %s", it.ID, it.DecidedBy, it.DecidedAt)
+	}
+	return nil
+}
+
+// clientCall returns the pending client call a tool message answers.
+func (h *Handler) clientCall(ctx context.Context, q querier, thread string, m message) (*interrupt, error) {
+	if m.ToolCallID == "" {
+		return nil, refuse(http.StatusBadRequest, "bad_result", "tool message %q has no toolCallId", m.ID)
+	}
+	its, err := queryInterrupts(ctx, q, `thread_id = ? AND tool_call_id = ? AND kind = ?`, thread, m.ToolCallID, kindClient)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range its {
+		if it.Status == statusPending {
+			return it, nil
+		}
+	}
+	if len(its) > 0 {
+		return nil, refuse(http.StatusConflict, "already_answered", "tool call %q was answered already", m.ToolCallID)
+	}
+	return nil, refuse(http.StatusConflict, "not_pending", "tool call %q is not a pending client tool call of thread %q", m.ToolCallID, thread)
+}
+
+// decision turns a decision payload for it into a toolrun decision,
+// checking an edit's input against the tool's schema.
+func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision, error) {
+	switch dp.Decision {
+	case "approve":
+		return toolrun.AllowCall(), nil
+	case "deny":
+		reason := dp.Reason
+		if reason == "" {
+			reason = "a person denied the call"
+		}
+		return toolrun.DenyCall(reason), nil
+	case "edit":
+		if len(dp.Input) == 0 {
+			return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: an edit needs an input", it.ID)
+		}
+		if err := h.validateInput(it.ToolName, dp.Input); err != nil {
+			return toolrun.Decision{}, refuse(http.StatusUnprocessableEntity, "invalid_input", "interrupt %q: the edited input does not fit tool %q's schema: %v", it.ID, it.ToolName, err)
+		}
+		return toolrun.Decision{Kind: toolrun.Allow, Input: dp.Input}, nil
+	}
+	return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: decision %q; want approve, deny or edit", it.ID, dp.Decision)
+}
+
+// validateInput checks input against the schema of the server's tool
+// name. The runner checks it again, with its own validator, before the
+// call runs.
+func (h *Handler) validateInput(name string, input json.RawMessage) error {
+	var v map[string]any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return errors.New("not a JSON object")
+	}
+	for _, t := range h.cfg.Tools {
+		if t.Name() != name {
+			continue
+		}
+		raw := t.InputSchema()
+		if len(raw) == 0 {
+			return nil
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil // a schema this checker cannot read: the runner's check stands
+		}
+		rs, err := s.Resolve(nil)
+		if err != nil {
+			return nil
+		}
+		return rs.Validate(v)
+	}
+	return nil
+}
+
+// decide records d for it, if it is still pending: the first decision
+// wins, here as in the runner.
+func decide(ctx context.Context, q querier, it *interrupt, d toolrun.Decision, by string, now time.Time) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	status := statusDecided
+	if it.Kind == kindClient {
+		status = statusAnswered
+	}
+	res, err := q.ExecContext(ctx, `UPDATE serve_interrupts SET status = ?, decision = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = ?`, status, b, by, timestamp(now), it.ID, statusPending)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return refuse(http.StatusConflict, "already_decided", "interrupt %q was decided already", it.ID)
+	}
+	return nil
+}
+
+// run runs the thread's runner for lr and writes the run's end.
+func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []toolrun.Tool) {
+	defer h.metrics.runsFinished.Add(1)
+	clientTools := map[string]bool{}
+	for _, ct := range p.clientTools {
+		clientTools[ct.Name] = true
+	}
+	m := &mapper{lr: lr, client: clientTools}
+	opts := h.cfg.Options
+	opts.Store, opts.RunID, opts.OnEvent = h.store, lr.thread, m.on
+	var observers []func(context.Context, toolrun.Event)
+	if h.cfg.RecordDir != "" {
+		rec, closeRec, err := h.recorder(lr.thread, lr.id)
+		if err != nil {
+			h.finish(ctx, lr, m, nil, toolrun.Usage{}, fmt.Errorf("opening the thread's transcript: %w", err))
+			return
+		}
+		defer closeRec()
+		observers = append(observers, rec.Observe)
+	}
+	if h.cfg.Options.OnEvent != nil {
+		observers = append(observers, h.cfg.Options.OnEvent)
+	}
+	if len(observers) > 0 {
+		opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
+			m.on(ctx, e)
+			for _, o := range observers {
+				o(ctx, e)
+			}
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = h.log
+	}
+	params := h.cfg.Params
+	params.Messages = nil
+	var userMsgs []anthropic.BetaMessageParam
+	for _, t := range p.texts {
+		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(t)))
+	}
+	if p.newThread {
+		params.Messages = userMsgs
+	}
+	r, err := toolrun.Open(ctx, h.cfg.Client, params, tools, &opts)
+	if err != nil {
+		h.finish(ctx, lr, m, nil, toolrun.Usage{}, err)
+		return
+	}
+	st := r.State()
+	base := st.Usage
+	// The decisions recorded for the thread reach its State here, on every
+	// run, so a decision recorded before a crash is never lost.
+	awaiting := map[string]bool{}
+	for _, pc := range st.AwaitingApproval() {
+		awaiting[pc.Call.ID] = true
+	}
+	if len(awaiting) > 0 {
+		decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
+		if err != nil {
+			h.finish(ctx, lr, m, nil, base, err)
+			return
+		}
+		for _, it := range decided {
+			if !awaiting[it.ToolCallID] {
+				continue
+			}
+			var d toolrun.Decision
+			if err := json.Unmarshal(it.Decision, &d); err != nil {
+				h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
+				return
+			}
+			if err := r.Decide(it.ToolCallID, d); err != nil && !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+
+				h.finish(ctx, lr, m, nil, base, err)
+				return
+			}
+		}
+	}
+	if !p.newThread && len(userMsgs) > 0 {
+		r.AppendMessages(userMsgs...)
+	}
+	switch n := h.cfg.Options.MaxTurns; {
+	case n == 0:
+		r.SetMaxTurns(st.Turns + 25)
+	case n > 0:
+		r.SetMaxTurns(st.Turns + n)
+	}
+	res, err := r.Run(ctx)
+	if res != nil && res.StopReason == toolrun.StopAwaitingApproval {
+		// Result.Pending lists every deferred call of the turn, those a
+		// person decided since included; the State says which still wait.
+		res.Pending = r.State().AwaitingApproval()
+	}
+	h.finish(ctx, lr, m, res, base, err)
+}
+
+// recorder returns a transcript recorder writing the run's file, named
+// by hashes of the thread and run ids (which are the client's, so never
+// a path).
+func (h *Handler) recorder(thread, run string) (*transcript.Recorder, func(), error) {
+	if err := os.MkdirAll(h.cfg.RecordDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	ts, rs := sha256.Sum256([]byte(thread)), sha256.Sum256([]byte(run))
+	name := hex.EncodeToString(ts[:8]) + "-" + hex.EncodeToString(rs[:8]) + ".jsonl"
+	f, err := os.OpenFile(filepath.Join(h.cfg.RecordDir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := transcript.NewRecorder(f, &transcript.RecorderOptions{Meta: map[string]string{"name": "toolrun serve", "thread": thread, "run": run}})
+	return rec, func() {
+		if err := rec.Err(); err != nil {
+			h.log.Error("serve: recording a transcript", "err", err)
+		}
+		f.Close()
+	}, nil
+}
+
+// finish writes the run's terminal event and records its end.
+func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolrun.Result, base toolrun.Usage, err error) {
+	m.closeStep()
+	dbctx := context.WithoutCancel(ctx)
+	if res == nil {
+		lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
+		h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+		return
+	}
+	u := res.Usage
+	usage := []map[string]any{{
+		"provider":              "anthropic",
+		"model":                 string(h.cfg.Params.Model),
+		"inputTokens":           (u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens) - (base.InputTokens + base.CacheCreationInputTokens + base.CacheReadInputTokens),
+		"outputTokens":          u.OutputTokens - base.OutputTokens,
+		"cachedInputTokens":     u.CacheReadInputTokens - base.CacheReadInputTokens,
+		"cacheWriteInputTokens": u.CacheCreationInputTokens - base.CacheCreationInputTokens,
+	}}
+	usage[0]["totalTokens"] = usage[0]["inputTokens"].(int64) + usage[0]["outputTokens"].(int64)
+	fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "usage": usage}
+	switch res.StopReason {
+	case toolrun.StopEndTurn, toolrun.StopHook:
+		fin["outcome"] = map[string]any{"type": "success"}
+		if t := res.Text(); t != "" {
+			fin["result"] = t
+		}
+	case toolrun.StopCanceled:
+		fin["outcome"] = map[string]any{"type": "cancelled"}
+	case toolrun.StopAwaitingApproval:
+		outcome, err := h.interrupts(dbctx, lr, m.client, res.Pending)
+		if err != nil {
+			lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
+			h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+			return
+		}
+		fin["outcome"] = outcome
+	default:
+		msg := res.Detail
+		if res.Err != nil {
+			msg = res.Err.Error()
+		} else if err != nil {
+			msg = err.Error()
+		}
+		if msg == "" {
+			msg = string(res.StopReason)
+		}
+		fin = event{"type": "RUN_ERROR", "code": string(res.StopReason), "message": redact.String(msg), "usage": usage}
+	}
+	lr.emit(fin)
+	if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
+		h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+	}
+}
+
+// interrupts records the calls a run stopped for and returns the run's
+// outcome: an interrupt for each call awaiting a person, or a success
+// naming the client tools' calls when only those wait.
+func (h *Handler) interrupts(ctx context.Context, lr *liveRun, client map[string]bool, pending []toolrun.PendingCall) (map[string]any, error) {
+	now := h.cfg.Now()
+	var approvals []map[string]any
+	var clientIDs []string
+	for _, pc := range pending {
+		kind := kindApproval
+		if client[pc.Call.Name] && pc.Reason == clientReason {
+			kind = kindClient
+		}
+		its, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND tool_call_id = ? AND status = ?`, lr.thread, pc.Call.ID, statusPending)
+		if err != nil {
+			return nil, err
+		}
+		var it *interrupt
+		if len(its) > 0 {
+			it = its[0]
+		} else {
+			it = &interrupt{ID: newID("int_"), Thread: lr.thread, Run: lr.id, ToolCallID: pc.Call.ID, ToolName: pc.Call.Name, Input: pc.Call.Input, Reason: pc.Reason, Kind: kind, Status: statusPending, CreatedAt: now, ExpiresAt: now.Add(h.cfg.ApprovalTTL)}
+			input := []byte(it.Input)
+			if len(input) == 0 {
+				input = []byte("{}")
+			}
+			if _, err := h.cfg.DB.ExecContext(ctx, `INSERT INTO serve_interrupts (`+interruptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)`,
+				it.ID, it.Thread, it.Run, it.ToolCallID, it.ToolName, input, it.Reason, it.Kind, it.Status, timestamp(it.CreatedAt), timestamp(it.ExpiresAt)); err != nil {
+				return nil, err
+			}
+		}
+		if it.Kind == kindClient {
+			clientIDs = append(clientIDs, pc.Call.ID)
+			continue
+		}
+		var schema json.RawMessage
+		for _, t := range h.cfg.Tools {
+			if t.Name() == pc.Call.Name {
+				schema = t.InputSchema()
+			}
+		}
+		approvals = append(approvals, map[string]any{
+			"id":             it.ID,
+			"reason":         "tool_call",
+			"toolCallId":     pc.Call.ID,
+			"message":        fmt.Sprintf("%s wants to run with %s: %s", pc.Call.Name, compact(pc.Call.Input), pc.Reason),
+			"responseSchema": responseSchema(schema),
+			"expiresAt":      timestamp(it.ExpiresAt),
+			"metadata":       map[string]any{"toolName": pc.Call.Name, "input": json.RawMessage(orEmpty(pc.Call.Input))},
+		})
+	}
+	if len(approvals) > 0 {
+		return map[string]any{"type": "interrupt", "interrupts": approvals}, nil
+	}
+	return map[string]any{"type": "success", "pendingToolCallIds": clientIDs}, nil
+}
+
+func orEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+// compact returns b as one line, cut at 200 bytes, redacted.
+func compact(b json.RawMessage) string {
+	s := redact.String(string(orEmpty(b)))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// mapper turns a run's toolrun events into AG-UI events, in order.
+type mapper struct {
+	lr     *liveRun
+	client map[string]bool
+	step   int // the turn of the open step, 0 if none
+}
+
+func (m *mapper) openStep(turn int) {
+	if m.step == turn {
+		return
+	}
+	m.closeStep()
+	m.step = turn
+	m.lr.emit(event{"type": "STEP_STARTED", "stepName": "turn " + strconv.Itoa(turn)})
+}
+
+func (m *mapper) closeStep() {
+	if m.step != 0 {
+		m.lr.emit(event{"type": "STEP_FINISHED", "stepName": "turn " + strconv.Itoa(m.step)})
+		m.step = 0
+	}
+}
+
+// on is the runner's OnEvent. The events of a response are sent once it
+// has arrived whole, so nothing of a failed stream attempt reaches the
+// client.
+func (m *mapper) on(ctx context.Context, e toolrun.Event) {
+	h := m.lr.h
+	switch e := e.(type) {
+	case toolrun.RequestSent:
+		if !e.Compaction && e.Attempt <= 1 {
+			m.openStep(e.Turn)
+		}
+	case toolrun.ResponseReceived:
+		if e.Compaction || e.Message == nil {
+			return
+		}
+		h.metrics.turns.Add(1)
+		h.metrics.turnNanos.Add(int64(e.Duration))
+		m.openStep(e.Turn)
+		// The run's id makes the message's unique on the thread, whatever
+		// ids the model's platform gives.
+		msgID := m.lr.id + "/" + e.Message.ID
+		ids := []string{msgID}
+		texts := 0
+		for _, b := range e.Message.Content {
+			switch b.Type {
+			case "text":
+				id := msgID
+				if texts > 0 {
+					id = fmt.Sprintf("%s_%d", msgID, texts)
+					ids = append(ids, id)
+				}
+				texts++
+				m.lr.emit(event{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
+				if b.Text != "" {
+					m.lr.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": b.Text})
+				}
+				m.lr.emit(event{"type": "TEXT_MESSAGE_END", "messageId": id})
+			case "tool_use":
+				m.lr.emit(event{"type": "TOOL_CALL_START", "toolCallId": b.ID, "toolCallName": b.Name, "parentMessageId": msgID})
+				m.lr.emit(event{"type": "TOOL_CALL_ARGS", "toolCallId": b.ID, "delta": string(orEmpty(b.Input))})
+				m.lr.emit(event{"type": "TOOL_CALL_END", "toolCallId": b.ID})
+			}
+		}
+		m.known(ctx, ids...)
+	case toolrun.ToolStarted:
+		m.openStep(e.Turn)
+	case toolrun.ToolFinished:
+		m.openStep(e.Turn)
+		res := e.Result
+		if m.client[res.Call.Name] && res.Decision.Kind == toolrun.Skip {
+			return // the client's own result: it has it
+		}
+		id := "result_" + res.Call.ID
+		m.lr.emit(event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
+		m.known(ctx, id)
+	case toolrun.TurnFinished:
+		if m.step == e.Turn {
+			m.closeStep()
+		}
+	}
+}
+
+// known records message ids the thread has, so a client that sends them
+// back is not taken to bring them anew.
+func (m *mapper) known(ctx context.Context, ids ...string) {
+	for _, id := range ids {
+		if _, err := m.lr.h.cfg.DB.ExecContext(context.WithoutCancel(ctx), `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, m.lr.thread, id); err != nil {
+			m.lr.h.log.Error("serve: recording a message id", "thread", m.lr.thread, "err", err)
+		}
+	}
+}
+
+// resultText is a tool result's text, as the client is shown it.
+func resultText(res *toolrun.ToolResult) string {
+	var b strings.Builder
+	for i, c := range res.Content {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		switch {
+		case c.OfText != nil:
+			b.WriteString(c.OfText.Text)
+		case c.OfImage != nil:
+			b.WriteString("[image]")
+		case c.OfDocument != nil:
+			b.WriteString("[document]")
+		default:
+			b.WriteString("[content]")
+		}
+	}
+	if b.Len() == 0 && res.Err != nil {
+		b.WriteString(res.Err.Error())
+	}
+	return b.String()
+}
+
+// stream writes the events of run id after the one numbered after, as
+// server-sent events whose ids are their numbers, until the run's last.
+// The run goes on if the client goes away.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	for {
+		h.mu.Lock()
+		lr := h.runs[id]
+		h.mu.Unlock()
+		var next <-chan struct{}
+		if lr != nil {
+			next = lr.wait()
+		}
+		rows, err := h.cfg.DB.QueryContext(r.Context(), `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq`, id, after)
+		if err != nil {
+			return
+		}
+		done := false
+		for rows.Next() {
+			var seq int64
+			var data []byte
+			if err := rows.Scan(&seq, &data); err != nil {
+				rows.Close()
+				return
+			}
+			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
+			after = seq
+			var t struct{ Type string }
+			json.Unmarshal(data, &t)
+			if t.Type == "RUN_FINISHED" || t.Type == "RUN_ERROR" {
+				done = true
+			}
+		}
+		rows.Close()
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if done || lr == nil {
+			return
+		}
+		select {
+		case <-next:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// handleEvents streams a run's events after Last-Event-ID.
+func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identity) {
+	runID := r.PathValue("run")
+	var owner string
+	err := h.cfg.DB.QueryRowContext(r.Context(), `SELECT owner FROM serve_runs WHERE id = ?`, runID).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != id.name && !id.can(ScopeRead)) {
+		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no run %q", runID))
+		return
+	}
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	var after int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			httpError(w, http.StatusBadRequest, "bad_event_id", fmt.Sprintf("Last-Event-ID %q is not an event id of this server", v))
+			return
+		}
+	}
+	h.stream(w, r, runID, after)
+}
+
+// handleCancel cancels a run in flight: it stops with the outcome
+// cancelled, its State saved.
+func (h *Handler) handleCancel(w http.ResponseWriter, r *http.Request, id identity) {
+	runID := r.PathValue("run")
+	h.mu.Lock()
+	lr := h.runs[runID]
+	h.mu.Unlock()
+	if lr == nil || lr.owner != id.name {
+		httpError(w, http.StatusNotFound, "not_running", fmt.Sprintf("no run %q in flight", runID))
+		return
+	}
+	lr.cancel()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintf(w, "{\"runId\":%q,\"status\":\"cancelling\"}\n", runID)
+}

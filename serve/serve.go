@@ -1,0 +1,421 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/redact"
+)
+
+// Scopes a token may carry.
+const (
+	// ScopeRun lets a token start, continue, read and cancel its own runs.
+	ScopeRun = "run"
+	// ScopeApprove lets a token decide pending calls over the JSON API.
+	ScopeApprove = "approve"
+	// ScopeRead lets a token list pending calls, read any run's events and
+	// the metrics.
+	ScopeRead = "read"
+)
+
+// Token is one bearer token the server accepts.
+type Token struct {
+	// Name identifies the token's holder: decisions are recorded under it
+	// and threads belong to it. It is never the secret.
+	Name string `json:"name"`
+	// Secret is the bearer token itself.
+	Secret string `json:"token"`
+	// Scopes lists what the token may do: [ScopeRun], [ScopeApprove],
+	// [ScopeRead].
+	Scopes []string `json:"scopes"`
+	// MaxRuns caps the runs of this token that may be running at once.
+	// Zero means 4.
+	MaxRuns int `json:"max_runs,omitempty"`
+}
+
+// Config configures a [Handler]. Client and DB are required; the zero
+// value of every other field has the default its doc gives.
+type Config struct {
+	// Client is how the runs reach the model.
+	Client anthropic.Client
+	// Params are the request params every thread starts with: model,
+	// max_tokens, system prompt. Messages in it are ignored; a thread's
+	// messages come from its client.
+	Params anthropic.BetaMessageNewParams
+	// Tools are the server's own tools (MCP servers, file tools), offered
+	// on every thread beside the tools each client declares.
+	Tools []toolrun.Tool
+	// Options are the runner options of every run: Policy (the approval
+	// policy), MaxTurns (per AG-UI run, not per thread), Budget (per
+	// thread), Timeouts, Logger, OnEvent (called after the server's own
+	// handling of each event, for metrics or tracing). Store and RunID
+	// are the server's own and are ignored here.
+	Options toolrun.Options
+	// DB holds threads, runs, their states, pending calls, decisions and
+	// events. Its dialect must be SQLite's (the CLI opens
+	// modernc.org/sqlite); New creates the tables it lacks.
+	DB *sql.DB
+	// Tokens are the bearer tokens accepted. With none, every request
+	// from a loopback address may do everything, under the name "local",
+	// and any other is refused: a server without tokens is for one
+	// machine only.
+	Tokens []Token
+	// MaxBodyBytes bounds a request body. Zero means 8 MiB.
+	MaxBodyBytes int64
+	// AllowedOrigins lists the origins a browser may call the server from
+	// (CORS). Empty means none: no CORS header is ever sent.
+	AllowedOrigins []string
+	// ApprovalTTL is how long an interrupt may be answered. Zero means 24
+	// hours.
+	ApprovalTTL time.Duration
+	// RecordDir, if set, is where each run is recorded as a JSON Lines
+	// transcript (package transcript), for "toolrun view" and "toolrun
+	// replay": one file a run, named THREAD-RUN.jsonl after hashes of the
+	// two ids.
+	RecordDir string
+	// Logger receives the server's records, redacted. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Now returns the time; nil means time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// Handler is the server: an http.Handler that offers the toolrun runner
+// over AG-UI 1.0, with a JSON API for pending calls, /healthz and
+// /metrics. Build it with [New]; it is safe for concurrent use.
+type Handler struct {
+	cfg   Config
+	store sqlStore
+	log   *slog.Logger
+	mux   *http.ServeMux
+
+	base   context.Context // the runs' context: ended by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the runs in flight
+
+	mu sync.Mutex // guards the fields below
+	// threads holds the threads with a run in flight.
+	threads map[string]bool
+	// runs holds the runs in flight, by run id.
+	runs map[string]*liveRun
+	// perToken counts the runs in flight of each token's name.
+	perToken map[string]int
+	draining bool
+
+	metrics metrics
+}
+
+// metrics are the counters /metrics shows.
+type metrics struct {
+	runsStarted  atomic.Int64
+	runsFinished atomic.Int64
+	turns        atomic.Int64
+	turnNanos    atomic.Int64
+	refused      atomic.Int64
+}
+
+// New returns the server for cfg. It creates the tables the server needs
+// in cfg.DB, and closes the runs a killed process left running: their
+// streams end with a RUN_ERROR whose code is "interrupted", and their
+// threads go on from their saved State on the next run.
+func New(ctx context.Context, cfg Config) (*Handler, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("serve: Config.DB is nil")
+	}
+	for _, t := range cfg.Tokens {
+		if t.Name == "" || len(t.Secret) < 16 {
+			return nil, fmt.Errorf("serve: token %q: want a name and a secret of at least 16 characters", t.Name)
+		}
+		for _, s := range t.Scopes {
+			if s != ScopeRun && s != ScopeApprove && s != ScopeRead {
+				return nil, fmt.Errorf("serve: token %q: unknown scope %q; want run, approve or read", t.Name, s)
+			}
+		}
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if cfg.ApprovalTTL <= 0 {
+		cfg.ApprovalTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = slog.New(redact.NewHandler(log.Handler()))
+	cfg.Tokens = slices.Clone(cfg.Tokens)
+	cfg.Tools = slices.Clone(cfg.Tools)
+	for _, q := range schema {
+		if _, err := cfg.DB.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("serve: creating the tables: %w", err)
+		}
+	}
+	h := &Handler{
+		cfg:      cfg,
+		store:    sqlStore{cfg.DB},
+		log:      log,
+		threads:  map[string]bool{},
+		runs:     map[string]*liveRun{},
+		perToken: map[string]int{},
+	}
+	h.base, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := h.closeOrphans(ctx); err != nil {
+		return nil, fmt.Errorf("serve: closing the runs of a stopped server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{$}", h.auth(ScopeRun, h.handleRun))
+	mux.HandleFunc("POST /agui", h.auth(ScopeRun, h.handleRun))
+	mux.HandleFunc("GET /runs/{run}/events", h.auth(ScopeRun, h.handleEvents))
+	mux.HandleFunc("POST /runs/{run}/cancel", h.auth(ScopeRun, h.handleCancel))
+	mux.HandleFunc("GET /api/pending", h.auth(ScopeRead, h.handlePending))
+	mux.HandleFunc("POST /api/interrupts/{id}/decision", h.auth(ScopeApprove, h.handleDecision))
+	mux.HandleFunc("GET /metrics", h.auth(ScopeRead, h.handleMetrics))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	h.mux = mux
+	return h, nil
+}
+
+// closeOrphans ends the runs a killed server left running.
+func (h *Handler) closeOrphans(ctx context.Context) error {
+	rows, err := h.cfg.DB.QueryContext(ctx, `SELECT id FROM serve_runs WHERE status = ?`, runRunning)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		lr := &liveRun{id: id, h: h}
+		if err := lr.loadSeq(ctx); err != nil {
+			return err
+		}
+		lr.emit(event{"type": "RUN_ERROR", "code": "interrupted", "message": "the server stopped during this run; run the thread again to continue it from where it was saved"})
+		if _, err := h.cfg.DB.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runInterrupted, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServeHTTP serves the server's routes:
+//
+//   - POST / (or /agui): a RunAgentInput; the answer is the run's AG-UI
+//     events as server-sent events;
+//   - GET /runs/{run}/events: the events of a run, from after the one named
+//     by the Last-Event-ID header, to its end;
+//   - POST /runs/{run}/cancel: cancel a run in flight;
+//   - GET /api/pending: the calls awaiting a person's decision;
+//   - POST /api/interrupts/{id}/decision: decide one;
+//   - GET /healthz and GET /metrics.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cors(w, r) {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
+	h.mux.ServeHTTP(w, r)
+}
+
+// cors sets the CORS headers for a named origin and answers a preflight;
+// it reports whether the request was answered.
+func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !slices.Contains(h.cfg.AllowedOrigins, origin) {
+		return false
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	w.Header().Set("Vary", "Origin")
+	if r.Method == http.MethodOptions {
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	return false
+}
+
+// identity is who made a request.
+type identity struct {
+	name    string
+	scopes  []string
+	maxRuns int
+}
+
+func (id identity) can(scope string) bool { return slices.Contains(id.scopes, scope) }
+
+type identityKey struct{}
+
+// auth wraps a route with the bearer-token check for scope.
+func (h *Handler) auth(scope string, next func(http.ResponseWriter, *http.Request, identity)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := h.identify(r)
+		if !ok {
+			h.metrics.refused.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolrun"`)
+			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+			return
+		}
+		if !id.can(scope) && !(scope == ScopeRun && id.can(ScopeRead) && r.Method == http.MethodGet) {
+			h.metrics.refused.Add(1)
+			httpError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("the token %q lacks the %s scope", id.name, scope))
+			return
+		}
+		next(w, r, id)
+	}
+}
+
+// identify returns the identity of r's bearer token.
+func (h *Handler) identify(r *http.Request) (identity, bool) {
+	if len(h.cfg.Tokens) == 0 {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || !ip.IsLoopback() {
+			return identity{}, false
+		}
+		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: 64}, true
+	}
+	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || secret == "" {
+		return identity{}, false
+	}
+	got := sha256.Sum256([]byte(secret))
+	for _, t := range h.cfg.Tokens {
+		want := sha256.Sum256([]byte(t.Secret))
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+			n := t.MaxRuns
+			if n <= 0 {
+				n = 4
+			}
+			return identity{name: t.Name, scopes: t.Scopes, maxRuns: n}, true
+		}
+	}
+	return identity{}, false
+}
+
+// httpError writes a JSON error {"error": {"code", "message"}}.
+func httpError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": redact.String(msg)}})
+}
+
+// requestError is a refusal of a request, with its HTTP status.
+type requestError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func refuse(status int, code, format string, args ...any) error {
+	return &requestError{status, code, fmt.Sprintf(format, args...)}
+}
+
+// writeError writes err: a *requestError as itself, anything else as a
+// 500 whose text is logged, not sent.
+func (h *Handler) writeError(w http.ResponseWriter, err error) {
+	var re *requestError
+	if errors.As(err, &re) {
+		httpError(w, re.status, re.code, re.msg)
+		return
+	}
+	h.log.Error("serve: request failed", "err", err)
+	httpError(w, http.StatusInternalServerError, "internal", "the server failed; see its log")
+}
+
+// newID returns a random id with prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// validID reports whether s may be a thread or run id.
+func validID(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x21 || r > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Shutdown drains the server: no new run starts, and the runs in flight
+// are waited for until ctx is done; those still running then are cancelled,
+// which stops them at once with their State saved (a tool call in flight is
+// journaled, so it never runs twice), and waited for again. It returns
+// ctx's error if it had to cancel runs.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.draining = true
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		h.cancel()
+		return nil
+	case <-ctx.Done():
+		h.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// handleMetrics writes the metrics in the Prometheus text format.
+func (h *Handler) handleMetrics(w http.ResponseWriter, r *http.Request, _ identity) {
+	var pending int64
+	if err := h.cfg.DB.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval).Scan(&pending); err != nil {
+		h.writeError(w, err)
+		return
+	}
+	h.mu.Lock()
+	active := len(h.runs)
+	h.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP toolrun_serve_runs_started_total Runs started.\n# TYPE toolrun_serve_runs_started_total counter\ntoolrun_serve_runs_started_total %d\n", h.metrics.runsStarted.Load())
+	fmt.Fprintf(w, "# HELP toolrun_serve_runs_finished_total Runs finished.\n# TYPE toolrun_serve_runs_finished_total counter\ntoolrun_serve_runs_finished_total %d\n", h.metrics.runsFinished.Load())
+	fmt.Fprintf(w, "# HELP toolrun_serve_runs_active Runs in flight.\n# TYPE toolrun_serve_runs_active gauge\ntoolrun_serve_runs_active %d\n", active)
+	fmt.Fprintf(w, "# HELP toolrun_serve_pending_approvals Calls awaiting a person's decision.\n# TYPE toolrun_serve_pending_approvals gauge\ntoolrun_serve_pending_approvals %d\n", pending)
+	fmt.Fprintf(w, "# HELP toolrun_serve_turn_seconds Model request latency.\n# TYPE toolrun_serve_turn_seconds summary\ntoolrun_serve_turn_seconds_sum %s\ntoolrun_serve_turn_seconds_count %d\n",
+		strconv.FormatFloat(time.Duration(h.metrics.turnNanos.Load()).Seconds(), 'f', -1, 64), h.metrics.turns.Load())
+	fmt.Fprintf(w, "# HELP toolrun_serve_requests_refused_total Requests refused for want of a token or scope.\n# TYPE toolrun_serve_requests_refused_total counter\ntoolrun_serve_requests_refused_total %d\n", h.metrics.refused.Load())
+}
