@@ -156,7 +156,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 			tools = append(tools, t)
 		}
 	}
-	servers, serverTools, err := connectMCP(ctx, specs, func(name string) toolrun.ToolConfig {
+	servers, serverTools, err := connectMCP(ctx, specs, f.tools.mcpFlags, func(name string) toolrun.ToolConfig {
 		switch f.approve {
 		case approveAsk:
 			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
