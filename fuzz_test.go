@@ -52,6 +52,9 @@ func FuzzTypedInput(f *testing.F) {
 	f.Add([]byte(`{"name":3}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"count":1e400}`))
+	f.Add([]byte(`{"count":1e1000001}`))
+	f.Add([]byte(`{"count":1e-1000001}`))
+	f.Add([]byte(`{"name":"a","count":1e309}`))
 	f.Add([]byte(``))
 	called := 0
 	tool := toolrun.NewTool("t", "", func(ctx context.Context, in fuzzIn) (fuzzIn, error) {
@@ -83,6 +86,8 @@ func FuzzRawToolSchema(f *testing.F) {
 	f.Add([]byte(`{"type":"object","properties":{"q":{"type":"string","pattern":"^a+$"}}}`))
 	f.Add([]byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`))
 	f.Add([]byte(`{"properties":{"n":{"maximum":1e400}}}`))
+	f.Add([]byte(`{"properties":{"n":{"minimum":1e1000001}}}`))
+	f.Add([]byte(`{"properties":{"n":{"multipleOf":1e-1000001}}}`))
 	f.Add([]byte(`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"n":{"maximum":1,"exclusiveMaximum":true}}}`))
 	f.Add([]byte(`false`))
 	f.Add([]byte(`[`))

@@ -32,7 +32,8 @@ import (
 // [Resume] and [Open] for a tool of any kind ([New] panics with it), for
 // an input schema a tool cannot use: not an object schema, an unknown $schema, a reference outside the
 // schema, a pattern no engine compiles, a number too large for the
-// definition sent to the API, or a schema that is valid JSON Schema but
+// definition sent to the API or past the limits on numbers (see
+// [ValidationError]), or a schema that is valid JSON Schema but
 // could not be validated safely (the message then says "cannot be
 // validated safely"): a cycle of references that never reaches into the
 // input (which would recurse forever), or a schema larger than 1 MiB,
@@ -86,9 +87,8 @@ func compileTool(t Tool) (*toolSchema, anthropic.BetaToolUnionParam, error) {
 // and a call must not be read one way when it is decided and another when
 // it runs.
 //
-// A validation takes at most schema.MaxSteps evaluations of a schema
-// against a value and looks at ctx as it goes, so no schema and no input
-// can hold a run past its deadline.
+// A validation keeps to the limits documented on [ValidationError], so no
+// schema and no input can hold a run past its deadline or crash it.
 func (ts *toolSchema) validate(ctx context.Context, input json.RawMessage) error {
 	vs, err := ts.schema.Validate(ctx, input)
 	switch {
@@ -123,6 +123,37 @@ func (ts *toolSchema) validate(ctx context.Context, input json.RawMessage) error
 // text is what the model receives in the is_error tool_result, so it is
 // written for the model: one line per violation, each naming the JSON Pointer
 // of the failing value, what the schema expects and what was given.
+//
+// # Limits of validation
+//
+// No input crashes the host or holds a run past its deadline; these limits
+// make it so, and an input past one gets a violation saying which:
+//
+//   - Numbers are compared exactly, with at most 1000 digits before the
+//     exponent and an exponent (as written) between -1000 and 1000, in the
+//     input and in the schema (a schema past them is refused with
+//     [ErrInvalidSchema]). An input number must also lie within the range
+//     of a float64 (about ±1.8e308): the client holds the history's numbers
+//     as float64, and 1e309 would make every later request fail to encode.
+//     Such an input is refused before the call runs, and the history keeps
+//     {} for that tool_use's input.
+//   - One validation evaluates a schema against a value at most 100,000
+//     times (nested anyOf cannot take exponential time).
+//   - A pattern RE2 compiles is matched in linear time. One that needs a
+//     backtracking engine (lookaround, backreferences) gets 100 ms a match
+//     (up to about twice that, as the engine's clock is coarse), and 1 s in
+//     total for one validation.
+//   - const, enum and uniqueItems cost in proportion to the input: enum
+//     values are looked up by hash, so there is no limit on enum size
+//     beyond the schema's 1 MiB.
+//   - The context is read after every 256 units of work (an evaluation, a
+//     value compared or hashed, a KiB of string matched, 256 bits of a
+//     number in arithmetic), each bounded to microseconds by the limits
+//     above, so validation returns within a few milliseconds of its
+//     context ending. A backtracking match under way is not waited for;
+//     it ends by itself within its 100 ms.
+//   - A panic inside the validator becomes a violation naming where in the
+//     input it happened, never a crash.
 type ValidationError struct {
 	// Tool is the name of the tool whose input was rejected. It may be
 	// empty.

@@ -24,8 +24,9 @@ var ErrPatternTime = errors.New("pattern matches take too long in total")
 
 // CheckEvery is how many units of work pass between two looks at the
 // context. A unit is one evaluation of a schema against a value, one JSON
-// value compared or hashed (const, enum, uniqueItems), or up to 1 KiB of a
-// string matched by a linear-time pattern; each is bounded in cost, given
+// value compared or hashed (const, enum, uniqueItems), up to 1 KiB of a
+// string matched by a linear-time pattern, or 256 bits of a number's
+// numerator and denominator in arithmetic; each is bounded in cost, given
 // the limits on number length that the caller enforces, so a validation
 // returns within the cost of CheckEvery units after its context ends.
 const CheckEvery = 256

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,5 +170,47 @@ func TestPanicIsAnError(t *testing.T) {
 	}
 	if got, want := perr.Error(), "the validator failed at /a/b: boom"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestNumbersBigRatRefuses: a number big.Rat cannot hold (an exponent
+// beyond 10^6) is hashed and compared by its text in uniqueItems, const and
+// enum, where it used to panic on a nil *big.Rat; keywords that need its
+// value stop the validation with an error.
+func TestNumbersBigRatRefuses(t *testing.T) {
+	huge := json.Number("1e1000001")
+	items := make([]any, 21)
+	for i := range items {
+		items[i] = json.Number(fmt.Sprint(i))
+	}
+	items[20] = huge
+	tests := []struct {
+		name, schema string
+		v            any
+		valid        bool
+	}{
+		{"uniqueItems, distinct", `{"uniqueItems":true}`, items, true},
+		{"uniqueItems, repeated", `{"uniqueItems":true}`, append(slices.Clone(items), huge), false},
+		{"const", `{"const":1}`, huge, false},
+		{"enum", `{"enum":[1,2]}`, huge, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := compileTest(t, tt.schema).ValidateBounded(t.Context(), tt.v, Bounds{})
+			if err != nil {
+				if _, ok := err.(*ValidationError); !ok {
+					t.Fatalf("got %v, want a verdict", err)
+				}
+			}
+			if got := err == nil; got != tt.valid {
+				t.Errorf("valid %v, want %v (%v)", got, tt.valid, err)
+			}
+		})
+	}
+	for _, kw := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"} {
+		err := compileTest(t, `{"`+kw+`":1}`).ValidateBounded(t.Context(), huge, Bounds{})
+		if err == nil || !strings.Contains(err.Error(), "cannot be compared exactly") {
+			t.Errorf("%s: got %v, want an error that the number cannot be compared", kw, err)
+		}
 	}
 }

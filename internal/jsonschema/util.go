@@ -274,6 +274,12 @@ func isInteger(num any) bool {
 	return ok && rat.IsInt()
 }
 
+// ratCost is what b is charged for arithmetic on r, by its size: a number
+// of a thousand digits costs a hundred times one of a few.
+func (b *budget) ratCost(r *big.Rat) {
+	b.charge((r.Num().BitLen() + r.Denom().BitLen()) / 256)
+}
+
 // ratOf returns a number's exact value. toolrun: ok is false for a number
 // big.Rat refuses (an exponent beyond 10^6).
 func ratOf(num any) (*big.Rat, bool) {
@@ -353,6 +359,7 @@ func (b *budget) equals(v1, v2 any) (bool, ErrorKind) {
 			// toolrun: compared by text when big.Rat refuses one.
 			return fmt.Sprint(v1) == fmt.Sprint(v2), nil
 		}
+		b.ratCost(num1)
 		return num1.Cmp(num2) == 0, nil
 	default:
 		return false, &kind.InvalidJsonValue{Value: v1}
@@ -440,6 +447,7 @@ func (b *budget) writeHash(v any, h *maphash.Hash) ErrorKind {
 			_, _ = h.WriteString(fmt.Sprint(v))
 			break
 		}
+		b.ratCost(num)
 		_, _ = h.Write(num.Num().Bytes())
 		_, _ = h.Write(num.Denom().Bytes())
 	default:

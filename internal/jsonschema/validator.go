@@ -535,6 +535,7 @@ func (vd *validator) numValidate(v any) {
 			if numVal, ok = ratOf(v); !ok {
 				panic(abortError{fmt.Errorf("the number %.40s cannot be compared exactly", fmt.Sprint(v))})
 			}
+			vd.budget.ratCost(numVal) // toolrun: charged by size
 		}
 		return numVal
 	}

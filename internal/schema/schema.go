@@ -39,11 +39,12 @@ const MaxPatternTime = time.Second
 // CheckEvery is how many units of work pass between two looks at the
 // context during a validation: a unit is one evaluation of a schema
 // against a value, one JSON value compared or hashed (const, enum,
-// uniqueItems), or up to 1 KiB of a string matched by a linear-time
-// pattern. With numbers within [MaxNumberDigits] and [MaxNumberExponent],
-// each unit costs at most microseconds, so a validation returns within
-// about a millisecond of its context ending; a backtracking match in
-// progress is not waited for (it ends by itself within MatchTimeout).
+// uniqueItems), up to 1 KiB of a string matched by a linear-time pattern,
+// or 256 bits of a number in arithmetic. With numbers within
+// [MaxNumberDigits] and [MaxNumberExponent], each unit costs at most
+// microseconds, so a validation returns within a few milliseconds of its
+// context ending; a backtracking match in progress is not waited for (it
+// ends by itself within MatchTimeout).
 const CheckEvery = jsonschema.CheckEvery
 
 // ErrUnsafe is wrapped by the errors of Compile for a schema that is valid
