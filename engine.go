@@ -313,7 +313,7 @@ func (r *Runner) markEdited() {
 	if r.st.pending != nil {
 		r.st.edited = true
 	}
-	if r.stopped != nil && r.stopped.StopReason != StopAwaitingApproval {
+	if r.stopped != nil && r.st.StopReason != StopAwaitingApproval {
 		r.clearStop()
 	}
 }
@@ -325,7 +325,7 @@ func (r *Runner) SetMaxTurns(n int) {
 		n = defaults.MaxTurns
 	}
 	r.st.MaxTurns = n
-	if r.stopped != nil && r.stopped.StopReason == StopMaxTurns {
+	if r.stopped != nil && r.st.StopReason == StopMaxTurns {
 		r.clearStop()
 	}
 }
@@ -350,10 +350,9 @@ func (r *Runner) Result() *Result { return r.result() }
 // result returns how the run stopped, or nil while it has not: the first
 // time, the Result that RunStopped carried (after which the runner keeps
 // only the last response's JSON: lastMessage decodes it again when asked);
-// then one made afresh of the stopRecord and the State.
+// then one made afresh by resultOf.
 func (r *Runner) result() *Result {
-	s := r.stopped
-	if s == nil {
+	if r.stopped == nil {
 		return nil
 	}
 	if res := r.fresh; res != nil {
@@ -365,29 +364,40 @@ func (r *Runner) result() *Result {
 		}
 		return res
 	}
-	return &Result{StopReason: s.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
+	return r.resultOf()
+}
+
+// resultOf builds the Result of the run's stop from the State and the
+// stopRecord: the one place a Result is made.
+func (r *Runner) resultOf() *Result {
+	s := r.stopped
+	return &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
 		Messages: deepcopy.Copy(s.messages), Pending: s.pending, Usage: r.st.Usage,
-		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: s.Budget,
+		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: r.st.Budget,
 		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
 }
 
-// stopRecord is how a run stopped, as a runner keeps it while the run is
-// held: with the State's Detail, usage and counters, which do not change
-// while the run is stopped, it is all a Result is made of, in half the
-// size.
+// stopRecord is what a Result is made of, besides the State, while the run
+// is stopped: the stop's error (which no State can carry), the history and
+// the calls awaiting approval as they were at the stop.
 type stopRecord struct {
-	StopReason StopReason
-	Budget     BudgetKind
-	Err        error
-	messages   []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
-	pending    []PendingCall
+	Err      error
+	messages []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
+	pending  []PendingCall
 }
 
-// setStopped records res as how the run stopped, and hands it out first.
-func (r *Runner) setStopped(res *Result) {
-	r.stopped = &stopRecord{StopReason: res.StopReason, Budget: res.Budget, Err: res.Err,
-		messages: slices.Clip(r.st.Params.Messages), pending: res.Pending}
-	r.fresh = res
+// setStop records a stop in the State, and what a Result needs beside it:
+// the one function that makes a stop, for stop and for Resume. err is the
+// stop's error; a stop at a limit the caller set gets limitError's.
+func (r *Runner) setStop(reason StopReason, detail string, budget BudgetKind, err error) {
+	if lerr := limitError(reason, detail); lerr != nil {
+		err = lerr
+	}
+	r.st.StopReason, r.st.Detail, r.st.Budget = reason, detail, budget
+	r.stopped = &stopRecord{Err: err, messages: slices.Clip(r.st.Params.Messages)}
+	if reason == StopAwaitingApproval {
+		r.stopped.pending = r.st.AwaitingApproval()
+	}
 }
 
 // lastMessage returns the last response, decoding it again if the runner
@@ -633,7 +643,7 @@ const (
 // turn out; ExecuteCall refuses and changes nothing.
 func (r *Runner) held(p *turnState) (hold, *Result) {
 	switch {
-	case r.halted() && r.stopped.StopReason != StopAwaitingApproval:
+	case r.halted() && r.st.StopReason != StopAwaitingApproval:
 		return holdStopped, nil
 	case r.st.edited:
 		return holdEdited, nil
@@ -799,17 +809,17 @@ func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion 
 // calls have all been decided.
 func (r *Runner) halted() bool {
 	s := r.stopped
-	if s == nil || s.StopReason.failed() {
+	if s == nil || r.st.StopReason.failed() {
 		return false
 	}
-	if s.StopReason == StopBudget && s.Budget == BudgetWallTime {
+	if r.st.StopReason == StopBudget && r.st.Budget == BudgetWallTime {
 		// Budget.WallTime counts from this runner's first step and is
 		// never reset: the stop holds while that time is used up. A
 		// runner resumed from the State (in this process or another)
 		// counts its own, and goes on.
 		return r.wallTimeUsed()
 	}
-	return s.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
+	return r.st.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
 }
 
 func (r *Runner) clearStop() {
@@ -858,31 +868,20 @@ func (r *Runner) fail(ctx context.Context, err error, detail string) {
 	r.stop(ctx, &Result{StopReason: reason, Detail: detail, Err: err})
 }
 
-// stop fills in res and marks the run stopped.
+// stop marks the run stopped as res says (its StopReason, Detail, Budget
+// and Err), and sends RunStopped with the Result made of it.
 func (r *Runner) stop(ctx context.Context, res *Result) {
-	if err := limitError(res.StopReason, res.Detail); err != nil {
-		res.Err = err
-	}
+	r.setStop(res.StopReason, res.Detail, res.Budget, res.Err)
 	r.last, r.lastRaw = r.lastMessage(), ""
-	res.Message = r.last
-	res.Messages = deepcopy.Copy(r.st.Params.Messages)
-	res.Usage = r.st.Usage
-	res.CostUSD, res.CostComplete = r.st.CostUSD, !r.st.CostIncomplete
-	res.Turns = r.st.Turns
-	res.ToolCalls = r.st.ToolCalls
-	res.ToolFailures = r.st.ToolFailures
-	if res.StopReason == StopAwaitingApproval {
-		res.Pending = r.st.AwaitingApproval()
-	}
-	r.setStopped(res)
-	r.st.StopReason, r.st.Detail, r.st.Budget = res.StopReason, res.Detail, res.Budget
+	out := r.resultOf()
+	r.fresh = out
 	// A stopped run may be held for long (awaiting approval, say): it
 	// keeps no encoded copy of its history, nor the set of its tool_use
 	// ids, and builds them again once if it goes on.
 	r.wire, r.historyIDs = nil, nil
 	// The event is sent with a detached context so observers record it even
 	// when the run stopped because ctx was cancelled.
-	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: res})
+	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: out})
 	r.save(ctx)
 }
 
@@ -1057,9 +1056,9 @@ func (r *Runner) refusal(c *callState) error {
 	case holdNone:
 		return nil
 	case holdStopped:
-		why, limit = fmt.Sprintf("the run is stopped (%s)", r.stopped.StopReason), r.stopped.Err
+		why, limit = fmt.Sprintf("the run is stopped (%s)", r.st.StopReason), r.stopped.Err
 		if r.st.Detail != "" {
-			why = fmt.Sprintf("the run is stopped (%s: %s)", r.stopped.StopReason, r.st.Detail)
+			why = fmt.Sprintf("the run is stopped (%s: %s)", r.st.StopReason, r.st.Detail)
 		}
 	case holdEdited:
 		why = fmt.Sprintf("turn %d was taken over by the caller (RetryTurn, SetMessages or AppendMessages), so its calls do not run", p.Turn)
