@@ -12,61 +12,11 @@ import (
 )
 
 // Budget bounds what a run may spend. A zero field means no bound. The run
-// stops with [StopBudget] before the step that could exceed a bound — before
-// a request whose input (estimated) and output (at most max_tokens) could
-// pass a token or cost budget, before the tool calls that would pass
-// ToolCalls — and [Result.Budget] names the bound.
-//
-// Input tokens count every input token of a request: uncached, written to
-// the cache and read from it. The next request's input is bounded from
-// above by the last request's input plus one token per byte added to the
-// history since, so the bound holds for any script. A request is counted
-// in full, at a token a byte of its JSON, when the last request's count
-// does not bound what it repeats: the first request of a runner, the
-// first after [Runner.SetMessages] or a compaction, and every request
-// when a BeforeRequest hook is set (it may change any part of a request,
-// and the runner keeps no copy of the last one to compare). A streamed
-// response retried after a failure mid-stream is checked again before
-// each retry, its input bounded by what the failed attempt reported.
-//
-// Every attempt the API reports usage for is counted in [Result.Usage]
-// and [Result.CostUSD], and against the budget. A streamed attempt that
-// failed after its message_start counts the input that event reported.
-// Its output the API reports only in message_delta, near the end of the
-// response: an attempt that failed before it had reported only the
-// output_tokens of message_start (1, or so), though it may have written
-// and been billed for much more. Such an attempt counts, against the
-// budget, as having written its whole output bound (max_tokens, and the
-// summary of a compaction on the way, see below): Result.Usage keeps the
-// output the API reported in OutputTokens and the rest of that bound
-// apart, in UnreportedOutputTokens, and Result.CostUSD prices only what
-// was reported; the cost budget prices the unreported part at the output
-// rate of the request it checks. An attempt that failed before its
-// message_start reported nothing, and counts nothing: the API sends
-// message_start before the model writes.
-//
-// A request that the API may compact on its way (a compact_20260112 edit
-// in the caller's params.ContextManagement) is billed for the compaction
-// as well as the turn: the check counts the request's input twice (the
-// compaction reads the history, then the turn reads the compacted one,
-// taken to be no longer) and its max_tokens twice, since nothing in the
-// API's documentation bounds the summary but the max_tokens that bounds
-// every sampling step of the request. A request whose server tools loop
-// may compact more than once; the check counts one compaction.
-//
-// The cost of the next request is bounded with its input priced at the
-// dearest rate it can be billed at: a cache write at the longest TTL of
-// the request's breakpoints (Options.CacheTTL for the runner's own, and
-// any a message, the system prompt or a tool carries), else the plain
-// input rate.
-//
-// WallTime is a deadline on everything in flight — requests and tools are
-// cancelled when it passes, and the run stops with [StopBudget] — counted
-// from the runner's first step and never reset: in this runner, a run
-// stopped by it stays stopped. A runner made from its [State] ([Resume],
-// [Open]), in this process or another, counts from its own first step, and
-// the run goes on. A cost budget for a model with no price (see
-// [DefaultPrices]) is an error at the first request, never a silent $0.
+// stops with [StopBudget] before the step that could exceed a bound, and
+// [Result.Budget] names the bound. How the next request's tokens and cost
+// are estimated, what a failed stream counts, and how the wall time is
+// counted across a resume are in the package documentation's section
+// Budgets.
 type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
@@ -75,8 +25,8 @@ type Budget struct {
 	// names, or, when that one has no price (a gateway that renames
 	// models), the model its request named, with a Warn.
 	CostUSD float64
-	// WallTime bounds the run's time from the runner's first step, as a
-	// deadline on its requests and tools.
+	// WallTime bounds the run's time from the runner's first step in this
+	// process, as a deadline on its requests and tools.
 	WallTime time.Duration
 	// ToolCalls bounds the tool calls answered.
 	ToolCalls int

@@ -83,6 +83,31 @@
 // [Resume] continues it — in another process if need be — once
 // [Runner.Decide] has the decisions. No call that already ran runs again.
 //
+// # Hooks
+//
+// Hooks are function fields of [Options] called, when non-nil, at fixed
+// points of a turn. Each that may change the run has one job:
+//
+//   - BeforeRequest may change the params of one request. It is given a
+//     copy of the history, which shares nothing with the run, and copies of
+//     the lists of system blocks and tools; the tool definitions those
+//     hold are shared with other runners, so replace an element rather
+//     than write into what it points to. Its edits are sent as made, on a
+//     thread or not: a changed model, system prompt or tool list, or an
+//     edited message, starts a new thread with the whole history.
+//   - AfterResponse may end the run when a response arrives;
+//   - Policy and each tool's [ToolConfig.Policy] decide the calls (see
+//     [Policy] for the order); [DenyTools] and [AllowOnly] deny by name and
+//     [Chain] combines several;
+//   - AfterTool may change a call's result before it is sent: for calls
+//     that ran, failed, were denied, skipped or not run.
+//
+// OnEvent only observes. The policies are called for the calls of a turn
+// one at a time, in order; AfterTool is called as each call finishes, so
+// it may be called concurrently for the calls of one turn; OnEvent is
+// never called concurrently with itself. A panic in any hook is recovered:
+// the run stops with a *[HookError] and the stack is logged.
+//
 // # How a turn flows
 //
 // A run is one state machine. The engine looks at the run's [State] and
@@ -134,6 +159,78 @@
 // ([Options.NoThread]). Oversized tool results reach the model
 // truncated ([Options.MaxResultBytes]).
 //
+// # Message threads
+//
+// Unless [Options.NoThread], a run goes on a message thread (beta): the
+// API keeps the history, and each request sends only the messages added
+// since the last one, so its size stays flat instead of growing with the
+// history, for no more client CPU per turn and, with prompt caching, the
+// same billed tokens. The runner still holds the whole history (for
+// State, hooks, edits and compaction) and encodes only what is new. A
+// request continues the thread only if what it would send begins with
+// exactly what the thread holds, with the model, system prompt, other
+// params and tools the thread was created with; anything else (an edit by
+// the caller, a hook or compaction, another model, a refusal, a failed
+// request, a resumed run, a run that stopped and goes on) starts a new
+// thread, whose first request carries the whole history. The API stores
+// the thread.
+//
+// A run whose model names Bedrock ("anthropic.…", an ARN) or Vertex
+// ("…@version") starts without a thread; a request the API cannot take on
+// a thread (thread_unsupported_request) is sent again with the whole
+// history, as is every later one; and when a run's first thread request
+// fails with a 400 while the same request without the thread succeeds,
+// the rest of the run goes without one, with one Warn record naming the
+// error. Set NoThread for a platform known to have no threads, or to keep
+// the API from storing the conversation.
+//
+// # Budgets
+//
+// [Budget] stops a run with [StopBudget] before the step that could exceed
+// a bound: before a request whose input (estimated) and output (at most
+// max_tokens) could pass a token or cost bound, and before the tool calls
+// that would pass ToolCalls.
+//
+// Input tokens count every input token of a request: uncached, written to
+// the cache and read from it. The next request's input is bounded from
+// above by the last request's input plus one token per byte added to the
+// history since, so the bound holds for any script. A request is counted
+// in full, at a token a byte of its JSON, when the last request's count
+// does not bound what it repeats: the first request of a runner, the first
+// after [Runner.SetMessages] or a compaction, and every request when a
+// BeforeRequest hook is set. A streamed response retried after a failure
+// mid-stream is checked again before each retry, its input bounded by
+// what the failed attempt reported.
+//
+// Every attempt the API reports usage for is counted in [Result.Usage] and
+// [Result.CostUSD], and against the budget. A streamed attempt that failed
+// after its message_start counts the input that event reported; its
+// output, reported only near the end, counts against the budget as its
+// whole output bound (max_tokens, and a compaction's summary on the way),
+// kept apart in Usage.UnreportedOutputTokens and priced by the cost budget
+// at the output rate of the request it checks, not in Result.CostUSD. An
+// attempt that failed before its message_start counts nothing.
+//
+// A request that the API may compact on its way (a compact_20260112 edit in
+// the caller's params.ContextManagement) is billed for the compaction as
+// well as the turn: the check counts its input and its max_tokens twice. A
+// request whose server tools loop may compact more than once; the check
+// counts one compaction.
+//
+// The cost of the next request is bounded with its input priced at the
+// dearest rate it can be billed at: a cache write at the longest TTL of the
+// request's breakpoints, else the plain input rate. A response is priced by
+// the model it names, or, when that one has no price (a gateway that
+// renames models), by its request's, with a Warn. A cost budget for a model
+// with no price (see [DefaultPrices]) is an error at the first request,
+// never a silent $0.
+//
+// WallTime is a deadline on everything in flight, counted from the
+// runner's first step and never reset: in this runner, a run stopped by it
+// stays stopped. A runner made from its [State] ([Resume], [Open]), in
+// this process or another, counts from its own first step, and the run
+// goes on.
+//
 // # Durable runs
 //
 // With [Options.Store] (a [FileStore], or any [Store]) the run's state is
@@ -141,7 +238,25 @@
 // after a crash without running a finished call again, or a started one
 // unless its tool is [ToolConfig.Idempotent]. Each save is a
 // compare-and-swap, so of two processes that resume one run only one goes
-// on; the other stops with [ErrRunBusy].
+// on; the other stops with [ErrRunBusy]. The state is saved after each
+// response, before each call starts (journaled as started), after it
+// finishes, after each turn is committed and when the run stops.
+//
+// With [Options.StateKey], every [State] the runner exports or saves is
+// signed (HMAC-SHA256 over its canonical JSON, RunID included), and
+// [Resume] and [Open] refuse one whose signature does not match
+// ([ErrStateSignature]). Without it, a state is trusted as it is: whoever
+// can write it can change what a resumed run does. A signature shows that
+// the runner wrote a state and that it is whole, not that it is the
+// latest: whoever can write the store can put back an earlier state of the
+// same run (a restored backup does the same), and the run goes on from
+// there, which can run again a call that ran after that save. Guard write
+// access to the store, and restore a backup only of a run that is over.
+//
+// Many runs of one client, tools and options are best made by one
+// [Template], whose runners share that configuration: a run held for
+// approval then costs little more than its State, and less still when only
+// its State is kept, in a store.
 //
 // # Events
 //
@@ -155,9 +270,33 @@
 //
 // The environment variable ANTHROPIC_LOG turns a runner's
 // logging up: "info" logs each request, response, tool call and stop at
-// Info, and "debug" adds the request and response bodies; every record is
-// redacted first (see [Options].Logger for what is removed), so keys and
-// tokens never reach the log.
+// Info, and "debug" adds the request and response bodies. If
+// [Options].Logger is nil, ANTHROPIC_LOG also makes the runner log to a
+// text handler on stderr at that level instead of slog.Default().
+//
+// # Logging
+//
+// [Options].Logger receives each tool failure at Error with its tool,
+// tool_use id, turn, duration, error and, for a panic, the stack; a denial
+// or skip at Warn, once, where it was decided; limit stops at Warn; the
+// routine records (request sent, response received, tool call finished,
+// run stopped) at Debug, or at Info with ANTHROPIC_LOG.
+//
+// Every record is redacted first, each credential in it replaced by
+// "[REDACTED]": the values of Authorization, Proxy-Authorization (whose
+// scheme is kept), Cookie and Set-Cookie headers; of fields whose names end
+// in api_key, access_key, secret_key, private_key, secret, password,
+// passwd, passphrase, token, credential(s) or auth, in text, HTTP dumps,
+// JSON and query strings; keys and tokens known by their shape (sk-ant-…,
+// other vendors' keys, JSON Web Tokens, bearer and basic credentials); a
+// URL's password; a PEM private key's body; and the values (8 bytes or
+// more) of environment variables whose names say they hold secrets
+// (ANTHROPIC_API_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
+// CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as a '_'-separated
+// word, or KEY as its last). These are found in JSON strings too, however
+// often escaped, and valid JSON stays valid. Redaction is a safety net: it
+// cannot know a secret of the application's own. Package transcript and
+// package mcptool redact the same way.
 // Package [github.com/toolrun/toolrun/transcript] records a run as JSON
 // Lines, replays it offline against the tools, and renders it as an HTML
 // report.

@@ -29,9 +29,9 @@ var (
 	ErrInterrupted = errors.New("tool call interrupted")
 
 	// ErrNotAwaitingApproval is wrapped by the error of [Runner.Decide] and
-	// [State.Decide] when no such call awaits a person's decision: the run
-	// is not suspended awaiting approval, or the call was decided by a
-	// person already, answered, started, or never deferred. A decision,
+	// [State.Decide] when no such call awaits a person's decision: the
+	// pending turn has no such call (or there is none), or the call was
+	// decided by a person already, answered, started, or never deferred. A decision,
 	// once given, stands, whoever sends another one and however.
 	ErrNotAwaitingApproval = errors.New("toolrun: not awaiting approval")
 	// ErrMaxTurns is wrapped by the error of a run that stopped at

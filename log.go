@@ -69,8 +69,7 @@ func newRunLogger(l *slog.Logger, env string) runLogger {
 // the records of a run going as it should are at log.routine.
 //
 // The routine records, most of a run's, are built only when the logger
-// takes them: boxing their attributes for a logger that drops them was a
-// few allocations per turn (issue 15, CPU per turn).
+// takes them, so that a logger that drops them costs a turn nothing.
 func logEvent(ctx context.Context, log runLogger, e Event) {
 	switch e := e.(type) {
 	case RequestSent:

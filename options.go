@@ -26,143 +26,64 @@ const defaultCancelGrace = 5 * time.Second
 
 // Options configures a [Runner]. The zero value is ready to use: it logs to
 // slog.Default(), stops after 25 turns, runs up to 8 calls of a turn at
-// once, with no tool timeout,
-// and allows every call. The runner copies Options when it is built.
-//
-// # Hooks
-//
-// Hooks are function fields called, when non-nil, at fixed points of a turn.
-// Each that may change the run has one job:
-//
-//   - BeforeRequest may change the params of one request;
-//   - AfterResponse may end the run when a response arrives;
-//   - Policy and each tool's [ToolConfig.Policy] decide the calls (see
-//     [Policy] for the order);
-//   - AfterTool may change a call's result before it is sent.
-//
-// OnEvent only observes. The policies are called for the calls of
-// a turn one at a time, in order; AfterTool is called as each call
-// finishes, so it may be called concurrently for the calls of one turn;
-// OnEvent is never called concurrently with itself. A panic in any hook is
-// recovered: the run stops with a *[HookError] and the stack is logged.
+// once, with no tool timeout, and allows every call. The runner copies
+// Options when it is built. The hooks (function fields) are described in
+// the package documentation's section Hooks.
 type Options struct {
-	// Logger receives the run's records: each tool failure at Error with its
-	// tool, tool_use id, turn, duration, error and, for a panic, the stack;
-	// denials, skips and limit stops at Warn; routine records (request
-	// sent, response received, tool call finished, run stopped) at Debug.
-	// Nil means slog.Default().
-	//
-	// The environment variable ANTHROPIC_LOG, read by [New],
-	// turns the routine records up: with "info" they are logged at Info,
-	// and with "debug" at Info too, with each request and response body
-	// logged at Debug. If Logger is nil, ANTHROPIC_LOG also makes the
-	// runner log to a text handler on stderr at that level instead of
-	// slog.Default().
-	//
-	// Every record is redacted first, each credential in it replaced by
-	// "[REDACTED]": the values of Authorization, Proxy-Authorization
-	// (whose scheme is kept), Cookie and Set-Cookie headers; of fields
-	// whose names end in api_key, access_key, secret_key, private_key,
-	// secret, password, passwd, passphrase, token, credential(s) or auth,
-	// in text, HTTP dumps, JSON and query strings; keys and tokens known
-	// by their shape (sk-ant-…, other vendors' keys, JSON Web Tokens,
-	// bearer and basic credentials); a URL's password; a PEM private
-	// key's body; and the values (8 bytes or more) of environment
-	// variables whose names say they hold secrets (ANTHROPIC_API_KEY, any
-	// name with SECRET, PASSWORD, TOKEN, APIKEY, CREDENTIAL, AUTH, COOKIE,
-	// SESSION, PRIVATE or PAT as a '_'-separated word, or KEY as its
-	// last). These are found in JSON strings too, however often escaped,
-	// and valid JSON stays valid. Redaction is a safety net: it cannot
-	// know a secret of the application's own. Package transcript and
-	// package mcptool redact the same way.
+	// Logger receives the run's records: tool failures at Error, denials,
+	// skips and limit stops at Warn, routine records at Debug (ANTHROPIC_LOG
+	// turns them up). Every record is redacted first; see the package
+	// documentation's section Logging. Nil means slog.Default().
 	Logger *slog.Logger
 
-	// MaxTurns bounds the model requests of a run. Zero means
-	// 25; a negative value (-1, say) means no bound. A run that reaches it
-	// stops with [StopMaxTurns] and an error wrapping [ErrMaxTurns]; the
-	// calls of the last turn are left pending, not run, so raising the
-	// limit with [Runner.SetMaxTurns] and running again picks up where it
-	// stopped.
+	// MaxTurns bounds the model requests of a run. Zero means 25; a
+	// negative value means no bound. A run that reaches it stops with
+	// [StopMaxTurns], its last turn's calls pending: raise it with
+	// [Runner.SetMaxTurns] and run again to go on.
 	MaxTurns int
 
-	// MaxParallelTools bounds the calls of one turn that run at once. Zero
-	// means 8; 1 runs them one after another.
+	// MaxParallelTools bounds the calls of a turn that run at once (8).
 	MaxParallelTools int
 
-	// Timeouts bound tool calls, requests, idle streams and the wait for
-	// cancelled calls; see [Timeouts]. The zero value has the defaults.
+	// Timeouts bound tool calls, requests and streams; see [Timeouts].
 	Timeouts Timeouts
 
-	// Policy, if non-nil, decides each call, before the tool's own
-	// [ToolConfig].Policy: [DenyTools] and [AllowOnly] deny by name, and
-	// [Chain] combines several, as in
-	//
-	//	Policy: toolrun.Chain(toolrun.DenyTools("delete_file"), auditPolicy)
-	//
-	// See [Policy] for how Policy, the tool's policy, a person and a
-	// remembered Always approval combine. Nil allows every call the tool's
+	// Policy, if non-nil, decides each call before the tool's own
+	// [ToolConfig].Policy; see [Policy]. Nil allows every call the tool's
 	// policy allows.
 	Policy Policy
 
 	// AfterTool, if non-nil, is called with each call's result before it is
-	// sent: for calls that ran, failed, were denied, skipped or not run. It
-	// may change the result's Content, IsError and CacheControl (redact,
-	// truncate, turn an error into a result, set a cache breakpoint).
-	// Returning an error ends the run with that error, wrapped in a
-	// *[HookError]; returning [StopRun] ends it with [StopHook].
+	// sent, and may change its Content, IsError and CacheControl. An error
+	// ends the run (a *[HookError]; [StopRun] ends it with [StopHook]).
 	AfterTool func(ctx context.Context, r *ToolResult) error
 
-	// BeforeRequest, if non-nil, is called before each request with the
-	// params about to be sent, including the messages: a turn's, and a
-	// compaction's (whose params carry the compaction field, or, client-side,
-	// end with the request for a summary), with the number of the turn it
-	// comes before. Its changes apply to
-	// that request only; the runner's own history is not changed. The tool
-	// definitions in params.Tools, and the history's messages, are shared
-	// with the runner and other runners: replace an element rather than
-	// change what it points to. Returning an error ends the run as for
-	// AfterTool.
+	// BeforeRequest, if non-nil, is called before each request (a turn's or
+	// a compaction's) with its params and the number of the turn it comes
+	// before. It gets a copy of the history; its changes apply to that
+	// request only. An error ends the run as for AfterTool.
 	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
 
 	// AfterResponse, if non-nil, is called with each response before the
-	// turn is handed to the caller. Returning [StopRun] ends the run with
-	// [StopHook]; another error ends it with that error.
+	// turn is handed to the caller. [StopRun] ends the run with [StopHook];
+	// another error ends it with that error.
 	AfterResponse func(ctx context.Context, turn int, message *anthropic.BetaMessage) error
 
-	// OnEvent, if non-nil, receives every [Event] of the run. It observes
-	// only: it cannot change the run. A panic in it stops the run with a
-	// *[HookError] at the next step.
+	// OnEvent, if non-nil, receives every [Event] of the run, to observe.
 	OnEvent func(ctx context.Context, e Event)
 
-	// Store, if non-nil, keeps the run's [State] as it goes, under RunID:
-	// after each response, before each tool call starts (journaled as
-	// started), after it finishes, after each turn is committed and when the
-	// run stops. A run whose state cannot be saved stops with [StopError]
-	// rather than risk running a call twice after a crash, and a run that
-	// another runner saved since this one loaded it stops with an error
-	// wrapping [ErrRunBusy] before it runs anything more. [Open] resumes a
-	// run from its store.
+	// Store, if non-nil, keeps the run's [State] under RunID as it goes (see
+	// the package documentation's section Durable runs); [Open] resumes a
+	// run from it. A run whose state cannot be saved stops with [StopError].
 	Store Store
 
 	// RunID names the run in Store. It is required with Store.
 	RunID string
 
-	// StateKey, if set, signs every [State] the runner exports or saves
-	// (HMAC-SHA256 over its canonical JSON, in State.Signature, the RunID
-	// included), and [Resume] and [Open] refuse a state whose signature
-	// does not match with an error wrapping [ErrStateSignature], as [Open]
-	// does a signed state of another run. Without it, states are not
-	// signed and are trusted as they are: whoever can write a saved state
-	// can change what a resumed run does.
-	//
-	// A signature shows that the runner wrote a state and that it is
-	// whole, not that it is the latest: whoever can write the store can
-	// put back an earlier state of the same run that the runner signed (a
-	// restored backup does the same), and the resumed run goes on from
-	// there, which can run again a call that ran after that save. Nothing
-	// in the state can tell, since the store is where it would be kept;
-	// guard write access to the store, and restore a backup only of a run
-	// that is over.
+	// StateKey, if set, signs every [State] the runner exports or saves, and
+	// [Resume] and [Open] refuse one whose signature does not match
+	// ([ErrStateSignature]). See the section Durable runs for what a
+	// signature does not show.
 	StateKey []byte
 
 	// Budget bounds the tokens, cost, time and tool calls of the run; see
@@ -170,62 +91,36 @@ type Options struct {
 	Budget Budget
 
 	// MaxResultBytes bounds the text of each tool result sent to the model,
-	// for tools that set no [ToolConfig.MaxResultBytes]: a longer result is
-	// truncated with a note telling the model so, while hooks, events and
-	// transcripts see it whole. Zero means 100,000; a
-	// negative value means no bound.
+	// for tools that set no [ToolConfig.MaxResultBytes]; a longer one is
+	// truncated with a note saying so. Zero means 100,000; a negative value
+	// means no bound.
 	MaxResultBytes int
 
-	// NoCache turns off prompt caching. By default every request carries a
-	// top-level cache_control (automatic caching), so each turn reads the
-	// prefix the previous turn wrote instead of paying for the whole history
-	// again; params that set CacheControl themselves are sent as they are.
+	// NoCache turns off prompt caching: by default every request carries a
+	// top-level cache_control, so each turn reads the prefix the last wrote.
 	NoCache bool
 
-	// CacheTTL is the cache's time to live: "5m" (the default) or "1h",
-	// worth it when turns are more than five minutes apart (approvals).
+	// CacheTTL is the cache's time to live: "5m" (the default) or "1h".
 	CacheTTL anthropic.BetaCacheControlEphemeralTTL
 
 	// Compaction compacts a long run's history; see [Compaction]. The zero
 	// value never compacts on its own.
 	Compaction Compaction
 
-	// NoThread turns off message threads. By default the conversation runs
-	// on a message thread (beta): the API keeps the history and each
-	// request sends only the messages added since the last one, so a
-	// request's size stays flat instead of growing with the history
-	// (BENCHMARKS.md: 0.3 KiB at turn 300 against 85.9 KiB), for no more
-	// client CPU per turn and, with prompt caching (on unless NoCache), the
-	// same billed tokens. The runner still holds the whole history (for
-	// State, hooks, edits and compaction) and encodes only what is new
-	// (thread.go). What it costs: a history the caller, a hook or
-	// compaction changed, a changed system prompt or tool list, a refusal
-	// or a failed request starts a new thread, whose first request carries
-	// the whole history, as does a resumed run's, or one that stopped and
-	// goes on; and the API stores the thread.
-	//
-	// How it falls back: a run whose model names Bedrock ("anthropic.…",
-	// an ARN) or Vertex ("…@version") starts without a thread; a request
-	// the API cannot take on a thread (thread_unsupported_request) is sent
-	// again with the whole history, and so is every later one; and when
-	// the run's first thread request fails with a 400 while the same
-	// request without the thread succeeds, the rest of the run goes
-	// without one, with one Warn record naming the error. Set NoThread for
-	// a platform known to have no threads, or to keep the API from
-	// storing the conversation.
+	// NoThread turns off message threads. By default a run goes on a
+	// message thread (beta), so that each request sends only what is new;
+	// see the package documentation's section Message threads for what it
+	// costs and how it falls back.
 	NoThread bool
 
-	// Stream, if true, streams every response: while it arrives, OnEvent
-	// and [Runner.Events] receive its text, thinking and tool input as
-	// [Delta] events. A stream that fails
-	// after it began (an error event, a dropped connection, no bytes for
-	// Timeouts.StreamIdle) is requested again per StreamRetry. No call starts
-	// before its response is whole, so a response that ends in max_tokens
-	// or refusal, or fails and is retried, never runs a call.
+	// Stream, if true, streams every response, with its text, thinking and
+	// tool input as [Delta] events; a stream that fails after it began is
+	// requested again per StreamRetry. No call starts before its response
+	// is whole.
 	Stream bool
 
-	// StreamRetry says how a streamed response that fails after it began
-	// is requested again. The zero value means [RetryPolicy]'s defaults.
+	// StreamRetry says how a failed stream is requested again. The zero
+	// value means [RetryPolicy]'s defaults.
 	StreamRetry RetryPolicy
 }
 

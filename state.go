@@ -534,7 +534,7 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 	cs := s.call(toolUseID)
 	switch {
 	case cs == nil:
-		return nil, fmt.Errorf("toolrun: decide: no call %q in the pending turn", toolUseID)
+		return nil, fmt.Errorf("%w: no call %q in the pending turn", ErrNotAwaitingApproval, toolUseID)
 	case cs.DecidedBy == ByApproval || cs.Phase == phaseAnswered || cs.Phase == phaseStarted:
 		return nil, fmt.Errorf("%w: call %q (%s) was decided, or has run, already", ErrNotAwaitingApproval, toolUseID, cs.Call.Name)
 	case !cs.awaiting():
@@ -642,17 +642,10 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 	}
 	r.syncTools()
 	if reason := r.st.StopReason; reason != "" && !reason.failed() {
-		// The stop is made again as stop made it (limitError): a limit
+		// The stop is made again as stop made it (setStop): a limit
 		// stop resumed is still an error, and Budget still names the
 		// bound, which halted reads.
-		res := &Result{StopReason: reason, Detail: r.st.Detail, Budget: r.st.Budget,
-			Err: limitError(reason, r.st.Detail), Messages: r.Messages(), Usage: r.st.Usage,
-			CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete,
-			Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
-		if reason == StopAwaitingApproval {
-			res.Pending = r.st.AwaitingApproval()
-		}
-		r.setStopped(res)
+		r.setStop(reason, r.st.Detail, r.st.Budget, nil)
 	}
 	return r, nil
 }

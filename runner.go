@@ -1,0 +1,181 @@
+package toolrun
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// This file holds the Runner and how one is built (see also template.go):
+// its fields, and the tool list it sends.
+
+// Runner runs the tool loop of one conversation. Build it with [New],
+// [Resume] or [Open], or with a [Template] for many runs. A Runner is not
+// safe for concurrent use: call its methods from one goroutine at a time
+// (the loop body of [Runner.Turns] included).
+//
+// A Runner holds the run's [State], its tools, its client and its
+// options; every other field is derived from those, a cache that cannot
+// change what is sent or decided, or the bookkeeping of this process (its
+// saves, its event sink).
+type Runner struct {
+	// messages is the client's Messages service: all the runner needs of
+	// the client, a fraction of its size, which matters for runs held by
+	// the thousand while they await approval.
+	//
+	// messages, opts and log point into the runConfig of the runner's
+	// Template, shared with its other runners and never written.
+	messages *anthropic.BetaMessageService
+	opts     *Options
+	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
+	set      *toolSet    // the Template's, shared with its other runners
+	tools    []toolEntry // this runner's view of set's tools, by position
+	// toolDefs is the tool list sent with each request: set.defs itself
+	// (shared, never written through) while the run has no tool params of
+	// its own and removed none.
+	toolDefs []anthropic.BetaToolUnionParam
+
+	// mu guards st.Pending's calls while the executor's goroutines answer
+	// them and a checkpoint reads them; everything else in st is changed
+	// by the engine's goroutine alone.
+	//
+	// st is an object of its own rather than a field, which keeps each of
+	// the two within a smaller allocation for runs held by the thousand
+	// (TestRunnerSizeClasses).
+	mu sync.Mutex
+	st *State // the run's data: the only copy
+
+	// stopped is set while the run is stopped; fresh is its Result, until
+	// it is handed out (see result).
+	stopped *stopRecord
+	fresh   *Result
+	// last is the last response, decoded, for Result.Message and
+	// TurnFinished; lastRaw holds its JSON in its place once the run's
+	// result has been handed out, since a stopped run may be held for long
+	// (awaiting approval, by the thousand) and the decoded message, with
+	// the client's record of every field, is several times the size of the
+	// JSON it came from.
+	last    *anthropic.BetaMessage
+	lastRaw string
+
+	// decided holds the pending turn's calls this runner decided under its
+	// own Options: a call decided by another runner, before a Resume, is
+	// decided again, so that this runner's deny rules hold.
+	// A list rather than a set: a turn has a few calls, and a held run
+	// keeps the list.
+	decided []string
+	// live holds the pending turn's results answered in this process,
+	// with their errors as the tools returned them.
+	live map[string]*ToolResult
+
+	started       time.Time // the first step in this process, for Budget.WallTime
+	lastInput     int64     // the input tokens of the last request, all kinds
+	lastInputMsgs int       // the messages the last request sent
+	compactFloor  int64     // the input of the first response after the last compaction
+	measureFloor  bool      // the next response's input is compactFloor
+	inputStale    bool      // lastInput does not bound the history's first lastInputMsgs messages (budget.go)
+	breakpoints   cacheTier // the dearest cache breakpoint seen in the history (budget.go)
+	// threadOff says that this run's first thread request was refused with
+	// a 400 and the same request without a thread was not (thread.go): the
+	// rest of the run, in this process, goes without a thread, a stop and
+	// a continue included, and the Warn record is written once.
+	threadOff   bool
+	warnedPrice map[string]bool
+	// historyIDs is the set of the history's tool_use ids, for
+	// checkResponse: built from the history when first needed, kept up to
+	// date by appendTurn, and dropped by setHistory, the one other way the
+	// history changes in place of it, and when the run stops (a held run
+	// keeps no cache).
+	historyIDs map[string]struct{}
+
+	// wire holds the request JSON of the history's messages, so that a
+	// request encodes only what is new (encode.go). It is a cache, not
+	// state: a resumed runner encodes its first request in full.
+	// It is nil until the first request, and again once the run stops.
+	wire *wireCache
+
+	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
+	saveErr error      // the first failed save, which stops the run
+	version uint64     // the version of the state last loaded from or saved to the store
+	busy    bool       // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
+	claimed bool       // a save succeeded in this process
+
+	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
+	sink    *eventSink // the consumer of Events, while it runs
+	// observerErr is the panic of an OnEvent observer, which stops the run
+	// at its next step.
+	observerErr error
+}
+
+// New returns a runner for the conversation in params (model, max_tokens,
+// system, messages and any other request fields) with tools. Tools already
+// in params.Tools are sent as they are (server tools, say); tools given here
+// are added to them and run by the runner. opts may be nil.
+//
+// New panics if two tools share a name, a tool's schema cannot be used, or
+// Options.Store is set without Options.RunID: those are mistakes in the
+// program. To build many runners of the same client, tools and options,
+// build a [Template] once.
+func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
+	return NewTemplate(client, tools, opts).New(params)
+}
+
+// newRunner returns a runner of t with an empty State.
+func (t *Template) newRunner() *Runner {
+	return &Runner{messages: &t.cfg.messages, opts: &t.cfg.opts, log: &t.cfg.log, st: &State{},
+		set: t.set, tools: t.set.entries}
+}
+
+// syncTools rebuilds the tool list sent with each request and the sorted
+// names told to the model: the caller's own tool params, then the runner's
+// tools in the order they were given, less those removed.
+func (r *Runner) syncTools() {
+	removed := false
+	for _, name := range r.st.Removed {
+		if i, ok := r.set.index[name]; ok {
+			if len(r.tools) > 0 && &r.tools[0] == &r.set.entries[0] {
+				r.tools = slices.Clone(r.tools) // the set's, shared
+			}
+			r.tools[i].removed = true
+			removed = true
+		}
+	}
+	if !removed && len(r.st.Params.Tools) == 0 {
+		r.toolDefs = r.set.defs
+		return
+	}
+	// A list of the run's own, never the shared set's.
+	r.toolDefs = slices.Clone(r.st.Params.Tools)
+	for i := range r.tools {
+		if !r.tools[i].removed {
+			r.toolDefs = append(r.toolDefs, r.set.defs[i])
+		}
+	}
+}
+
+// toolNames returns the sorted names of the tools in the run, for a message
+// to the model.
+func (r *Runner) toolNames() []string {
+	var names []string
+	for _, name := range r.set.names {
+		if r.tool(name) != nil {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// RemoveTools takes tools out of the run: they are no longer sent to the
+// model, and a later call of one of them is answered as an unknown tool, so
+// a model cannot use a tool that was taken away. The removal is kept in the
+// run's [State]. Names not in the run are ignored.
+func (r *Runner) RemoveTools(names ...string) {
+	for _, name := range names {
+		if !slices.Contains(r.st.Removed, name) {
+			r.st.Removed = append(r.st.Removed, name)
+		}
+	}
+	r.syncTools()
+}

@@ -1,0 +1,228 @@
+package toolrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/internal/deepcopy"
+)
+
+// This file holds how a run stops: the one function that makes a stop
+// (setStop), the one that builds a Result of it (resultOf), and the rules
+// for which stops hold (halted) and which error they carry.
+
+// Result returns how the run stopped, or nil while it has not.
+//
+// Its Message is the last response decoded afresh from the JSON it came as:
+// a runner that has handed out its result keeps only that JSON (so a change
+// a hook made to the decoded response is not in it).
+func (r *Runner) Result() *Result { return r.result() }
+
+// result returns how the run stopped, or nil while it has not: the first
+// time, the Result that RunStopped carried (after which the runner keeps
+// only the last response's JSON: lastMessage decodes it again when asked);
+// then one made afresh by resultOf.
+func (r *Runner) result() *Result {
+	if r.stopped == nil {
+		return nil
+	}
+	if res := r.fresh; res != nil {
+		r.fresh = nil
+		if m := res.Message; m != nil && m == r.last {
+			if raw := m.RawJSON(); raw != "" {
+				r.last, r.lastRaw = nil, raw
+			}
+		}
+		return res
+	}
+	return r.resultOf()
+}
+
+// resultOf builds the Result of the run's stop from the State and the
+// stopRecord: the one place a Result is made.
+func (r *Runner) resultOf() *Result {
+	s := r.stopped
+	return &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
+		Messages: deepcopy.Copy(s.messages), Pending: s.pending, Usage: r.st.Usage,
+		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: r.st.Budget,
+		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
+}
+
+// stopRecord is what a Result is made of, besides the State, while the run
+// is stopped: the stop's error (which no State can carry), the history and
+// the calls awaiting approval as they were at the stop.
+type stopRecord struct {
+	Err      error
+	messages []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
+	pending  []PendingCall
+}
+
+// setStop records a stop in the State, and what a Result needs beside it:
+// the one function that makes a stop, for stop and for Resume. err is the
+// stop's error; a stop at a limit the caller set gets limitError's.
+func (r *Runner) setStop(reason StopReason, detail string, budget BudgetKind, err error) {
+	if lerr := limitError(reason, detail); lerr != nil {
+		err = lerr
+	}
+	r.st.StopReason, r.st.Detail, r.st.Budget = reason, detail, budget
+	r.stopped = &stopRecord{Err: err, messages: slices.Clip(r.st.Params.Messages)}
+	if reason == StopAwaitingApproval {
+		r.stopped.pending = r.st.AwaitingApproval()
+	}
+}
+
+// lastMessage returns the last response, decoding it again if the runner
+// kept only its JSON, or nil if this runner received none.
+func (r *Runner) lastMessage() *anthropic.BetaMessage {
+	if r.last == nil && r.lastRaw != "" {
+		var m anthropic.BetaMessage
+		if err := m.UnmarshalJSON([]byte(r.lastRaw)); err == nil {
+			return &m
+		}
+	}
+	return r.last
+}
+
+// modelStop maps the stop_reason of a final response to the run's.
+func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
+	switch reason {
+	case anthropic.BetaStopReasonEndTurn, anthropic.BetaStopReasonStopSequence:
+		return StopEndTurn, ""
+	case anthropic.BetaStopReasonMaxTokens:
+		return StopMaxTokens, "the response was cut off at max_tokens"
+	case anthropic.BetaStopReasonRefusal:
+		return StopRefusal, "the model refused"
+	case anthropic.BetaStopReasonModelContextWindowExceeded:
+		return StopContextWindow, "the model's context window was exceeded"
+	}
+	return StopIncomplete, fmt.Sprintf("the model stopped with %q", reason)
+}
+
+// halted reports whether the run has stopped in a way that a step would not
+// go on from: everything but a failure (tried again) and a suspension whose
+// calls have all been decided.
+func (r *Runner) halted() bool {
+	s := r.stopped
+	if s == nil || r.st.StopReason.failed() {
+		return false
+	}
+	if r.st.StopReason == StopBudget && r.st.Budget == BudgetWallTime {
+		// Budget.WallTime counts from this runner's first step and is
+		// never reset: the stop holds while that time is used up. A
+		// runner resumed from the State (in this process or another)
+		// counts its own, and goes on.
+		return r.wallTimeUsed()
+	}
+	return r.st.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
+}
+
+func (r *Runner) clearStop() {
+	r.stopped, r.fresh = nil, nil
+	r.st.StopReason, r.st.Detail, r.st.Budget = "", "", ""
+}
+
+// stopErr is the error a driver returns for the run's stop.
+func (r *Runner) stopErr() error {
+	if r.stopped == nil {
+		return nil
+	}
+	return r.stopped.Err
+}
+
+// hookFailed stops the run for a hook's error: with StopHook for StopRun,
+// with StopError otherwise.
+func (r *Runner) hookFailed(ctx context.Context, err error) {
+	var sr *stopRunError
+	if errors.As(err, &sr) {
+		r.stop(ctx, &Result{StopReason: StopHook, Detail: sr.reason})
+		return
+	}
+	var he *HookError
+	detail := ""
+	if errors.As(err, &he) {
+		detail = he.Hook + " hook failed"
+	}
+	r.fail(ctx, err, detail)
+}
+
+// fail stops the run with err: StopCanceled if the context is done,
+// StopBudget if Budget.WallTime ended it, StopError otherwise.
+func (r *Runner) fail(ctx context.Context, err error, detail string) {
+	if errors.Is(context.Cause(ctx), errWallTime) || errors.Is(err, errWallTime) {
+		r.stop(ctx, wallTimeStop(r.opts.Budget.WallTime))
+		return
+	}
+	reason := StopError
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		reason = StopCanceled
+	}
+	if detail == "" {
+		detail = err.Error()
+	}
+	r.stop(ctx, &Result{StopReason: reason, Detail: detail, Err: err})
+}
+
+// stop marks the run stopped as res says (its StopReason, Detail, Budget
+// and Err), and sends RunStopped with the Result made of it.
+func (r *Runner) stop(ctx context.Context, res *Result) {
+	r.setStop(res.StopReason, res.Detail, res.Budget, res.Err)
+	r.last, r.lastRaw = r.lastMessage(), ""
+	out := r.resultOf()
+	r.fresh = out
+	// A stopped run may be held for long (awaiting approval, say): it
+	// keeps no encoded copy of its history, nor the set of its tool_use
+	// ids, and builds them again once if it goes on.
+	r.wire, r.historyIDs = nil, nil
+	// The event is sent with a detached context so observers record it even
+	// when the run stopped because ctx was cancelled.
+	r.emit(context.WithoutCancel(ctx), RunStopped{Turn: r.st.Turns, Result: out})
+	r.save(ctx)
+}
+
+// limitError is the error of a stop at a limit the caller set, or nil for
+// any other stop: the one rule for it, which stop and Resume both follow,
+// so that a run resumed from its State returns the error the run that
+// saved it did.
+func limitError(reason StopReason, detail string) error {
+	switch reason {
+	case StopMaxTurns:
+		return fmt.Errorf("%w: %s", ErrMaxTurns, detail)
+	case StopBudget:
+		return fmt.Errorf("%w: %s", ErrBudget, detail)
+	case StopMaxTokens:
+		return &incompleteError{ErrMaxTokens, detail}
+	case StopContextWindow:
+		return &incompleteError{ErrContextWindow, detail}
+	case StopIncomplete:
+		return &incompleteError{ErrIncomplete, detail}
+	}
+	return nil
+}
+
+// incompleteError is the error of a run the model's answer did not finish:
+// it is its kind (ErrMaxTokens, say) and ErrIncomplete.
+type incompleteError struct {
+	kind   error
+	detail string
+}
+
+func (e *incompleteError) Error() string {
+	return "toolrun: the model's answer is incomplete: " + e.detail
+}
+
+func (e *incompleteError) Is(target error) bool {
+	return target == e.kind || target == ErrIncomplete
+}
+
+// errWallTime is the cause of the context of a run whose Budget.WallTime
+// has passed.
+var errWallTime = errors.New("toolrun: wall-time budget used up")
+
+func wallTimeStop(b time.Duration) *Result {
+	return budgetStop(BudgetWallTime, fmt.Sprintf("wall-time budget of %s used up", b))
+}
