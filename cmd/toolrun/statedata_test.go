@@ -43,7 +43,8 @@ func TestResumeStateIsData(t *testing.T) {
 		wantStderr []string
 		wantStdout []string
 		notStdout  []string
-		approve    string // the saved run's approve, if set
+		approve    string   // the saved run's approve, if set
+		always     []string // the tools the saved run approves always
 	}{
 		{
 			name:     "no flags",
@@ -84,6 +85,17 @@ func TestResumeStateIsData(t *testing.T) {
 			notStdout: []string{"← tracker__echo"},
 		},
 		{
+			name:     "own tools, saved always not taken",
+			args:     []string{"--mcp", "tracker=" + crash},
+			always:   []string{"tracker__echo"},
+			wantCode: 7,
+			wantStderr: []string{
+				"toolrun resume: the saved run approves every call of tracker__echo (always); this resume asks about them too: give --tools-from-state to approve them as saved\n",
+				"toolrun resume: no terminal to ask for approval of toolu_01 (tracker__echo)",
+			},
+			notStdout: []string{"← tracker__echo"},
+		},
+		{
 			name:     "both",
 			args:     []string{"--tools-from-state", "--mcp", "tracker=" + crash},
 			wantCode: exitUsage,
@@ -108,6 +120,9 @@ func TestResumeStateIsData(t *testing.T) {
 				m["log"] = victimLog
 				if tt.approve != "" {
 					m["approve"] = tt.approve
+				}
+				if tt.always != nil {
+					m["state"].(map[string]any)["always_allow"] = tt.always
 				}
 			})
 			edited := mustRead(t, state)
