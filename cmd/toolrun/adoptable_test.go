@@ -230,9 +230,12 @@ func TestSignalDuringMCPCall(t *testing.T) {
 		name     string
 		sig      syscall.Signal
 		wantCode int
+		times    int
 	}{
-		{"SIGTERM", syscall.SIGTERM, exitTerminated},
-		{"SIGINT", syscall.SIGINT, exitInterrupted},
+		{"SIGTERM", syscall.SIGTERM, exitTerminated, 1},
+		{"SIGINT", syscall.SIGINT, exitInterrupted, 1},
+		// As timeout(1) sends it: to the process, then to its group.
+		{"SIGTERM twice", syscall.SIGTERM, exitTerminated, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +259,9 @@ func TestSignalDuringMCPCall(t *testing.T) {
 						time.Sleep(10 * time.Millisecond)
 					}
 					kids = childrenOf(p.Pid)
-					p.Signal(tt.sig)
+					for range tt.times {
+						p.Signal(tt.sig)
+					}
 				}}.run(t)
 			if got.code != tt.wantCode {
 				t.Errorf("exit status %d, want %d; stderr:\n%s", got.code, tt.wantCode, got.stderr)

@@ -49,12 +49,18 @@ func main() {
 	go func() {
 		first := <-sigs
 		got.Store(first)
-		cancel() // the run stops cleanly: summary, run_stopped, MCP servers closed
-		<-sigs
-		// A second signal: the person does not want to wait for the clean
-		// stop.
-		fmt.Fprintln(os.Stderr, "toolrun: stopped at once by a second signal")
-		os.Exit(signalExit(first))
+		cancel() // the run stops cleanly: summary, run saved, MCP servers closed
+		// A second Ctrl-C: the person does not want to wait for the clean
+		// stop. A second SIGTERM is not that: timeout(1) and others that
+		// signal a process and then its group send two at once, and the
+		// run is saved only by the clean stop (SIGKILL is the way to stop
+		// at once).
+		for sig := range sigs {
+			if sig == os.Interrupt {
+				fmt.Fprintln(os.Stderr, "toolrun: stopped at once by a second Ctrl-C; the run is not saved")
+				os.Exit(signalExit(first))
+			}
+		}
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	if sig, ok := got.Load().(os.Signal); ok && code == exitInterrupted {

@@ -59,8 +59,10 @@ the file names, with your rights: use it only for a file you made or
 trust). Without either, a saved run that names tools is refused, with the
 tool flags it names, before anything starts. --tools-from-state also
 appends to the transcript and the log the file names (without it, the
-rest of the run is not recorded and warnings go to stderr); what it uses
-is printed to stderr first.
+rest of the run is not recorded and warnings go to stderr) and decides the
+calls as the file says (without it, a file's --approve auto and the tools
+it approves "always" are not taken: the calls are asked about unless
+--approve says otherwise); what it uses is printed to stderr first.
 
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
@@ -345,6 +347,19 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		c.errorf("resume", "the saved run names the tools:%s", named.commandLine())
 		c.errorf("resume", "none of them is started: a resume runs only the tools of its own flags; give these flags (after reading them), or --tools-from-state to start them as saved, if you trust the file")
 		return exitUsage
+	}
+	if f.approve == "" && saved.Approve == approveAuto {
+		// Who decides the calls is part of the file too: a file that says
+		// auto would have the calls it holds run on the tools given here
+		// without a word.
+		c.errorf("resume", "the saved run approves every call (--approve auto); this resume asks instead: give --approve auto, or --tools-from-state, to approve them as saved")
+		saved.Approve = approveAsk
+	}
+	if st := saved.State; len(st.AlwaysAllow) > 0 {
+		// So are the tools a person approved "always": the file may name
+		// any.
+		c.errorf("resume", "the saved run approves every call of %s (always); this resume asks about them too: give --tools-from-state to approve them as saved", strings.Join(st.AlwaysAllow, ", "))
+		st.AlwaysAllow = nil
 	}
 	saved.Tools = f.tools
 	if w := saved.Tools.Workdir; w != "" {

@@ -65,6 +65,12 @@ people's code, so each of their calls needs approval, as --approve says:
   auto  run every call without asking
   deny  deny every call; the model is told why
 
+Stopping. Ctrl-C or SIGTERM, at the prompt or while a request or a call
+runs, stops the run cleanly and saves it as --state says, as a run that
+stops awaiting approval is saved, with the command that continues it; a
+call that was running is not run again by the resume. The exit status is
+130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C stops at once, unsaved.
+
 Output. On a terminal, progress is live: the turn, a spinner with the time
 so far for the model and for each tool running, failures in red, usage at
 the end. Otherwise, plain lines. Warnings and tool failures are logged to
@@ -82,7 +88,7 @@ the run for "toolrun replay" and "toolrun view".`,
 		fs.StringVar(&f.log, "log", "", "append warnings and tool failures to `file` instead of stderr")
 		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
 		fs.StringVar(&f.script, "script", "", "answer with the scripted model of `replies.jsonl` (- for stdin) on a local fake server: offline, no API key")
-		fs.StringVar(&f.state, "state", "", "save a run that stops awaiting approval to `file` (- for stdout), for toolrun resume; by default a new file in the temporary directory")
+		fs.StringVar(&f.state, "state", "", "save a run that stops awaiting approval or is interrupted to `file` (- for stdout), for toolrun resume; by default a new file in the temporary directory")
 		return func(ctx context.Context, c *cli, args []string) int {
 			switch {
 			case len(args) == 0:

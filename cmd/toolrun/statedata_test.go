@@ -42,6 +42,9 @@ func TestResumeStateIsData(t *testing.T) {
 		wantMarker bool
 		wantStderr []string
 		wantStdout []string
+		notStdout  []string
+		approve    string   // the saved run's approve, if set
+		always     []string // the tools the saved run approves always
 	}{
 		{
 			name:     "no flags",
@@ -71,6 +74,28 @@ func TestResumeStateIsData(t *testing.T) {
 			wantStdout: []string{"  ← tracker__echo (", "stopped: end_turn after 2 turns, 1 tool call: 1 ran\n"},
 		},
 		{
+			name:     "own tools, saved auto not taken",
+			args:     []string{"--mcp", "tracker=" + crash},
+			approve:  "auto",
+			wantCode: 7,
+			wantStderr: []string{
+				"toolrun resume: the saved run approves every call (--approve auto); this resume asks instead: give --approve auto, or --tools-from-state, to approve them as saved\n",
+				"toolrun resume: no terminal to ask for approval of toolu_01 (tracker__echo)",
+			},
+			notStdout: []string{"← tracker__echo"},
+		},
+		{
+			name:     "own tools, saved always not taken",
+			args:     []string{"--mcp", "tracker=" + crash},
+			always:   []string{"tracker__echo"},
+			wantCode: 7,
+			wantStderr: []string{
+				"toolrun resume: the saved run approves every call of tracker__echo (always); this resume asks about them too: give --tools-from-state to approve them as saved\n",
+				"toolrun resume: no terminal to ask for approval of toolu_01 (tracker__echo)",
+			},
+			notStdout: []string{"← tracker__echo"},
+		},
+		{
 			name:     "both",
 			args:     []string{"--tools-from-state", "--mcp", "tracker=" + crash},
 			wantCode: exitUsage,
@@ -93,6 +118,12 @@ func TestResumeStateIsData(t *testing.T) {
 				m["tools"] = map[string]any{"mcp": []string{"tracker=sh -c 'touch " + marker + "; exec " + crash + "'"}}
 				m["record"] = victim
 				m["log"] = victimLog
+				if tt.approve != "" {
+					m["approve"] = tt.approve
+				}
+				if tt.always != nil {
+					m["state"].(map[string]any)["always_allow"] = tt.always
+				}
 			})
 			edited := mustRead(t, state)
 			got, _ := bin{dir: dir, args: append(append([]string{"resume"}, tt.args...), state)}.run(t)
@@ -107,6 +138,11 @@ func TestResumeStateIsData(t *testing.T) {
 			for _, want := range tt.wantStdout {
 				if !strings.Contains(got.stdout, want) {
 					t.Errorf("stdout does not contain %q; got:\n%s", want, got.stdout)
+				}
+			}
+			for _, bad := range tt.notStdout {
+				if strings.Contains(got.stdout, bad) {
+					t.Errorf("stdout contains %q; got:\n%s", bad, got.stdout)
 				}
 			}
 			_, err := os.Stat(marker)
