@@ -500,7 +500,7 @@ func TestBroken(t *testing.T) {
 		want       []string // in the output, in this order
 		wantNot    []string
 	}{
-		{"skips", "./a", 0, []string{"ok  \texample.com/m/a", "skipped, missing: gadget server (2 tests), widget (1 test) (with CI set, these fail instead)\n"},
+		{"skips", "./a", 0, []string{"ok  \texample.com/m/a", "skipped, missing: gadget server (2 tests), widget (1 test); with CI set, these fail instead\n"},
 			[]string{"=== RUN", "a helper process", "--- SKIP"}},
 		{"a failure", "./...", 1, []string{"--- FAIL: TestBroken", "--- FAIL: TestBroken/sub", "got 1, want 2", "FAIL\texample.com/m/b", "skipped, missing: gadget server (2 tests), widget (1 test)"},
 			[]string{"=== RUN"}},

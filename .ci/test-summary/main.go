@@ -184,5 +184,5 @@ func missingLine(missing map[string]int) string {
 		}
 		parts[i] = fmt.Sprintf("%s (%d %s)", n, missing[n], tests)
 	}
-	return "skipped, missing: " + strings.Join(parts, ", ") + " (with CI set, these fail instead)"
+	return "skipped, missing: " + strings.Join(parts, ", ") + "; with CI set, these fail instead"
 }

@@ -11,7 +11,8 @@
 //
 // Without ANTHROPIC_API_KEY the model is a scripted one on toolruntest's
 // fake Messages API, so it runs offline; with it, the prompt goes to the
-// Anthropic API.
+// Anthropic API. Remove the directory, or give another -dir, to start
+// over.
 package main
 
 import (
