@@ -36,6 +36,16 @@
 // [toolrun.DenyTools] and [toolrun.AllowOnly]. [Options.Rename] chooses
 // other names. The server receives each call under its own name.
 //
+// # Listings
+//
+// A server's listing is bounded: [Options.MaxTools] tools (500 by
+// default) and [Options.MaxSchemaBytes] of input schemas (4 MiB); the
+// excess is left out with a log record. The tools of several servers can
+// collide once prefixed ("a" with "b__c", "a__b" with "c"); [AllTools]
+// gathers the tools of several servers and refuses such a set with a
+// [*CollisionError] naming both, and [CheckNames] checks a set that holds
+// Go tools too, before [toolrun.New] would panic on it.
+//
 // # Results
 //
 // Text, images, embedded resources (text, images, PDFs) and resource links
