@@ -195,7 +195,7 @@ func TestReportDecisions(t *testing.T) {
 		{"denials and skips counted apart", regexp.QuoteMeta(`<small>1 denied · 1 skipped</small>`), 1},
 		{"one decision by a person", `id="stat-approvals"><b>1</b>`, 1},
 		{"the wait in the cards", regexp.QuoteMeta(`<small>1m10s waiting for approval</small>`), 1},
-		{"input tokens, cache included", `id="stat-input"><b>15217</b><span>input tokens</span><small>77 uncached · 120 cache write · 15020 cache read</small>`, 1},
+		{"input tokens, cache included", `id="stat-input"><b>15,217</b><span>input tokens</span><small>77 uncached · 120 cache write · 15,020 cache read</small>`, 1},
 		{"output tokens", `id="stat-output"><b>98</b>`, 1},
 		{"the cards agree with the run's count", `id="tokens-differ"`, 0},
 		{"a stacked input bar per part", `<rect class="(in|in-write|in-read)"`, 3 + 2 + 2},

@@ -20,7 +20,25 @@ import (
 //go:embed report.html.tmpl
 var reportTemplate string
 
-var reportTmpl = template.Must(template.New("report").Parse(reportTemplate))
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"count": count}).Parse(reportTemplate))
+
+// count formats a number of tokens for a person: 15,217.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
 
 // maxShown bounds the bytes of one piece of text the report shows.
 const maxShown = 64 << 10
