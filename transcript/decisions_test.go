@@ -190,6 +190,8 @@ func TestReportDecisions(t *testing.T) {
 		{"the axis break, labelled", `<i class="brk" style="left:[0-9.]+%;width:[0-9.]+%" title="the time axis is broken here: 1m10s wait">//</i>`, 1},
 		{"denied and skipped bars", `<a class="tool-bar (denied|skipped)"`, 2},
 		{"no failed bar", `<a class="tool-bar failed"`, 0},
+		{"the denial's message not in red", `<div class="refusal" title="what the model was told"><div class="err">tool call denied: `, 1},
+		{"no failure box", `<div class="failure">`, 0},
 		// The cards.
 		{"no failures", `id="stat-failures"><b>0</b>`, 1},
 		{"denials and skips counted apart", regexp.QuoteMeta(`<small>1 denied · 1 skipped</small>`), 1},
