@@ -38,7 +38,8 @@
 // recorded model turns, served in-process by a
 // [github.com/toolrun/toolrun/toolruntest] server, and reports each tool
 // call whose result differs from the recording. [WriteHTML] renders a
-// report: a timeline of turns and tool calls, failures with their stacks,
+// report: a timeline of turns, tool calls and their decisions, with each
+// wait for a person drawn as its own segment; failures with their stacks;
 // tokens per turn and the conversation. The toolrun command runs these as
 // "toolrun replay --workdir ./work run.jsonl" (with the tools it is given;
 // it starts none the transcript names unless asked with

@@ -20,7 +20,25 @@ import (
 //go:embed report.html.tmpl
 var reportTemplate string
 
-var reportTmpl = template.Must(template.New("report").Parse(reportTemplate))
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"count": count}).Parse(reportTemplate))
+
+// count formats a number of tokens for a person: 15,217.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
 
 // maxShown bounds the bytes of one piece of text the report shows.
 const maxShown = 64 << 10
@@ -29,6 +47,19 @@ const maxShown = 64 << 10
 // timeline of the turns where each model request and tool call is a bar as
 // long as it took, the failures with their errors and stacks, a chart of
 // the tokens of each turn, and the conversation.
+//
+// Each decision of a call (allowed, denied, skipped or deferred; by a
+// policy, a person, an earlier Always approval or no rule) is marked on
+// the call's row when it was taken, and listed with its reason and any
+// edited input under the call's result. A wait for a person (from a stop
+// awaiting approval until the run went on) is a row of its own; when it is
+// long beside the rest of the run, the time axis breaks there and the wait
+// takes a fixed width, so that the other bars keep theirs. Denials and
+// skips are counted apart, not as failures; a cancelled run is shown as
+// cancelled, not as an error. The token cards add up the chart's bars:
+// input tokens include those written to and read from the cache. The
+// header's meta that toolrun writes for itself (keys starting "toolrun.")
+// is shown apart, as readable settings.
 //
 // The page needs nothing else: no script (it has none), no stylesheet, no
 // font, no image that is not inline. All text from the model and the tools

@@ -43,6 +43,8 @@ func TestWriteHTMLGolden(t *testing.T) {
 		{"the skipped call marked", `<a class="tool-bar skipped"`, 1},
 		{"failures, not the denial or the skip", `id="stat-failures"><b>2</b>`, 1},
 		{"the denial in no failure list", `<h3><a href="#call-toolu_4">`, 0},
+		{"the decisions of a transcript written before the report showed them", `<ul class="decisions"><li class="(allow|deny|skip)">`, 6},
+		{"the denial's decision", regexp.QuoteMeta(`<div class="dec deny" title="denied · policy">`), 1},
 		{"a timeline row per turn", `<div class="turn" id="timeline-turn-\d"`, 3},
 		{"two token bars per turn", `<rect class="(in|out)"`, 6},
 		{"failures with their errors", `<div class="err">(database is down|tool &#34;parse&#34; panicked: assignment to entry in nil map|tool call denied: tool &#34;delete_files&#34; is not allowed in this run)</div>`, 5},
@@ -83,10 +85,12 @@ func hostileTranscript(t *testing.T, payload string) *transcript.Transcript {
 	t.Helper()
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	lines := []string{
-		`{"type":"header","time":"2025-06-01T12:00:00Z","format":"toolrun.transcript","version":1,"meta":{"name":` + q(payload) + `,` + q(payload) + `:"x"}}`,
+		`{"type":"header","time":"2025-06-01T12:00:00Z","format":"toolrun.transcript","version":1,"meta":{"name":` + q(payload) + `,` + q(payload) + `:"x","toolrun.tools":` + q(payload) + `}}`,
 		`{"type":"request","time":"2025-06-01T12:00:00.1Z","turn":1,"body":{"model":` + q(payload) + `,"max_tokens":10,"system":` + q(payload) + `,"messages":[{"role":"user","content":` + q(payload) + `}]}}`,
 		`{"type":"response","time":"2025-06-01T12:00:00.2Z","turn":1,"body":{"id":"msg_1","model":"m","content":[{"type":"text","text":` + q(payload) + `},{"type":"thinking","thinking":` + q(payload) + `},{"type":"tool_use","id":` + q(payload) + `,"name":` + q(payload) + `,"input":{"x":` + q(payload) + `}},{"type":` + q(payload) + `}],"stop_reason":"tool_use","usage":{"input_tokens":10,"output_tokens":5}}}`,
 		`{"type":"decision","time":"2025-06-01T12:00:00.3Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"decision":{"kind":"deny","reason":` + q(payload) + `},"by":` + q(payload) + `}`,
+		`{"type":"run_stopped","time":"2025-06-01T12:00:00.31Z","turn":1,"stop_reason":"awaiting_approval","detail":` + q(payload) + `}`,
+		`{"type":"decision","time":"2025-06-01T12:00:00.35Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"decision":{"kind":"allow","reason":` + q(payload) + `,"input":{"x":` + q(payload) + `},"always":true},"by":"approval"}`,
 		`{"type":"tool_finished","time":"2025-06-01T12:00:00.4Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"output":[{"type":"text","text":` + q(payload) + `}],"is_error":true,"error":` + q(payload) + `,"stack":` + q(payload) + `}`,
 		`{"type":"run_stopped","time":"2025-06-01T12:00:00.5Z","turn":1,"stop_reason":` + q(payload) + `,"detail":` + q(payload) + `,"error":` + q(payload) + `}`,
 	}

@@ -76,7 +76,7 @@ func Plant(text, secret string, shape int) (planted, as string) {
 	case 20:
 		return text + "\n[db]\npassword = \"" + secret + "\"\n", secret
 	case 21:
-		return text + "\ndb:\n  password:\n    " + secret + "\n", secret
+		return text + "\ndb:\n  password: |\n    " + secret + "\n", secret
 	default:
 		return text + " /login?next=%2Fb%3Fx%3D1%26key%3D" + url.QueryEscape(secret) + "%26y%3D2", url.QueryEscape(secret)
 	}

@@ -682,7 +682,7 @@ func nextLineValue(s string, i, keyIndent int) (start, end int, ok bool) {
 		strings.HasPrefix(v, "- ") || strings.HasPrefix(v, "#") {
 		return 0, 0, false
 	}
-	if !block && indent <= keyIndent && !credentialWord(v) {
+	if !block && (indent <= keyIndent && !credentialWord(v) || !secretLike(v)) {
 		return 0, 0, false
 	}
 	if block && indent <= keyIndent {
@@ -701,6 +701,17 @@ func nextLineValue(s string, i, keyIndent int) (start, end int, ok bool) {
 		end, next = t, nx
 	}
 	return start, end, true
+}
+
+// secretLike reports whether v, the value on the line after a key without
+// a YAML block indicator, may be a secret rather than code ("if token:\n
+// refresh()") or prose: one word, without brackets, quotes or separators,
+// with a digit, a capital or a symbol in it.
+func secretLike(v string) bool {
+	if strings.ContainsAny(v, " \t()[]{};,<>\"'`") {
+		return false
+	}
+	return strings.ContainsAny(v, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ~+/=.-!@#$%^&*")
 }
 
 // credentialWord reports whether v, alone on its line, looks like a

@@ -116,6 +116,7 @@ func TestString(t *testing.T) {
 		{"next line in JSON", `{"text":"password:\n  hunter2\nnext"}`, `{"text":"password:\n  [REDACTED]\nnext"}`},
 		{"yaml mapping after a key kept", "auth:\n  type: oauth\n  provider: google", "auth:\n  type: oauth\n  provider: google"},
 		{"prose after a key kept", "Password:\nThe next step is to log in.", "Password:\nThe next step is to log in."},
+		{"code after a key kept", "if token:\n    refresh()\nif auth:\n    login", "if token:\n    refresh()\nif auth:\n    login"},
 		{"known shape after an escaped newline", `{"t":"line\nghp_abcdefghijklmnopqrstuvwxyz0123456789"}`, `{"t":"line\n[REDACTED]"}`},
 		{"bearer after an escaped newline", `{"t":"line\nBearer abc.def-ghi"}`, `{"t":"line\nBearer [REDACTED]"}`},
 		// Benign values after key-like words.
