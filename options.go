@@ -89,7 +89,12 @@ type Options struct {
 	MaxTurns int
 
 	// MaxParallelTools bounds the calls of one turn that run at once. Zero
-	// means 8; 1 runs them one after another.
+	// means 128: more than a response holds in practice, so that the calls
+	// of a turn, which mostly wait on I/O, all run at once, as the official
+	// runner runs them, and the bound only stops a runaway response from
+	// starting thousands. A tool that shares a scarce resource (a rate
+	// limit, a connection pool) bounds its own calls with
+	// [ToolConfig].MaxParallel instead. 1 runs them one after another.
 	MaxParallelTools int
 
 	// Timeouts bound tool calls, requests, idle streams and the wait for
