@@ -135,10 +135,11 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		l.sent = append(l.sent, k)
 		l.sentOK = l.sentOK && ok
 	}
-	// A continue must add a message: after a pause_turn the history ends
-	// with the reply the thread holds, so the turn creates a new thread.
+	// After a pause_turn the history ends with the reply the thread holds:
+	// the continue then sends no message (messages: []), and the API goes
+	// on with the paused turn, as the official runner's thread does.
 	cont := l.mode == threadContinue && l.replyOK && system == l.system && sameTools(tools, l.tools) &&
-		len(l.held) < len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
+		len(l.held) <= len(l.sent) && slices.Equal(l.held, l.sent[:len(l.held)])
 	head := *params
 	from := 0
 	if cont {
