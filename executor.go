@@ -63,9 +63,14 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	for _, batch := range Batches(plans) {
 		var g errgroup.Group
 		g.SetLimit(r.opts.maxParallel())
+		slots := r.toolSlots(batch)
 		for _, pc := range batch {
 			c := byID[pc.Call.ID]
 			g.Go(func() error {
+				if s := slots[pc.Call.Name]; s != nil {
+					s <- struct{}{}
+					defer func() { <-s }()
+				}
 				mu.Lock()
 				stopping := len(hookErrs) > 0
 				mu.Unlock()
@@ -99,6 +104,23 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 		return nil
 	}
 	return r.stopErr()
+}
+
+// toolSlots returns, for each tool of batch with a ToolConfig.MaxParallel,
+// a channel of that capacity that its running calls hold a place in.
+func (r *Runner) toolSlots(batch []PlannedCall) map[string]chan struct{} {
+	var slots map[string]chan struct{}
+	for _, pc := range batch {
+		e := r.tool(pc.Call.Name)
+		if e == nil || e.config.MaxParallel <= 0 || slots[pc.Call.Name] != nil {
+			continue
+		}
+		if slots == nil {
+			slots = map[string]chan struct{}{}
+		}
+		slots[pc.Call.Name] = make(chan struct{}, e.config.MaxParallel)
+	}
+	return slots
 }
 
 // runCall journals c as started, runs it and answers it. It returns the

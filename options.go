@@ -25,7 +25,7 @@ const defaultStreamIdleTimeout = 90 * time.Second
 const defaultCancelGrace = 5 * time.Second
 
 // Options configures a [Runner]. The zero value is ready to use: it logs to
-// slog.Default(), stops after 25 turns, runs up to 8 calls of a turn at
+// slog.Default(), stops after 25 turns, runs up to 128 calls of a turn at
 // once, with no tool timeout, and allows every call. The runner copies
 // Options when it is built. The hooks (function fields) are described in
 // the package documentation's section Hooks.
@@ -42,7 +42,11 @@ type Options struct {
 	// [Runner.SetMaxTurns] and run again to go on.
 	MaxTurns int
 
-	// MaxParallelTools bounds the calls of a turn that run at once (8).
+	// MaxParallelTools bounds the calls of one turn that run at once. Zero
+	// means 128, more than a response holds in practice: a turn's calls,
+	// mostly waiting on I/O, all run at once, as the official runner runs
+	// them. A tool sharing a scarce resource bounds its own calls with
+	// [ToolConfig].MaxParallel. 1 runs them one after another.
 	MaxParallelTools int
 
 	// Timeouts bound tool calls, requests and streams; see [Timeouts].

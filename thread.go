@@ -146,10 +146,11 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
 	l.sent = append(l.sent[:0], encs...)
-	// A continue must add a message: after a pause_turn the history ends
-	// with the reply the thread holds, so the turn creates a new thread.
+	// After a pause_turn the history ends with the reply the thread holds:
+	// the continue then sends no message (messages: []), and the API goes
+	// on with the paused turn, as the official runner's thread does.
 	cont := l.mode == threadContinue && l.replyOK && string(head) == l.head && sameTools(tools, l.tools) &&
-		len(l.held) < len(encs) && slices.EqualFunc(l.held, encs[:len(l.held)], sameJSON)
+		len(l.held) <= len(encs) && slices.EqualFunc(l.held, encs[:len(l.held)], sameJSON)
 	body := fingerprint
 	from := 0
 	if cont {

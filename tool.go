@@ -90,6 +90,12 @@ type ToolConfig struct {
 	// interleave.
 	Exclusive bool
 
+	// MaxParallel, if positive, bounds the calls of the tool that run at
+	// once within a turn, under Options.MaxParallelTools: for a tool that
+	// shares a rate limit or a pool, so that the run's bound can stay high
+	// for the others. Zero means only the run's bound.
+	MaxParallel int
+
 	// Idempotent declares that running a call twice is harmless. A durable
 	// run that resumes after a crash re-runs an interrupted call only if its
 	// tool is idempotent; otherwise the model is told the call was

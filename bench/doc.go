@@ -9,7 +9,7 @@
 // writes the table into BENCHMARKS.md as well, between its markers. The run
 // takes 4–6 minutes on a busy 2-core machine. Flags:
 //
-//	-run history,parallel,suspended,concurrent   the workloads to run (all by default)
+//	-run history,parallel,wide,suspended,concurrent the workloads to run (all by default)
 //	-quick                                       fewer rounds and runs, to check the harness, not to quote
 //	-o file                                      also write the table into file
 //	-cpuprofile file                             CPU profile of the harness process (history, parallel)
@@ -30,6 +30,10 @@
 //   - parallel: one turn that calls a 100 ms tool 8 times. Wall time from
 //     the response with the calls arriving to the request with their
 //     results going out, taken by a client middleware.
+//   - wide: one turn that calls a 25 ms tool 100 times, each runner at its
+//     default options (toolrun's default MaxParallelTools is to cost at most
+//     1.2× the official runner's turn, which runs every call at once).
+//     Wall time of the tool turn, taken as for parallel.
 //   - suspended: 10,000 runs whose second turn calls a tool that needs
 //     approval, held in memory, in a child process: live heap per run, held
 //     as runners and as serialised state. The official runner cannot suspend

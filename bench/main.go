@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "wire", "parallel", "suspended", "concurrent"}
+var allWorkloads = []string{"history", "wire", "parallel", "wide", "suspended", "concurrent"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -111,6 +111,11 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	}
 	if cfg.workloads["parallel"] {
 		if res.Parallel, err = runParallel(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["wide"] {
+		if res.Wide, err = runWide(ctx, cfg, progress); err != nil {
 			return err
 		}
 	}

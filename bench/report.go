@@ -13,6 +13,7 @@ type results struct {
 	History    []historyResult
 	Wire       *wireResult
 	Parallel   *parallelResult
+	Wide       *parallelResult
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
 }
@@ -152,6 +153,15 @@ func (res *results) rows(cfg config) []row {
 		turn.target = "toolrun ≤ " + millis(1.1*tool) + " (1.1× the tool)"
 		turn.met = check(median(p.Turn["toolrun"]) <= 1.1*tool)
 		rows = append(rows, turn, measureRow(w, "run wall time: both requests and the tools", p.Run, millis))
+	}
+	if p := res.Wide; p != nil {
+		w := fmt.Sprintf("%d tools of %v in one turn, default options", cfg.wideTools, cfg.wideSleep)
+		turn := measureRow(w, "turn wall time: response in → results out", p.Turn, millis)
+		turn.target = "toolrun ≤ 1.20× official"
+		if r, _, _ := paired(p.Turn, "official"); r > 0 {
+			turn.met = check(r <= 1.2)
+		}
+		rows = append(rows, turn)
 	}
 	if s := res.Suspended; s != nil {
 		hd, t := s["hand"], s["toolrun"]

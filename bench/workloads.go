@@ -37,6 +37,12 @@ type config struct {
 	toolSleep      time.Duration
 	parallelRounds int
 
+	// The wide workload: one turn of wideTools calls of a wideSleep tool,
+	// the case where a low default bound on parallel calls cost most.
+	wideTools  int
+	wideSleep  time.Duration
+	wideRounds int
+
 	suspendedRuns int
 	heapProfile   string // if set, where the toolrun child writes a heap profile while it holds its runs
 
@@ -61,6 +67,7 @@ func fullConfig() config {
 	return config{
 		historySizes: []int{10, 100, 500}, historyTurns: 200, historyRounds: []int{31, 15, 5},
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 30,
+		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 15,
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 7,
@@ -73,6 +80,7 @@ func quickConfig() config {
 	return config{
 		historySizes: []int{10, 100, 500}, historyTurns: 100, historyRounds: []int{3, 2, 1},
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 3,
+		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 3,
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,
@@ -200,6 +208,19 @@ type parallelResult struct {
 // runParallel measures a turn that calls the sleep tool cfg.parallelTools
 // times.
 func runParallel(ctx context.Context, cfg config, progress io.Writer) (*parallelResult, error) {
+	return runTurnOfCalls(ctx, "parallel", cfg.parallelTools, cfg.toolSleep, cfg.parallelRounds, progress)
+}
+
+// runWide measures the wide workload: a turn of cfg.wideTools calls of a
+// cfg.wideSleep tool, at each runner's default options.
+func runWide(ctx context.Context, cfg config, progress io.Writer) (*parallelResult, error) {
+	return runTurnOfCalls(ctx, "wide", cfg.wideTools, cfg.wideSleep, cfg.wideRounds, progress)
+}
+
+// runTurnOfCalls measures, for each runner, a turn that calls a tool of
+// sleep n times, over rounds rounds; name names the workload in errors and
+// progress.
+func runTurnOfCalls(ctx context.Context, name string, n int, sleep time.Duration, rounds int, progress io.Writer) (*parallelResult, error) {
 	srv, err := startServer(ctx)
 	if err != nil {
 		return nil, err
@@ -207,17 +228,17 @@ func runParallel(ctx context.Context, cfg config, progress io.Writer) (*parallel
 	defer srv.Close()
 	clock := &requestClock{}
 	c := newClient(srv.URL, option.WithMiddleware(clock.middleware))
-	specs := []toolSpec{sleepTool(cfg.toolSleep)}
-	p := prompt("parallel", cfg.parallelTools)
+	specs := []toolSpec{sleepTool(sleep)}
+	p := prompt("parallel", n)
 	runs := map[string]runFunc{}
 	for _, ct := range contenders {
 		runs[ct.name] = ct.setup(c, specs)
 		if _, err := runs[ct.name](ctx, p); err != nil {
-			return nil, fmt.Errorf("parallel, %s: warm-up: %w", ct.name, err)
+			return nil, fmt.Errorf("%s, %s: warm-up: %w", name, ct.name, err)
 		}
 	}
 	out := &parallelResult{Turn: samples{}, Run: samples{}}
-	for round := range cfg.parallelRounds {
+	for round := range rounds {
 		for _, ct := range rotate(round) {
 			clock.reset()
 			start := time.Now()
@@ -227,15 +248,15 @@ func runParallel(ctx context.Context, cfg config, progress io.Writer) (*parallel
 				err = fmt.Errorf("%w: %d turns and %d requests, want 2", errWrongTurns, turns, len(clock.sent))
 			}
 			if err != nil {
-				return nil, fmt.Errorf("parallel, %s: %w", ct.name, err)
+				return nil, fmt.Errorf("%s, %s: %w", name, ct.name, err)
 			}
 			out.Turn.add(ct.name, float64(clock.sent[1].Sub(clock.answered[0])))
 			out.Run.add(ct.name, float64(total))
 		}
 	}
 	for _, ct := range contenders {
-		fmt.Fprintf(progress, "parallel %-8s turn %.2f ms, run %.2f ms (median of %d)\n",
-			ct.name, median(out.Turn[ct.name])/1e6, median(out.Run[ct.name])/1e6, cfg.parallelRounds)
+		fmt.Fprintf(progress, "%s %-8s turn %.2f ms, run %.2f ms (median of %d)\n",
+			name, ct.name, median(out.Turn[ct.name])/1e6, median(out.Run[ct.name])/1e6, rounds)
 	}
 	return out, srv.Close()
 }

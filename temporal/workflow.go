@@ -71,7 +71,7 @@ type RunOptions struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 
 	// MaxParallelTools bounds the calls of one turn that run at once, as
-	// [toolrun.Options.MaxParallelTools]. Zero means 8, as
+	// [toolrun.Options.MaxParallelTools]. Zero means 128, as
 	// there. Calls of [toolrun.ToolConfig.Exclusive]
 	// tools run alone.
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`

@@ -224,7 +224,13 @@ func decodeMessages(p *Params) error {
 	if json.Unmarshal(raw, &msgs) != nil || isNull(raw) {
 		return invalid("messages", "Input should be a valid list")
 	}
-	if len(msgs) == 0 {
+	// A request continuing a thread may add no message: it goes on with
+	// the turn the thread holds (after a pause_turn, say).
+	var thread struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(p.Raw["thread"], &thread)
+	if len(msgs) == 0 && thread.Type != "continue" {
 		return invalid("messages", "at least one message is required")
 	}
 	p.Messages = make([]MessageParam, 0, len(msgs))

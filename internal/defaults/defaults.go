@@ -9,4 +9,4 @@ const MaxTurns = 25
 
 // MaxParallelTools bounds the calls of one turn that run at once when
 // Options.MaxParallelTools is zero.
-const MaxParallelTools = 8
+const MaxParallelTools = 128
