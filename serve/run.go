@@ -35,6 +35,11 @@ type liveRun struct {
 	id, thread, owner string
 	h                 *Handler
 	cancel            context.CancelFunc
+	// unlock frees the run's thread for the next run, before the run's
+	// terminal event, so a client that starts the next run as soon as it
+	// reads that event finds the thread free. Nil for a run closed after
+	// a restart.
+	unlock func()
 
 	mu     sync.Mutex // guards seq, notify
 	seq    int64
@@ -123,11 +128,19 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 	h.perToken[id.name]++
 	h.wg.Add(1)
 	h.mu.Unlock()
+	var once sync.Once
+	unlock := func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.threads, in.ThreadID)
+			h.perToken[id.name]--
+			h.mu.Unlock()
+		})
+	}
 	release := func() {
+		unlock()
 		h.mu.Lock()
-		delete(h.threads, in.ThreadID)
 		delete(h.runs, in.RunID)
-		h.perToken[id.name]--
 		h.mu.Unlock()
 		h.wg.Done()
 	}
@@ -145,7 +158,7 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		return
 	}
 	ctx, cancel := context.WithCancel(h.base)
-	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel}
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock}
 	h.mu.Lock()
 	h.runs[in.RunID] = lr
 	h.mu.Unlock()
@@ -612,9 +625,17 @@ func (h *Handler) recorder(thread, run string) (*transcript.Recorder, func(), er
 func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolrun.Result, base toolrun.Usage, err error) {
 	m.closeStep()
 	dbctx := context.WithoutCancel(ctx)
+	end := func(e event) {
+		if lr.unlock != nil {
+			lr.unlock()
+		}
+		lr.emit(e)
+		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
+			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+		}
+	}
 	if res == nil {
-		lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
-		h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+		end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
 		return
 	}
 	u := res.Usage
@@ -639,8 +660,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 	case toolrun.StopAwaitingApproval:
 		outcome, err := h.interrupts(dbctx, lr, m.client, res.Pending)
 		if err != nil {
-			lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
-			h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+			end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
 			return
 		}
 		fin["outcome"] = outcome
@@ -656,10 +676,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		}
 		fin = event{"type": "RUN_ERROR", "code": string(res.StopReason), "message": redact.String(msg), "usage": usage}
 	}
-	lr.emit(fin)
-	if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
-		h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
-	}
+	end(fin)
 }
 
 // interrupts records the calls a run stopped for and returns the run's

@@ -672,3 +672,44 @@ func TestRunsRecorded(t *testing.T) {
 		t.Errorf("transcript turns %d (stop %v), want 2 and a stop", len(tr.Turns()), tr.Stop())
 	}
 }
+
+// Of many decisions sent at once for one call, exactly one wins.
+func TestConcurrentDecisionsFirstWins(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	id := interrupts(t, evs)[0]["id"].(string)
+	var wg sync.WaitGroup
+	var won, lost atomic.Int32
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := map[string]any{"decision": "approve"}
+			if i%2 == 1 {
+				d = map[string]any{"decision": "deny", "reason": "no"}
+			}
+			b, _ := json.Marshal(d)
+			resp, err := http.Post(f.url+"/api/interrupts/"+id+"/decision", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				won.Add(1)
+			case http.StatusConflict:
+				lost.Add(1)
+			default:
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 || lost.Load() != 15 {
+		t.Errorf("%d decisions won and %d lost, want 1 and 15", won.Load(), lost.Load())
+	}
+}
