@@ -634,20 +634,21 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
 		}
 	}
+	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
+		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),
+		// wherever the run was: before its first step too.
+		fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "outcome": map[string]any{"type": "cancelled"}}
+		if res != nil {
+			fin["usage"] = usageOf(h.cfg.Params.Model, res.Usage, base)
+		}
+		end(fin)
+		return
+	}
 	if res == nil {
 		end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
 		return
 	}
-	u := res.Usage
-	usage := []map[string]any{{
-		"provider":              "anthropic",
-		"model":                 string(h.cfg.Params.Model),
-		"inputTokens":           (u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens) - (base.InputTokens + base.CacheCreationInputTokens + base.CacheReadInputTokens),
-		"outputTokens":          u.OutputTokens - base.OutputTokens,
-		"cachedInputTokens":     u.CacheReadInputTokens - base.CacheReadInputTokens,
-		"cacheWriteInputTokens": u.CacheCreationInputTokens - base.CacheCreationInputTokens,
-	}}
-	usage[0]["totalTokens"] = usage[0]["inputTokens"].(int64) + usage[0]["outputTokens"].(int64)
+	usage := usageOf(h.cfg.Params.Model, res.Usage, base)
 	fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "usage": usage}
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopHook:
@@ -677,6 +678,22 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		fin = event{"type": "RUN_ERROR", "code": string(res.StopReason), "message": redact.String(msg), "usage": usage}
 	}
 	end(fin)
+}
+
+// usageOf is the AG-UI usage of a run whose thread had used base before
+// it and u after.
+func usageOf(model anthropic.Model, u, base toolrun.Usage) []map[string]any {
+	in := (u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens) - (base.InputTokens + base.CacheCreationInputTokens + base.CacheReadInputTokens)
+	out := u.OutputTokens - base.OutputTokens
+	return []map[string]any{{
+		"provider":              "anthropic",
+		"model":                 string(model),
+		"inputTokens":           in,
+		"outputTokens":          out,
+		"totalTokens":           in + out,
+		"cachedInputTokens":     u.CacheReadInputTokens - base.CacheReadInputTokens,
+		"cacheWriteInputTokens": u.CacheCreationInputTokens - base.CacheCreationInputTokens,
+	}}
 }
 
 // interrupts records the calls a run stopped for and returns the run's
