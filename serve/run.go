@@ -35,6 +35,11 @@ type liveRun struct {
 	id, thread, owner string
 	h                 *Handler
 	cancel            context.CancelFunc
+	// unlock frees the run's thread for the next run, before the run's
+	// terminal event, so a client that starts the next run as soon as it
+	// reads that event finds the thread free. Nil for a run closed after
+	// a restart.
+	unlock func()
 
 	mu     sync.Mutex // guards seq, notify
 	seq    int64
@@ -123,11 +128,19 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 	h.perToken[id.name]++
 	h.wg.Add(1)
 	h.mu.Unlock()
+	var once sync.Once
+	unlock := func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.threads, in.ThreadID)
+			h.perToken[id.name]--
+			h.mu.Unlock()
+		})
+	}
 	release := func() {
+		unlock()
 		h.mu.Lock()
-		delete(h.threads, in.ThreadID)
 		delete(h.runs, in.RunID)
-		h.perToken[id.name]--
 		h.mu.Unlock()
 		h.wg.Done()
 	}
@@ -145,7 +158,7 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		return
 	}
 	ctx, cancel := context.WithCancel(h.base)
-	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel}
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock}
 	h.mu.Lock()
 	h.runs[in.RunID] = lr
 	h.mu.Unlock()
@@ -612,21 +625,30 @@ func (h *Handler) recorder(thread, run string) (*transcript.Recorder, func(), er
 func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolrun.Result, base toolrun.Usage, err error) {
 	m.closeStep()
 	dbctx := context.WithoutCancel(ctx)
-	if res == nil {
-		lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
-		h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+	end := func(e event) {
+		if lr.unlock != nil {
+			lr.unlock()
+		}
+		lr.emit(e)
+		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
+			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+		}
+	}
+	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
+		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),
+		// wherever the run was: before its first step too.
+		fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "outcome": map[string]any{"type": "cancelled"}}
+		if res != nil {
+			fin["usage"] = usageOf(h.cfg.Params.Model, res.Usage, base)
+		}
+		end(fin)
 		return
 	}
-	u := res.Usage
-	usage := []map[string]any{{
-		"provider":              "anthropic",
-		"model":                 string(h.cfg.Params.Model),
-		"inputTokens":           (u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens) - (base.InputTokens + base.CacheCreationInputTokens + base.CacheReadInputTokens),
-		"outputTokens":          u.OutputTokens - base.OutputTokens,
-		"cachedInputTokens":     u.CacheReadInputTokens - base.CacheReadInputTokens,
-		"cacheWriteInputTokens": u.CacheCreationInputTokens - base.CacheCreationInputTokens,
-	}}
-	usage[0]["totalTokens"] = usage[0]["inputTokens"].(int64) + usage[0]["outputTokens"].(int64)
+	if res == nil {
+		end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error())})
+		return
+	}
+	usage := usageOf(h.cfg.Params.Model, res.Usage, base)
 	fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "usage": usage}
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopHook:
@@ -639,8 +661,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 	case toolrun.StopAwaitingApproval:
 		outcome, err := h.interrupts(dbctx, lr, m.client, res.Pending)
 		if err != nil {
-			lr.emit(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
-			h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id)
+			end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
 			return
 		}
 		fin["outcome"] = outcome
@@ -656,10 +677,23 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		}
 		fin = event{"type": "RUN_ERROR", "code": string(res.StopReason), "message": redact.String(msg), "usage": usage}
 	}
-	lr.emit(fin)
-	if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
-		h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
-	}
+	end(fin)
+}
+
+// usageOf is the AG-UI usage of a run whose thread had used base before
+// it and u after.
+func usageOf(model anthropic.Model, u, base toolrun.Usage) []map[string]any {
+	in := (u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens) - (base.InputTokens + base.CacheCreationInputTokens + base.CacheReadInputTokens)
+	out := u.OutputTokens - base.OutputTokens
+	return []map[string]any{{
+		"provider":              "anthropic",
+		"model":                 string(model),
+		"inputTokens":           in,
+		"outputTokens":          out,
+		"totalTokens":           in + out,
+		"cachedInputTokens":     u.CacheReadInputTokens - base.CacheReadInputTokens,
+		"cacheWriteInputTokens": u.CacheCreationInputTokens - base.CacheCreationInputTokens,
+	}}
 }
 
 // interrupts records the calls a run stopped for and returns the run's

@@ -221,7 +221,17 @@ func (h *Handler) closeOrphans(ctx context.Context) error {
 		if err := lr.loadSeq(ctx); err != nil {
 			return err
 		}
-		lr.emit(event{"type": "RUN_ERROR", "code": "interrupted", "message": "the server stopped during this run; run the thread again to continue it from where it was saved"})
+		var last []byte
+		err := h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_events WHERE run_id = ? AND seq = ?`, id, lr.seq).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var t struct{ Type string }
+		json.Unmarshal(last, &t)
+		// A run killed after its terminal event was recorded has ended.
+		if t.Type != "RUN_FINISHED" && t.Type != "RUN_ERROR" {
+			lr.emit(event{"type": "RUN_ERROR", "code": "interrupted", "message": "the server stopped during this run; run the thread again to continue it from where it was saved"})
+		}
 		if _, err := h.cfg.DB.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runInterrupted, id); err != nil {
 			return err
 		}

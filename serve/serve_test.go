@@ -672,3 +672,93 @@ func TestRunsRecorded(t *testing.T) {
 		t.Errorf("transcript turns %d (stop %v), want 2 and a stop", len(tr.Turns()), tr.Stop())
 	}
 }
+
+// Of many decisions sent at once for one call, exactly one wins.
+func TestConcurrentDecisionsFirstWins(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	id := interrupts(t, evs)[0]["id"].(string)
+	var wg sync.WaitGroup
+	var won, lost atomic.Int32
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := map[string]any{"decision": "approve"}
+			if i%2 == 1 {
+				d = map[string]any{"decision": "deny", "reason": "no"}
+			}
+			b, _ := json.Marshal(d)
+			resp, err := http.Post(f.url+"/api/interrupts/"+id+"/decision", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				won.Add(1)
+			case http.StatusConflict:
+				lost.Add(1)
+			default:
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 || lost.Load() != 15 {
+		t.Errorf("%d decisions won and %d lost, want 1 and 15", won.Load(), lost.Load())
+	}
+}
+
+// A client that goes away ends its run only if the run asked for that;
+// a drain past its grace stops the runs in flight with their state saved,
+// and refuses new ones.
+func TestDisconnectAndDrainPastGrace(t *testing.T) {
+	held := toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}
+	f := newFixture(t, map[string][]toolruntest.Reply{"hold": {held}, "hold too": {held}}, nil, nil)
+	start := func(thread, run string, extra map[string]any) *http.Response {
+		b, _ := json.Marshal(input(thread, run, []map[string]any{user("u1", "hold")}, extra))
+		resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("start %s: %v %v", run, err, resp)
+		}
+		bufio.NewReader(resp.Body).ReadString('\n') // RUN_STARTED's id line
+		return resp
+	}
+	events := func(run string) []map[string]any {
+		resp, err := http.Get(f.url + "/runs/" + run + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		evs, _ := readSSE(t, resp.Body)
+		return evs
+	}
+	start("t1", "r1", map[string]any{"forwardedProps": map[string]any{"cancelOnDisconnect": true}}).Body.Close()
+	if o := outcome(events("r1")); o["type"] != "cancelled" {
+		t.Errorf("a run that asked to end with its client: outcome %v, want cancelled", o)
+	}
+	kept := start("t2", "r2", nil)
+	kept.Body.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace at all
+	if err := f.h.Shutdown(ctx); err == nil {
+		t.Errorf("Shutdown past its grace returned nil, want ctx's error")
+	}
+	if o := outcome(events("r2")); o["type"] != "cancelled" {
+		t.Errorf("a run whose client left, stopped by the drain: outcome %v, want cancelled", o)
+	}
+	b, _ := json.Marshal(input("t3", "r3", []map[string]any{user("u1", "hold")}, nil))
+	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a run after the drain: %d, want 503", resp.StatusCode)
+	}
+}

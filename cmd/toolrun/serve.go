@@ -29,7 +29,7 @@ import (
 var serveCommand = &command{
 	name:    "serve",
 	args:    "[flags]",
-	summary: "serve the runner over HTTP to any language, as the AG-UI 1.0 protocol",
+	summary: "serve the runner to any language over HTTP, as AG-UI 1.0 (SSE)",
 	doc: `Serve runs the tool-use loop for clients in any language that speak AG-UI
 1.0 (@ag-ui/client's HttpAgent, say): POST a RunAgentInput to / and read the
 run back as server-sent events. A threadId is a conversation the server

@@ -223,7 +223,9 @@ func TestServeResumeAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list struct{ Pending []struct{ ID, ToolCallID string } }
+	var list struct {
+		Pending []struct{ ID, ToolCallID string }
+	}
 	json.NewDecoder(resp.Body).Decode(&list)
 	resp.Body.Close()
 	if len(list.Pending) != 1 || list.Pending[0].ToolCallID != "call_a" || list.Pending[0].ID != ids["call_a"] {
