@@ -13,6 +13,7 @@
 //	view     write a recorded run as a self-contained HTML report
 //	resume   continue a saved run: one that stopped awaiting approval or was interrupted
 //	version  print the version of toolrun, the Go it was built with, and its revision
+//	serve    serve the runner to any language over HTTP, as AG-UI 1.0 (SSE)
 //	help     show help for toolrun or one of its commands
 //
 // Run "toolrun <command> --help" for a command's flags; flags may come
