@@ -55,7 +55,12 @@ func TestPatternStopsAtDeadline(t *testing.T) {
 				done <- err
 			}()
 			for matchesStarted.Load() == before {
-				runtime.Gosched()
+				select {
+				case err := <-done:
+					t.Fatalf("returned %v before any match began", err)
+				default:
+					runtime.Gosched()
+				}
 			}
 			cancel()
 			err := <-done
