@@ -2,7 +2,26 @@ package toolrun
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/toolrun/toolrun/internal/defaults"
+	"github.com/toolrun/toolrun/internal/retry"
 )
+
+// DefaultMaxParallelTools is the bound on the calls of a turn that run at
+// once when Options.MaxParallelTools is zero, for a driver that schedules
+// the calls itself.
+const DefaultMaxParallelTools = defaults.MaxParallelTools
+
+// Retryable reports whether a failed model request may succeed if it is
+// sent again, and how long the API asked to wait first (zero if it did not
+// say), by the rule the runner's own retries follow: what the anthropic
+// client retries (408, 409, 429, 5xx, a dropped connection, a timeout, a
+// stream cut short or idle), and an error event of a stream that began
+// whose type is overloaded_error, api_error, rate_limit_error or
+// timeout_error. A driver that retries a step elsewhere (a Temporal
+// activity) asks it of the step's error.
+func Retryable(err error) (bool, time.Duration) { return retry.Retryable(err) }
 
 // This file holds what a driver that keeps the run's State itself, rather
 // than a Runner (the Temporal module's workflow), needs of it: to ask

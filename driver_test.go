@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -65,5 +66,24 @@ func TestDriverState(t *testing.T) {
 	}
 	if res, err := goOn.Run(ctx); err != nil || res.StopReason != toolrun.StopEndTurn || res.ToolCalls != 1 {
 		t.Errorf("Run of the merged state = %v with %d calls, %v; want end_turn, 1", res.StopReason, res.ToolCalls, err)
+	}
+}
+
+// TestRetryable: the exported rule says what the runner's own retries do
+// of a rate limit and of a bad request.
+func TestRetryable(t *testing.T) {
+	srv := toolruntest.New(t, toolruntest.Script(
+		toolruntest.RateLimited(0),
+		toolruntest.Reply{Fault: toolruntest.Fault{Status: 400}},
+	))
+	c := srv.Client(option.WithMaxRetries(0))
+	for _, want := range []bool{true, false} {
+		_, err := c.Beta.Messages.New(context.Background(), userParams("go"))
+		if err == nil {
+			t.Fatal("request succeeded, want the script's fault")
+		}
+		if got, _ := toolrun.Retryable(err); got != want {
+			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
