@@ -49,6 +49,11 @@ const (
 	// [ErrMalformedResponse], and the history is left as it was before
 	// the response); see Result.Err.
 	StopError StopReason = "error"
+	// StopPayloadTooLarge: a driver that carries the run's State between
+	// processes (the Temporal module) found the State, or what a step
+	// returns, larger than what carries it allows; see Result.Detail. It
+	// is made with [State.Stop], and is final.
+	StopPayloadTooLarge StopReason = "payload_too_large"
 )
 
 // stopMalformed is the reason a State written by an earlier version gives

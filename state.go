@@ -673,14 +673,11 @@ func (c *callState) check() error {
 // the whole State in a Store.
 func init() {
 	bridge.Set(bridge.StateOps[State, Decision]{
-		HasCall: func(s *State, id string) bool { return s.call(id) != nil },
-		CanDecide: func(s *State, id string, d Decision) error {
-			_, err := s.decidable(id, d)
-			return err
-		},
-		Skeleton: skeleton,
-		Merge:    merge,
-		ForCall:  forCall,
+		HasCall:   (*State).HasCall,
+		CanDecide: (*State).CanDecide,
+		Skeleton:  skeleton,
+		Merge:     merge,
+		ForCall:   forCall,
 	})
 }
 

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -78,6 +79,20 @@ type threadLink struct {
 	probe error
 }
 
+// withField returns the JSON object obj with the member key: value added.
+func withField(obj []byte, key string, value []byte) []byte {
+	b := make([]byte, 0, len(obj)+len(key)+len(value)+4)
+	b = append(b, obj[:len(obj)-1]...)
+	if len(obj) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	b = append(b, value...)
+	return append(b, '}')
+}
+
 // sameJSON reports whether a and b are the same encoding, at once when
 // they are the same bytes.
 func sameJSON(a, b []byte) bool {
@@ -128,12 +143,23 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 		p, o := wireRequest(params, body, opts)
 		return p, o, true
 	}
-	fingerprint := *params
-	fingerprint.Thread = anthropic.BetaMessageThreadParamUnion{}
-	head, ok := headOf(&fingerprint)
+	// The params without system prompt and thread, encoded once; the
+	// system prompt on its own: the thread's fingerprint is both, and a
+	// continue leaves the system prompt out.
+	bare := *params
+	bare.Thread, bare.System = anthropic.BetaMessageThreadParamUnion{}, nil
+	base, ok := headOf(&bare)
 	if !ok {
 		return anthropic.BetaMessageNewParams{}, nil, false
 	}
+	var system []byte
+	if params.System != nil {
+		var err error
+		if system, err = json.Marshal(params.System); err != nil {
+			return anthropic.BetaMessageNewParams{}, nil, false
+		}
+	}
+	head := string(base) + "\x00" + string(system)
 	var tools *toolsJSON
 	if len(params.Tools) > 0 {
 		if _, err := w.toolsBody(params.Tools); err != nil {
@@ -149,22 +175,21 @@ func (r *Runner) threadRequest(params *anthropic.BetaMessageNewParams, stream bo
 	// After a pause_turn the history ends with the reply the thread holds:
 	// the continue then sends no message (messages: []), and the API goes
 	// on with the paused turn, as the official runner's thread does.
-	cont := l.mode == threadContinue && l.replyOK && string(head) == l.head && sameTools(tools, l.tools) &&
+	cont := l.mode == threadContinue && l.replyOK && head == l.head && sameTools(tools, l.tools) &&
 		len(l.held) <= len(encs) && slices.EqualFunc(l.held, encs[:len(l.held)], sameJSON)
-	body := fingerprint
+	var bodyHead []byte
 	from := 0
 	if cont {
-		body.Thread = anthropic.BetaMessageThreadParamOfContinue(l.prevID)
-		body.System = nil
+		id, _ := json.Marshal(l.prevID) // a string always encodes
+		bodyHead = withField(base, "thread", []byte(`{"type":"continue","previous_message_id":`+string(id)+`}`))
 		from = len(l.held)
 	} else {
-		body.Thread = anthropic.BetaMessageThreadParamUnion{OfCreate: &anthropic.BetaThreadCreateParams{}}
+		bodyHead = withField(base, "thread", []byte(`{"type":"create"}`))
+		if system != nil {
+			bodyHead = withField(bodyHead, "system", system)
+		}
 	}
-	l.sentCreated, l.sentHead, l.sentTools = !cont, string(head), tools
-	bodyHead, ok := headOf(&body)
-	if !ok {
-		return anthropic.BetaMessageNewParams{}, nil, false
-	}
+	l.sentCreated, l.sentHead, l.sentTools = !cont, head, tools
 	b, ok := w.assemble(params, bodyHead, stream, encs, from, cont)
 	if !ok {
 		return anthropic.BetaMessageNewParams{}, nil, false
