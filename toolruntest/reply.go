@@ -116,6 +116,31 @@ func Text(s string) Block {
 	return Block{Type: "text", Text: s}
 }
 
+// ServerToolUse returns a server_tool_use block for a [Reply]: a call of a
+// tool the API runs itself (web_search, web_fetch, code_execution), which
+// the client must keep in the history and not run. It panics if input
+// cannot be encoded as JSON.
+func ServerToolUse(id, name string, input any) Block {
+	return rawBlock("ServerToolUse", map[string]any{"type": "server_tool_use", "id": id, "name": name, "input": input})
+}
+
+// ServerToolResult returns a result block of a server tool for a [Reply],
+// of type typ (such as "web_search_tool_result" or
+// "code_execution_tool_result"), answering the server_tool_use toolUseID
+// with content, encoded as JSON. It panics if content cannot be encoded.
+func ServerToolResult(typ, toolUseID string, content any) Block {
+	return rawBlock("ServerToolResult", map[string]any{"type": typ, "tool_use_id": toolUseID, "content": content})
+}
+
+// rawBlock is a Block sent as the JSON of v.
+func rawBlock(fn string, v map[string]any) Block {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("toolruntest: %s: cannot encode the block: %v", fn, err))
+	}
+	return Block{Type: v["type"].(string), Raw: raw}
+}
+
 // ToolUse returns a tool_use block for a [Reply]: a call of the tool name,
 // with the id and the JSON encoding of input. A nil input is sent as {}.
 // ToolUse panics if input cannot be encoded as JSON.
