@@ -45,8 +45,8 @@ func heldClient(s *toolruntest.Server) anthropic.Client {
 func TestRunnersShare(t *testing.T) {
 	// sameEntry compares ToolConfig field by field: a new field needs a
 	// line there.
-	if got := reflect.TypeFor[ToolConfig]().NumField(); got != 5 {
-		t.Fatalf("ToolConfig has %d fields; sameEntry compares 5: add the new ones to it", got)
+	if got := reflect.TypeFor[ToolConfig]().NumField(); got != 6 {
+		t.Fatalf("ToolConfig has %d fields; sameEntry compares 6: add the new ones to it", got)
 	}
 	echo, deploy := heldTools()
 	tools := []Tool{echo, deploy}

@@ -137,7 +137,7 @@ func (s *toolSet) entriesFor(tools []Tool) []toolEntry {
 func sameEntry(a, b *toolEntry) bool {
 	ca, cb := &a.config, &b.config
 	return a.tool == b.tool && a.schema == b.schema &&
-		ca.Timeout == cb.Timeout && ca.Exclusive == cb.Exclusive && ca.Idempotent == cb.Idempotent &&
+		ca.Timeout == cb.Timeout && ca.Exclusive == cb.Exclusive && ca.Idempotent == cb.Idempotent && ca.MaxParallel == cb.MaxParallel &&
 		ca.MaxResultBytes == cb.MaxResultBytes && sameMemory(&ca.Policy, &cb.Policy)
 }
 
