@@ -23,7 +23,7 @@ func TestNonObjectToolInput(t *testing.T) {
 		{"string", "Paris", "a JSON string"},
 		{"array", []string{"Paris"}, "a JSON array"},
 		{"number", 42, "a JSON number"},
-		{"null", json_null{}, "JSON null"},
+		{"null", jsonNull{}, "JSON null"},
 	}
 	for _, tt := range tests {
 		for _, mode := range []struct {
@@ -64,7 +64,7 @@ func TestNonObjectToolInput(t *testing.T) {
 	}
 }
 
-// json_null marshals as null.
-type json_null struct{}
+// jsonNull marshals as null.
+type jsonNull struct{}
 
-func (json_null) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+func (jsonNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }

@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/internal/wire"
 )
@@ -70,6 +71,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 		return nil
 	}
 	r.st.Turns = n
+	r.adoptContainer(msg)
 	r.last, r.lastRaw = msg, ""
 	r.lastInput = contextUsage(msg).inputTotal()
 	if r.measureFloor {
@@ -163,6 +165,29 @@ func (r *Runner) requestParams() anthropic.BetaMessageNewParams {
 		params.CacheControl.TTL = r.opts.CacheTTL
 	}
 	return params
+}
+
+// adoptContainer carries the container a response reports (the sandbox
+// its code execution ran in) onto every later request of the run, as the
+// official runner does: it is kept in the run's params, so that it
+// outlives threads, compaction and State/Resume, and the model's next
+// code runs where its files are.
+func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
+	id := m.Container.ID
+	if id == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &r.st.Params.Container
+	switch {
+	case c.OfContainers != nil && c.OfContainers.ID.Value != id:
+		cp := *c.OfContainers // the caller's skills stay
+		cp.ID = param.NewOpt(id)
+		c.OfContainers = &cp
+	case c.OfContainers == nil && c.OfString.Value != id:
+		*c = anthropic.BetaMessageNewParamsContainerUnion{OfString: param.NewOpt(id)}
+	}
 }
 
 // newTurnState is the pending turn of a response, each call new.

@@ -77,6 +77,8 @@ type threadLink struct {
 	// probe is the 400 the first thread request got, while the same
 	// request goes without a thread to see whether the thread was why.
 	probe error
+	// recovered says that a recovery was logged (threadRecovered).
+	recovered bool
 }
 
 // withField returns the JSON object obj with the member key: value added.
@@ -278,6 +280,23 @@ func (r *Runner) threadRetry(err error) bool {
 	return false
 }
 
+// threadRecovered logs, at Info and once per run, that the API refused the
+// run's thread (err: it no longer holds it, or cannot take the request on
+// one) and that the request goes again: the run loses nothing, but an
+// operator who sees the bytes sent grow should be able to tell why.
+func (r *Runner) threadRecovered(ctx context.Context, err error) {
+	l := &r.wireCache().link
+	if l.recovered {
+		return
+	}
+	l.recovered = true
+	var apiErr *anthropic.Error
+	errors.As(err, &apiErr)
+	code := gjson.Get(apiErr.RawJSON(), "error.details.error_code").String()
+	r.log.InfoContext(ctx, "toolrun: the API refused the run's message thread; the request goes again with the whole history (logged once per run)",
+		"error_code", code, "error", err.Error())
+}
+
 // threadProbed settles a request sent without a thread because its thread
 // create got a 400 (threadRetry): if it succeeded (err is nil) the thread
 // was the problem, and the rest of the run goes without one; if not, the
@@ -362,6 +381,7 @@ func onThread[T any](r *Runner, ctx context.Context, params *anthropic.BetaMessa
 		if err == nil || attempt == threadAttempts || !r.threadRetry(err) {
 			return res, true, err
 		}
+		r.threadRecovered(ctx, err)
 		discard(res)
 	}
 }

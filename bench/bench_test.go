@@ -186,10 +186,11 @@ func BenchmarkConcurrent(b *testing.B) {
 // nothing on a shared CI machine.
 func TestHarness(t *testing.T) {
 	cfg := config{
-		workloads:    map[string]bool{"history": true, "parallel": true, "wide": true, "suspended": true, "concurrent": true},
+		workloads:    map[string]bool{"history": true, "pause": true, "parallel": true, "wide": true, "suspended": true, "concurrent": true},
 		historySizes: []int{2, 4}, historyTurns: 4, historyRounds: []int{1, 1},
 		parallelTools: 4, toolSleep: 10 * time.Millisecond, parallelRounds: 1,
 		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 1,
+		pauses: 20, pauseRounds: 1,
 		suspendedRuns:  20,
 		concurrentRuns: 10, concurrentTurns: 2, concurrentRounds: 1,
 		profiles: "all", profileConversations: 2,
@@ -220,6 +221,7 @@ func TestHarness(t *testing.T) {
 		"| growth 2 → 4 turns (history ×2) | CPU per turn grows |", "| allocations per turn grow |",
 		"| 4 tools of 10ms in one turn | turn wall time: response in → results out |", "| run wall time: both requests and the tools |",
 		"| 100 tools of 25ms in one turn, default options | turn wall time: response in → results out |",
+		"| 20 pause_turns in a row, default options | request bytes in all |", "| largest request body |",
 		"| 20 runs awaiting approval | live heap per run, run held in memory |", "| live heap per run, only its state as JSON |",
 		"| state JSON per run |", "| process RSS, runs held |",
 		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
@@ -232,7 +234,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+1+4+6; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+2+1+4+6; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {

@@ -9,7 +9,7 @@
 // writes the table into BENCHMARKS.md as well, between its markers. The run
 // takes 4–6 minutes on a busy 2-core machine. Flags:
 //
-//	-run history,parallel,wide,suspended,concurrent the workloads to run (all by default)
+//	-run history,wire,pause,parallel,wide,suspended,concurrent the workloads to run (all by default)
 //	-quick                                       fewer rounds and runs, to check the harness, not to quote
 //	-o file                                      also write the table into file
 //	-cpuprofile file                             CPU profile of the harness process (history, parallel)
@@ -30,6 +30,9 @@
 //   - parallel: one turn that calls a 100 ms tool 8 times. Wall time from
 //     the response with the calls arriving to the request with their
 //     results going out, taken by a client middleware.
+//   - pause: a model that stops with pause_turn 300 times in a row, then
+//     answers: the request bytes in all and the largest request, for the
+//     official runner and toolrun (the hand loop stops at a pause).
 //   - wide: one turn that calls a 25 ms tool 100 times, each runner at its
 //     default options (toolrun's default MaxParallelTools is to cost at most
 //     1.2× the official runner's turn, which runs every call at once).

@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "wire", "parallel", "wide", "suspended", "concurrent"}
+var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "suspended", "concurrent"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -106,6 +106,11 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	}
 	if cfg.workloads["wire"] {
 		if res.Wire, err = runWire(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["pause"] {
+		if res.Pause, err = runPause(ctx, cfg, progress); err != nil {
 			return err
 		}
 	}

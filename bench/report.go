@@ -14,6 +14,7 @@ type results struct {
 	Wire       *wireResult
 	Parallel   *parallelResult
 	Wide       *parallelResult
+	Pause      *pauseResult
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
 }
@@ -143,6 +144,9 @@ func (res *results) rows(cfg config) []row {
 	}
 	if w := res.Wire; w != nil {
 		rows = append(rows, w.rows()...)
+	}
+	if p := res.Pause; p != nil {
+		rows = append(rows, p.rows()...)
 	}
 	if p := res.Parallel; p != nil {
 		w := fmt.Sprintf("%d tools of %v in one turn", cfg.parallelTools, cfg.toolSleep)

@@ -19,6 +19,7 @@ import (
 //
 //	workload=echo turns=N      N-1 turns that each call echo once, then an answer
 //	workload=parallel tools=K  one turn that calls sleep K times, then an answer
+//	workload=pause pauses=N    N replies that stop with pause_turn, then an answer
 //	workload=approve           a turn that calls echo, a turn that calls deploy
 //	                           (which needs approval), then an answer
 //
@@ -30,6 +31,8 @@ func prompt(kind string, n int) string {
 		return "workload=echo turns=" + strconv.Itoa(n)
 	case "parallel":
 		return "workload=parallel tools=" + strconv.Itoa(n)
+	case "pause":
+		return "workload=pause pauses=" + strconv.Itoa(n)
 	}
 	return "workload=" + kind
 }
@@ -55,6 +58,14 @@ func script(req *toolruntest.Request) toolruntest.Reply {
 		return toolruntest.ToolUse(fmt.Sprintf("toolu_%d_%d", turn, i), name, toolInput{S: fmt.Sprintf("turn %d call %d", turn, i)})
 	}
 	switch args["workload"] {
+	case "pause":
+		// Each pause adds its reply to the conversation, and nothing else.
+		n, _ := strconv.Atoi(args["pauses"])
+		if paused := len(msgs) - 1; paused < n {
+			return toolruntest.Reply{StopReason: "pause_turn",
+				Content: []toolruntest.Block{toolruntest.Text(fmt.Sprintf("Searching the web, part %d of the answer...", paused+1))}}
+		}
+		return toolruntest.Message(toolruntest.Text("Found it."))
 	case "echo":
 		n, _ := strconv.Atoi(args["turns"])
 		if turn >= n {

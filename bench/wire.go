@@ -117,6 +117,63 @@ func runWire(ctx context.Context, cfg config, progress io.Writer) (*wireResult, 
 	return res, nil
 }
 
+// pauseResult is, per runner and round, the bytes of the requests of a run
+// whose model pauses (pause_turn) Pauses times in a row.
+type pauseResult struct {
+	Pauses         int
+	Total, Largest samples
+}
+
+// runPause runs cfg.pauses pause_turns in a row per runner (the official
+// runner and toolrun, at their defaults; the hand loop does not go on
+// after a pause) and round, and records the request bytes.
+func runPause(ctx context.Context, cfg config, progress io.Writer) (*pauseResult, error) {
+	n := cfg.pauses
+	res := &pauseResult{Pauses: n, Total: samples{}, Largest: samples{}}
+	srv, err := startServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	for round := range cfg.pauseRounds {
+		for _, ct := range rotate(round) {
+			if ct.name == "hand" {
+				continue
+			}
+			m := &wireMeter{}
+			run := ct.setup(newClient(srv.URL, option.WithMiddleware(m.middleware)), nil)
+			turns, err := run(ctx, prompt("pause", n))
+			if err == nil && turns != n+1 {
+				err = fmt.Errorf("%w: %d, want %d", errWrongTurns, turns, n+1)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("pause, %s: %w", ct.name, err)
+			}
+			var total, largest int64
+			for _, s := range m.sizes {
+				total += s
+				largest = max(largest, s)
+			}
+			res.Total.add(ct.name, float64(total))
+			res.Largest.add(ct.name, float64(largest))
+			fmt.Fprintf(progress, "pause %d, round %d/%d, %-8s %d requests, %d bytes, the largest %d\n",
+				n, round+1, cfg.pauseRounds, ct.name, len(m.sizes), total, largest)
+		}
+	}
+	return res, nil
+}
+
+// rows are the rows of the pause workload.
+func (p *pauseResult) rows() []row {
+	name := fmt.Sprintf("%d pause_turns in a row, default options", p.Pauses)
+	total := measureRow(name, "request bytes in all", p.Total, kib)
+	largest := measureRow(name, "largest request body", p.Largest, kib)
+	perPause := median(p.Total["toolrun"]) / float64(p.Pauses+1)
+	largest.target = "toolrun flat: largest ≤ 2× the mean"
+	largest.met = check(median(p.Largest["toolrun"]) <= 2*perPause)
+	return []row{total, largest}
+}
+
 // wireRows are the rows of the wire workload.
 func (w *wireResult) rows() []row {
 	name := fmt.Sprintf("conversation of %d turns, default options", w.Turns)

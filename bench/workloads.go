@@ -43,6 +43,9 @@ type config struct {
 	wideSleep  time.Duration
 	wideRounds int
 
+	pauses      int // pause_turns in a row of the pause workload
+	pauseRounds int
+
 	suspendedRuns int
 	heapProfile   string // if set, where the toolrun child writes a heap profile while it holds its runs
 
@@ -68,6 +71,7 @@ func fullConfig() config {
 		historySizes: []int{10, 100, 500}, historyTurns: 200, historyRounds: []int{31, 15, 5},
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 30,
 		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 15,
+		pauses: 300, pauseRounds: 3,
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 7,
@@ -81,6 +85,7 @@ func quickConfig() config {
 		historySizes: []int{10, 100, 500}, historyTurns: 100, historyRounds: []int{3, 2, 1},
 		parallelTools: 8, toolSleep: 100 * time.Millisecond, parallelRounds: 3,
 		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 3,
+		pauses: 300, pauseRounds: 1,
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,

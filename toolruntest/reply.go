@@ -30,6 +30,12 @@ type Reply struct {
 	Model string
 	// Fault, if non-zero, makes the reply fail in the way it describes.
 	Fault Fault
+	// Container, if non-empty, is the id of the container the message
+	// reports in its container field, as the API does for a request whose
+	// code execution ran in one (in message_start, when streamed). The
+	// server does not check that later requests name it; a test reads the
+	// container field they sent from [Request].Params.Raw.
+	Container string
 }
 
 // Usage is the token usage a reply reports, and what [Server.Usage] and
@@ -108,6 +114,31 @@ type Fault struct {
 // Text returns a text block for a [Reply].
 func Text(s string) Block {
 	return Block{Type: "text", Text: s}
+}
+
+// ServerToolUse returns a server_tool_use block for a [Reply]: a call of a
+// tool the API runs itself (web_search, web_fetch, code_execution), which
+// the client must keep in the history and not run. It panics if input
+// cannot be encoded as JSON.
+func ServerToolUse(id, name string, input any) Block {
+	return rawBlock("ServerToolUse", map[string]any{"type": "server_tool_use", "id": id, "name": name, "input": input})
+}
+
+// ServerToolResult returns a result block of a server tool for a [Reply],
+// of type typ (such as "web_search_tool_result" or
+// "code_execution_tool_result"), answering the server_tool_use toolUseID
+// with content, encoded as JSON. It panics if content cannot be encoded.
+func ServerToolResult(typ, toolUseID string, content any) Block {
+	return rawBlock("ServerToolResult", map[string]any{"type": typ, "tool_use_id": toolUseID, "content": content})
+}
+
+// rawBlock is a Block sent as the JSON of v.
+func rawBlock(fn string, v map[string]any) Block {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("toolruntest: %s: cannot encode the block: %v", fn, err))
+	}
+	return Block{Type: v["type"].(string), Raw: raw}
 }
 
 // ToolUse returns a tool_use block for a [Reply]: a call of the tool name,
@@ -340,6 +371,14 @@ type wireMessage struct {
 	Usage        wireUsage         `json:"usage"`
 	// ContextManagement is sent for a request with context_management.
 	ContextManagement *wireContextManagement `json:"context_management,omitempty"`
+	Container         *wireContainer         `json:"container,omitempty"`
+}
+
+// wireContainer is a message's container field.
+type wireContainer struct {
+	ID        string   `json:"id"`
+	ExpiresAt string   `json:"expires_at"`
+	Skills    []string `json:"skills"`
 }
 
 type wireText struct {
@@ -442,6 +481,7 @@ type message struct {
 	// iterations, if non-nil, is sent as usage.iterations.
 	iterations        []wireIteration
 	contextManagement *wireContextManagement
+	container         string
 }
 
 // billed returns the usage that m is billed: that of its iterations, when
@@ -466,7 +506,7 @@ func (m message) billed() Usage {
 // resolve applies the defaults of r for the n-th request, req, whose
 // input the server counted as in.
 func resolve(r Reply, n int, req Params, in Usage) message {
-	m := message{id: r.ID, model: r.Model, stopReason: r.StopReason, content: r.Content}
+	m := message{id: r.ID, model: r.Model, stopReason: r.StopReason, content: r.Content, container: r.Container}
 	if m.id == "" {
 		m.id = fmt.Sprintf("msg_toolruntest_%d", n)
 	}
@@ -498,6 +538,9 @@ func (m message) wire(streamed bool) wireMessage {
 		Model:   m.model,
 		Content: []json.RawMessage{},
 		Usage:   wireUsageOf(m.usage),
+	}
+	if m.container != "" {
+		w.Container = &wireContainer{ID: m.container, ExpiresAt: "2099-01-01T00:00:00Z", Skills: []string{}}
 	}
 	if streamed {
 		w.Usage.OutputTokens = 1
