@@ -25,9 +25,8 @@ import (
 const ScopeName = "github.com/toolrun/toolrun/toolrunotel"
 
 // ToolDurationName is the name of the histogram of how long tool calls ran,
-// in seconds. The GenAI conventions define no such metric, so it is this
-// package's own.
-const ToolDurationName = "toolrun.tool.duration"
+// in seconds: gen_ai.execute_tool.duration of the GenAI conventions.
+const ToolDurationName = "gen_ai.execute_tool.duration"
 
 // Attribute keys of this package's own, for what the GenAI conventions do
 // not name.
