@@ -192,7 +192,9 @@ func TestNewToolSDKTagsRequired(t *testing.T) {
 // asking the API for what a toolrun tool does not send is an error, not a
 // tool that silently behaves otherwise.
 func TestNewSDKToolParamRefusesWhatItCannotSend(t *testing.T) {
-	run := func(context.Context, json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) { return nil, nil }
+	run := func(context.Context, json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
+		return nil, nil
+	}
 	schema := anthropic.BetaToolInputSchemaParam{Properties: map[string]any{"q": map[string]any{"type": "string"}}}
 	tests := []struct {
 		name    string
