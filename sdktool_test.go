@@ -224,3 +224,38 @@ func TestNewSDKToolParamRefusesWhatItCannotSend(t *testing.T) {
 		t.Error("NewSDKTool(nil): got no error")
 	}
 }
+
+// A tool written for the SDK's runner, run by toolrun as it is.
+func ExampleNewSDKTool() {
+	type timeIn struct {
+		City string `json:"city" jsonschema:"required,description=the city name"`
+	}
+	sdkTool, err := toolrunner.NewBetaToolFromJSONSchema("local_time", "The local time in a city",
+		func(ctx context.Context, in timeIn) (anthropic.BetaToolResultBlockParamContentUnion, error) {
+			return anthropic.BetaToolResultBlockParamContentUnion{OfText: &anthropic.BetaTextBlockParam{Text: in.City + ": 14:05"}}, nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	tool, err := toolrun.NewSDKTool(sdkTool)
+	if err != nil {
+		panic(err)
+	}
+
+	s := toolruntest.New(nil, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "local_time", map[string]any{"city": "Paris"})),
+		toolruntest.Message(toolruntest.Text("It is 14:05 in Paris.")),
+	))
+	defer s.Close()
+	r := toolrun.New(s.Client(), userParams("What time is it in Paris?"), []toolrun.Tool{tool},
+		&toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	res, err := r.Run(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(toolruntest.ResultTexts(res.Messages)["toolu_1"])
+	fmt.Println(res.StopReason)
+	// Output:
+	// Paris: 14:05
+	// end_turn
+}
