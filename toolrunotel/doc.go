@@ -79,6 +79,15 @@
 // or a Skip decision made an error, without an error value, has the status
 // description "result marked as error": never the result's text.
 //
+// Tool inputs and results and the messages are not recorded: they may hold
+// anything. An error's message (a tool's, a hook's, a failed request's),
+// which may quote any of them, is recorded in a status and an exception
+// event only after the redaction the runner's log gets (see
+// [toolrun.Options].Logger); so is the name of a tool the model called,
+// which for an unknown tool is whatever the model wrote. That redaction is a
+// safety net: it cannot recognise a secret of the application's own, so a
+// tool that puts one in its error puts it in the trace.
+//
 // # One chat span per request: the client's own spans are off
 //
 // The anthropic client emits OpenTelemetry spans of its own whenever a
@@ -105,15 +114,6 @@
 //
 // With the client's spans off, the client sends no trace-context headers
 // either: the API's own traces are not linked to the run's.
-//
-// Tool inputs and results and the messages are not recorded: they may hold
-// anything. An error's message (a tool's, a hook's, a failed request's),
-// which may quote any of them, is recorded in a status and an exception
-// event only after the redaction the runner's log gets (see
-// [toolrun.Options].Logger); so is the name of a tool the model called,
-// which for an unknown tool is whatever the model wrote. That redaction is a
-// safety net: it cannot recognise a secret of the application's own, so a
-// tool that puts one in its error puts it in the trace.
 //
 // # Metrics
 //
