@@ -259,3 +259,23 @@ func ExampleNewSDKTool() {
 	// Paris: 14:05
 	// end_turn
 }
+
+// TestNewToolMixedDialects checks that a struct mixing toolrun's tag
+// dialect with the SDK's is refused with a message saying how to write
+// the tags, rather than read in one dialect and lose the other's
+// descriptions.
+func TestNewToolMixedDialects(t *testing.T) {
+	type mixedIn struct {
+		City string `json:"city" jsonschema:"required,description=the city name"`
+		Note string `json:"note" jsonschema:"a note for the forecaster"`
+	}
+	defer func() {
+		msg := fmt.Sprint(recover())
+		for _, want := range []string{"toolrun: tool \"mixed\"", "mixedIn.City", "mixedIn.Note", "description="} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("panic %q, want it to say %q", msg, want)
+			}
+		}
+	}()
+	toolrun.NewTool("mixed", "", func(ctx context.Context, in mixedIn) (string, error) { return "", nil })
+}

@@ -214,7 +214,12 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 // the SDK's tag dialect if In uses it, and panics as NewTool does if none
 // can be inferred.
 func inferSchema[In any](name string) json.RawMessage {
-	if t := reflect.TypeFor[In](); schema.UsesSDKTags(t) {
+	t := reflect.TypeFor[In]()
+	sdk, err := schema.UsesSDKTags(t)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: input type %s: %v", name, t, err))
+	}
+	if sdk {
 		if t.Kind() != reflect.Struct {
 			panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, t))
 		}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -42,45 +43,59 @@ func SDKTag(tag string) bool {
 // SDK's dialect: a jsonschema tag for which [SDKTag] is true, or a
 // jsonschema_description or jsonschema_extras tag, which only that
 // dialect has.
-func UsesSDKTags(t reflect.Type) bool {
-	return usesSDKTags(t, map[reflect.Type]bool{})
+//
+// A type that mixes the dialects, a field in the SDK's beside a field
+// whose jsonschema tag is a plain description, is an error that names
+// the field: read in the SDK's dialect, the description would be lost.
+func UsesSDKTags(t reflect.Type) (bool, error) {
+	var w tagWalk
+	w.walk(t, map[reflect.Type]bool{})
+	if w.sdk != "" && w.plain != "" {
+		return false, fmt.Errorf("field %s is tagged in the anthropic SDK's dialect and field %s is not: write each jsonschema tag as the SDK does, a description as `jsonschema:\"description=...\"`, or each as a description alone", w.sdk, w.plain)
+	}
+	return w.sdk != "", nil
 }
 
-func usesSDKTags(t reflect.Type, seen map[reflect.Type]bool) bool {
+// tagWalk finds the first field tagged in each dialect.
+type tagWalk struct {
+	sdk, plain string // Type.Field of the first field in each, if any
+}
+
+func (w *tagWalk) walk(t reflect.Type, seen map[reflect.Type]bool) {
 	for {
 		switch t.Kind() {
 		case reflect.Pointer, reflect.Slice, reflect.Array:
 			t = t.Elem()
 			continue
 		case reflect.Map:
-			if usesSDKTags(t.Key(), seen) {
-				return true
-			}
+			w.walk(t.Key(), seen)
 			t = t.Elem()
 			continue
 		}
 		break
 	}
 	if t.Kind() != reflect.Struct || seen[t] {
-		return false
+		return
 	}
 	seen[t] = true
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if tag, ok := f.Tag.Lookup("jsonschema"); ok && SDKTag(tag) {
-			return true
+		at := t.String() + "." + f.Name
+		tag, ok := f.Tag.Lookup("jsonschema")
+		_, desc := f.Tag.Lookup("jsonschema_description")
+		_, extras := f.Tag.Lookup("jsonschema_extras")
+		switch {
+		case ok && SDKTag(tag), desc, extras:
+			if w.sdk == "" {
+				w.sdk = at
+			}
+		case ok && tag != "":
+			if w.plain == "" {
+				w.plain = at
+			}
 		}
-		if _, ok := f.Tag.Lookup("jsonschema_description"); ok {
-			return true
-		}
-		if _, ok := f.Tag.Lookup("jsonschema_extras"); ok {
-			return true
-		}
-		if usesSDKTags(f.Type, seen) {
-			return true
-		}
+		w.walk(f.Type, seen)
 	}
-	return false
 }
 
 // ForSDKTags infers the JSON Schema of t as the SDK's

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -46,22 +47,35 @@ func TestUsesSDKTags(t *testing.T) {
 	type cyclic struct {
 		Next *cyclic `json:"next" jsonschema:"the next one"`
 	}
+	type mixed struct {
+		City string `json:"city" jsonschema:"required"`
+		Note plain  `json:"note"`
+	}
 	tests := []struct {
-		name string
-		t    reflect.Type
-		want bool
+		name    string
+		t       reflect.Type
+		want    bool
+		wantErr string // in the error, "" for none
 	}{
-		{"toolrun's dialect", reflect.TypeFor[plain](), false},
-		{"no tags", reflect.TypeFor[struct{ A int }](), false},
-		{"the SDK's dialect", reflect.TypeFor[sdk](), true},
-		{"jsonschema_description", reflect.TypeFor[described](), true},
-		{"nested in slices, maps and pointers", reflect.TypeFor[nested](), true},
-		{"a cycle without the SDK's tags", reflect.TypeFor[cyclic](), false},
+		{"toolrun's dialect", reflect.TypeFor[plain](), false, ""},
+		{"no tags", reflect.TypeFor[struct{ A int }](), false, ""},
+		{"the SDK's dialect", reflect.TypeFor[sdk](), true, ""},
+		{"jsonschema_description", reflect.TypeFor[described](), true, ""},
+		{"nested in slices, maps and pointers", reflect.TypeFor[nested](), true, ""},
+		{"a cycle without the SDK's tags", reflect.TypeFor[cyclic](), false, ""},
+		{"both dialects", reflect.TypeFor[mixed](), false, "schema.plain.City is not"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := UsesSDKTags(tt.t); got != tt.want {
-				t.Errorf("UsesSDKTags(%v) = %v, want %v", tt.t, got, tt.want)
+			got, err := UsesSDKTags(tt.t)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "description=") {
+					t.Errorf("UsesSDKTags(%v) error = %v, want one naming %q and saying how to write the tag", tt.t, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("UsesSDKTags(%v) = %v, %v; want %v, nil", tt.t, got, err, tt.want)
 			}
 		})
 	}
