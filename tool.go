@@ -13,6 +13,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolrun/toolrun/internal/schema"
 )
 
 // Tool is a client tool the model can call. The runner validates the model's
@@ -186,21 +187,16 @@ func checkName(name string) error {
 // the program and shows the first time it runs, never in one run and not
 // the next. A schema that arrives as data (a file, an MCP server) goes to
 // [NewRawTool], which returns an error instead.
+//
+// A struct tagged in the anthropic SDK's dialect
+// (`jsonschema:"required,description=..."`, as toolrunner.NewBetaTool's
+// tools are) gets the schema the SDK infers from it instead; see
+// [NewSDKTool].
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) *FuncTool {
 	if fn == nil {
 		panic(fmt.Sprintf("toolrun: tool %q: nil function", name))
 	}
-	inferred, err := jsonschema.For[In](nil)
-	if err != nil {
-		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
-	}
-	if inferred.Type != "object" {
-		panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]()))
-	}
-	raw, err := json.Marshal(inferred)
-	if err != nil {
-		panic(fmt.Sprintf("toolrun: tool %q: encoding its inferred input schema: %v", name, err))
-	}
+	raw := inferSchema[In](name)
 	t, err := newFuncTool(name, description, raw, func(ctx context.Context, input json.RawMessage) (Out, error) {
 		var in In
 		if len(input) > 0 {
@@ -218,6 +214,39 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 		panic(err.Error())
 	}
 	return t
+}
+
+// inferSchema returns the input schema of a tool whose input is In, in
+// the SDK's tag dialect if In uses it, and panics as NewTool does if none
+// can be inferred.
+func inferSchema[In any](name string) json.RawMessage {
+	t := reflect.TypeFor[In]()
+	sdk, err := schema.UsesSDKTags(t)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: input type %s: %v", name, t, err))
+	}
+	if sdk {
+		if t.Kind() != reflect.Struct {
+			panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, t))
+		}
+		raw, err := schema.ForSDKTags(t)
+		if err != nil {
+			panic(fmt.Sprintf("toolrun: tool %q: encoding its inferred input schema: %v", name, err))
+		}
+		return raw
+	}
+	inferred, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: inferring the input schema of tool %q: %v", name, err))
+	}
+	if inferred.Type != "object" {
+		panic(fmt.Sprintf("toolrun: tool %q: input type %s must be a struct, so its schema is an object", name, reflect.TypeFor[In]()))
+	}
+	raw, err := json.Marshal(inferred)
+	if err != nil {
+		panic(fmt.Sprintf("toolrun: tool %q: encoding its inferred input schema: %v", name, err))
+	}
+	return raw
 }
 
 // NewRawTool returns a tool with an explicit JSON Schema (schemaJSON, an

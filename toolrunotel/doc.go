@@ -4,6 +4,7 @@
 // runner's [toolrun.Event] stream: plug an [Observer] into
 // [toolrun.Options.OnEvent].
 //
+//	client := anthropic.NewClient(toolrunotel.ClientOptions()...)
 //	obs := toolrunotel.New(toolrunotel.Options{AgentName: "weather-bot"})
 //	r := toolrun.New(client, params, tools, &toolrun.Options{OnEvent: obs.Observe})
 //	res, err := r.Run(ctx)
@@ -78,10 +79,6 @@
 // or a Skip decision made an error, without an error value, has the status
 // description "result marked as error": never the result's text.
 //
-// The runner does not hand its context to observers to change, so the
-// anthropic client's own spans of each request ("anthropic.messages.create")
-// are children of the caller's span, not of the chat spans here.
-//
 // Tool inputs and results and the messages are not recorded: they may hold
 // anything. An error's message (a tool's, a hook's, a failed request's),
 // which may quote any of them, is recorded in a status and an exception
@@ -90,6 +87,33 @@
 // which for an unknown tool is whatever the model wrote. That redaction is a
 // safety net: it cannot recognise a secret of the application's own, so a
 // tool that puts one in its error puts it in the trace.
+//
+// # One chat span per request: the client's own spans are off
+//
+// The anthropic client emits OpenTelemetry spans of its own whenever a
+// global tracer provider is registered: an "anthropic.messages.create"
+// span, kind client, gen_ai.operation.name chat, for every call. Next to
+// an Observer that is two chat spans for each request. Build the runner's
+// client with [ClientOptions], which turns the client's spans off
+// (option.WithoutOpenTelemetry), and each request has one chat span, this
+// package's, under the run span.
+//
+// This package turns the client's spans off rather than build on them
+// because they describe another unit of work. The client opens one span
+// per call it is given, and a request of the runner can be several calls:
+// a stream that broke and is streamed again, a thread the server forgot
+// and the request sent again without it. Those would be several chat
+// spans for one request, each with a part of the usage, where a chat span
+// here covers the request whole, with the tokens billed for all its
+// attempts, the turn, and whether it was a compaction's. The client's
+// spans also cannot be children of the run span: the runner hands the
+// client its caller's context, which observers do not change, so they
+// would hang from the caller's span beside the run. The client's spans
+// name the cache writes gen_ai.usage.cache_write.input_tokens, where the
+// conventions say gen_ai.usage.cache_creation.input_tokens, as here.
+//
+// With the client's spans off, the client sends no trace-context headers
+// either: the API's own traces are not linked to the run's.
 //
 // # Metrics
 //
@@ -102,7 +126,7 @@
 //     caller cancelled is not recorded);
 //   - gen_ai.client.operation.time_to_first_chunk (s), for each streamed
 //     response;
-//   - toolrun.tool.duration (s, [ToolDurationName]), for each call that
+//   - gen_ai.execute_tool.duration (s, [ToolDurationName]), for each call that
 //     ran to a result, with gen_ai.operation.name execute_tool,
 //     gen_ai.tool.name, and error.type if it failed.
 //

@@ -33,7 +33,7 @@ func Example() {
 		func(ctx context.Context, in weatherIn) (string, error) { return "sunny in " + in.City, nil })
 
 	obs := toolrunotel.New(toolrunotel.Options{TracerProvider: tp, AgentName: "weather-bot"})
-	r := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
+	r := toolrun.New(s.Client(toolrunotel.ClientOptions()...), anthropic.BetaMessageNewParams{
 		Model:     "claude-sonnet-4-5",
 		MaxTokens: 1024,
 		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Weather in Paris?"))},

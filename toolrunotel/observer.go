@@ -11,7 +11,6 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,9 +25,8 @@ import (
 const ScopeName = "github.com/toolrun/toolrun/toolrunotel"
 
 // ToolDurationName is the name of the histogram of how long tool calls ran,
-// in seconds. The GenAI conventions define no such metric, so it is this
-// package's own.
-const ToolDurationName = "toolrun.tool.duration"
+// in seconds: gen_ai.execute_tool.duration of the GenAI conventions.
+const ToolDurationName = "gen_ai.execute_tool.duration"
 
 // Attribute keys of this package's own, for what the GenAI conventions do
 // not name.
@@ -171,7 +169,7 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 		if e.Attempt > 1 && run.chat != nil {
 			// A stream asked for again: one chat, another attempt.
 			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
-				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(redact.String(e.Err.Error()))))
+				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(toolrun.Redact(e.Err.Error()))))
 			o.countFailedAttempt(run, e.Err)
 			break
 		}
@@ -380,7 +378,7 @@ const resultMarkedError = "result marked as error"
 // a hook's input or the API's answer, any of which may hold a credential,
 // so it is never recorded as it is; span.RecordError would record it so.
 func setError(span trace.Span, err error, errorType attribute.KeyValue) {
-	msg := redact.String(err.Error())
+	msg := toolrun.Redact(err.Error())
 	span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
 		semconv.ExceptionType(errorTypeName(err)), semconv.ExceptionMessage(msg)))
 	span.SetStatus(codes.Error, msg)
@@ -400,7 +398,7 @@ func errorTypeName(err error) string {
 // toolName is the name of a called tool, as recorded. The model chose it,
 // and a call of an unknown tool may be named anything, a pasted credential
 // included; so it is redacted, which leaves a real tool's name as it is.
-func toolName(name string) string { return redact.String(name) }
+func toolName(name string) string { return toolrun.Redact(name) }
 
 // countFailedAttempt adds the usage of a failed attempt of the request in
 // flight, carried by its *toolrun.TurnError, to the request's and the

@@ -313,8 +313,8 @@ func TestMetrics(t *testing.T) {
 				// Input tokens count the cache's: (100+30+5) + 50.
 				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=input", Count: 2, Sum: 185},
 				{Metric: "gen_ai.client.token.usage", Attrs: model + " gen_ai.token.type=output", Count: 2, Sum: 30},
-				{Metric: toolrunotel.ToolDurationName, Attrs: "error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=lookup", Count: 1},
-				{Metric: toolrunotel.ToolDurationName, Attrs: "gen_ai.operation.name=execute_tool gen_ai.tool.name=get_weather", Count: 1},
+				{Metric: "gen_ai.execute_tool.duration", Attrs: "error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=lookup", Count: 1},
+				{Metric: "gen_ai.execute_tool.duration", Attrs: "gen_ai.operation.name=execute_tool gen_ai.tool.name=get_weather", Count: 1},
 			},
 		},
 		{
