@@ -603,9 +603,9 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		}
 	}
 	ib.notify()
-	continued := ib.goOn(it.Thread)
+	next := ib.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.name, "decidedAt": timestamp(now), "continued": continued})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.name, "decidedAt": timestamp(now), "nextRun": next})
 }
 
 // alreadyDecided refuses a decision on a call decided before.
@@ -649,23 +649,23 @@ func checkInput(ctx context.Context, tool string, raw json.RawMessage, input jso
 
 // goOn starts the next run of thread, as its owner, once no call of it
 // waits for an answer, its State awaits the decisions and no run of it is
-// in flight; it reports whether it started one. The run's events are
+// in flight; it returns the new run's id, or "" if it started none. The run's events are
 // recorded as every run's are, for the client that follows the thread.
-func (ib *inbox) goOn(thread string) bool {
+func (ib *inbox) goOn(thread string) string {
 	h := ib.h
 	ctx := h.base
 	var open int
 	if err := h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_interrupts WHERE thread_id = ? AND status = ?`, thread, statusPending).Scan(&open); err != nil || open > 0 {
-		return false
+		return ""
 	}
 	var owner string
 	if err := h.cfg.DB.QueryRowContext(ctx, `SELECT owner FROM serve_threads WHERE id = ?`, thread).Scan(&owner); err != nil {
-		return false
+		return ""
 	}
 	ib.mu.Lock()
 	if ib.going[thread] {
 		ib.mu.Unlock()
-		return false
+		return ""
 	}
 	ib.going[thread] = true
 	ib.mu.Unlock()
@@ -680,7 +680,7 @@ func (ib *inbox) goOn(thread string) bool {
 	h.mu.Unlock()
 	if err != nil || busy || len(st.AwaitingApproval()) == 0 {
 		release()
-		return false
+		return ""
 	}
 	id := identity{name: owner, scopes: []string{ScopeRun}, maxRuns: 64}
 	if len(h.cfg.Tokens) > 0 {
@@ -691,11 +691,12 @@ func (ib *inbox) goOn(thread string) bool {
 			}
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"threadId": thread, "runId": newID("run_"), "messages": []any{}})
+	runID := newID("run_")
+	body, _ := json.Marshal(map[string]any{"threadId": thread, "runId": runID, "messages": []any{}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/agui", bytes.NewReader(body))
 	if err != nil {
 		release()
-		return false
+		return ""
 	}
 	go func() {
 		defer ib.notify()
@@ -706,7 +707,7 @@ func (ib *inbox) goOn(thread string) bool {
 			h.log.Info("serve: the inbox could not continue a thread", "thread", thread, "status", rw.status, "body", rw.body.String())
 		}
 	}()
-	return true
+	return runID
 }
 
 // discardWriter is the ResponseWriter of a run the inbox starts: the
@@ -733,7 +734,6 @@ func (d *discardWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 func (d *discardWriter) Flush() {}
-
 
 // trailEntry is one decision on a thread's call, as the run's page shows
 // it.

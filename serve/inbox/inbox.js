@@ -184,8 +184,9 @@
       if (res.status === 200) {
         var b = res.body;
         var what = b.decision === "approve" ? "Approved" : b.decision === "deny" ? "Denied" : "Edited and approved";
-        flash(what + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : ""), "ok");
+        flash(what + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
         $("editor").hidden = true;
+        document.body.dataset.nextRun = b.nextRun || "";
       } else {
         var msg = (res.body.error && res.body.error.message) || ("the server answered " + res.status);
         flash("Not decided: " + msg, "error");
