@@ -296,6 +296,10 @@ func TestInboxInChromium(t *testing.T) {
 		if diff := cmp.Diff([]string{second, first}, order); diff != "" {
 			t.Errorf("the list's order (-want +got):\n%s", diff)
 		}
+		// The selection stays where it was as calls arrive; k moves up to
+		// the newest.
+		do(t, alice, chromedp.KeyEvent("k"))
+		waitJS(t, alice, fmt.Sprintf(`document.getElementById("detail").dataset.id === %q`, second))
 		if got := text(t, alice, "#d-text"); got != "The invoice says 6; paying it." {
 			t.Errorf("the model's text is %q", got)
 		}
@@ -346,6 +350,10 @@ func TestInboxInChromium(t *testing.T) {
 		waitJS(t, bob, fmt.Sprintf(`document.getElementById("detail").dataset.id === %q`, id))
 		do(t, bob, chromedp.KeyEvent("d"))
 		waitJS(t, bob, `document.activeElement.id === "reason"`)
+		// chromedp types a key as keydown and a separate char event, which
+		// the page's preventDefault on keydown does not cancel as a
+		// browser's own typing is; empty the box it typed the d into.
+		eval[bool](t, bob, `(document.getElementById("reason").value = "", true)`)
 		do(t, bob, chromedp.SendKeys("#reason", "the invoice is a duplicate\r"))
 		waitJS(t, bob, `document.body.dataset.nextRun`)
 		evs := e.follow(t, eval[string](t, bob, `document.body.dataset.nextRun`))
@@ -491,7 +499,10 @@ func TestInboxInChromium(t *testing.T) {
 		e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 4": payScene(4)})
 		id := e.start(t, "thread-4", "pay 4")[0]
 		alice := e.person(t, b, aliceToken)
-		got := eval[float64](t, alice, fmt.Sprintf(`fetch("/inbox/api/interrupts/%s/decision", {method: "POST", headers: {"Content-Type": "application/json"}, body: '{"decision":"approve"}'}).then(r => r.status)`, id))
+		got, err := chromedp.Run(alice, chromedp.Evaluate[float64](fmt.Sprintf(`fetch("/inbox/api/interrupts/%s/decision", {method: "POST", headers: {"Content-Type": "application/json"}, body: '{"decision":"approve"}'}).then(r => r.status)`, id), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got != http.StatusForbidden {
 			t.Errorf("a decision without the CSRF token: status %v, want 403", got)
 		}

@@ -162,7 +162,8 @@
         render();
         document.body.dataset.loaded = String(Date.now());
       })
-      .catch(function (e) { flash("Could not load the pending calls: " + e.message, "error"); })
+      .then(function () { $("load-error").textContent = ""; })
+      .catch(function (e) { $("load-error").textContent = "Could not load the pending calls: " + e.message; })
       .finally(function () {
         loading = null;
         if (again) { again = false; load(); }
