@@ -110,7 +110,7 @@
     $("d-desc").textContent = c.description || "(the tool has no description)";
     $("d-asked").textContent = stamp(c.createdAt) + " (" + ago(c.createdAt) + ")";
     $("d-expires").textContent = stamp(c.expiresAt) + " (" + ago(c.expiresAt) + ")";
-    $("d-run").textContent = c.runTurns + " turns, $" + (c.costUSD || 0).toFixed(4) + (c.costIncomplete ? " (incomplete: a model had no price)" : "") + " · owner " + c.owner;
+    $("d-run").textContent = c.runTurns + (c.runTurns === 1 ? " turn, $" : " turns, $") + (c.costUSD || 0).toFixed(4) + (c.costIncomplete ? " (incomplete: a model had no price)" : "") + " · owner " + c.owner;
     $("d-reason").textContent = c.reason;
     $("d-input").textContent = pretty(c.input);
     $("d-text").textContent = c.modelText || "(no text before the call)";
