@@ -196,6 +196,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
+	h.mountInbox(mux) // the approval inbox, serve/inbox.go
 	h.mux = mux
 	return h, nil
 }
