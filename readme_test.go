@@ -77,6 +77,7 @@ var docImports = []string{
 	"github.com/toolrun/toolrun",
 	"github.com/toolrun/toolrun/fstools",
 	"github.com/toolrun/toolrun/mcptool",
+	"github.com/toolrun/toolrun/serve",
 	"github.com/toolrun/toolrun/storetest",
 	"github.com/toolrun/toolrun/toolruntest",
 	"github.com/toolrun/toolrun/transcript",
