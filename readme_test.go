@@ -62,6 +62,7 @@ import (
 // docImports are the packages a fragment may use without importing them.
 var docImports = []string{
 	"context",
+	"database/sql",
 	"encoding/json",
 	"errors",
 	"fmt",
