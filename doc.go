@@ -41,10 +41,10 @@
 // the context window, a call awaiting approval, a hook, a budget, a
 // malformed response, cancellation or an error. A run that stops short of
 // the model's answer returns an error with the Result — a failure, a
-// limit the caller set ([ErrMaxTurns], [ErrBudget]), or an answer cut
-// short ([ErrMaxTokens], [ErrContextWindow], both [ErrIncomplete]) — so a
-// caller who checks only err cannot miss it; a refusal is the model's
-// answer, and awaiting approval is a suspension, not an error.
+// limit the caller set ([ErrMaxTurns], [ErrBudget]), or an answer cut off
+// ([ErrIncomplete]: max_tokens, the context window, an unknown stop
+// reason) — so a caller who checks only err cannot miss it; a refusal and
+// awaiting approval (a suspension) are not errors.
 //
 // To drive the loop turn by turn, range over [Runner.Turns] or call
 // [Runner.Next]. Each [Turn] is the model's response before the runner acts

@@ -62,6 +62,7 @@ import (
 // docImports are the packages a fragment may use without importing them.
 var docImports = []string{
 	"context",
+	"database/sql",
 	"encoding/json",
 	"errors",
 	"fmt",
@@ -77,6 +78,7 @@ var docImports = []string{
 	"github.com/toolrun/toolrun",
 	"github.com/toolrun/toolrun/fstools",
 	"github.com/toolrun/toolrun/mcptool",
+	"github.com/toolrun/toolrun/serve",
 	"github.com/toolrun/toolrun/storetest",
 	"github.com/toolrun/toolrun/toolruntest",
 	"github.com/toolrun/toolrun/transcript",
