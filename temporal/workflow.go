@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/defaults"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -71,8 +70,8 @@ type RunOptions struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 
 	// MaxParallelTools bounds the calls of one turn that run at once, as
-	// [toolrun.Options.MaxParallelTools]. Zero means 8, as
-	// there. Calls of [toolrun.ToolConfig.Exclusive]
+	// [toolrun.Options.MaxParallelTools]. Zero means
+	// [toolrun.DefaultMaxParallelTools], as there. Calls of [toolrun.ToolConfig.Exclusive]
 	// tools run alone.
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
@@ -136,7 +135,7 @@ type RunOptions struct {
 
 func (o RunOptions) withDefaults() RunOptions {
 	if o.MaxParallelTools <= 0 {
-		o.MaxParallelTools = defaults.MaxParallelTools
+		o.MaxParallelTools = toolrun.DefaultMaxParallelTools
 	}
 	if o.ContinueAsNewAfter <= 0 {
 		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
