@@ -50,7 +50,9 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // Decide gives a person's decision for a call of run workflowID awaiting
 // approval, with [DecideUpdate]. It returns once the workflow has applied
 // it, or an error if the call has a decision already or does not await
-// one ([toolrun.ErrNotAwaitingApproval], in the update's failure).
+// one: errors.Is(err, [toolrun.ErrNotAwaitingApproval]) holds for it, as
+// for [toolrun.State.Decide]'s, and errors.As finds the update's
+// *temporal.ApplicationError (see [FromFailure]).
 //
 // An update needs a worker: the server hands it to one to validate and
 // apply, and with no worker of the run's task queue running, Decide blocks
@@ -64,9 +66,9 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return err
+		return FromFailure(err)
 	}
-	return h.Get(ctx, nil)
+	return FromFailure(h.Get(ctx, nil))
 }
 
 // DecideBySignal gives a person's decision for a call of run workflowID

@@ -432,9 +432,11 @@ func (w *run) handle(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
-				return fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
+				err = fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 			}
-			return err
+			// The refusal reaches the client as an ApplicationError: its
+			// type names the sentinel, which FromFailure puts back.
+			return typedError(err)
 		}},
 	); err != nil {
 		return err
