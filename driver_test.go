@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -233,5 +235,89 @@ func TestRetryableExported(t *testing.T) {
 	}
 	if toolrun.DefaultMaxParallelTools <= 0 {
 		t.Errorf("DefaultMaxParallelTools = %d", toolrun.DefaultMaxParallelTools)
+	}
+}
+
+// bigTool returns a result of 2 MB of text, over the default result
+// limit, with runes of two bytes so that a cut falls inside one.
+func bigTool() toolrun.Tool {
+	text := strings.Repeat("é", 1<<20)
+	return toolrun.NewTool("big", "Returns a lot", func(ctx context.Context, in struct{}) (string, error) {
+		return text, nil
+	})
+}
+
+// TestCutResultAsInProcess: a result cut with CutResult where the call
+// runs and recorded in the State (as a driver that carries results
+// through an activity does) reaches the model exactly as the whole
+// result does in process: one cut, one note, the same bytes.
+func TestCutResultAsInProcess(t *testing.T) {
+	script := func() toolruntest.Options {
+		return toolruntest.Script(
+			toolruntest.Message(toolruntest.ToolUse("b1", "big", map[string]any{})),
+			toolruntest.Message(toolruntest.Text("ok")))
+	}
+	sent := func(s *toolruntest.Server) []toolruntest.Block {
+		reqs := s.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("got %d requests, want 2", len(reqs))
+		}
+		return toolResults(reqs[1])
+	}
+
+	// In process.
+	s1 := toolruntest.New(t, script())
+	r := toolrun.New(client(s1), userParams("go"), []toolrun.Tool{bigTool()}, &toolrun.Options{Logger: discard()})
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("in process: %v, %v", res.StopReason, err)
+	}
+	want := sent(s1)
+
+	// A driver: the step plans the call, another runner runs it and cuts
+	// its result, the result is recorded in the State, a third runner
+	// commits the turn.
+	s2 := toolruntest.New(t, script())
+	opts := &toolrun.Options{Logger: discard()}
+	step := toolrun.New(client(s2), userParams("go"), []toolrun.Tool{bigTool()}, opts)
+	calls, err := step.Advance(t.Context())
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("Advance = %v, %v; want one call", calls, err)
+	}
+	st := step.State()
+	worker, err := toolrun.Resume(client(s2), st.ForCall("b1"), []toolrun.Tool{bigTool()}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.ExecuteCall(t.Context(), "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := worker.CutResult(res)
+	if !cut.Truncated || len(cut.Content) != 2 {
+		t.Fatalf("CutResult: truncated %v, %d blocks; want a cut text and its note", cut.Truncated, len(cut.Content))
+	}
+	if b, _ := json.Marshal(cut); len(b) > 150_000 {
+		t.Errorf("the cut result is %d bytes of JSON, want it near the 100 KB limit", len(b))
+	}
+	if len(res.Content[0].OfText.Text) != 2<<20 {
+		t.Errorf("CutResult changed the result it was given")
+	}
+	if err := st.SetResult("b1", cut); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := toolrun.Resume(client(s2), st, []toolrun.Tool{bigTool()}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := commit.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("driver: %v, %v", res.StopReason, err)
+	}
+	if diff := cmp.Diff(want, sent(s2)); diff != "" {
+		t.Errorf("the model saw (-in process +driver):\n%.2000s", diff)
+	}
+	// A result within the limit is returned as it is.
+	small := &toolrun.ToolResult{Call: toolrun.ToolCall{Name: "big"}, Content: []toolrun.Content{toolrun.Text("short")}}
+	if worker.CutResult(small) != small {
+		t.Error("CutResult copied a result within the limit")
 	}
 }

@@ -227,7 +227,10 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		}
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
 	}
-	out := &ToolOutput{Result: res}
+	// The result is cut here to what the model receives of it, as in
+	// process: the text past the tool's MaxResultBytes never reaches the
+	// model, so it does not travel through the history either.
+	out := &ToolOutput{Result: r.CutResult(res)}
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
 	}
