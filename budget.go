@@ -372,7 +372,7 @@ func truncateContent(content []Content, limit int) ([]Content, bool) {
 			total += len(c.OfText.Text)
 		}
 	}
-	if limit <= 0 || total <= limit {
+	if limit <= 0 || total <= limit || alreadyCut(content, limit) {
 		return content, false
 	}
 	out := make([]Content, 0, len(content)+1)
@@ -398,6 +398,6 @@ func truncateContent(content []Content, limit int) ([]Content, bool) {
 		t.Text = text
 		out = append(out, Content{OfText: &t})
 	}
-	out = append(out, Text(fmt.Sprintf("[toolrun: this result was truncated from %d to %d bytes of text; the full result was kept for the operator. Ask for less, or for a part of it, if you need the rest.]", total, limit)))
+	out = append(out, Text(fmt.Sprintf(cutNote, total, limit)))
 	return out, true
 }

@@ -2,59 +2,131 @@ package toolrun
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/toolrun/toolrun/internal/defaults"
 	"github.com/toolrun/toolrun/internal/retry"
 )
 
-// DefaultMaxParallelTools is the bound on the calls of a turn that run at
-// once when Options.MaxParallelTools is zero, for a driver that schedules
-// the calls itself.
+// This file is the API a driver outside this module needs to step a run
+// held as data: one that keeps a [State] in a durable workflow, schedules
+// the calls of a turn elsewhere and decides them from messages, as the
+// temporal module does. Everything here reads or copies a State as plain
+// data, with no runner, no client and no I/O, so a deterministic workflow
+// may call it.
+
+// DefaultMaxParallelTools is how many calls of one turn run at once when
+// [Options.MaxParallelTools] is zero. A driver that schedules calls itself
+// uses it to apply the same bound.
 const DefaultMaxParallelTools = defaults.MaxParallelTools
 
 // Retryable reports whether a failed model request may succeed if it is
 // sent again, and how long the API asked to wait first (zero if it did not
-// say), by the rule the runner's own retries follow: what the anthropic
-// client retries (408, 409, 429, 5xx, a dropped connection, a timeout, a
-// stream cut short or idle), and an error event of a stream that began
-// whose type is overloaded_error, api_error, rate_limit_error or
-// timeout_error. A driver that retries a step elsewhere (a Temporal
-// activity) asks it of the step's error.
-func Retryable(err error) (bool, time.Duration) { return retry.Retryable(err) }
+// say). It is the rule the runner's own stream retries use: what the
+// anthropic client retries is retryable (408, 409, 429, 5xx, a dropped
+// connection, a timeout, a stream cut short or idle), and so is an error
+// event in a stream that began whose type is overloaded_error, api_error,
+// rate_limit_error or timeout_error; a bad request, a bad key or a refused
+// permission is not. An error that is no *anthropic.Error is a transport
+// fault and retryable: the caller checks its own context first. A driver that retries a turn itself asks it, so that
+// it retries the same faults the runner does.
+func Retryable(err error) (ok bool, wait time.Duration) { return retry.Retryable(err) }
 
-// This file holds what a driver that keeps the run's State itself, rather
-// than a Runner (the Temporal module's workflow), needs of it: to ask
-// whether a decision would be taken, to carry only the part of the State
-// that does not grow with the run, and to record the one stop it can find
-// on its own.
+// HasCall reports whether the turn in progress of s has a call with the
+// tool_use id toolUseID. A driver that receives a decision before the turn
+// holding its call keeps it until HasCall says the call is there.
+func (s *State) HasCall(toolUseID string) bool { return s != nil && s.call(toolUseID) != nil }
 
-// HasCall reports whether the turn in progress has a call with toolUseID.
-func (s *State) HasCall(toolUseID string) bool { return s.call(toolUseID) != nil }
-
-// CanDecide returns nil if [State.Decide] would record d for toolUseID, and
-// the error it would return otherwise. It changes nothing.
+// CanDecide returns nil if [State.Decide] would record d for toolUseID,
+// and the error Decide would return otherwise (wrapping
+// [ErrNotAwaitingApproval] for a call that does not await a person); it
+// changes nothing. A driver validates a decision with it before accepting
+// the message that carries it.
 func (s *State) CanDecide(toolUseID string, d Decision) error {
 	_, err := s.decidable(toolUseID, d)
 	return err
 }
 
 // Skeleton returns a copy of s without what grows with the run and only a
-// model request needs: the history and the response of the turn in
-// progress. The calls of that turn are kept, with their inputs, decisions
-// and results, so a skeleton can be decided and answered; [State.Merge]
-// puts the rest back. It shares the slices s holds: treat both as read-only
-// until merged.
-func (s *State) Skeleton() *State { return skeleton(s) }
+// model request needs: the history (Params.Messages) and the turn in
+// progress's response as a message. The turn's calls are kept, with their
+// inputs, decisions and results, so decisions and results can be recorded
+// in the skeleton. A driver keeps the skeleton where size matters (a
+// workflow's history) and the whole State in a [Store]; [State.Merge] puts
+// the two together again. s is not changed.
+func (s *State) Skeleton() *State { return ownCalls(skeleton(s)) }
 
-// ForCall returns the skeleton of s with only the call toolUseID in its
-// turn in progress: what one tool call needs.
-func (s *State) ForCall(toolUseID string) *State { return forCall(s, toolUseID) }
+// Merge returns the whole state from the skeleton s (see [State.Skeleton])
+// and whole, the State it was cut from or a later one of the same turn:
+// s's progress (its decisions, results and counters) with whole's history
+// and, if whole is of the same turn, its response. Neither is changed.
+func (s *State) Merge(whole *State) *State { return ownCalls(merge(s, whole)) }
 
-// Merge returns the whole State made of the skeleton s (its decisions and
-// results) and whole, the State it was cut from or a later one of the same
-// turn (its history and, for the same turn, its response).
-func (s *State) Merge(whole *State) *State { return merge(s, whole) }
+// ForCall returns the skeleton of s (see [State.Skeleton]) with the call
+// toolUseID alone in its turn in progress: what a driver hands the worker
+// that runs that call, which needs neither the history nor the other
+// calls. s is not changed.
+func (s *State) ForCall(toolUseID string) *State { return ownCalls(forCall(s, toolUseID)) }
+
+// ownCalls gives t's turn in progress, a copy already, a slice of calls
+// of its own, so that a decision or result recorded in t is not recorded
+// in the State it was cut from.
+func ownCalls(t *State) *State {
+	if t.pending != nil {
+		t.pending.Calls = slices.Clone(t.pending.Calls)
+	}
+	return t
+}
+
+// cutNote is the note that ends a result cut for the model: the text's
+// length before the cut and the limit.
+const cutNote = "[toolrun: this result was truncated from %d to %d bytes of text; the full result was kept for the operator. Ask for less, or for a part of it, if you need the rest.]"
+
+// alreadyCut reports whether content is a result cut to limit already
+// (by [Runner.CutResult] on another machine): its text without the last
+// block is within limit and the last block is the note for limit. Such a
+// result is sent as it is, as the cut it is.
+func alreadyCut(content []Content, limit int) bool {
+	n := len(content)
+	if n == 0 || content[n-1].OfText == nil {
+		return false
+	}
+	var total, lim int
+	note := content[n-1].OfText.Text
+	if _, err := fmt.Sscanf(note, cutNote, &total, &lim); err != nil || lim != limit || total <= limit || note != fmt.Sprintf(cutNote, total, lim) {
+		return false
+	}
+	rest := 0
+	for _, c := range content[:n-1] {
+		if c.OfText != nil {
+			rest += len(c.OfText.Text)
+		}
+	}
+	return rest <= limit
+}
+
+// CutResult returns res as the model receives it from this runner: with
+// its text cut to the result limit of its tool ([ToolConfig.MaxResultBytes],
+// else [Options.MaxResultBytes]) and the note that says so, and Truncated
+// set; res itself if it is within the limit. A runner that sends a cut
+// result sends it as it is, so the model sees exactly what it sees of the
+// whole result in process. A driver that runs a call on one machine and
+// carries its result through a channel of bounded size (an activity's
+// result, a queue) cuts it there; what it no longer carries is the text
+// past the limit, which the model never sees. res is not changed.
+func (r *Runner) CutResult(res *ToolResult) *ToolResult {
+	if res == nil {
+		return nil
+	}
+	cut, ok := truncateContent(res.Content, r.resultLimit(r.tool(res.Call.Name)))
+	if !ok {
+		return res
+	}
+	c := *res
+	c.Content, c.Truncated = cut, true
+	return &c
+}
 
 // Stop records in s a stop that a driver made without a Runner: only
 // [StopPayloadTooLarge] and [StopError], the stops a driver finds on its

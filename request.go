@@ -333,8 +333,12 @@ func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage, requeste
 		}
 	}
 	if !ok {
+		// Once per run: CostIncomplete is in the State, so a runner
+		// resumed from it (each step of a durable driver) does not warn
+		// again.
+		first := !r.st.CostIncomplete
 		r.st.CostIncomplete = true
-		if r.warnOnce(string(m.Model)) {
+		if first && r.warnOnce(string(m.Model)) {
 			r.log.WarnContext(ctx, "toolrun: no price for the model; Result.CostUSD leaves its responses out (set Budget.Prices)",
 				"model", string(m.Model))
 		}

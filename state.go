@@ -12,7 +12,6 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/toolrun/toolrun/internal/bridge"
 )
 
 // stateFormat is the version of the [State] format this package writes. A
@@ -666,19 +665,6 @@ func (c *callState) check() error {
 		return fmt.Errorf("call %q has an unknown phase %q", c.Call.ID, c.Phase)
 	}
 	return nil
-}
-
-// The operations the temporal module needs on the turn in progress (see
-// internal/bridge): it keeps a skeleton of the State in the workflow and
-// the whole State in a Store.
-func init() {
-	bridge.Set(bridge.StateOps[State, Decision]{
-		HasCall:   (*State).HasCall,
-		CanDecide: (*State).CanDecide,
-		Skeleton:  skeleton,
-		Merge:     merge,
-		ForCall:   forCall,
-	})
 }
 
 // skeleton returns s without what only a model request needs and what

@@ -82,7 +82,9 @@ const DefaultWorkerStopTimeout = 5 * time.Minute
 // effect is answered "interrupted", and the call waits out its heartbeat
 // timeout before the workflow learns so. Give your deployment's shutdown
 // grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
-// more than the stop timeout.
+// more than the stop timeout. Dial c with [DrainOnShutdown] too, so that a
+// stopping worker also runs the tasks its last polls bring rather than
+// losing them.
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
@@ -93,8 +95,12 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity] and [ToolActivity] with r.
+// [StepActivity] and [ToolActivity] with r. If r is a worker whose
+// WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
+// a's logger: such a worker cancels its running tools when it is asked to
+// stop; [NewWorker] sets one.
 func Register(r Registry, a *Activities) {
+	warnStopTimeout(a.logger(), r)
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterActivityWithOptions(a.Step, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
@@ -221,7 +227,10 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		}
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
 	}
-	out := &ToolOutput{Result: res}
+	// The result is cut here to what the model receives of it, as in
+	// process: the text past the tool's MaxResultBytes never reaches the
+	// model, so it does not travel through the history either.
+	out := &ToolOutput{Result: r.CutResult(res)}
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
 	}

@@ -50,7 +50,9 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // Decide gives a person's decision for a call of run workflowID awaiting
 // approval, with [DecideUpdate]. It returns once the workflow has applied
 // it, or an error if the call has a decision already or does not await
-// one ([toolrun.ErrNotAwaitingApproval], in the update's failure).
+// one: errors.Is(err, [toolrun.ErrNotAwaitingApproval]) holds for it, as
+// for [toolrun.State.Decide]'s, and errors.As finds the update's
+// *temporal.ApplicationError (see [FromFailure]).
 //
 // An update needs a worker: the server hands it to one to validate and
 // apply, and with no worker of the run's task queue running, Decide blocks
@@ -64,9 +66,9 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return err
+		return FromFailure(err)
 	}
-	return h.Get(ctx, nil)
+	return FromFailure(h.Get(ctx, nil))
 }
 
 // DecideBySignal gives a person's decision for a call of run workflowID
@@ -98,7 +100,13 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 // showed at its last workflow task: a decision sent a moment ago shows
 // once a worker has applied it. A run started by a toolrun older than the
 // memo has none; for it, Pending falls back on the query.
-func Pending(ctx context.Context, c client.Client, workflowID string) ([]toolrun.PendingCall, error) {
+//
+// With a data converter of your own on the clients and workers (a codec
+// that encrypts or compresses payloads), pass it with [WithDataConverter]:
+// the memo is encoded with the worker's converter, and a client does not
+// tell its converter to the code it is given to.
+func Pending(ctx context.Context, c client.Client, workflowID string, opts ...ClientOption) ([]toolrun.PendingCall, error) {
+	o := clientOptionsOf(opts)
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: pending calls of %s: %w", workflowID, err)
@@ -112,7 +120,7 @@ func Pending(ctx context.Context, c client.Client, workflowID string) ([]toolrun
 		return pendingByQuery(ctx, c, workflowID)
 	}
 	var p PendingApprovals
-	if err := converter.GetDefaultDataConverter().FromPayload(raw, &p); err != nil {
+	if err := o.dc.FromPayload(raw, &p); err != nil {
 		return nil, fmt.Errorf("toolrun: pending calls of %s: the memo %s: %w", workflowID, PendingMemo, err)
 	}
 	return p.Calls, nil
@@ -145,4 +153,37 @@ func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.S
 		return nil, err
 	}
 	return merge(o.State, stored), nil
+}
+
+// ClientOption is an option of the functions of this package that read
+// what a run shows with a client ([Pending]).
+type ClientOption func(*clientOptions)
+
+// clientOptions are the options a ClientOption sets.
+type clientOptions struct {
+	dc converter.DataConverter
+}
+
+// WithDataConverter decodes what a run shows (the memo [PendingMemo])
+// with dc: give it the DataConverter the clients and workers were built
+// with (client.Options.DataConverter), a codec converter that encrypts or
+// compresses payloads, say. Without it, the SDK's default converter is
+// used, which is what a client has when it sets none.
+func WithDataConverter(dc converter.DataConverter) ClientOption {
+	return func(o *clientOptions) {
+		if dc != nil {
+			o.dc = dc
+		}
+	}
+}
+
+// clientOptionsOf applies opts to the defaults.
+func clientOptionsOf(opts []ClientOption) clientOptions {
+	o := clientOptions{dc: converter.GetDefaultDataConverter()}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
 }

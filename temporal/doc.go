@@ -84,10 +84,16 @@
 //
 // A worker:
 //
-//	c, err := client.Dial(client.Options{})
+//	c, err := client.Dial(client.Options{ConnectionOptions: client.ConnectionOptions{
+//		DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}}})
 //	acts := temporal.NewActivities(anthropic.NewClient(), tools, &toolrun.Options{Store: store})
 //	w := temporal.NewWorker(c, "agents", acts, worker.Options{})
 //	err = w.Run(worker.InterruptCh())
+//
+// [DrainOnShutdown] makes a stopped worker (SIGTERM, a rolling restart)
+// run every task the server handed it before it exits, and NewWorker
+// gives it a stop timeout, so that no call is answered "interrupted"
+// unless it had started.
 //
 // A starter:
 //

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 )
 
 // The integration test re-executes the test binary as a worker process,
@@ -31,6 +32,8 @@ const (
 	workerEnv    = "TOOLRUN_TEMPORAL_WORKER"     // "1" in a worker process
 	taskQueueEnv = "TOOLRUN_TEMPORAL_TASK_QUEUE" // the worker's task queue
 	dirEnv       = "TOOLRUN_TEMPORAL_DIR"        // where the tools keep their marks
+	drainEnv     = "TOOLRUN_TEMPORAL_DRAIN"      // "1": the worker's client has DrainOnShutdown
+	identityEnv  = "TOOLRUN_TEMPORAL_IDENTITY"   // the worker's client identity, if set
 )
 
 func TestMain(m *testing.M) {
@@ -155,7 +158,11 @@ func perCall(dir string) toolrun.Tool {
 // killed or interrupted. The model is the test's fake server, reached
 // through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY.
 func runWorker() error {
-	c, err := client.Dial(client.Options{HostPort: temporalAddress(), Logger: nopLogger})
+	opts := client.Options{HostPort: temporalAddress(), Logger: nopLogger, Identity: os.Getenv(identityEnv)}
+	if os.Getenv(drainEnv) == "1" {
+		opts.ConnectionOptions.DialOptions = []grpc.DialOption{temporal.DrainOnShutdown()}
+	}
+	c, err := client.Dial(opts)
 	if err != nil {
 		return err
 	}
@@ -173,12 +180,17 @@ func runWorker() error {
 		return err
 	}
 	<-ctx.Done()
+	// The mark says the worker was asked to stop: a test starts work
+	// only then, to see whether the stopping worker takes it.
+	if err := os.WriteFile(filepath.Join(dir, "stopping-"+os.Getenv(identityEnv)), nil, 0o644); err != nil {
+		return err
+	}
 	w.Stop()
 	return nil
 }
 
 // startWorker starts a worker process for the test.
-func startWorker(t *testing.T, dir, queue, modelURL, name string) *exec.Cmd {
+func startWorker(t *testing.T, dir, queue, modelURL, name string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	for _, kv := range os.Environ() {
@@ -191,6 +203,7 @@ func startWorker(t *testing.T, dir, queue, modelURL, name string) *exec.Cmd {
 		"TEMPORAL_ADDRESS="+temporalAddress(),
 		"ANTHROPIC_BASE_URL="+modelURL, "ANTHROPIC_API_KEY="+toolruntest.TestAPIKey,
 	)
+	cmd.Env = append(cmd.Env, env...)
 	logFile, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,9 @@ const AwaitingApprovalQuery = `ToolrunAwaitingApproval = true AND ExecutionStatu
 func ListAwaitingApproval(ctx context.Context, c client.Client) ([]AwaitingRun, error) {
 	var out []AwaitingRun
 	var token []byte
+	// Search attributes are encoded with the default converter whatever
+	// the client's (the server indexes them, so no codec applies), and
+	// decoded so here.
 	dc := converter.GetDefaultDataConverter()
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: AwaitingApprovalQuery, NextPageToken: token})

@@ -128,8 +128,16 @@ func TestApprovalOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)})
-	if err == nil || !strings.Contains(err.Error(), "not awaiting approval") {
-		t.Errorf("got a second update's error %v, want it refused", err)
+	if !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("got a second update's error %v, want one wrapping toolrun.ErrNotAwaitingApproval", err)
+	}
+	var ae *sdktemporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Errorf("the refusal %v does not hold the update's ApplicationError", err)
+	}
+	// A call the run does not have is refused with the same sentinel.
+	if err := temporal.Decide(ctx, c, queue, "no-such-call", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+		t.Errorf("a decision for an unknown call: %v, want one wrapping toolrun.ErrNotAwaitingApproval", err)
 	}
 	var out temporal.Outcome
 	if err := run.Get(ctx, &out); err != nil {

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -181,5 +183,62 @@ func TestRunsOfAnySize(t *testing.T) {
 				t.Errorf("got a stored state of %d messages, %d bytes; want %d messages, over 2 MB", got, len(b), want)
 			}
 		})
+	}
+}
+
+// TestLargeResultOnServer: a tool result of 2 MB, over the server's
+// payload limit, is cut on the worker to the tool's MaxResultBytes, as in
+// process, and the run goes on: the model sees exactly the result an
+// in-process runner sends, where the whole result used to stop the run
+// with payload_too_large. No Store, so the result travels in the history.
+func TestLargeResultOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	big := strings.Repeat("é", 1<<20) // 2 MB
+	tool := func() toolrun.Tool {
+		return toolrun.NewTool("big", "Returns a lot", func(ctx context.Context, in struct{}) (string, error) { return big, nil })
+	}
+	script := func() toolruntest.Options {
+		return toolruntest.Script(
+			toolruntest.Message(toolruntest.ToolUse("b1", "big", map[string]any{})),
+			toolruntest.Message(toolruntest.Text("Read it.")))
+	}
+	lastResults := func(s *toolruntest.Server) []toolruntest.Block {
+		reqs := s.Requests()
+		if len(reqs) == 0 {
+			return nil
+		}
+		var out []toolruntest.Block
+		msgs := reqs[len(reqs)-1].Conversation
+		for _, b := range msgs[len(msgs)-1].Content {
+			if b.Type == "tool_result" {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	inProc := toolruntest.New(t, script())
+	r := toolrun.New(inProc.Client(), userParams("go"), []toolrun.Tool{tool()}, &toolrun.Options{Logger: discard()})
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("in process: %v, %v", res.StopReason, err)
+	}
+
+	model := toolruntest.New(t, script())
+	queue := newQueue("toolrun-big-result")
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{tool()}, &toolrun.Options{Logger: discard()}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.StopReason != toolrun.StopEndTurn || out.Text != "Read it." {
+		t.Fatalf("got outcome %q (%s) %q, want end_turn %q", out.StopReason, out.Detail, out.Text, "Read it.")
+	}
+	if diff := cmp.Diff(lastResults(inProc), lastResults(model)); diff != "" {
+		t.Errorf("the model saw (-in process +workflow):\n%.2000s", diff)
 	}
 }

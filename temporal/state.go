@@ -7,23 +7,17 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/bridge"
-	"github.com/toolrun/toolrun/internal/retry"
 )
 
 // This file holds every use this package makes of the fields of
 // [toolrun.State] and of rules that belong to the root package, so that a
-// change there is adapted here and nowhere else. Each function marked
-// "lead: replace with toolrun.X" is a private stand-in for a rule the root
-// package should own and export.
+// change there is adapted here and nowhere else. It goes through the root
+// package's exported API only: the module is versioned apart from it, so
+// the root's internal packages are no contract it may rely on.
 
 // errUnknownCall is the rule's verdict on a call the state has not seen:
 // a signal for it is kept until the call appears.
 var errUnknownCall = errors.New("toolrun: no such call yet")
-
-// ops are the root package's operations on the turn in progress of a
-// State, which only it can see (internal/bridge).
-var ops = bridge.Get[toolrun.State, toolrun.Decision]()
 
 // decidable says whether decision d for call id may be recorded in s: nil
 // if it may, an error wrapping [toolrun.ErrNotAwaitingApproval] if the call has a decision
@@ -34,7 +28,7 @@ func decidable(s *toolrun.State, id string, d toolrun.Decision) error {
 	if !hasCall(s, id) {
 		return errUnknownCall
 	}
-	return ops.CanDecide(s, id, d)
+	return s.CanDecide(id, d)
 }
 
 // decide records decision d for call id in s if [decidable] allows it.
@@ -46,24 +40,24 @@ func decide(s *toolrun.State, id string, d toolrun.Decision) error {
 }
 
 // hasCall reports whether the pending turn of s has call id.
-func hasCall(s *toolrun.State, id string) bool { return s != nil && ops.HasCall(s, id) }
+func hasCall(s *toolrun.State, id string) bool { return s.HasCall(id) }
 
 // skeleton returns s without what only a model request needs and what
 // grows with the run: the history and the pending response as a message
 // (its calls are kept, with their inputs, decisions and results). It is
 // what the workflow holds; the whole state is in the Store, and [merge]
 // puts the two together again.
-func skeleton(s *toolrun.State) *toolrun.State { return ops.Skeleton(s) }
+func skeleton(s *toolrun.State) *toolrun.State { return s.Skeleton() }
 
 // merge returns the whole state from the skeleton the workflow holds and
 // the whole state the Store holds for it: the skeleton's progress (the
 // decisions and results recorded in the workflow since) with the stored
 // history and pending response.
-func merge(skel, stored *toolrun.State) *toolrun.State { return ops.Merge(skel, stored) }
+func merge(skel, stored *toolrun.State) *toolrun.State { return skel.Merge(stored) }
 
 // forCall returns the state the tool activity needs for call id: the
 // skeleton with that call alone.
-func forCall(s *toolrun.State, id string) *toolrun.State { return ops.ForCall(s, id) }
+func forCall(s *toolrun.State, id string) *toolrun.State { return s.ForCall(id) }
 
 // summary is what the search attributes show of a run.
 type summary struct {
@@ -120,5 +114,5 @@ func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.Stat
 
 // retryable classifies a failed model request, after the runner's own
 // stream retries, by the one rule the runner's stream retries use too
-// (internal/retry).
-func retryable(err error) (bool, time.Duration) { return retry.Retryable(err) }
+// ([toolrun.Retryable]).
+func retryable(err error) (bool, time.Duration) { return toolrun.Retryable(err) }

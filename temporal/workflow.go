@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/defaults"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -71,8 +70,8 @@ type RunOptions struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 
 	// MaxParallelTools bounds the calls of one turn that run at once, as
-	// [toolrun.Options.MaxParallelTools]. Zero means 128, as
-	// there. Calls of [toolrun.ToolConfig.Exclusive]
+	// [toolrun.Options.MaxParallelTools]. Zero means
+	// [toolrun.DefaultMaxParallelTools], as there. Calls of [toolrun.ToolConfig.Exclusive]
 	// tools run alone.
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
@@ -136,7 +135,7 @@ type RunOptions struct {
 
 func (o RunOptions) withDefaults() RunOptions {
 	if o.MaxParallelTools <= 0 {
-		o.MaxParallelTools = defaults.MaxParallelTools
+		o.MaxParallelTools = toolrun.DefaultMaxParallelTools
 	}
 	if o.ContinueAsNewAfter <= 0 {
 		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
@@ -265,6 +264,12 @@ const (
 	// end, not at the start, so that a run that was waiting when its
 	// workers were upgraded gets it too.
 	versionEndStatus = "toolrun.end-status"
+	// versionDecisionBounds guards the bounds on decisions
+	// ([MaxDecisionBytes], [MaxEarlyDecisions], [MaxEarlyDecisionBytes]):
+	// an execution recorded before them applied or kept every decision. It
+	// is asked when an execution starts, so a run that was waiting when its
+	// workers were upgraded gets the bounds from its next execution on.
+	versionDecisionBounds = "toolrun.decision-bounds"
 	// versionStopCalls guards the rule that no call of a turn starts once
 	// a call's answer ended the run (AfterTool, or the payload guard), as
 	// [toolrun.Batches] states it: an execution recorded before it went on
@@ -329,6 +334,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	w.attrs = !w.opts.NoSearchAttributes &&
 		workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
 	w.memo = workflow.GetVersion(ctx, versionPendingMemo, workflow.DefaultVersion, 1) >= 1
+	w.bounded = workflow.GetVersion(ctx, versionDecisionBounds, workflow.DefaultVersion, 1) >= 1
 	if err := w.handle(ctx); err != nil {
 		return nil, err
 	}
@@ -406,6 +412,7 @@ type run struct {
 	attrs    bool    // upsert the search attributes
 	shown    summary // what the search attributes show
 	memo     bool    // upsert the memo PendingMemo
+	bounded  bool    // decisions are bounded (decisionBounds)
 	memoSet  bool    // the memo was upserted in this execution
 	memoKey  string  // the calls the memo lists, as pendingKey gives them
 	ending   string  // the status the execution ends with, once it ends; "" while it runs
@@ -431,11 +438,16 @@ func (w *run) handle(ctx workflow.Context) error {
 			return workflow.Await(ctx, func() bool { return !w.stepping })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
+			if err := w.decisionTooLarge(a); err != nil {
+				return err
+			}
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
-				return fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
+				err = fmt.Errorf("%w: no call %q awaits approval", toolrun.ErrNotAwaitingApproval, a.ToolUseID)
 			}
-			return err
+			// The refusal reaches the client as an ApplicationError: its
+			// type names the sentinel, which FromFailure puts back.
+			return typedError(err)
 		}},
 	); err != nil {
 		return err
@@ -470,9 +482,20 @@ func (w *run) decidable(a Approval) error {
 // a step is in flight, and dropped with a warning otherwise (a call
 // decided already, or that does not await approval).
 func (w *run) receive(ctx workflow.Context, a Approval) {
-	if err := w.decidable(a); err != nil && !errors.Is(err, errUnknownCall) {
+	if err := w.decisionTooLarge(a); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
 		return
+	}
+	err := w.decidable(a)
+	if err != nil && !errors.Is(err, errUnknownCall) {
+		workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+		return
+	}
+	if err != nil && w.bounded {
+		if err := w.roomForEarly(a); err != nil {
+			workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+			return
+		}
 	}
 	w.buffered = append(w.buffered, a)
 	if !w.stepping {

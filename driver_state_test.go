@@ -1,0 +1,89 @@
+package toolrun_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// TestDriverState: a driver that keeps the State itself carries its
+// skeleton, decides on it, merges it back and resumes; and a payload-limit
+// stop it records holds in the resumed runner, while a stop it may not
+// make is refused.
+func TestDriverState(t *testing.T) {
+	srv := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("d1", "deploy", map[string]string{"s": "b"})),
+		toolruntest.Message(toolruntest.Text("done")),
+	))
+	deploy := toolrun.NewTool("deploy", "Deploy", func(ctx context.Context, in echoIn) (string, error) { return "deployed " + in.S, nil })
+	deploy.Policy = toolrun.RequireApproval("deploys")
+	tools := []toolrun.Tool{deploy}
+	opts := &toolrun.Options{Logger: discard()}
+	ctx := context.Background()
+	r := toolrun.New(client(srv), userParams("go"), tools, opts)
+	res, err := r.Run(ctx)
+	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
+		t.Fatalf("Run = %v, %v; want awaiting approval", res.StopReason, err)
+	}
+	whole := r.State() // what a workflow holds
+	skel := whole.Skeleton()
+	if len(skel.Params.Messages) != 0 || !skel.HasCall("d1") || skel.HasCall("x") {
+		t.Fatalf("skeleton: %d messages, has d1 %v, has x %v; want 0, true, false", len(skel.Params.Messages), skel.HasCall("d1"), skel.HasCall("x"))
+	}
+	if err := skel.CanDecide("d1", toolrun.AllowCall()); err != nil {
+		t.Fatalf("CanDecide: %v", err)
+	}
+	if err := skel.Decide("d1", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if err := skel.CanDecide("d1", toolrun.AllowCall()); err == nil {
+		t.Errorf("CanDecide after Decide = nil, want the refusal")
+	}
+	merged := skel.Merge(whole)
+	if len(merged.Params.Messages) != len(whole.Params.Messages) {
+		t.Errorf("merged: %d messages, want %d", len(merged.Params.Messages), len(whole.Params.Messages))
+	}
+	stopped := merged.Merge(merged) // a copy to stop
+	if err := stopped.Stop(toolrun.StopEndTurn, "no"); err == nil {
+		t.Errorf("Stop(end_turn) = nil, want an error")
+	}
+	if err := stopped.Stop(toolrun.StopPayloadTooLarge, "the state is 3 MB, the limit 2 MB"); err != nil {
+		t.Fatal(err)
+	}
+	held, err := toolrun.Resume(client(srv), stopped, tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := held.Run(ctx); err != nil || res.StopReason != toolrun.StopPayloadTooLarge || res.Turns != 1 {
+		t.Errorf("Run of a payload-limit stop = %v after %d turns, %v; want it held after 1", res.StopReason, res.Turns, err)
+	}
+	goOn, err := toolrun.Resume(client(srv), merged, tools, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := goOn.Run(ctx); err != nil || res.StopReason != toolrun.StopEndTurn || res.ToolCalls != 1 {
+		t.Errorf("Run of the merged state = %v with %d calls, %v; want end_turn, 1", res.StopReason, res.ToolCalls, err)
+	}
+}
+
+// TestRetryable: the exported rule says what the runner's own retries do
+// of a rate limit and of a bad request.
+func TestRetryable(t *testing.T) {
+	srv := toolruntest.New(t, toolruntest.Script(
+		toolruntest.RateLimited(0),
+		toolruntest.Reply{Fault: toolruntest.Fault{Status: 400}},
+	))
+	c := srv.Client(option.WithMaxRetries(0))
+	for _, want := range []bool{true, false} {
+		_, err := c.Beta.Messages.New(context.Background(), userParams("go"))
+		if err == nil {
+			t.Fatal("request succeeded, want the script's fault")
+		}
+		if got, _ := toolrun.Retryable(err); got != want {
+			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package temporal
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolrun/toolrun"
+)
+
+// The bounds on the decisions a run takes, so that no input a client can
+// send grows the workflow's state, its continue-as-new input or its
+// history past what the server takes: a decision beyond them is refused
+// (an update fails with the reason, a signal is dropped with a warning in
+// the worker's log) and the run goes on.
+const (
+	// MaxDecisionBytes bounds one decision as its JSON: the tool_use id,
+	// the reason of a Deny, the input of an Allow, the result of a Skip.
+	MaxDecisionBytes = 64 << 10
+	// MaxEarlyDecisions bounds the decisions a run keeps for calls that do
+	// not exist yet (a signal sent before the model asked for the call).
+	MaxEarlyDecisions = 100
+	// MaxEarlyDecisionBytes bounds the JSON of all of them together.
+	MaxEarlyDecisionBytes = 256 << 10
+)
+
+// decisionSize is the size of a's JSON.
+func decisionSize(a Approval) int {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return MaxDecisionBytes + 1
+	}
+	return len(b)
+}
+
+// decisionTooLarge returns why decision a is refused for its size, or nil.
+func (w *run) decisionTooLarge(a Approval) error {
+	if !w.bounded {
+		return nil
+	}
+	if n := decisionSize(a); n > MaxDecisionBytes {
+		return fmt.Errorf("toolrun: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason or input", truncID(a.ToolUseID), n, MaxDecisionBytes)
+	}
+	return nil
+}
+
+// roomForEarly returns why a, a decision for a call the run has not seen,
+// cannot be kept, or nil.
+func (w *run) roomForEarly(a Approval) error {
+	count, size := 0, decisionSize(a)
+	for _, b := range w.buffered {
+		if !w.state.HasCall(b.ToolUseID) {
+			count++
+			size += decisionSize(b)
+		}
+	}
+	switch {
+	case count >= MaxEarlyDecisions:
+		return fmt.Errorf("%w: no call %q yet, and %d decisions already wait for calls that do not exist (temporal.MaxEarlyDecisions)", toolrun.ErrNotAwaitingApproval, truncID(a.ToolUseID), count)
+	case size > MaxEarlyDecisionBytes:
+		return fmt.Errorf("%w: no call %q yet, and the decisions waiting for calls that do not exist would be %d bytes (temporal.MaxEarlyDecisionBytes is %d)", toolrun.ErrNotAwaitingApproval, truncID(a.ToolUseID), size, MaxEarlyDecisionBytes)
+	}
+	return nil
+}
+
+// truncID returns id cut to 100 bytes, for a message.
+func truncID(id string) string {
+	if len(id) > 100 {
+		return id[:100] + "…"
+	}
+	return id
+}

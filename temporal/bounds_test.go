@@ -1,0 +1,79 @@
+package temporal_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/sdk/client"
+)
+
+// TestDecisionFloodOnServer: what a client can send does not get the run
+// terminated by the server. A flood of signals for calls that do not
+// exist (300 of 10 KB, 3 MB in all, carried into a continue-as-new input
+// unless bounded), a 1 MB decision by signal and one by update, each end
+// in a refusal, and the run ends in an Outcome with the call decided by
+// the small decision sent last.
+func TestDecisionFloodOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-flood")
+	model := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
+		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/b"})),
+		toolruntest.Message(toolruntest.Text("Done."))))
+	calls := &counter{}
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+		Logger: discard(),
+		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+	}))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// A continue-as-new after every turn carries the decisions kept for
+	// calls not seen yet.
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), &temporal.RunOptions{ContinueAsNewAfter: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := strings.Repeat("r", 10<<10)
+	for i := range 300 {
+		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), toolrun.DenyCall(reason)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaiting := func(id string) func() bool {
+		return func() bool {
+			p, err := temporal.Pending(ctx, c, queue)
+			return err == nil && len(p) == 1 && p[0].Call.ID == id
+		}
+	}
+	huge := strings.Repeat("x", 1<<20)
+	for _, id := range []string{"t1", "t2"} {
+		waitFor(t, time.Minute, id+" awaiting approval", awaiting(id))
+		if err := temporal.DecideBySignal(ctx, c, queue, id, toolrun.DenyCall(huge)); err != nil {
+			t.Fatal(err)
+		}
+		err := temporal.Decide(ctx, c, queue, id, toolrun.DenyCall(huge))
+		if err == nil || !strings.Contains(err.Error(), "MaxDecisionBytes") {
+			t.Errorf("a 1 MB update for %s: %v, want it refused for its size", id, err)
+		}
+		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall()); err != nil {
+			t.Fatalf("the Allow after them for %s: %v (the 1 MB signal was applied?)", id, err)
+		}
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatalf("the run has no Outcome: %v", err)
+	}
+	if out.StopReason != toolrun.StopEndTurn || out.Text != "Done." {
+		t.Errorf("got outcome %q (%s) %q, want end_turn %q", out.StopReason, out.Detail, out.Text, "Done.")
+	}
+	if diff := cmp.Diff(map[string]int{"write /a": 1, "write /b": 1}, calls.n); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}

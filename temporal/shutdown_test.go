@@ -1,0 +1,125 @@
+package temporal_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+)
+
+// TestStoppingWorkerRunsWhatItPolled: a worker whose client has
+// DrainOnShutdown, once SIGTERMed, stops polling but lets the polls under
+// way end and runs the tasks they bring, on a server that does not
+// advertise poll completion on shutdown. A run started after the worker
+// was asked to stop is taken by it (its first workflow task and its step
+// start on that worker), where a worker that cancels its polls takes
+// nothing and a task the server had handed to a cancelled poll is lost.
+func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	c := dialTemporal(t)
+	dir := t.TempDir()
+	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("Done."))))
+	queue := newQueue("toolrun-drain")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	first := startWorker(t, dir, queue, model.URL, "stopping", drainEnv+"=1", identityEnv+"=stopping")
+	waitFor(t, 30*time.Second, "the worker to poll both queues", func() bool {
+		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+			d, err := c.DescribeTaskQueue(ctx, queue, typ)
+			if err != nil || !slices.ContainsFunc(d.GetPollers(), func(p *taskqueuepb.PollerInfo) bool { return p.GetIdentity() == "stopping" }) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the worker to begin stopping", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "stopping-stopping"))
+		return err == nil
+	})
+	// A worker that cancels its polls has done so within this wait.
+	time.Sleep(500 * time.Millisecond)
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Errorf("the stopped worker: %v", err)
+	}
+	// Whatever the stopping worker did not take, a new one finishes.
+	startWorker(t, dir, queue, model.URL, "next", identityEnv+"=next")
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.StopReason != toolrun.StopEndTurn || out.Text != "Done." {
+		t.Errorf("got outcome %q %q, want end_turn %q", out.StopReason, out.Text, "Done.")
+	}
+	var took []string
+	it := c.GetWorkflowHistory(ctx, queue, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			took = append(took, "workflow task by "+a.GetIdentity())
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			took = append(took, "activity task by "+a.GetIdentity())
+		}
+	}
+	if len(took) == 0 || took[0] != "workflow task by stopping" {
+		t.Errorf("tasks started %v; want the first workflow task taken by the stopping worker, whose poll was under way", took)
+	}
+}
+
+// TestStopTimeoutWarning: Register warns when the worker it registers
+// with would cancel its running tools at once on a stop (worker.New's
+// WorkerStopTimeout of 0), and NewWorker, which sets one, does not.
+func TestStopTimeoutWarning(t *testing.T) {
+	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: nopLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		name string
+		make func(a *temporal.Activities)
+		warn bool
+	}{
+		{"worker.New", func(a *temporal.Activities) { temporal.Register(worker.New(c, "q", worker.Options{}), a) }, true},
+		{"worker.New with a stop timeout", func(a *temporal.Activities) {
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute}), a)
+		}, false},
+		{"NewWorker", func(a *temporal.Activities) { temporal.NewWorker(c, "q", a, worker.Options{}) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			a := temporal.NewActivities(anthropic.Client{}, nil, &toolrun.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+			tc.make(a)
+			if got := strings.Contains(buf.String(), "WorkerStopTimeout is 0"); got != tc.warn {
+				t.Errorf("warned %v, want %v; log:\n%s", got, tc.warn, buf.String())
+			}
+		})
+	}
+}
