@@ -361,6 +361,16 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		c.errorf("resume", "the saved run approves every call of %s (always); this resume asks about them too: give --tools-from-state to approve them as saved", strings.Join(st.AlwaysAllow, ", "))
 		st.AlwaysAllow = nil
 	}
+	// And so are the approvals it holds for calls not yet started: a
+	// person's "yes" in the file is the word of whoever wrote it.
+	dropped, err := dropApprovals(saved.State)
+	if err != nil {
+		c.errorf("resume", "%s: %v", "the saved run", err)
+		return exitError
+	}
+	for _, d := range dropped {
+		c.errorf("resume", "the saved run holds an approval of %s; this resume asks about it again: give --tools-from-state to take the file's decisions", printable(d))
+	}
 	saved.Tools = f.tools
 	if w := saved.Tools.Workdir; w != "" {
 		if abs, err := filepath.Abs(w); err == nil {
@@ -379,6 +389,70 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 	}
 	saved.Record, saved.Log = "", ""
 	return exitOK
+}
+
+// dropApprovals turns the approvals st holds for calls not yet started,
+// given by a person or by an "always", back into undecided calls, so that
+// they are asked about again; it returns each such call as "ID (tool)". A
+// denial or a skip is kept: neither runs anything. The State has no method
+// to take back a decision, so this edits its JSON form, which is the form
+// the file gave.
+func dropApprovals(st *toolrun.State) ([]string, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var pending map[string]json.RawMessage
+	if raw, ok := m["pending"]; !ok || json.Unmarshal(raw, &pending) != nil || pending == nil {
+		return nil, nil
+	}
+	var calls []map[string]json.RawMessage
+	if err := json.Unmarshal(pending["calls"], &calls); err != nil {
+		return nil, nil
+	}
+	var dropped []string
+	for _, c := range calls {
+		var phase, by string
+		var d struct {
+			Kind toolrun.DecisionKind `json:"kind"`
+		}
+		var call toolrun.ToolCall
+		json.Unmarshal(c["phase"], &phase)
+		json.Unmarshal(c["decided_by"], &by)
+		json.Unmarshal(c["call"], &call)
+		if phase != "decided" || c["decision"] == nil || json.Unmarshal(c["decision"], &d) != nil || d.Kind != toolrun.Allow {
+			continue
+		}
+		if by != string(toolrun.ByApproval) && by != string(toolrun.ByAlways) {
+			continue
+		}
+		c["phase"] = json.RawMessage(`"new"`)
+		delete(c, "decision")
+		delete(c, "decided_by")
+		dropped = append(dropped, fmt.Sprintf("%s (%s)", call.ID, call.Name))
+	}
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	if pending["calls"], err = json.Marshal(calls); err != nil {
+		return nil, err
+	}
+	if m["pending"], err = json.Marshal(pending); err != nil {
+		return nil, err
+	}
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	fresh := new(toolrun.State)
+	if err := json.Unmarshal(b, fresh); err != nil {
+		return nil, err
+	}
+	*st = *fresh
+	return dropped, nil
 }
 
 // stateFileFor returns where a resumed run that stops awaiting approval
