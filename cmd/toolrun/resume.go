@@ -332,12 +332,7 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		if named.given() {
 			uses = append(uses, "the tools:"+named.commandLine())
 		}
-		if saved.Record != "" && saved.Record != "-" {
-			uses = append(uses, "the transcript "+shellQuote(saved.Record))
-		}
-		if saved.Log != "" && saved.Log != "-" {
-			uses = append(uses, "the log "+shellQuote(saved.Log))
-		}
+		uses = append(uses, namedFiles(saved)...)
 		if len(uses) > 0 {
 			c.errorf("resume", "with what the saved run names (--tools-from-state): %s", strings.Join(uses, "; "))
 		}
@@ -377,18 +372,24 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 			saved.Tools.Workdir = abs // saved so, for a resume in another directory
 		}
 	}
-	var unused []string
-	if saved.Record != "" && saved.Record != "-" {
-		unused = append(unused, "the transcript "+shellQuote(saved.Record))
-	}
-	if saved.Log != "" && saved.Log != "-" {
-		unused = append(unused, "the log "+shellQuote(saved.Log))
-	}
-	if len(unused) > 0 {
+	if unused := namedFiles(saved); len(unused) > 0 {
 		c.errorf("resume", "not appending to %s the saved run names: a resume opens them only with --tools-from-state", strings.Join(unused, " and "))
 	}
 	saved.Record, saved.Log = "", ""
 	return exitOK
+}
+
+// namedFiles describes the transcript and the log that saved names, for
+// the messages that say whether a resume opens them.
+func namedFiles(saved *savedRun) []string {
+	var out []string
+	if saved.Record != "" && saved.Record != "-" {
+		out = append(out, "the transcript "+shellQuote(saved.Record))
+	}
+	if saved.Log != "" && saved.Log != "-" {
+		out = append(out, "the log "+shellQuote(saved.Log))
+	}
+	return out
 }
 
 // dropApprovals turns the approvals st holds for calls not yet started,
