@@ -360,7 +360,7 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 	// person's "yes" in the file is the word of whoever wrote it.
 	dropped, err := dropApprovals(saved.State)
 	if err != nil {
-		c.errorf("resume", "%s: %v", "the saved run", err)
+		c.errorf("resume", "the saved run: %v", err)
 		return exitError
 	}
 	for _, d := range dropped {
