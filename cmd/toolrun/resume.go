@@ -60,9 +60,10 @@ trust). Without either, a saved run that names tools is refused, with the
 tool flags it names, before anything starts. --tools-from-state also
 appends to the transcript and the log the file names (without it, the
 rest of the run is not recorded and warnings go to stderr) and decides the
-calls as the file says (without it, a file's --approve auto and the tools
-it approves "always" are not taken: the calls are asked about unless
---approve says otherwise); what it uses is printed to stderr first.
+calls as the file says (without it, a file's --approve auto, the tools
+it approves "always" and its approvals of calls not yet started are not
+taken: the calls are asked about unless --approve says otherwise); what
+it uses is printed to stderr first.
 
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
