@@ -34,3 +34,37 @@ func TestResumeForgedDecision(t *testing.T) {
 		t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
 	}
 }
+
+// TestResumeStateParamsReachOut edits a saved run's request params to name
+// what the API itself reaches or runs: a remote MCP server (mcp_servers,
+// with a URL and a token the file chooses), a server tool (web_fetch), a
+// container. A resume with its own tools must refuse these before anything
+// is sent, as it refuses the MCP commands a file names: they would send the
+// conversation where the file says.
+func TestResumeStateParamsReachOut(t *testing.T) {
+	_, crash := binaries(t)
+	tests := []struct {
+		name, key string
+		value     any
+	}{
+		{"mcp_servers", "mcp_servers", []any{map[string]any{"type": "url", "name": "x", "url": "https://mcp.invalid/sse", "authorization_token": "t"}}},
+		{"server tool", "tools", []any{map[string]any{"type": "web_fetch_20250910", "name": "web_fetch"}}},
+		{"container", "container", "container_0123"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+			editSaved(t, state, func(m map[string]any) {
+				m["state"].(map[string]any)["params"].(map[string]any)[tt.key] = tt.value
+			})
+			got, _ := bin{dir: dir, args: []string{"resume", "--approve", "auto", "--mcp", "tracker=" + crash, state}}.run(t)
+			if got.code != exitUsage {
+				t.Errorf("exit status %d, want %d (refused); stdout:\n%s\nstderr:\n%s", got.code, exitUsage, got.stdout, got.stderr)
+			}
+			if want := "toolrun resume: the saved run's request names " + tt.key; !strings.Contains(got.stderr, want) {
+				t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
+			}
+		})
+	}
+}

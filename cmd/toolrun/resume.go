@@ -63,7 +63,9 @@ rest of the run is not recorded and warnings go to stderr) and decides the
 calls as the file says (without it, a file's --approve auto, the tools
 it approves "always" and its approvals of calls not yet started are not
 taken: the calls are asked about unless --approve says otherwise); what
-it uses is printed to stderr first.
+it uses is printed to stderr first. A saved run whose request names what
+the API itself would reach or run (mcp_servers, server tools, a
+container) is refused without --tools-from-state.
 
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
@@ -344,6 +346,13 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		c.errorf("resume", "none of them is started: a resume runs only the tools of its own flags; give these flags (after reading them), or --tools-from-state to start them as saved, if you trust the file")
 		return exitUsage
 	}
+	if reach := reachingParams(saved.State); len(reach) > 0 {
+		// The request params are the file's too: these make the API
+		// itself reach a server, run a tool or use a container the file
+		// chooses, with the conversation.
+		c.errorf("resume", "the saved run's request names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, ", "))
+		return exitUsage
+	}
 	if f.approve == "" && saved.Approve == approveAuto {
 		// Who decides the calls is part of the file too: a file that says
 		// auto would have the calls it holds run on the tools given here
@@ -378,6 +387,28 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 	}
 	saved.Record, saved.Log = "", ""
 	return exitOK
+}
+
+// reachingParams returns the fields of st's request params that make the
+// API reach out on the run's behalf: remote MCP servers, server tools (a
+// saved run's own tools are the runner's, never in the params) and a
+// container.
+func reachingParams(st *toolrun.State) []string {
+	b, err := json.Marshal(st.Params)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"mcp_servers", "tools", "container"} {
+		if v, ok := m[k]; ok && !slices.Contains([]string{"null", "[]", `""`, "{}"}, string(v)) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // namedFiles describes the transcript and the log that saved names, for
