@@ -68,3 +68,19 @@ func TestResumeStateParamsReachOut(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeFromStateShowsEnv edits a saved run to pass its MCP server the
+// API key of whoever resumes it (mcp_env, which holds names only). With
+// --tools-from-state the resume prints what it uses before it starts it:
+// the variables it hands over are part of that, and must be shown.
+func TestResumeFromStateShowsEnv(t *testing.T) {
+	dir := t.TempDir()
+	state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+	editSaved(t, state, func(m map[string]any) {
+		m["tools"].(map[string]any)["mcp_env"] = []string{"ANTHROPIC_API_KEY"}
+	})
+	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--approve", "deny", state}}.run(t)
+	if want := "--mcp-env ANTHROPIC_API_KEY"; !strings.Contains(got.stderr, want) {
+		t.Errorf("stderr does not show %q before the server starts; got:\n%s", want, got.stderr)
+	}
+}
