@@ -60,9 +60,12 @@ trust). Without either, a saved run that names tools is refused, with the
 tool flags it names, before anything starts. --tools-from-state also
 appends to the transcript and the log the file names (without it, the
 rest of the run is not recorded and warnings go to stderr) and decides the
-calls as the file says (without it, a file's --approve auto and the tools
-it approves "always" are not taken: the calls are asked about unless
---approve says otherwise); what it uses is printed to stderr first.
+calls as the file says (without it, a file's --approve auto, the tools
+it approves "always" and its approvals of calls not yet started are not
+taken: the calls are asked about unless --approve says otherwise); what
+it uses is printed to stderr first. A saved run whose request names what
+the API itself would reach or run (mcp_servers, server tools, a
+container) is refused without --tools-from-state.
 
 A run with --script resumes with the rest of its script. Other runs need
 the API key, as "toolrun run" does.`,
@@ -332,12 +335,7 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		if named.given() {
 			uses = append(uses, "the tools:"+named.commandLine())
 		}
-		if saved.Record != "" && saved.Record != "-" {
-			uses = append(uses, "the transcript "+shellQuote(saved.Record))
-		}
-		if saved.Log != "" && saved.Log != "-" {
-			uses = append(uses, "the log "+shellQuote(saved.Log))
-		}
+		uses = append(uses, namedFiles(saved)...)
 		if len(uses) > 0 {
 			c.errorf("resume", "with what the saved run names (--tools-from-state): %s", strings.Join(uses, "; "))
 		}
@@ -346,6 +344,13 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 	if named.given() && !f.tools.given() {
 		c.errorf("resume", "the saved run names the tools:%s", named.commandLine())
 		c.errorf("resume", "none of them is started: a resume runs only the tools of its own flags; give these flags (after reading them), or --tools-from-state to start them as saved, if you trust the file")
+		return exitUsage
+	}
+	if reach := reachingParams(saved.State); len(reach) > 0 {
+		// The request params are the file's too: these make the API
+		// itself reach a server, run a tool or use a container the file
+		// chooses, with the conversation.
+		c.errorf("resume", "the saved run's request names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, ", "))
 		return exitUsage
 	}
 	if f.approve == "" && saved.Approve == approveAuto {
@@ -361,24 +366,126 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		c.errorf("resume", "the saved run approves every call of %s (always); this resume asks about them too: give --tools-from-state to approve them as saved", strings.Join(st.AlwaysAllow, ", "))
 		st.AlwaysAllow = nil
 	}
+	// And so are the approvals it holds for calls not yet started: a
+	// person's "yes" in the file is the word of whoever wrote it.
+	dropped, err := dropApprovals(saved.State)
+	if err != nil {
+		c.errorf("resume", "the saved run: %v", err)
+		return exitError
+	}
+	for _, d := range dropped {
+		c.errorf("resume", "the saved run holds an approval of %s; this resume asks about it again: give --tools-from-state to take the file's decisions", printable(d))
+	}
 	saved.Tools = f.tools
 	if w := saved.Tools.Workdir; w != "" {
 		if abs, err := filepath.Abs(w); err == nil {
 			saved.Tools.Workdir = abs // saved so, for a resume in another directory
 		}
 	}
-	var unused []string
-	if saved.Record != "" && saved.Record != "-" {
-		unused = append(unused, "the transcript "+shellQuote(saved.Record))
-	}
-	if saved.Log != "" && saved.Log != "-" {
-		unused = append(unused, "the log "+shellQuote(saved.Log))
-	}
-	if len(unused) > 0 {
+	if unused := namedFiles(saved); len(unused) > 0 {
 		c.errorf("resume", "not appending to %s the saved run names: a resume opens them only with --tools-from-state", strings.Join(unused, " and "))
 	}
 	saved.Record, saved.Log = "", ""
 	return exitOK
+}
+
+// reachingParams returns the fields of st's request params that make the
+// API reach out on the run's behalf: remote MCP servers, server tools (a
+// saved run's own tools are the runner's, never in the params) and a
+// container.
+func reachingParams(st *toolrun.State) []string {
+	b, err := json.Marshal(st.Params)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"mcp_servers", "tools", "container"} {
+		if v, ok := m[k]; ok && !slices.Contains([]string{"null", "[]", `""`, "{}"}, string(v)) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// namedFiles describes the transcript and the log that saved names, for
+// the messages that say whether a resume opens them.
+func namedFiles(saved *savedRun) []string {
+	var out []string
+	if saved.Record != "" && saved.Record != "-" {
+		out = append(out, "the transcript "+shellQuote(saved.Record))
+	}
+	if saved.Log != "" && saved.Log != "-" {
+		out = append(out, "the log "+shellQuote(saved.Log))
+	}
+	return out
+}
+
+// dropApprovals turns the approvals st holds for calls not yet started,
+// given by a person or by an "always", back into undecided calls, so that
+// they are asked about again; it returns each such call as "ID (tool)". A
+// denial or a skip is kept: neither runs anything. The State has no method
+// to take back a decision, so this edits its JSON form, which is the form
+// the file gave.
+func dropApprovals(st *toolrun.State) ([]string, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var pending map[string]json.RawMessage
+	if raw, ok := m["pending"]; !ok || json.Unmarshal(raw, &pending) != nil || pending == nil {
+		return nil, nil
+	}
+	var calls []map[string]json.RawMessage
+	if err := json.Unmarshal(pending["calls"], &calls); err != nil {
+		return nil, nil
+	}
+	var dropped []string
+	for _, c := range calls {
+		var phase, by string
+		var d struct {
+			Kind toolrun.DecisionKind `json:"kind"`
+		}
+		var call toolrun.ToolCall
+		json.Unmarshal(c["phase"], &phase)
+		json.Unmarshal(c["decided_by"], &by)
+		json.Unmarshal(c["call"], &call)
+		if phase != "decided" || c["decision"] == nil || json.Unmarshal(c["decision"], &d) != nil || d.Kind != toolrun.Allow {
+			continue
+		}
+		if by != string(toolrun.ByApproval) && by != string(toolrun.ByAlways) {
+			continue
+		}
+		c["phase"] = json.RawMessage(`"new"`)
+		delete(c, "decision")
+		delete(c, "decided_by")
+		dropped = append(dropped, fmt.Sprintf("%s (%s)", call.ID, call.Name))
+	}
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	if pending["calls"], err = json.Marshal(calls); err != nil {
+		return nil, err
+	}
+	if m["pending"], err = json.Marshal(pending); err != nil {
+		return nil, err
+	}
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	fresh := new(toolrun.State)
+	if err := json.Unmarshal(b, fresh); err != nil {
+		return nil, err
+	}
+	*st = *fresh
+	return dropped, nil
 }
 
 // stateFileFor returns where a resumed run that stops awaiting approval

@@ -233,6 +233,11 @@ func (f *toolFlags) commandLine() string {
 	for _, u := range f.MCPURL {
 		b.WriteString(" --mcp-url " + shellQuote(u))
 	}
+	// The variables handed to the servers are part of what is run: a
+	// file may name the resumer's secrets. Names only, as saved.
+	for _, name := range f.MCPEnv.names() {
+		b.WriteString(" --mcp-env " + shellQuote(name))
+	}
 	return b.String()
 }
 
