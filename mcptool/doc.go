@@ -90,5 +90,8 @@
 // command's standard input, and stops its group with SIGTERM, then SIGKILL,
 // if a process of it still runs 500ms later; an exit by those signals is a
 // normal shutdown. A connection that fails, to start or later, kills the
-// group at once.
+// group at once. A process that leaves the group on purpose (a daemon
+// started with setsid, say) is out of its reach: no signal to the group
+// finds it, and only the operating system's own containment (a cgroup, a
+// container) stops it.
 package mcptool

@@ -109,7 +109,7 @@ func (ib *inbox) secure(next http.HandlerFunc) http.HandlerFunc {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", inboxCSP)
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Cache-Control", "no-store")
 		next(w, r)

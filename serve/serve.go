@@ -251,11 +251,53 @@ func (h *Handler) closeOrphans(ctx context.Context) error {
 //   - POST /api/interrupts/{id}/decision: decide one;
 //   - GET /healthz and GET /metrics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := h.foreign(r); msg != "" {
+		h.metrics.refused.Add(1)
+		httpError(w, http.StatusForbidden, "forbidden", msg)
+		return
+	}
 	if h.cors(w, r) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	h.mux.ServeHTTP(w, r)
+}
+
+// foreign says why r comes from a web page the server must not serve, or
+// returns "". Browsers send any page's requests to any address, loopback
+// included, so two checks stand before everything else:
+//   - an Origin header that is neither the server's own (scheme and Host)
+//     nor one of [Config.AllowedOrigins] is refused: a page of another
+//     site may post a "simple" request (text/plain, no preflight) and have
+//     it run, and CORS alone only hides the answer;
+//   - without tokens, where every loopback peer is trusted, the Host must
+//     be a loopback name or address (localhost, 127.0.0.0/8, ::1): a page
+//     whose own name an attacker re-points at 127.0.0.1 (DNS rebinding)
+//     would otherwise be same-origin with the server and read its answers.
+func (h *Handler) foreign(r *http.Request) string {
+	host := r.Host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if len(h.cfg.Tokens) == 0 {
+		ip := net.ParseIP(host)
+		if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Sprintf("the Host %q is not a loopback name: a server without tokens answers only requests addressed to localhost, 127.0.0.1 or [::1]", r.Host)
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(h.cfg.AllowedOrigins, origin) {
+		return ""
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if origin == scheme+"://"+r.Host {
+		return ""
+	}
+	return fmt.Sprintf("requests from the web page origin %q are refused: name it in the server's allowed origins (--cors) to let it call the server", origin)
 }
 
 // cors sets the CORS headers for a named origin and answers a preflight;

@@ -595,6 +595,7 @@ func TestExposureLimits(t *testing.T) {
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/api/pending", nil)
 	req.RemoteAddr = "192.0.2.7:4000"
+	req.Host = "127.0.0.1:8080" // a loopback name: the peer alone is foreign
 	h2.ServeHTTP(rec, req)
 	if rec.Code != http.StatusUnauthorized {
 		t.Errorf("a non-loopback request without tokens: %d, want 401", rec.Code)

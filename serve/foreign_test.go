@@ -1,4 +1,3 @@
-//go:build hunt
 
 package serve_test
 
@@ -12,13 +11,13 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// TestHuntCrossOriginSimplePost is a web page the user visits that posts
+// TestCrossOriginSimplePostRefused is a web page the user visits that posts
 // to a server started without tokens on loopback (the default of "toolrun
 // serve"): a form or fetch with Content-Type text/plain and mode no-cors
 // needs no preflight, so the browser sends it with the page's Origin. The
-// server must refuse a request whose Origin is not one it allows; it runs
-// it, and the model's call of a server tool runs with it.
-func TestHuntCrossOriginSimplePost(t *testing.T) {
+// server refuses a request whose Origin is not one it allows, so that the
+// model's call of a server tool never runs for it.
+func TestCrossOriginSimplePostRefused(t *testing.T) {
 	f := newFixture(t, map[string][]toolruntest.Reply{
 		"pay me": {
 			toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 99})),
@@ -40,13 +39,12 @@ func TestHuntCrossOriginSimplePost(t *testing.T) {
 	}
 }
 
-// TestHuntDNSRebinding is a page of evil.example whose name the attacker
+// TestDNSRebindingRefused is a page of evil.example whose name the attacker
 // re-points at 127.0.0.1: the browser then treats the server as the page's
-// own origin and reads its answers. A server without tokens trusts any
-// loopback peer, whatever Host it names, so the page lists the pending
-// calls (their inputs) and can decide them. It must refuse a Host that is
-// not a loopback name or address.
-func TestHuntDNSRebinding(t *testing.T) {
+// own origin and reads its answers. A server without tokens trusts every
+// loopback peer, so it refuses a Host that is not a loopback name or
+// address: the page never lists the pending calls or decides them.
+func TestDNSRebindingRefused(t *testing.T) {
 	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
 	if status, _, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil)); status != 200 {
 		t.Fatalf("run: %d %s", status, body)
