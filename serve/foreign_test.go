@@ -1,4 +1,3 @@
-
 package serve_test
 
 import (
