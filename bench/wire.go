@@ -165,7 +165,10 @@ func runPause(ctx context.Context, cfg config, progress io.Writer) (*pauseResult
 
 // rows are the rows of the pause workload.
 func (p *pauseResult) rows() []row {
-	name := fmt.Sprintf("%d pause_turns in a row, default options", p.Pauses)
+	// The official runner runs without its thread here, as in every row
+	// (officialSetup): its bytes are those of a runner that re-sends the
+	// history each pause, not of its own thread's continue.
+	name := fmt.Sprintf("%d pause_turns in a row, default options (official: DisableThread)", p.Pauses)
 	total := measureRow(name, "request bytes in all", p.Total, kib)
 	largest := measureRow(name, "largest request body", p.Largest, kib)
 	perPause := median(p.Total["toolrun"]) / float64(p.Pauses+1)
