@@ -214,12 +214,12 @@ func writeTable(w io.Writer, rows []row) {
 }
 
 // growLimit is the target of CPU growth over a history grow times longer:
-// ×3 (issue 15: from 10 to 500 turns), whatever the length, since a flat
+// ×3 (from 10 to 500 turns, as for any length), since a flat
 // turn's cost does not depend on it.
 func growLimit(grow float64) float64 { return min(grow, 3) }
 
 // historyLimit is the target of CPU per turn over a history of size turns,
-// as a ratio to the hand loop (issue 15): a long history costs a fraction
+// as a ratio to the hand loop: a long history costs a fraction
 // of the hand loop's re-encoding; a short one no more than it.
 func historyLimit(size int) float64 {
 	if size >= 500 {
