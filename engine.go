@@ -271,30 +271,10 @@ func (r *Runner) appendTurn(ctx context.Context) {
 // input was cut off (max_tokens) is not valid JSON, and would make every
 // later request fail. m is not changed.
 func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam {
-	if m.OfAssistant == nil {
-		return m
-	}
-	var content []anthropic.BetaContentBlockParamUnion
-	for i, b := range m.OfAssistant.Content {
-		if b.OfToolUse == nil {
-			continue
-		}
-		raw, ok := b.OfToolUse.Input.(json.RawMessage)
-		if ok && !json.Valid(raw) {
-			if content == nil {
-				content = slices.Clone(m.OfAssistant.Content)
-			}
-			tu := *b.OfToolUse
-			tu.Input = map[string]any{}
-			content[i].OfToolUse = &tu
-		}
-	}
-	if content != nil {
-		a := *m.OfAssistant
-		a.Content = content
-		m.OfAssistant = &a
-	}
-	return m
+	return blankInputs(m, func(input any) bool {
+		raw, ok := input.(json.RawMessage)
+		return ok && !json.Valid(raw)
+	})
 }
 
 // resultBlock is the tool_result block of an answered call.

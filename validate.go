@@ -252,12 +252,19 @@ func oneLine(s string, n int) string {
 // message naming the number, so the model learns what it sent. m is not
 // changed.
 func sendableInputs(m anthropic.BetaMessageParam) anthropic.BetaMessageParam {
+	return blankInputs(m, func(input any) bool { return !finiteJSON(input) })
+}
+
+// blankInputs returns m with the input of every tool_use that bad names
+// replaced by {}, in copies of the message and its blocks: m is not
+// changed, and an m with none to replace is returned as it is.
+func blankInputs(m anthropic.BetaMessageParam, bad func(input any) bool) anthropic.BetaMessageParam {
 	if m.OfAssistant == nil {
 		return m
 	}
 	var content []anthropic.BetaContentBlockParamUnion
 	for i, b := range m.OfAssistant.Content {
-		if b.OfToolUse == nil || finiteJSON(b.OfToolUse.Input) {
+		if b.OfToolUse == nil || !bad(b.OfToolUse.Input) {
 			continue
 		}
 		if content == nil {

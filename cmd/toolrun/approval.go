@@ -204,3 +204,16 @@ func (p *prompt) readLine(ctx context.Context) (string, error) {
 		return "", ctx.Err()
 	}
 }
+
+// mcpConfig is the ToolConfig an MCP server's tools get under mode: a
+// person decides each call (ask), every call is denied (deny), or none is
+// asked about (auto). run, resume and serve apply the same rule.
+func (mode approveMode) mcpConfig(server string) toolrun.ToolConfig {
+	switch mode {
+	case approveAsk:
+		return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", server))}
+	case approveDeny:
+		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
+	}
+	return toolrun.ToolConfig{}
+}

@@ -156,15 +156,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 			tools = append(tools, t)
 		}
 	}
-	servers, serverTools, err := connectMCP(ctx, specs, f.tools.mcpFlags, func(name string) toolrun.ToolConfig {
-		switch f.approve {
-		case approveAsk:
-			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
-		case approveDeny:
-			return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
-		}
-		return toolrun.ToolConfig{}
-	}, log)
+	servers, serverTools, err := connectMCP(ctx, specs, f.tools.mcpFlags, f.approve.mcpConfig, log)
 	if err != nil {
 		c.errorf("serve", "MCP server %v", err)
 		return exitError

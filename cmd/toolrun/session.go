@@ -131,15 +131,7 @@ func (c *cli) startSession(ctx context.Context, cmd string, saved *savedRun, spe
 		approveAuto: "approved: --approve auto",
 		approveDeny: "denied: --approve deny",
 	}[saved.Approve]
-	servers, serverTools, err := connectMCP(ctx, specs, saved.Tools.mcpFlags, func(name string) toolrun.ToolConfig {
-		switch saved.Approve {
-		case approveAsk:
-			return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", name))}
-		case approveDeny:
-			return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
-		}
-		return toolrun.ToolConfig{}
-	}, s.log)
+	servers, serverTools, err := connectMCP(ctx, specs, saved.Tools.mcpFlags, saved.Approve.mcpConfig, s.log)
 	if err != nil && ctx.Err() != nil {
 		c.errorf(cmd, "MCP server %v", err)
 		s.close()
