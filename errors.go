@@ -90,12 +90,18 @@ type TimeoutError struct {
 	After time.Duration
 	// Request says that a response that was not streamed timed out.
 	Request bool
+	// Total, for a stream, is [Timeouts.StreamIdleTotal] when the turn's
+	// attempts used it up and the stream was not retried; 0 otherwise.
+	Total time.Duration
 }
 
 // Error says which tool, or the stream, timed out and after how long.
 func (e *TimeoutError) Error() string {
 	if e.Request {
 		return fmt.Sprintf("the response had not arrived after %s (the request was not sent again)", e.After)
+	}
+	if e.Tool == "" && e.Total > 0 {
+		return fmt.Sprintf("the stream sent nothing for %s, and the turn's attempts have been idle for %s in all (Timeouts.StreamIdleTotal)", e.After, e.Total)
 	}
 	if e.Tool == "" {
 		return fmt.Sprintf("the stream sent nothing for %s", e.After)

@@ -195,3 +195,138 @@ func TestStreamRetryAfterCapped(t *testing.T) {
 		t.Errorf("%d requests, want 1", n)
 	}
 }
+
+// sseReply is a whole streamed response that says "Hi.".
+const sseReply = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi.\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// stallsThenAnswers is an in-memory streamed Messages API whose first
+// stalls attempts send their headers and then nothing, and whose later
+// ones send sseReply; stalls < 0 stalls every attempt.
+type stallsThenAnswers struct {
+	stalls   int
+	attempts atomic.Int32
+}
+
+func (s *stallsThenAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := int(s.attempts.Add(1))
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	var body io.ReadCloser = io.NopCloser(strings.NewReader(sseReply))
+	if s.stalls < 0 || n <= s.stalls {
+		body = &stalledBody{ctx: req.Context()}
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: req, Body: body}, nil
+}
+
+// TestStreamStallsBoundedInAll checks Timeouts.StreamIdleTotal in fake
+// time: a streamed model that stalls on every attempt ends the turn with a
+// *TimeoutError whose Total is set, within the total, however many
+// attempts StreamRetry allows; a stall and then a good attempt still
+// answers; and no wait between attempts outlives the run's context,
+// Budget.WallTime or the total.
+func TestStreamStallsBoundedInAll(t *testing.T) {
+	tests := []struct {
+		name      string
+		stalls    int
+		opts      toolrun.Options
+		deadline  time.Duration // of the run's context, if non-zero
+		wantStop  toolrun.StopReason
+		wantTotal time.Duration // the *TimeoutError's Total; 0 for none expected
+		wantErr   error         // errors.Is the run's error, if non-nil
+		attempts  int32
+		within    time.Duration // the run's time at most
+		atLeast   time.Duration // and at least
+	}{
+		{
+			name: "every attempt stalls, defaults", stalls: -1,
+			wantStop: toolrun.StopError, wantTotal: 2 * time.Minute, attempts: 2,
+			within: 2 * time.Minute, atLeast: 2*time.Minute - time.Second,
+		},
+		{
+			name: "every attempt stalls, five attempts allowed", stalls: -1,
+			opts: toolrun.Options{
+				Timeouts:    toolrun.Timeouts{StreamIdle: 10 * time.Second, StreamIdleTotal: 25 * time.Second},
+				StreamRetry: toolrun.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second},
+			},
+			// 10 s, a wait of up to 1 s, 10 s, a wait of up to 2 s, and the
+			// 2 to 3 s left.
+			wantStop: toolrun.StopError, wantTotal: 25 * time.Second, attempts: 3,
+			within: 25 * time.Second, atLeast: 24 * time.Second,
+		},
+		{
+			name: "a stall, then a good attempt", stalls: 1,
+			wantStop: toolrun.StopEndTurn, attempts: 2,
+			within: 91 * time.Second, atLeast: 90 * time.Second,
+		},
+		{
+			name: "a wait longer than what is left of the total is not waited", stalls: -1,
+			opts:     toolrun.Options{StreamRetry: toolrun.RetryPolicy{InitialBackoff: 5 * time.Minute, MaxBackoff: 5 * time.Minute}},
+			wantStop: toolrun.StopError, wantTotal: 2 * time.Minute, attempts: 1,
+			within: 90 * time.Second, atLeast: 90 * time.Second,
+		},
+		{
+			name: "the wait ends with Budget.WallTime", stalls: -1,
+			opts: toolrun.Options{
+				Timeouts:    toolrun.Timeouts{StreamIdle: 10 * time.Second, StreamIdleTotal: time.Hour},
+				StreamRetry: toolrun.RetryPolicy{InitialBackoff: 40 * time.Second, MaxBackoff: 40 * time.Second},
+				Budget:      toolrun.Budget{WallTime: 20 * time.Second},
+			},
+			wantStop: toolrun.StopBudget, attempts: 1,
+			within: 20 * time.Second, atLeast: 20 * time.Second,
+		},
+		{
+			name: "the wait ends with the run's context", stalls: -1,
+			opts: toolrun.Options{
+				Timeouts:    toolrun.Timeouts{StreamIdle: 10 * time.Second, StreamIdleTotal: time.Hour},
+				StreamRetry: toolrun.RetryPolicy{InitialBackoff: 40 * time.Second, MaxBackoff: 40 * time.Second},
+			},
+			deadline: 15 * time.Second, wantStop: toolrun.StopCanceled, wantErr: context.DeadlineExceeded, attempts: 1,
+			within: 15 * time.Second, atLeast: 15 * time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := &stallsThenAnswers{stalls: tt.stalls}
+				c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
+					option.WithHTTPClient(&http.Client{Transport: api}))
+				opts := tt.opts
+				opts.Logger, opts.Stream = discard(), true
+				ctx := t.Context()
+				if tt.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				res, err := toolrun.New(c, userParams("Hello?"), nil, &opts).Run(ctx)
+				took := time.Since(start)
+				if res == nil || res.StopReason != tt.wantStop {
+					t.Fatalf("Run = %v, %v; want stop %q", res, err, tt.wantStop)
+				}
+				var te *toolrun.TimeoutError
+				switch {
+				case tt.wantStop == toolrun.StopEndTurn && err != nil:
+					t.Errorf("Run's error = %v, want nil", err)
+				case tt.wantTotal > 0 && (!errors.As(err, &te) || te.Total != tt.wantTotal):
+					t.Errorf("Run's error = %v, want a *TimeoutError with Total %s", err, tt.wantTotal)
+				case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+					t.Errorf("Run's error = %v, want %v", err, tt.wantErr)
+				}
+				if took > tt.within || took < tt.atLeast {
+					t.Errorf("the run took %s, want %s to %s", took, tt.atLeast, tt.within)
+				}
+				if n := api.attempts.Load(); n != tt.attempts {
+					t.Errorf("%d attempts, want %d", n, tt.attempts)
+				}
+			})
+		})
+	}
+}

@@ -20,6 +20,11 @@ const defaultRetryAfterCap = time.Minute
 // zero. The API sends a ping at least every few seconds while it works.
 const defaultStreamIdleTimeout = 90 * time.Second
 
+// defaultStreamIdleTotal bounds a turn's streamed attempts' idle time
+// summed, when [Timeouts.StreamIdleTotal] is zero: one whole StreamIdle
+// and a shorter retry.
+const defaultStreamIdleTotal = 2 * time.Minute
+
 // defaultCancelGrace is how long a cancelled run waits for its running tool
 // calls to return, when [Options.Timeouts.CancelGrace] is zero.
 const defaultCancelGrace = 5 * time.Second
@@ -129,45 +134,54 @@ type Options struct {
 }
 
 // Timeouts bound the parts of a run that wait on someone else: a tool, the
-// model, a stream. Each field's zero value means its default; a negative
-// value means no bound.
+// model, a stream, a server's retry-after. With the zero value, a model
+// that stalls every request or stream ends its turn with a typed error
+// within about two minutes. Each field's zero value means its default; a
+// negative value means no bound.
 type Timeouts struct {
-	// Tool bounds each call of a tool that sets no [ToolConfig.Timeout]. A
-	// call that times out sends the model an is_error result that says so,
-	// and its ctx is cancelled. Zero means no timeout.
+	// Tool bounds each call of a tool that sets no [ToolConfig.Timeout]: a
+	// call past it is cancelled and the model gets an is_error result that
+	// says so. Zero means no timeout, since only the tool knows how long its
+	// work may take.
 	Tool time.Duration
 
 	// Request bounds each attempt of a request that is not streamed, from
-	// sending it to the end of the response body. A response that is not
-	// streamed sends nothing until it is whole, so a stalled one cannot be
-	// told from a slow one by its bytes: it is given the idle bound of a
-	// stream. An attempt that passes it is not sent again (by toolrun or by
-	// the anthropic client): the turn fails with a *[TimeoutError], so that
-	// a stalled request ends within this bound, not after the client's
-	// every attempt. Zero means StreamIdle's bound (90 seconds by default);
-	// set Stream, or a longer Request, for turns that write long answers.
+	// sending it to the end of its body. Such a response sends nothing
+	// until it is whole, so a stall looks like a slow answer; an attempt
+	// past the bound fails the turn with a *[TimeoutError] and is not sent
+	// again, by toolrun or the anthropic client. Zero means StreamIdle's
+	// bound (90 seconds); set Stream, or a longer Request, for long answers.
 	Request time.Duration
 
-	// StreamIdle is how long a streamed response may send no bytes (not
-	// even a ping) before the attempt fails and is retried like any other
-	// stream fault. Zero means 90 seconds.
+	// StreamIdle is how long a streamed attempt may send no bytes, not even
+	// a ping, before it fails and is retried per [Options].StreamRetry. The
+	// API pings every few seconds while it works, so silence this long
+	// means the stream is dead. Zero means 90 seconds.
 	StreamIdle time.Duration
+
+	// StreamIdleTotal bounds a turn's streamed attempts' idle time summed:
+	// the silence that ended each failed attempt and the waits before each
+	// retry. A retry gets what is left (at most StreamIdle), and none is
+	// sent once it is used up: the turn fails with a *[TimeoutError] whose
+	// Total is set. A stream that keeps sending may run as long as it
+	// needs. Zero means 2 minutes, or StreamIdle if longer (none if
+	// StreamIdle is negative).
+	StreamIdleTotal time.Duration
 
 	// RetryAfter caps the wait a failed request's "retry-after" or
 	// "retry-after-ms" header may ask for before it is sent again, by the
-	// anthropic client or by StreamRetry. A longer wait, or one that would
-	// end after the run's context or Budget.WallTime, is not waited: the
-	// turn fails at once with a *[RetryAfterError] naming it, so that a
-	// server asking for a day's pause cannot hold the run for a day. Zero
-	// means 1 minute.
+	// anthropic client or by StreamRetry. A longer wait, or one past the
+	// run's context or Budget.WallTime, is not waited: the turn fails at
+	// once with a *[RetryAfterError] naming it, so that a server asking
+	// for a day's pause cannot hold the run for a day. Zero means 1 minute.
 	RetryAfter time.Duration
 
 	// CancelGrace bounds how long a cancelled run (its context done, or
 	// Budget.WallTime passed) waits for its running calls to return. A call
-	// still running after it is abandoned: it stays journaled as started, so
-	// it is answered as interrupted ([ErrInterrupted]) and never run again
-	// unless its tool is idempotent, and it is logged at Error. Zero means
-	// 5 seconds.
+	// still running then is abandoned and logged at Error; it stays
+	// journaled as started, so it is answered as interrupted
+	// ([ErrInterrupted]) and never run again unless its tool is idempotent.
+	// Zero means 5 seconds.
 	CancelGrace time.Duration
 }
 

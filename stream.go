@@ -94,6 +94,46 @@ func (p RetryPolicy) delay(n int, resp *http.Response, err error) time.Duration 
 	return d
 }
 
+// streamIdle is the bound on a turn's streamed attempts' idle time: see
+// sendStream.
+type streamIdle struct {
+	each  time.Duration // Timeouts.StreamIdle; 0 for none
+	total time.Duration // Timeouts.StreamIdleTotal; 0 for none
+	spent time.Duration // the idle time of the turn's attempts so far, and the waits between them
+}
+
+// streamIdle returns the idle bounds of a turn's stream. The total's
+// default is never shorter than StreamIdle, so that the first attempt has
+// the whole of it; with no StreamIdle it is none.
+func (t Timeouts) streamIdle() *streamIdle {
+	b := &streamIdle{each: orDefault(t.StreamIdle, defaultStreamIdleTimeout)}
+	switch {
+	case t.StreamIdleTotal == 0 && b.each > 0:
+		b.total = max(defaultStreamIdleTotal, b.each)
+	case t.StreamIdleTotal > 0:
+		b.total = t.StreamIdleTotal
+	}
+	return b
+}
+
+// watchdog is the idle bound of the next attempt; 0 for none.
+func (b *streamIdle) watchdog() time.Duration {
+	if b.total == 0 {
+		return b.each
+	}
+	left := b.total - b.spent
+	if b.each > 0 {
+		left = min(left, b.each)
+	}
+	return max(left, time.Nanosecond)
+}
+
+// allows reports whether a retry after a wait of delay leaves the retry
+// some of the total.
+func (b *streamIdle) allows(delay time.Duration) bool {
+	return b.total == 0 || b.spent+delay < b.total
+}
+
 // errStreamIdle is the cause a stream's watchdog cancels it with; the
 // attempt then fails with a *TimeoutError whose Tool is empty.
 var errStreamIdle = errors.New("the stream sent nothing for too long")
@@ -113,13 +153,23 @@ var errStreamEnded = fmt.Errorf("the stream ended before message_stop: %w", io.E
 // retry is a request like the first, checked against the budget before
 // the wait that precedes it: a retry that could pass a bound ends the send
 // with a *retryRefused, and the run stops with [StopBudget].
+//
+// The turn's attempts share one bound on their idle time, idle.total
+// (Timeouts.StreamIdleTotal): the silence that ended each failed attempt
+// and the waits before each retry count against it, each attempt's
+// watchdog is the shorter of Timeouts.StreamIdle and what is left of it,
+// and a retry whose wait would use up what is left is not made. A server
+// that stalls every attempt thus holds the turn for idle.total, not for
+// every attempt's StreamIdle.
 func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.BetaMessage, error) {
+	idle := r.opts.Timeouts.streamIdle()
 	for attempt := 1; ; attempt++ {
-		st := &streamAttempt{r: r, turn: sent.Turn, guard: r.newGuard(ctx)}
+		st := &streamAttempt{r: r, turn: sent.Turn, guard: r.newGuard(ctx), watchdog: idle.watchdog()}
 		msg, err := st.receive(ctx, sent.Params)
 		if err == nil {
 			return msg, nil
 		}
+		idle.spent += time.Since(st.quiet)
 		err = st.guard.failure(ctx, err)
 		used := r.accountFailed(ctx, sent.Params, st)
 		if ctx.Err() != nil {
@@ -141,9 +191,17 @@ func (r *Runner) sendStream(ctx context.Context, sent RequestSent) (*anthropic.B
 			return nil, cause
 		}
 		delay := r.opts.StreamRetry.delay(attempt, st.resp, err)
+		if !idle.allows(delay) {
+			var te *TimeoutError
+			if errors.As(err, &te) {
+				te.Total = idle.total
+			}
+			return nil, cause
+		}
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
+		idle.spent += delay
 		sent.Attempt, sent.Err, sent.Delay = attempt+1, cause, delay
 		r.emit(ctx, sent)
 	}
@@ -208,12 +266,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // streamAttempt is one attempt of a streamed response.
 type streamAttempt struct {
-	r      *Runner
-	turn   int
-	guard  *requestGuard  // refuses a long retry-after of the client's retries before the stream begins
-	resp   *http.Response // the response, once its headers have arrived
-	began  bool           // the server answered 200 and the stream began
-	events int            // the events received
+	r     *Runner
+	turn  int
+	guard *requestGuard // refuses a long retry-after of the client's retries before the stream begins
+	// watchdog bounds the time the attempt may send nothing (0 for no
+	// bound), and quiet is when it last sent something (or began).
+	watchdog time.Duration
+	quiet    time.Time
+	resp     *http.Response // the response, once its headers have arrived
+	began    bool           // the server answered 200 and the stream began
+	events   int            // the events received
 	// msg is the response as accumulated so far, and reported says that
 	// its message_start arrived: its Usage is then what the attempt was
 	// billed, even if it fails, but for its output, which outputReported
@@ -225,14 +287,14 @@ type streamAttempt struct {
 
 // receive streams the response, sending its deltas as they arrive, and
 // returns it once message_stop has arrived. A stream that sends nothing
-// (not even a ping) for Options.Timeouts.StreamIdle, before or after its
-// headers, fails with a *TimeoutError and counts as begun, so it is
-// retried.
+// (not even a ping) for st.watchdog, before or after its headers, fails
+// with a *TimeoutError and counts as begun, so it is retried.
 func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMessageNewParams) (*anthropic.BetaMessage, error) {
 	r := st.r
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idle := orDefault(r.opts.Timeouts.StreamIdle, defaultStreamIdleTimeout)
+	idle := st.watchdog
+	st.quiet = time.Now()
 	var watchdog *time.Timer
 	if idle > 0 {
 		watchdog = time.AfterFunc(idle, func() { cancel(errStreamIdle) })
@@ -252,6 +314,7 @@ func (st *streamAttempt) receive(ctx context.Context, params *anthropic.BetaMess
 		if watchdog != nil {
 			watchdog.Reset(idle)
 		}
+		st.quiet = time.Now()
 		ev := stream.Current()
 		st.events++
 		if err := msg.Accumulate(ev); err != nil {
