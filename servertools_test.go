@@ -2,7 +2,10 @@ package toolrun_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -65,4 +68,117 @@ func historyJSON(v any) ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// serverBlocks returns the JSON of each block of conv whose type is one of
+// types, decoded, in order.
+func serverBlocks(t *testing.T, conv []toolruntest.MessageParam, types ...string) []any {
+	t.Helper()
+	var out []any
+	for _, m := range conv {
+		for _, b := range m.Content {
+			for _, typ := range types {
+				if b.Type != typ {
+					continue
+				}
+				var v any
+				if err := json.Unmarshal(b.Raw, &v); err != nil {
+					t.Fatalf("block %s: %v", b.Raw, err)
+				}
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// TestServerToolsStreamed checks a streamed run whose responses hold a
+// server_tool_use (its input streamed in input_json_delta events, as the
+// API streams it), a pause_turn while the server tool works, and its
+// web_search_tool_result: the run continues after the pause, only the
+// client tool runs, and every later request carries the server's blocks
+// as the server sent them.
+func TestServerToolsStreamed(t *testing.T) {
+	for _, noThread := range []bool{false, true} {
+		t.Run(map[bool]string{false: "thread", true: "no thread"}[noThread], func(t *testing.T) {
+			var calls counter
+			search := toolruntest.ServerToolUse("srvtoolu_01", "web_search", map[string]any{"query": "weather Paris", "max_uses": 2})
+			found := toolruntest.ServerToolResult("web_search_tool_result", "srvtoolu_01", []map[string]any{
+				{"type": "web_search_result", "url": "https://example.com/paris", "title": "Paris – météo", "encrypted_content": "Zm9v", "page_age": "2 days"},
+			})
+			first := toolruntest.Reply{Content: []toolruntest.Block{toolruntest.Text("Searching."), search}, StopReason: "pause_turn"}
+			s := toolruntest.New(t, toolruntest.Script(
+				first,
+				toolruntest.Message(found, toolruntest.Text("And the forecast:"),
+					toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Paris"})),
+				toolruntest.Message(toolruntest.Text("Sunny.")),
+			))
+			params := userParams("Weather in Paris?")
+			params.Tools = []anthropic.BetaToolUnionParam{{OfWebSearchTool20250305: &anthropic.BetaWebSearchTool20250305Param{}}}
+			r := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)},
+				&toolrun.Options{Logger: discard(), Stream: true, NoThread: noThread})
+			res, err := r.Run(bounded(t))
+			if err != nil || res.StopReason != toolrun.StopEndTurn || res.Turns != 3 {
+				t.Fatalf("Run = %v, %v; want end_turn after 3 turns", res, err)
+			}
+			if got := calls.get("get_weather"); got != 1 || res.ToolCalls != 1 {
+				t.Errorf("get_weather ran %d times (%d calls), want 1", got, res.ToolCalls)
+			}
+			checkHistory(t, res.Messages)
+			var want []any
+			for _, b := range []toolruntest.Block{search, found} {
+				var v any
+				if err := json.Unmarshal(b.Raw, &v); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, v)
+			}
+			reqs := s.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("%d requests, want 3", len(reqs))
+			}
+			for i, req := range reqs {
+				if !req.Stream {
+					t.Errorf("request %d was not streamed", i+1)
+				}
+			}
+			conv := func(i int) []toolruntest.MessageParam { return reqs[i].Conversation }
+			// The request after the pause continues with the server_tool_use as
+			// streamed, its input whole; the last carries both blocks.
+			if diff := cmp.Diff(want[:1], serverBlocks(t, conv(1), "server_tool_use", "web_search_tool_result")); diff != "" {
+				t.Errorf("the request after pause_turn, server blocks (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, serverBlocks(t, conv(2), "server_tool_use", "web_search_tool_result")); diff != "" {
+				t.Errorf("the last request, server blocks (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, historyBlocks(t, res.Messages, "server_tool_use", "web_search_tool_result")); diff != "" {
+				t.Errorf("the run's history, server blocks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// historyBlocks returns the JSON of each block of msgs whose type is one of
+// types, as the runner would send it, decoded, in order.
+func historyBlocks(t *testing.T, msgs []anthropic.BetaMessageParam, types ...string) []any {
+	t.Helper()
+	raw, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded []struct{ Content []map[string]any }
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for _, m := range decoded {
+		for _, b := range m.Content {
+			for _, typ := range types {
+				if b["type"] == typ {
+					out = append(out, b)
+				}
+			}
+		}
+	}
+	return out
 }

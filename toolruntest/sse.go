@@ -93,7 +93,14 @@ func (m message) events() []event {
 		evs = append(evs, event{"content_block_delta", mustMarshal(wireBlockDelta{Type: "content_block_delta", Index: i, Delta: d})})
 	}
 	for i, b := range m.content {
-		evs = append(evs, event{"content_block_start", mustMarshal(wireBlockStart{Type: "content_block_start", Index: i, ContentBlock: blockJSON(b, false)})})
+		start, input, partial := streamedInput(b)
+		if !partial {
+			start = blockJSON(b, false)
+		}
+		evs = append(evs, event{"content_block_start", mustMarshal(wireBlockStart{Type: "content_block_start", Index: i, ContentBlock: start})})
+		for _, s := range split(input) {
+			delta(i, wireInputDelta{Type: "input_json_delta", PartialJSON: s})
+		}
 		if b.Raw == nil {
 			switch b.Type {
 			case "text":
