@@ -2,7 +2,9 @@ package toolrun_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -181,4 +183,89 @@ func historyBlocks(t *testing.T, msgs []anthropic.BetaMessageParam, types ...str
 		}
 	}
 	return out
+}
+
+// TestServerToolsAcrossCompaction checks that server tool blocks and the
+// container survive a compaction, client-side and server-side: the
+// compaction's request and every request after it pass toolruntest's
+// checks of what the API accepts, the summary request holds the server's
+// blocks as sent, and the container a response reported goes out on every
+// later request, the compaction's included.
+func TestServerToolsAcrossCompaction(t *testing.T) {
+	for _, clientSide := range []bool{true, false} {
+		t.Run(map[bool]string{true: "client-side", false: "server-side"}[clientSide], func(t *testing.T) {
+			search := toolruntest.ServerToolUse("srvtoolu_01", "web_search", map[string]any{"query": "weather Oslo"})
+			found := toolruntest.ServerToolResult("web_search_tool_result", "srvtoolu_01", []map[string]any{
+				{"type": "web_search_result", "url": "https://example.com/oslo", "title": "Oslo", "encrypted_content": "YmFy", "page_age": nil},
+			})
+			var summaryReq *toolruntest.Request
+			s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
+				msgs := req.Conversation
+				last := msgs[len(msgs)-1]
+				switch {
+				case last.Role == "user" && len(last.Content) == 1 && strings.HasPrefix(last.Content[0].Text, "Summarize the conversation"):
+					summaryReq = req
+					return toolruntest.Message(toolruntest.Text("Searched Oslo's weather; sunny."))
+				case len(msgs) == 1 && msgs[0].Role == "user" && !strings.Contains(msgs[0].Content[0].Text, "compacted"):
+					r := toolruntest.Message(search, found, toolruntest.ToolUse("toolu_01", "get_weather", map[string]any{"city": "Oslo"}))
+					r.Container = "container_0c"
+					r.Usage = &toolruntest.Usage{InputTokens: 5000, OutputTokens: 10}
+					return r
+				}
+				return toolruntest.Message(toolruntest.Text("done"))
+			}})
+			var calls counter
+			var compactions int
+			params := userParams("Weather in Oslo?")
+			params.Tools = []anthropic.BetaToolUnionParam{{OfWebSearchTool20250305: &anthropic.BetaWebSearchTool20250305Param{}}}
+			res, err := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
+				Logger:     discard(),
+				Compaction: toolrun.Compaction{Threshold: 3000, ClientSide: clientSide},
+				OnEvent: func(ctx context.Context, e toolrun.Event) {
+					if _, ok := e.(toolrun.Compacted); ok {
+						compactions++
+					}
+				},
+			}).Run(bounded(t))
+			if err != nil || res.StopReason != toolrun.StopEndTurn || res.Text() != "done" {
+				t.Fatalf("Run = %v, %v; want end_turn done", res, err)
+			}
+			if compactions != 1 || calls.get("get_weather") != 1 {
+				t.Fatalf("%d compactions, get_weather ran %d times; want 1 and 1", compactions, calls.get("get_weather"))
+			}
+			checkHistory(t, res.Messages)
+			reqs := s.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("%d requests, want 3: the turn, the compaction, the turn after", len(reqs))
+			}
+			var containers []string
+			for i, req := range reqs {
+				if req.Status != 200 {
+					t.Errorf("request %d answered %d, want 200: %s", i+1, req.Status, req.Body)
+				}
+				containers = append(containers, sentContainer(t, req))
+			}
+			if diff := cmp.Diff([]string{"", "container_0c", "container_0c"}, containers); diff != "" {
+				t.Errorf("containers sent (-want +got):\n%s", diff)
+			}
+			if clientSide {
+				if summaryReq == nil {
+					t.Fatal("no summary request")
+				}
+				var want []any
+				for _, b := range []toolruntest.Block{search, found} {
+					var v any
+					if err := json.Unmarshal(b.Raw, &v); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, v)
+				}
+				if diff := cmp.Diff(want, serverBlocks(t, summaryReq.Conversation, "server_tool_use", "web_search_tool_result")); diff != "" {
+					t.Errorf("the summary request's server blocks (-want +got):\n%s", diff)
+				}
+			} else if _, ok := reqs[1].Params.Raw["compaction"]; !ok {
+				t.Errorf("the second request is not the compaction's: %s", reqs[1].Body)
+			}
+		})
+	}
 }
