@@ -221,7 +221,8 @@ func TestHarness(t *testing.T) {
 		"| growth 2 → 4 turns (history ×2) | CPU per turn grows |", "| allocations per turn grow |",
 		"| 4 tools of 10ms in one turn | turn wall time: response in → results out |", "| run wall time: both requests and the tools |",
 		"| 100 tools of 25ms in one turn, default options | turn wall time: response in → results out |",
-		"| 20 pause_turns in a row, default options (official: DisableThread) | request bytes in all |", "| largest request body |",
+		"| 20 pause_turns in a row, both on a thread (toolrun: defaults; official: DisableThread false) | request bytes in all |", "| largest request body |",
+		"| official with DisableThread: request bytes in all |", "| official with DisableThread: largest request body |",
 		"| 20 runs awaiting approval | live heap per run, run held in memory |", "| live heap per run, only its state as JSON |",
 		"| state JSON per run |", "| process RSS, runs held |",
 		"| 10 concurrent runs of 2 turns | throughput (turns/s) |", "| peak RSS |", "| client CPU per turn |",
@@ -234,7 +235,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+2+2+1+4+6; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+4+2+1+4+6; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {

@@ -97,7 +97,7 @@ var contenders = []contender{
 var plainContender = contender{"toolrun-plain", toolrunPlainSetup}
 
 func contenderNamed(name string) (contender, error) {
-	for _, c := range append(contenders, plainContender) {
+	for _, c := range append(contenders, plainContender, officialThreadContender) {
 		if c.name == name {
 			return c, nil
 		}
@@ -105,10 +105,27 @@ func contenderNamed(name string) (contender, error) {
 	return contender{}, fmt.Errorf("no runner %q", name)
 }
 
+// officialThreadContender is the official runner on its message thread
+// (DisableThread false, its default). The pause workload runs it beside the
+// others, so that its rows compare two runners that both continue a
+// thread at each pause_turn.
+var officialThreadContender = contender{"official-thread", officialThreadSetup}
+
 // officialSetup runs the loop with the official client's BetaToolRunner,
-// without message threads (the fake server has none), with no iteration
-// limit.
+// without message threads, with no iteration limit: the loop every row
+// but the pause workload's compares with.
 func officialSetup(c anthropic.Client, specs []toolSpec) runFunc {
+	return officialSetupWith(c, specs, true)
+}
+
+// officialThreadSetup is officialSetup on the runner's message thread.
+func officialThreadSetup(c anthropic.Client, specs []toolSpec) runFunc {
+	return officialSetupWith(c, specs, false)
+}
+
+// officialSetupWith runs the loop with the official client's
+// BetaToolRunner, with its DisableThread set to disableThread.
+func officialSetupWith(c anthropic.Client, specs []toolSpec, disableThread bool) runFunc {
 	tools := make([]anthropic.BetaTool, len(specs))
 	for i, s := range specs {
 		tools[i] = toolrunner.NewBetaTool(s.name, s.description, inputSchema,
@@ -120,7 +137,7 @@ func officialSetup(c anthropic.Client, specs []toolSpec) runFunc {
 	return func(ctx context.Context, prompt string) (int, error) {
 		r := c.Beta.Messages.NewToolRunner(tools, anthropic.BetaToolRunnerParams{
 			BetaMessageNewParams: newParams(prompt),
-			DisableThread:        true,
+			DisableThread:        disableThread,
 		})
 		if _, err := r.RunToCompletion(ctx); err != nil {
 			return r.IterationCount(), err

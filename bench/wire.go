@@ -124,9 +124,10 @@ type pauseResult struct {
 	Total, Largest samples
 }
 
-// runPause runs cfg.pauses pause_turns in a row per runner (the official
-// runner and toolrun, at their defaults; the hand loop does not go on
-// after a pause) and round, and records the request bytes.
+// runPause runs cfg.pauses pause_turns in a row per runner (toolrun at
+// its defaults, the official runner on its thread and with DisableThread;
+// the hand loop does not go on after a pause) and round, and records the
+// request bytes.
 func runPause(ctx context.Context, cfg config, progress io.Writer) (*pauseResult, error) {
 	n := cfg.pauses
 	res := &pauseResult{Pauses: n, Total: samples{}, Largest: samples{}}
@@ -136,7 +137,7 @@ func runPause(ctx context.Context, cfg config, progress io.Writer) (*pauseResult
 	}
 	defer srv.Close()
 	for round := range cfg.pauseRounds {
-		for _, ct := range rotate(round) {
+		for _, ct := range append(rotate(round), officialThreadContender) {
 			if ct.name == "hand" {
 				continue
 			}
@@ -163,18 +164,23 @@ func runPause(ctx context.Context, cfg config, progress io.Writer) (*pauseResult
 	return res, nil
 }
 
-// rows are the rows of the pause workload.
+// rows are the rows of the pause workload. Its first two compare like
+// with like: toolrun at its defaults and the official runner on its
+// thread both continue a thread at each pause. The last two show the
+// official runner with DisableThread, as it runs in every other row,
+// re-sending the whole history at each pause.
 func (p *pauseResult) rows() []row {
-	// The official runner runs without its thread here, as in every row
-	// (officialSetup): its bytes are those of a runner that re-sends the
-	// history each pause, not of its own thread's continue.
-	name := fmt.Sprintf("%d pause_turns in a row, default options (official: DisableThread)", p.Pauses)
-	total := measureRow(name, "request bytes in all", p.Total, kib)
-	largest := measureRow(name, "largest request body", p.Largest, kib)
+	name := fmt.Sprintf("%d pause_turns in a row, both on a thread (toolrun: defaults; official: DisableThread false)", p.Pauses)
+	threaded := func(s samples) samples { return samples{"official": s["official-thread"], "toolrun": s["toolrun"]} }
+	total := measureRow(name, "request bytes in all", threaded(p.Total), kib)
+	largest := measureRow(name, "largest request body", threaded(p.Largest), kib)
 	perPause := median(p.Total["toolrun"]) / float64(p.Pauses+1)
 	largest.target = "toolrun flat: largest ≤ 2× the mean"
 	largest.met = check(median(p.Largest["toolrun"]) <= 2*perPause)
-	return []row{total, largest}
+	unthreaded := func(s samples) samples { return samples{"official": s["official"], "toolrun": s["toolrun"]} }
+	totalOff := measureRow(name, "official with DisableThread: request bytes in all", unthreaded(p.Total), kib)
+	largestOff := measureRow(name, "official with DisableThread: largest request body", unthreaded(p.Largest), kib)
+	return []row{total, largest, totalOff, largestOff}
 }
 
 // wireRows are the rows of the wire workload.
