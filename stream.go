@@ -43,7 +43,9 @@ const (
 // random part of up to a quarter, so that many runs failing at once do not
 // retry in step. A "retry-after-ms" or "retry-after" header on the failed
 // response replaces the computed wait. Every wait ends early when the run's
-// context is cancelled.
+// context is cancelled. A turn's attempts share one bound on their idle
+// time, [Timeouts].StreamIdleTotal: a retry whose wait would use up what
+// is left of it is not made.
 //
 // A retry is a request like the first: it is checked against
 // Options.Budget before its wait, and the run stops with [StopBudget]
