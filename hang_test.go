@@ -208,8 +208,11 @@ const sseReply = "event: message_start\ndata: {\"type\":\"message_start\",\"mess
 // stalls attempts send their headers and then nothing, and whose later
 // ones send sseReply; stalls < 0 stalls every attempt.
 type stallsThenAnswers struct {
-	stalls   int
-	attempts atomic.Int32
+	stalls int
+	// dropAfter, if positive, makes the first attempt send nothing for
+	// this long and then drop the connection, instead of stalling.
+	dropAfter time.Duration
+	attempts  atomic.Int32
 }
 
 func (s *stallsThenAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -222,8 +225,22 @@ func (s *stallsThenAnswers) RoundTrip(req *http.Request) (*http.Response, error)
 	if s.stalls < 0 || n <= s.stalls {
 		body = &stalledBody{ctx: req.Context()}
 	}
+	if n == 1 && s.dropAfter > 0 {
+		body = &droppedBody{after: s.dropAfter}
+	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: req, Body: body}, nil
 }
+
+// droppedBody sends nothing for after, then fails as a dropped
+// connection does.
+type droppedBody struct{ after time.Duration }
+
+func (b *droppedBody) Read(p []byte) (int, error) {
+	time.Sleep(b.after)
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *droppedBody) Close() error { return nil }
 
 // TestStreamStallsBoundedInAll checks Timeouts.StreamIdleTotal in fake
 // time: a streamed model that stalls on every attempt ends the turn with a
@@ -235,6 +252,7 @@ func TestStreamStallsBoundedInAll(t *testing.T) {
 	tests := []struct {
 		name      string
 		stalls    int
+		dropAfter time.Duration // the first attempt's silence before it drops, if non-zero
 		opts      toolrun.Options
 		deadline  time.Duration // of the run's context, if non-zero
 		wantStop  toolrun.StopReason
@@ -259,6 +277,14 @@ func TestStreamStallsBoundedInAll(t *testing.T) {
 			// 2 to 3 s left.
 			wantStop: toolrun.StopError, wantTotal: 25 * time.Second, attempts: 3,
 			within: 25 * time.Second, atLeast: 24 * time.Second,
+		},
+		{
+			// The first attempt's 80 s of silence count: the second has the
+			// 40 s left (less the wait), not a whole StreamIdle.
+			name: "a silent drop, then stalls", stalls: -1, dropAfter: 80 * time.Second,
+			opts:     toolrun.Options{StreamRetry: toolrun.RetryPolicy{MaxAttempts: 5}},
+			wantStop: toolrun.StopError, wantTotal: 2 * time.Minute, attempts: 2,
+			within: 2 * time.Minute, atLeast: 2*time.Minute - time.Second,
 		},
 		{
 			name: "a stall, then a good attempt", stalls: 1,
@@ -294,7 +320,7 @@ func TestStreamStallsBoundedInAll(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := &stallsThenAnswers{stalls: tt.stalls}
+				api := &stallsThenAnswers{stalls: tt.stalls, dropAfter: tt.dropAfter}
 				c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
 					option.WithHTTPClient(&http.Client{Transport: api}))
 				opts := tt.opts
