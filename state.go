@@ -58,6 +58,9 @@ type State struct {
 	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
 	// compaction it asks for is made.
 	compactNext bool
+	// tools are the tools added during the run and the changes not sent
+	// yet (addtools.go); read through [State.AddedTools].
+	tools *toolChanges
 	// AlwaysAllow lists the tools a person allowed for the rest of the run:
 	// their calls that would be deferred to a person are allowed.
 	AlwaysAllow []string `json:"always_allow,omitempty"`
@@ -106,15 +109,16 @@ type plainState State
 // in progress.
 type stateJSON struct {
 	*plainState
-	Pending     *turnState `json:"pending,omitempty"`
-	Edited      bool       `json:"edited,omitempty"`
-	CompactNext bool       `json:"compact_next,omitempty"`
+	Pending     *turnState   `json:"pending,omitempty"`
+	Edited      bool         `json:"edited,omitempty"`
+	CompactNext bool         `json:"compact_next,omitempty"`
+	Tools       *toolChanges `json:"tools,omitempty"`
 }
 
 // MarshalJSON encodes s whole, with the turn in progress.
 func (s State) MarshalJSON() ([]byte, error) {
 	p := plainState(s)
-	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext})
+	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext, Tools: s.tools})
 }
 
 // UnmarshalJSON decodes a State that MarshalJSON encoded.
@@ -123,7 +127,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	s.pending, s.edited, s.compactNext = j.Pending, j.Edited, j.CompactNext
+	s.pending, s.edited, s.compactNext, s.tools = j.Pending, j.Edited, j.CompactNext, j.Tools
 	return nil
 }
 
@@ -638,6 +642,9 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 				return nil, fmt.Errorf("toolrun: resume: %w", err)
 			}
 		}
+	}
+	if err := r.checkAddedTools(); err != nil {
+		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
 	r.syncTools()
 	if reason := r.st.StopReason; reason != "" && !reason.failed() {
