@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,7 @@ func TestAddedToolOnServer(t *testing.T) {
 			if diff := cmp.Diff([][]string{{"write_file"}, {"write_file"}}, names); diff != "" {
 				t.Errorf("tools per request (-want +got):\n%s", diff)
 			}
+			checkInlineWire(t, model, inline)
 			if diff := cmp.Diff([]string{"t1 error=false wrote /a"}, seenResults(model)); diff != "" {
 				t.Errorf("results the model saw (-want +got):\n%s", diff)
 			}
@@ -111,6 +113,62 @@ func TestAddedToolInTestEnvironment(t *testing.T) {
 					t.Errorf("request %d tools (-want +got):\n%s", i+1, diff)
 				}
 			}
+			checkInlineWire(t, model, inline)
 		})
+	}
+}
+
+// checkInlineWire checks that under the inline-tools beta the model was
+// given the added tool by a tool_addition block, never in the tool list:
+// the State said the tool was added, though the workers have it as any
+// other tool.
+func checkInlineWire(t *testing.T, model *toolruntest.Server, inline bool) {
+	t.Helper()
+	for i, req := range model.Requests() {
+		added := 0
+		for _, m := range req.Conversation {
+			for _, b := range m.Content {
+				if m.Role == "system" && b.Type == "tool_addition" {
+					added++
+				}
+			}
+		}
+		switch {
+		case inline && (req.Tools != nil || added != 1):
+			t.Errorf("request %d: tools %s and %d tool_addition blocks, want no tools and 1", i+1, req.Tools, added)
+		case !inline && added != 0:
+			t.Errorf("request %d: %d tool_addition blocks without the beta", i+1, added)
+		}
+	}
+}
+
+// TestAddedToolMissingOnWorker: workers without the function of a tool the
+// run was given with AddTools fail the run with an error naming it,
+// rather than run on without it.
+func TestAddedToolMissingOnWorker(t *testing.T) {
+	model := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.Text("Done."))))
+	defer model.Close()
+	calls := &counter{}
+	env := newEnv(t, model, []toolrun.Tool{weatherTool(calls)}, nil)
+	env.ExecuteWorkflow(temporal.WorkflowName, addedToolInput(t, model, false, writeTool(calls, nil)))
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	// The workflow ends in an error, or in an outcome that holds it.
+	why := ""
+	if err := env.GetWorkflowError(); err != nil {
+		why = err.Error()
+	} else {
+		var out temporal.Outcome
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		why = string(out.StopReason) + ": " + out.Detail
+	}
+	if !strings.Contains(why, `"write_file"`) || !strings.Contains(why, "added") {
+		t.Errorf("the run ended with %q, want an error naming the missing added tool write_file", why)
+	}
+	if n := len(model.Requests()); n != 0 {
+		t.Errorf("the model got %d requests, want 0", n)
 	}
 }
