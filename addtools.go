@@ -251,6 +251,40 @@ func (r *Runner) toolNameSet() map[string]bool {
 	return taken
 }
 
+// isCompaction reports whether m is a compaction block sent back in place
+// of the history it summarises, which a system message may follow, as the
+// official runner sends one after it.
+func isCompaction(m anthropic.BetaMessageParam) bool {
+	c := m.OfAssistant.Content
+	return len(c) > 0 && c[0].OfCompaction != nil
+}
+
+// retellTools queues, under the inline-tools beta, what the history's
+// system messages told the model of its tools, once a compaction has
+// replaced them: a tool_removal for each tool of the list the model no
+// longer has, and a tool_addition for each tool added. Without the beta
+// the tool list says it all and nothing is queued.
+func (r *Runner) retellTools() {
+	if !r.inlineTools() {
+		return
+	}
+	offered := r.toolNameSet()
+	var queued []anthropic.BetaSystemMessageParamContentUnion
+	for _, d := range r.toolDefs {
+		if name := definitionName(d); name != "" && !offered[name] {
+			queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
+				Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
+			}})
+		}
+	}
+	for _, def := range r.st.addedDefs() {
+		queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
+			Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: def}},
+		}})
+	}
+	r.st.setToolChanges(r.st.addedDefs(), queued)
+}
+
 // flushToolChanges appends the queued tool_addition and tool_removal blocks
 // to the history as one role "system" message, ahead of the next request,
 // as the official runner does. While the history ends with the model's
@@ -262,7 +296,7 @@ func (r *Runner) flushToolChanges() {
 		return
 	}
 	msgs := r.st.Params.Messages
-	if n := len(msgs); n > 0 && msgs[n-1].OfAssistant != nil {
+	if n := len(msgs); n > 0 && msgs[n-1].OfAssistant != nil && !isCompaction(msgs[n-1]) {
 		return
 	}
 	m := anthropic.BetaMessageParam{OfSystem: &anthropic.BetaSystemMessageParam{Content: t.Queued}}

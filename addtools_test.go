@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -459,5 +460,41 @@ func TestAddToolParams(t *testing.T) {
 				t.Errorf("AddedTools = %+v, want the web search tool", got)
 			}
 		})
+	}
+}
+
+// TestAddedToolRetoldAfterCompaction: under the inline-tools beta the
+// tool changes are messages of the history, so a compaction, which
+// replaces the history, would take them away; they are told again after it.
+func TestAddedToolRetoldAfterCompaction(t *testing.T) {
+	var after [][]string
+	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
+		msgs := req.Conversation
+		if msgs[0].Role == "assistant" { // after the compaction
+			after = append(after, req.ToolNames())
+			return toolruntest.Message(toolruntest.Text("done"))
+		}
+		r := toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(msgs)), "write_file", writeIn{Path: fmt.Sprintf("/%d", len(msgs))}))
+		r.Usage = &toolruntest.Usage{InputTokens: int64(1000 * len(msgs)), OutputTokens: 10}
+		return r
+	}})
+	var writes, weather counter
+	r := toolrun.New(client(s), inlineParams("write"), []toolrun.Tool{weatherTool(&weather)}, &toolrun.Options{
+		Logger:     discard(),
+		Compaction: toolrun.Compaction{Threshold: 3000},
+	})
+	if err := r.AddTools(writeTool(&writes)); err != nil {
+		t.Fatal(err)
+	}
+	r.RemoveTools("get_weather")
+	res, err := r.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != toolrun.StopEndTurn || len(writes.n) == 0 {
+		t.Fatalf("stop %q after %d writes, want end_turn after some", res.StopReason, len(writes.n))
+	}
+	if diff := cmp.Diff([][]string{{"write_file"}}, after); diff != "" {
+		t.Errorf("tools after the compaction (-want +got):\n%s", diff)
 	}
 }

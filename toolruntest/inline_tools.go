@@ -169,7 +169,8 @@ func isMCPToolset(raw json.RawMessage) bool {
 // of f: its tool changes need the beta, an addition names a tool the model
 // does not have (or, by reference, one defined earlier), a removal one it
 // has, and a role "system" message never comes directly after the model's
-// turn (after a pause_turn, say, which the next request continues).
+// turn (after a pause_turn, say, which the next request continues), but
+// for a compaction block sent back in place of the history.
 func checkToolChanges(f features, p Params) error {
 	offered := make(map[string]bool, len(p.Tools))
 	known := make(map[string]bool, len(p.Tools))
@@ -181,7 +182,7 @@ func checkToolChanges(f features, p Params) error {
 			continue
 		}
 		path := fmt.Sprintf("messages.%d", i)
-		if i > 0 && p.Messages[i-1].Role == "assistant" {
+		if i > 0 && p.Messages[i-1].Role == "assistant" && !startsWithCompaction(p.Messages[i-1]) {
 			return invalid(path, "a `system` message cannot directly follow an `assistant` message; send it after the next `user` message")
 		}
 		for j, b := range m.Content {
