@@ -498,3 +498,61 @@ func TestAddedToolRetoldAfterCompaction(t *testing.T) {
 		t.Errorf("tools after the compaction (-want +got):\n%s", diff)
 	}
 }
+
+// TestAddedToolSurvivesStore: a tool added mid-run is in the state the run
+// saves to its Store, and a runner opened on it later runs the tool.
+func TestAddedToolSurvivesStore(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"})),
+		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/x", Text: "y"})),
+		toolruntest.Message(toolruntest.Text("ok")),
+	))
+	var writes, weather counter
+	w := writeTool(&writes)
+	w.Policy = toolrun.RequireApproval("writes")
+	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: t.TempDir()}, RunID: "run-1"}
+	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{weatherTool(&weather)}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for turn, err := range r.Turns(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Number == 1 {
+			if err := r.AddTools(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := r.Result().StopReason; got != toolrun.StopAwaitingApproval {
+		t.Fatalf("StopReason = %q, want awaiting_approval", got)
+	}
+	// Another process: the same store, the tools again, the added one among them.
+	r2, err := toolrun.Open(t.Context(), client(s), userParams("ignored: the saved run is resumed"), []toolrun.Tool{weatherTool(&weather), w}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"write_file"}, func() []string {
+		var names []string
+		for _, d := range r2.State().AddedTools() {
+			names = append(names, d.OfTool.Name)
+		}
+		return names
+	}()); diff != "" {
+		t.Errorf("added tools after Open (-want +got):\n%s", diff)
+	}
+	if err := r2.Decide("t2", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := writes.get("/x"); got != 1 {
+		t.Errorf("the added tool ran %d times after Open, want 1", got)
+	}
+	_, err = toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{weatherTool(&weather)}, opts)
+	if !errors.Is(err, toolrun.ErrAddedToolMissing) {
+		t.Errorf("Open without the added tool: got %v, want ErrAddedToolMissing", err)
+	}
+}

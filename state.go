@@ -46,6 +46,7 @@ type State struct {
 	Version uint64 `json:"version,omitempty"`
 	// Params are the request params with the history as Messages, without
 	// the runner's own tools (those come from the tools given to Resume).
+	// The tools added during the run are read with [State.AddedTools].
 	Params anthropic.BetaMessageNewParams `json:"params"`
 	// Betas are Params.Betas, which travel as a header and are not in
 	// Params' JSON.
@@ -599,6 +600,10 @@ func (s *State) AwaitingApproval() []PendingCall {
 // finished runs again only if its tool is idempotent. A run that was
 // awaiting approval still is: give the decisions with [Runner.Decide],
 // then Run.
+//
+// A tool the run was given with [Runner.AddTools] must be among tools, as
+// the State keeps its definition and not its function: Resume returns an
+// error wrapping [ErrAddedToolMissing] that names it otherwise.
 //
 // With Options.StateKey, s must carry a matching signature, or Resume
 // returns an error wrapping [ErrStateSignature].
