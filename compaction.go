@@ -164,6 +164,7 @@ func (r *Runner) compact(ctx context.Context, inputTokens int64) error {
 		return nil
 	}
 	r.setHistory(history)
+	r.retellTools() // the system messages of the inline-tools beta went with the history
 	r.lastInput, r.lastInputMsgs = 0, 0
 	r.compactFloor, r.measureFloor = 0, true
 	r.emit(ctx, Compacted{Turn: r.st.Turns, Before: before, After: len(history), InputTokens: inputTokens,

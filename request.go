@@ -22,6 +22,7 @@ import (
 // [ErrMalformedResponse]: it never reaches the history.
 func (r *Runner) request(ctx context.Context) *Turn {
 	n := r.st.Turns + 1
+	r.flushToolChanges()
 	params := r.requestParams()
 	if err := r.beforeRequest(ctx, n, &params); err != nil {
 		r.hookFailed(ctx, err)

@@ -128,30 +128,80 @@ func (t *Template) newRunner() *Runner {
 		set: t.set, tools: t.set.entries}
 }
 
-// syncTools rebuilds the tool list sent with each request and the sorted
-// names told to the model: the caller's own tool params, then the runner's
-// tools in the order they were given, less those removed.
+// syncTools rebuilds the tools of the run and the tool list sent with
+// each request from the run's State: the caller's own tool params, then
+// the runner's tools in the order they were given, less those removed,
+// then those added during the run (addtools.go). Under the inline-tools
+// beta the list leaves out nothing removed and gains nothing added, since
+// the history's system messages say what changed: it stays the list the
+// run began with.
 func (r *Runner) syncTools() {
-	removed := false
-	for _, name := range r.st.Removed {
-		if i, ok := r.set.index[name]; ok {
-			if len(r.tools) > 0 && &r.tools[0] == &r.set.entries[0] {
-				r.tools = slices.Clone(r.tools) // the set's, shared
-			}
-			r.tools[i].removed = true
-			removed = true
+	added := r.st.addedDefs()
+	if len(r.st.Removed) == 0 && len(added) == 0 {
+		r.tools = r.set.entries
+		if len(r.st.Params.Tools) == 0 {
+			r.toolDefs = r.set.defs
+			return
 		}
-	}
-	if !removed && len(r.st.Params.Tools) == 0 {
-		r.toolDefs = r.set.defs
+		// A list of the run's own, never the shared set's.
+		r.toolDefs = append(slices.Clone(r.st.Params.Tools), r.set.defs...)
 		return
 	}
-	// A list of the run's own, never the shared set's.
+	n := len(r.set.entries)
+	var mine []toolEntry // the entries AddTools built in this process
+	if len(r.tools) > n {
+		mine = r.tools[n:]
+	}
+	tools := make([]toolEntry, n, n+len(added))
+	copy(tools, r.set.entries) // the set's, shared, are never written
+	for _, name := range r.st.Removed {
+		if i, ok := r.set.index[name]; ok {
+			tools[i].removed = true
+		}
+	}
+	names := make(map[string]bool, len(added))
+	for _, d := range added {
+		name := definitionName(d)
+		names[name] = true
+		if i, ok := r.set.index[name]; ok {
+			tools[i].removed = true // the added tool stands in its place
+		}
+		if d.OfTool == nil {
+			continue // the API runs it
+		}
+		var e *toolEntry
+		for j := range mine {
+			if mine[j].tool.Name() == name {
+				e = &mine[j]
+			}
+		}
+		if e == nil {
+			i, ok := r.set.index[name]
+			if !ok {
+				continue // refused by Resume (checkAddedTools)
+			}
+			e = &r.set.entries[i] // the tool given to Resume
+		}
+		c := *e
+		c.removed = false
+		tools = append(tools, c)
+	}
+	r.tools = tools
+	inline := r.inlineTools()
 	r.toolDefs = slices.Clone(r.st.Params.Tools)
-	for i := range r.tools {
-		if !r.tools[i].removed {
+	for i := range n {
+		name := r.set.entries[i].tool.Name()
+		// Under the beta a removed tool stays, and so does one of New's
+		// tools removed and added again; a tool given to Resume only as an
+		// added tool's function was never in the list.
+		keep := !tools[i].removed ||
+			(inline && (!names[name] || slices.Contains(r.st.Removed, name)))
+		if keep {
 			r.toolDefs = append(r.toolDefs, r.set.defs[i])
 		}
+	}
+	if !inline {
+		r.toolDefs = append(r.toolDefs, added...)
 	}
 }
 
@@ -164,16 +214,34 @@ func (r *Runner) toolNames() []string {
 			names = append(names, name)
 		}
 	}
+	if extra := r.addedNames(); len(extra) > 0 {
+		names = append(names, extra...)
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
 	return names
 }
 
 // RemoveTools takes tools out of the run: they are no longer sent to the
 // model, and a later call of one of them is answered as an unknown tool, so
 // a model cannot use a tool that was taken away. The removal is kept in the
-// run's [State]. Names not in the run are ignored.
+// run's [State]. Names not in the run, and the tools of the params given
+// to [New], are ignored. A tool added with [Runner.AddTools] or
+// [Runner.AddToolParams] is forgotten, definition and all; one of New's
+// tools may be given again with AddTools. Under the inline-tools beta (see
+// AddTools) the tool list stays as it was, and the model is told in a
+// tool_removal block ahead of the next request.
 func (r *Runner) RemoveTools(names ...string) {
+	wasAdded := make(map[string]bool)
+	for _, d := range r.st.addedDefs() {
+		wasAdded[definitionName(d)] = true
+	}
+	r.removeAdded(names)
 	for _, name := range names {
-		if !slices.Contains(r.st.Removed, name) {
+		// A tool added during the run is kept out of a resumed run too when
+		// it is among the tools given to Resume.
+		_, given := r.set.index[name]
+		if (!wasAdded[name] || given) && !slices.Contains(r.st.Removed, name) {
 			r.st.Removed = append(r.st.Removed, name)
 		}
 	}

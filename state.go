@@ -46,6 +46,7 @@ type State struct {
 	Version uint64 `json:"version,omitempty"`
 	// Params are the request params with the history as Messages, without
 	// the runner's own tools (those come from the tools given to Resume).
+	// The tools added during the run are read with [State.AddedTools].
 	Params anthropic.BetaMessageNewParams `json:"params"`
 	// Betas are Params.Betas, which travel as a header and are not in
 	// Params' JSON.
@@ -58,6 +59,9 @@ type State struct {
 	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
 	// compaction it asks for is made.
 	compactNext bool
+	// tools are the tools added during the run and the changes not sent
+	// yet (addtools.go); read through [State.AddedTools].
+	tools *toolChanges
 	// AlwaysAllow lists the tools a person allowed for the rest of the run:
 	// their calls that would be deferred to a person are allowed.
 	AlwaysAllow []string `json:"always_allow,omitempty"`
@@ -106,15 +110,16 @@ type plainState State
 // in progress.
 type stateJSON struct {
 	*plainState
-	Pending     *turnState `json:"pending,omitempty"`
-	Edited      bool       `json:"edited,omitempty"`
-	CompactNext bool       `json:"compact_next,omitempty"`
+	Pending     *turnState   `json:"pending,omitempty"`
+	Edited      bool         `json:"edited,omitempty"`
+	CompactNext bool         `json:"compact_next,omitempty"`
+	Tools       *toolChanges `json:"tools,omitempty"`
 }
 
 // MarshalJSON encodes s whole, with the turn in progress.
 func (s State) MarshalJSON() ([]byte, error) {
 	p := plainState(s)
-	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext})
+	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext, Tools: s.tools})
 }
 
 // UnmarshalJSON decodes a State that MarshalJSON encoded.
@@ -123,7 +128,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	s.pending, s.edited, s.compactNext = j.Pending, j.Edited, j.CompactNext
+	s.pending, s.edited, s.compactNext, s.tools = j.Pending, j.Edited, j.CompactNext, j.Tools
 	return nil
 }
 
@@ -596,6 +601,10 @@ func (s *State) AwaitingApproval() []PendingCall {
 // awaiting approval still is: give the decisions with [Runner.Decide],
 // then Run.
 //
+// A tool the run was given with [Runner.AddTools] must be among tools, as
+// the State keeps its definition and not its function: Resume returns an
+// error wrapping [ErrAddedToolMissing] that names it otherwise.
+//
 // With Options.StateKey, s must carry a matching signature, or Resume
 // returns an error wrapping [ErrStateSignature].
 func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Runner, error) {
@@ -638,6 +647,9 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 				return nil, fmt.Errorf("toolrun: resume: %w", err)
 			}
 		}
+	}
+	if err := r.checkAddedTools(); err != nil {
+		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
 	r.syncTools()
 	if reason := r.st.StopReason; reason != "" && !reason.failed() {

@@ -71,8 +71,12 @@ func newToolEntry(t Tool, schema *toolSchema) toolEntry {
 }
 
 // tool returns the entry of the tool named name, or nil if the run has no
-// such tool (or it was removed).
+// such tool (or it was removed). A tool added during the run comes first:
+// it may stand in place of one of New's that was removed.
 func (r *Runner) tool(name string) *toolEntry {
+	if e := r.addedEntry(name); e != nil {
+		return e
+	}
 	i, ok := r.set.index[name]
 	if !ok || r.tools[i].removed {
 		return nil

@@ -301,6 +301,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if rejected == nil {
 		rejected = checkConversation(full)
 	}
+	if rejected == nil {
+		rejected = checkToolChanges(f, full)
+	}
 	var pl *plan
 	if rejected == nil {
 		pl, rejected = s.plan(full, f)

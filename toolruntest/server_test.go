@@ -348,7 +348,7 @@ var invalidBodies = []struct {
 	{"no model", `{"max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`, "model: Field required"},
 	{"zero max_tokens", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"Hi"}]}`, "max_tokens: Input should be greater than or equal to 1"},
 	{"no messages", `{"model":"m","max_tokens":10,"messages":[]}`, "messages: at least one message is required"},
-	{"bad role", `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"Hi"}]}`, "messages.0.role: Input should be 'user' or 'assistant'"},
+	{"bad role", `{"model":"m","max_tokens":10,"messages":[{"role":"robot","content":"Hi"}]}`, "messages.0.role: Input should be 'user', 'assistant' or 'system'"},
 	{"assistant first", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":"Hi"}]}`, `messages: first message must use the "user" role`},
 	{
 		"tool_use without result",

@@ -32,7 +32,7 @@ type Params struct {
 // content is a string is decoded as one text block, with a nil Raw; an empty
 // string is decoded as no blocks.
 type MessageParam struct {
-	Role    string // "user" or "assistant"
+	Role    string // "user", "assistant", or "system" (the inline-tools beta's tool changes)
 	Content []Block
 }
 
@@ -245,8 +245,16 @@ func decodeMessages(p *Params) error {
 		if !ok {
 			return invalid(path+".role", "Field required")
 		}
-		if json.Unmarshal(raw, &msg.Role) != nil || (msg.Role != "user" && msg.Role != "assistant") {
-			return invalid(path+".role", "Input should be 'user' or 'assistant'")
+		if json.Unmarshal(raw, &msg.Role) != nil || (msg.Role != "user" && msg.Role != "assistant" && msg.Role != "system") {
+			return invalid(path+".role", "Input should be 'user', 'assistant' or 'system'")
+		}
+		if msg.Role == "system" {
+			// The inline-tools beta's messages (inline_tools.go).
+			if err := decodeSystemMessage(path, fields, &msg); err != nil {
+				return err
+			}
+			p.Messages = append(p.Messages, msg)
+			continue
 		}
 		raw, ok = fields["content"]
 		if !ok {
@@ -375,49 +383,9 @@ func decodeTools(p *Params) error {
 	seen := make(map[string]bool, len(tools))
 	p.Tools = make([]ToolDef, 0, len(tools))
 	for i, t := range tools {
-		path := fmt.Sprintf("tools.%d", i)
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(t, &fields) != nil || fields == nil {
-			return invalid(path, "Input should be a valid dictionary")
-		}
-		var def ToolDef
-		if v, ok := fields["type"]; ok && !isNull(v) {
-			if json.Unmarshal(v, &def.Type) != nil {
-				return invalid(path+".type", "Input should be a valid string")
-			}
-		}
-		v, ok := fields["name"]
-		if !ok {
-			return invalid(path+".name", "Field required")
-		}
-		if json.Unmarshal(v, &def.Name) != nil || isNull(v) {
-			return invalid(path+".name", "Input should be a valid string")
-		}
-		if !toolNamePattern.MatchString(def.Name) {
-			return invalid(path+".name", "String should match pattern '%s'", toolNamePattern)
-		}
-		if v, ok := fields["description"]; ok && !isNull(v) {
-			if json.Unmarshal(v, &def.Description) != nil {
-				return invalid(path+".description", "Input should be a valid string")
-			}
-		}
-		if v, ok := fields["input_schema"]; ok {
-			def.InputSchema = v
-		}
-		// Tools the API defines, such as web search, carry their own schema.
-		if def.Type == "" || def.Type == "custom" {
-			if def.InputSchema == nil {
-				return invalid(path+".input_schema", "Field required")
-			}
-			var schema struct {
-				Type *string `json:"type"`
-			}
-			if json.Unmarshal(def.InputSchema, &schema) != nil || isNull(def.InputSchema) {
-				return invalid(path+".input_schema", "Input should be a valid dictionary")
-			}
-			if schema.Type == nil || *schema.Type != "object" {
-				return invalid(path+".input_schema.type", "Input should be 'object'")
-			}
+		def, err := decodeToolDef(fmt.Sprintf("tools.%d", i), t)
+		if err != nil {
+			return err
 		}
 		if seen[def.Name] {
 			return invalid("tools", "Tool names must be unique: %q appears more than once", def.Name)
@@ -426,6 +394,55 @@ func decodeTools(p *Params) error {
 		p.Tools = append(p.Tools, def)
 	}
 	return nil
+}
+
+// decodeToolDef decodes one tool definition, at path: an entry of tools,
+// or the definition of a tool_addition block (inline_tools.go).
+func decodeToolDef(path string, t json.RawMessage) (ToolDef, error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(t, &fields) != nil || fields == nil {
+		return ToolDef{}, invalid(path, "Input should be a valid dictionary")
+	}
+	var def ToolDef
+	if v, ok := fields["type"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &def.Type) != nil {
+			return def, invalid(path+".type", "Input should be a valid string")
+		}
+	}
+	v, ok := fields["name"]
+	if !ok {
+		return def, invalid(path+".name", "Field required")
+	}
+	if json.Unmarshal(v, &def.Name) != nil || isNull(v) {
+		return def, invalid(path+".name", "Input should be a valid string")
+	}
+	if !toolNamePattern.MatchString(def.Name) {
+		return def, invalid(path+".name", "String should match pattern '%s'", toolNamePattern)
+	}
+	if v, ok := fields["description"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &def.Description) != nil {
+			return def, invalid(path+".description", "Input should be a valid string")
+		}
+	}
+	if v, ok := fields["input_schema"]; ok {
+		def.InputSchema = v
+	}
+	// Tools the API defines, such as web search, carry their own schema.
+	if def.Type == "" || def.Type == "custom" {
+		if def.InputSchema == nil {
+			return def, invalid(path+".input_schema", "Field required")
+		}
+		var schema struct {
+			Type *string `json:"type"`
+		}
+		if json.Unmarshal(def.InputSchema, &schema) != nil || isNull(def.InputSchema) {
+			return def, invalid(path+".input_schema", "Input should be a valid dictionary")
+		}
+		if schema.Type == nil || *schema.Type != "object" {
+			return def, invalid(path+".input_schema.type", "Input should be 'object'")
+		}
+	}
+	return def, nil
 }
 
 // checkConversation applies the rules that relate the messages of a decoded

@@ -65,7 +65,8 @@ func TestValidate(t *testing.T) {
 
 		// Rule 2: roles.
 		{"no role", body(`[{"content":"Hi"}]`), "messages.0.role: Field required"},
-		{"system role", body(`[{"role":"system","content":"Hi"}]`), "messages.0.role: Input should be 'user' or 'assistant'"},
+		{"bad role", body(`[{"role":"robot","content":"Hi"}]`), "messages.0.role: Input should be 'user', 'assistant' or 'system'"},
+		{"system message with string content", body(`[{"role":"user","content":"Hi"},{"role":"system","content":"Hi"}]`), "messages.1.content: Input should be a valid list"},
 		{"assistant first", body(`[{"role":"assistant","content":"Hi"}]`), `messages: first message must use the "user" role`},
 
 		// Rule 3: tool_use answered right after, results first.
