@@ -57,11 +57,14 @@ func TestRollingRestart(t *testing.T) {
 	defer cancel()
 	n := 0
 	var timeline []string // when each worker started and was SIGTERMed
+	names := map[*exec.Cmd]string{}
 	start := func() *exec.Cmd {
 		n++
 		name := fmt.Sprintf("worker%d", n)
 		timeline = append(timeline, fmt.Sprintf("%s %s started", time.Now().Format("15:04:05.000"), name))
-		return startWorker(t, dir, queue, model.URL, name, drainEnv+"=1", identityEnv+"="+name)
+		cmd := startWorker(t, dir, queue, model.URL, name, drainEnv+"=1", identityEnv+"="+name)
+		names[cmd] = name
+		return cmd
 	}
 	var live []*exec.Cmd
 	for range rollingWorkers {
@@ -101,12 +104,13 @@ func TestRollingRestart(t *testing.T) {
 		if err := old.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		timeline = append(timeline, fmt.Sprintf("%s %s SIGTERMed", time.Now().Format("15:04:05.000"), old.Env[len(old.Env)-1]))
+		timeline = append(timeline, fmt.Sprintf("%s %s SIGTERMed", time.Now().Format("15:04:05.000"), names[old]))
 		stopped = append(stopped, old)
+		name := names[old]
 		stopWG.Go(func() {
 			if err := old.Wait(); err != nil {
 				stopMu.Lock()
-				stopErrs = append(stopErrs, fmt.Errorf("%s: %w", old.Args, err))
+				stopErrs = append(stopErrs, fmt.Errorf("%s: %w", name, err))
 				stopMu.Unlock()
 			}
 		})

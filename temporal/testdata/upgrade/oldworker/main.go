@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
@@ -32,8 +34,11 @@ func main() {
 }
 
 func run() error {
+	// Warnings and errors only: the test shows this log when it fails.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := client.Dial(client.Options{
 		HostPort: os.Getenv("TEMPORAL_ADDRESS"),
+		Logger:   log.NewStructuredLogger(logger),
 		Identity: os.Getenv("TOOLRUN_UPGRADE_IDENTITY"),
 		ConnectionOptions: client.ConnectionOptions{
 			DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()},
@@ -45,7 +50,8 @@ func run() error {
 	defer c.Close()
 	dir := os.Getenv("TOOLRUN_UPGRADE_DIR")
 	acts := temporal.NewActivities(anthropic.NewClient(), tools(dir), &toolrun.Options{
-		Store: &toolrun.FileStore{Dir: filepath.Join(dir, "states")},
+		Logger: logger,
+		Store:  &toolrun.FileStore{Dir: filepath.Join(dir, "states")},
 	})
 	w := temporal.NewWorker(c, os.Getenv("TOOLRUN_UPGRADE_QUEUE"), acts, worker.Options{
 		DeploymentOptions: worker.DeploymentOptions{
