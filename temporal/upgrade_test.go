@@ -370,6 +370,24 @@ func TestUpgradeFromRecordedRelease(t *testing.T) {
 		}
 	}
 
+	// A new worker that cannot replay an old history fails the run's
+	// workflow tasks over and over: say so at once rather than at the
+	// deadline.
+	waitFor(t, 3*time.Minute, "every run to close", func() bool {
+		for _, r := range runs {
+			if msg := failedTask(t, c, r.id); msg != "" {
+				t.Fatalf("%s: a workflow task failed after the upgrade: %s", r.id, msg)
+			}
+		}
+		for _, r := range runs {
+			d, err := c.DescribeWorkflowExecution(ctx, r.id, "")
+			if err != nil || d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+		}
+		return true
+	})
 	var wg sync.WaitGroup
 	outs := make([]temporal.Outcome, len(runs))
 	errs := make([]error, len(runs))
@@ -448,4 +466,22 @@ func tasksAfter(t *testing.T, c client.Client, id string, t0 time.Time) []string
 		}
 	}
 	return who
+}
+
+// failedTask returns the failure of the last failed workflow task in
+// workflow id's history, or "" if none failed.
+func failedTask(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	msg := ""
+	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			break
+		}
+		if a := e.GetWorkflowTaskFailedEventAttributes(); a != nil {
+			msg = fmt.Sprintf("%s: %s", a.GetCause(), a.GetFailure().GetMessage())
+		}
+	}
+	return msg
 }
