@@ -84,12 +84,14 @@ const DefaultWorkerStopTimeout = 5 * time.Minute
 // grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
 // more than the stop timeout. Dial c with [DrainOnShutdown] too, so that a
 // stopping worker also runs the tasks its last polls bring rather than
-// losing them.
+// losing them. With worker versioning on (opts.DeploymentOptions, see
+// [Deployment]) and no default behavior, the workflow is
+// [DefaultVersioningBehavior].
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
-	w := worker.New(c, queue, opts)
+	w := worker.New(c, queue, versioned(opts))
 	Register(w, a)
 	return w
 }
@@ -101,7 +103,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 // stop; [NewWorker] sets one.
 func Register(r Registry, a *Activities) {
 	warnStopTimeout(a.logger(), r)
-	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
+	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.Step, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 }

@@ -13,8 +13,12 @@
 #      worker stopped with SIGTERM, approvals and search attributes, a
 #      cancelled run's search attributes,
 #      pending approvals read and decided with no worker running, the
-#      scale smoke test, the golden histories replayed): with CI set they
-#      fail rather than skip when the server is missing;
+#      scale smoke test, a rolling restart of 8 workers, an upgrade from
+#      the previous release's recorded workers, which it builds with go
+#      build, to this tree's as Worker Deployment Versions, the golden
+#      histories replayed): with CI set they fail rather than skip when
+#      the server or the go command is missing. Worker versioning needs no
+#      dynamic config on this server;
 #   4. stops the server, whatever happened.
 #
 # Run from anywhere: bash temporal/ci.sh

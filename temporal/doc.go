@@ -132,17 +132,61 @@
 // # Upgrading toolrun while runs wait
 //
 // A run waiting for approval may sleep for days in a workflow started by
-// an older toolrun, and replays on the newer one when it wakes. Every
-// change to the commands the workflow issues is guarded with
-// workflow.GetVersion, and the module's tests replay golden histories
-// recorded by earlier releases (testdata/histories), so a release that
-// would break a waiting run fails CI. Upgrade workers by a rolling restart
-// ([NewWorker]'s stop timeout lets calls in flight finish); old and new
-// workers may serve one task queue as long as both have the same tools.
-// Payload formats only grow fields; where a release changes them, its
-// CHANGELOG says so: let the runs started before it finish, or serve them
-// from a task queue of their own. To check your own deployment, download a
-// few histories (temporal workflow show --workflow-id … --output json) and
+// an older toolrun, and replays on the newer one when it wakes. The
+// procedure:
+//
+//  1. Drain, always. Dial the workers' client with [DrainOnShutdown] and
+//     build them with [NewWorker]. A SIGTERMed worker then stops polling,
+//     lets its polls under way end (up to the server's long-poll timeout,
+//     about a minute, on a server that does not complete them on
+//     shutdown), runs every task they brought, lets its running tools
+//     finish (the stop timeout, [DefaultWorkerStopTimeout]), and exits: no
+//     task is lost to a heartbeat timeout, and no call is answered
+//     "interrupted" unless it started. Give the deployment's grace period
+//     (Kubernetes' terminationGracePeriodSeconds) more than the stop
+//     timeout plus a minute.
+//  2. Deploy the new release as a new Worker Deployment Version: the
+//     same deployment name, a new build id, worker.Options'
+//     DeploymentOptions set with [Deployment], and the same tools. Start
+//     its workers next to the old version's.
+//  3. Make it current once its workers poll:
+//     `temporal worker deployment set-current-version --deployment-name
+//     agents --build-id v2`, or the client's
+//     WorkerDeploymentClient().GetHandle("agents").SetCurrentVersion. New
+//     runs start on it, and the runs in flight, being
+//     [DefaultVersioningBehavior] (auto-upgrade), move to it at their next
+//     workflow task: a run awaiting approval is finished by the new
+//     workers once decided; a run mid-turn finishes its running calls on
+//     the old workers and goes on on the new.
+//  4. SIGTERM the old version's workers (step 1 drains them). With the
+//     behavior pinned instead (DefaultVersioningBehavior
+//     workflow.VersioningBehaviorPinned), keep them until `temporal worker
+//     deployment describe-version` says the version is drained.
+//
+// Without worker versioning, a rolling restart of one task queue works
+// too: old and new workers serve it meanwhile, which is safe because of
+// the rules below. The Temporal dev server and server 1.29 support
+// deployment versions with no dynamic config.
+//
+// What makes an upgrade safe is that the new workflow code replays the
+// old histories. A change to the commands the workflow issues, or to
+// their order (activities scheduled, timers, search attribute and memo
+// upserts, continue-as-new), is guarded with workflow.GetVersion, the old
+// path kept for histories that recorded it; changes inside the activities
+// ([Activities.Step], [Activities.RunTool]) need no guard, but their
+// input and output formats only grow fields, since old and new workers
+// exchange them during an upgrade. Each such change records a golden
+// history: a test that runs the new path against a dev server and calls
+// recordHistory, run once with `go test -run TestX -update` and
+// TEMPORAL_ADDRESS set, writes testdata/histories/<name>.json; commit it
+// and keep the older ones, so that TestReplayGoldenHistories replays every
+// release's histories and a change that would break a waiting run fails
+// CI. TestUpgradeFromRecordedRelease builds the previous release's worker
+// from its recorded tree (testdata/upgrade) and moves runs awaiting
+// approval and runs mid-turn from it to the tree under test, as in steps
+// 2 to 4; a release that changes the workflow records its own tree there
+// for the next one. To check your own deployment, download a few
+// histories (temporal workflow show --workflow-id … --output json) and
 // replay them with worker.NewWorkflowReplayer before you roll out.
 //
 // # Tests
@@ -151,7 +195,10 @@
 // real dev server that temporal/ci.sh builds and starts: a worker killed
 // with SIGKILL while two tools run, a worker stopped with SIGTERM while a
 // tool runs, approvals found by their search attributes, golden histories
-// replayed, and 50 workflows with a worker killed and no call run twice.
+// replayed, 50 workflows with a worker killed and no call run twice, a
+// rolling restart of the workers of 200 workflows with no call answered
+// "interrupted" that had not started, and an upgrade from the previous
+// release's workers to this one's with runs waiting and mid-turn.
 // Without a server those tests skip, saying "missing component: Temporal
 // dev server"; with CI set they fail.
 package temporal
