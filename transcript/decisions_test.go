@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,6 +228,17 @@ func TestReportDecisions(t *testing.T) {
 				t.Errorf("%d matches of %s, want %d", got, tt.re, tt.want)
 			}
 		})
+	}
+	// The trail is in the order of the decisions' times, a person's by
+	// their own clock.
+	_, trail, _ := strings.Cut(page, `id="trail"`)
+	trail, _, _ = strings.Cut(trail, "</table>")
+	var whens []string
+	for _, m := range regexp.MustCompile(`<td class="when">([^<]+)</td><td class="who">([^<]+)</td>`).FindAllStringSubmatch(trail, -1) {
+		whens = append(whens, m[1]+" "+m[2])
+	}
+	if !slices.IsSorted(whens) || len(whens) != 5 || !strings.HasSuffix(whens[3], "alice@example.com") {
+		t.Errorf("the trail's rows are\n%s\nwant 5, in the order of their times, alice's fourth", strings.Join(whens, "\n"))
 	}
 	// The input tokens of the card are those the chart draws: the sum of
 	// the input bars' titles (each stacked part repeats its bar's title:

@@ -123,7 +123,7 @@ type (
 		Chart       chart
 		FailureList []failureView
 		// Trail is the decision trail: every decision a rule or a person
-		// took, in order, with who took it and when.
+		// took, in the order of their times, with who took it and when.
 		Trail        []trailView
 		Conversation []messageView
 	}
@@ -250,6 +250,7 @@ type (
 		Decision string // "approved", "denied", ...
 		Reason   string
 		Input    string // the edited input, if any
+		at       time.Time
 	}
 	imageView struct {
 		Src template.URL // a data: URL, which the page's CSP allows
@@ -540,7 +541,7 @@ func trailRow(e *Entry, c *Call) trailView {
 	if !d.At.IsZero() {
 		at = d.At
 	}
-	v.When = at.UTC().Format(trailTime)
+	v.at, v.When = at, at.UTC().Format(trailTime)
 	if v.Who == "" {
 		v.Who = map[string]string{
 			string(toolrun.ByPolicy): "a policy", "options": "a policy", string(toolrun.ByApproval): "a person (unnamed)",
@@ -931,6 +932,7 @@ func buildReport(t *Transcript) *report {
 		rep.Tokens.Differs = rep.Tokens.RunInput != rep.Tokens.Input || rep.Tokens.RunOutput != rep.Tokens.Output
 	}
 	rep.Chart = buildChart(chartTurns)
+	slices.SortStableFunc(rep.Trail, func(a, b trailView) int { return a.at.Compare(b.at) })
 	return rep
 }
 
