@@ -53,8 +53,9 @@
 //     process's CPU per run, and their ratio. Then 10,000 runs stopped at
 //     a call awaiting approval: the live heap and the database bytes they
 //     add per run, and GET /api/pending of all of them (time and bytes).
-//     Then 100 of those calls decided over the JSON API, the thread's next
-//     run posted at once, and 100 by an AG-UI resume, one at a time: p50
+//     Then 100 of those calls decided over the JSON API (the thread
+//     continued by the server, or else its next run posted at once), and
+//     100 by an AG-UI resume, one at a time: p50
 //     and p99 from the decision's response (for a resume, its request
 //     going out) to the tool's start, which the tool records.
 //   - inbox: 1,000 calls awaiting approval on such a server, and its

@@ -45,8 +45,9 @@ type serveResult struct {
 	ListTime  []float64
 	ListBytes int
 	// APILatency is, for each call decided over the JSON API, the time
-	// from the decision's response to the tool's start (the thread's next
-	// run posted at once); ResumeLatency, for each call decided by an
+	// from the decision's response to the tool's start (in the run the
+	// server continues the thread with, or else the thread's next run
+	// posted at once); ResumeLatency, for each call decided by an
 	// AG-UI resume, from the request going out to the tool's start.
 	APILatency, ResumeLatency []float64
 }
@@ -190,6 +191,22 @@ func (sb *serveBench) run(ctx context.Context, thread, text string, resume []map
 	if err != nil {
 		return nil, err
 	}
+	return lastEvent(resp)
+}
+
+// events reads the events of run to its end, as a client that reconnects
+// does, and returns the terminal one.
+func (sb *serveBench) events(ctx context.Context, run string) (map[string]any, error) {
+	resp, err := sb.request(ctx, http.MethodGet, "/runs/"+run+"/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	return lastEvent(resp)
+}
+
+// lastEvent reads a stream of server-sent events to its end and returns
+// the last.
+func lastEvent(resp *http.Response) (map[string]any, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -411,16 +428,29 @@ func servePending(ctx context.Context, cfg config, modelURL string, res *serveRe
 	decisions := min(cfg.serveDecisions, len(runs)/2)
 	approve := map[string]any{"decision": "approve"}
 	for i := range decisions {
-		// Over the JSON API, then the thread's next run at once.
+		// Over the JSON API. A server that continues the thread itself
+		// names the run (nextRun); otherwise the thread's next run is
+		// posted at once.
 		p := runs[i]
 		resp, err := sb.request(ctx, http.MethodPost, "/api/interrupts/"+p.interrupt+"/decision", approve)
 		if err != nil {
 			return fmt.Errorf("serve: decision: %w", err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		var decided struct {
+			NextRun string `json:"nextRun"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&decided)
 		resp.Body.Close()
 		answered := time.Now()
-		ev, err := sb.run(ctx, p.thread, "", nil, nil)
+		if err != nil {
+			return fmt.Errorf("serve: the decision's answer: %w", err)
+		}
+		var ev map[string]any
+		if decided.NextRun != "" {
+			ev, err = sb.events(ctx, decided.NextRun)
+		} else {
+			ev, err = sb.run(ctx, p.thread, "", nil, nil)
+		}
 		if err != nil {
 			return fmt.Errorf("serve: the run after a decision: %w", err)
 		}
