@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 )
 
 // DecisionKind says what happens to a tool call.
@@ -84,6 +85,14 @@ type Decision struct {
 	// of the same tool that would be deferred to a person, for the rest of
 	// the run. It never lets through a call that a deny rule denies.
 	Always bool `json:"always,omitempty"`
+	// Who names the person who took a decision given to [Runner.Decide] or
+	// [State.Decide] (a login, a token's name), and At when they took it,
+	// which may be long before the run goes on. toolrun keeps both in the
+	// State and hands them on in [ToolDecided], so that an audit trail
+	// (package transcript) shows who decided what and when; it acts on
+	// neither. Empty and the zero time mean unknown.
+	Who string    `json:"who,omitempty"`
+	At  time.Time `json:"at,omitzero"`
 }
 
 // AllowCall returns a decision that runs the call.

@@ -186,13 +186,15 @@ func BenchmarkConcurrent(b *testing.B) {
 // nothing on a shared CI machine.
 func TestHarness(t *testing.T) {
 	cfg := config{
-		workloads:    map[string]bool{"history": true, "pause": true, "parallel": true, "wide": true, "suspended": true, "concurrent": true},
+		workloads:    map[string]bool{"history": true, "pause": true, "parallel": true, "wide": true, "suspended": true, "concurrent": true, "serve": true, "inbox": true},
 		historySizes: []int{2, 4}, historyTurns: 4, historyRounds: []int{1, 1},
 		parallelTools: 4, toolSleep: 10 * time.Millisecond, parallelRounds: 1,
 		wideTools: 100, wideSleep: 25 * time.Millisecond, wideRounds: 1,
 		pauses: 20, pauseRounds: 1,
 		suspendedRuns:  20,
 		concurrentRuns: 10, concurrentTurns: 2, concurrentRounds: 1,
+		serveRuns: 4, serveTurns: 2, serveRounds: 2, servePending: 20, serveListRounds: 1, serveDecisions: 3,
+		inboxPending: 20, inboxRounds: 1,
 		profiles: "all", profileConversations: 2,
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
@@ -229,14 +231,27 @@ func TestHarness(t *testing.T) {
 		"| fake server CPU per turn (its process, not the client's) |",
 		"| toolrun with Options.NoThread and NoCache (the hand loop's plain requests): throughput (turns/s) |",
 		"| toolrun with Options.NoThread and NoCache: fake server CPU per turn |",
+		"| serve: 4 concurrent runs of 2 turns (hand: a Runner in process; toolrun: the same runs through serve over loopback, AG-UI read to the end) | wall time of all the runs |",
+		"| harness CPU per run (the server's included) |",
+		"| serve: 20 runs awaiting approval (SQLite store) | server live heap per pending run |", "| database bytes per pending run |",
+		"| GET /api/pending of all 21: time (median of 1) |", "| GET /api/pending of all 21: bytes |",
+		"| JSON API decision's response → tool start, p50 / p99 of 3 |", "| AG-UI resume request sent → tool start, p50 / p99 of 3 |",
+		"| inbox: 20 pending calls in headless Chromium | page load: navigation start → every call listed (median of ",
+		"| thread filter typed → ", "| filter cleared → every call laid out (median of ",
 	}
 	for _, w := range want {
 		if !strings.Contains(table, w) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+4+2+1+4+6; got != want {
+	if got, want := strings.Count(table, "
+| "), 2+2*3+1*2+4+2+1+4+6+8+3; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
+	}
+	// With Chromium there, the inbox is measured, not skipped (without
+	// it, CI fails the harness instead).
+	if chromiumBinary() != "" && strings.Contains(table, "skipped:") {
+		t.Errorf("Chromium is installed, but the inbox rows say they were skipped:\n%s", table)
 	}
 	for _, bad := range []string{"NaN", "Inf"} {
 		if strings.Contains(table, bad) {

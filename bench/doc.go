@@ -7,9 +7,10 @@
 //	go run ./bench -o BENCHMARKS.md
 //
 // writes the table into BENCHMARKS.md as well, between its markers. The run
-// takes 4–6 minutes on a busy 2-core machine. Flags:
+// takes 4–6 minutes on a busy 2-core machine, and the serve and inbox
+// workloads (their 10,000 and 1,000 pending runs) several more. Flags:
 //
-//	-run history,wire,pause,parallel,wide,suspended,concurrent the workloads to run (all by default)
+//	-run history,wire,pause,parallel,wide,suspended,concurrent,serve,inbox the workloads to run (all by default)
 //	-quick                                       fewer rounds and runs, to check the harness, not to quote
 //	-o file                                      also write the table into file
 //	-cpuprofile file                             CPU profile of the harness process (history, parallel)
@@ -43,9 +44,30 @@
 //     a run.
 //   - concurrent: 1,000 runs of 5 turns at once, each runner in a child
 //     process of its own: turns per second, client CPU per turn, peak RSS.
+//   - serve: the server of package [github.com/toolrun/toolrun/serve] in
+//     the harness's process, on loopback, on a SQLite database in a
+//     temporary file, with one token whose run cap lets every run in.
+//     200 runs of 5 turns at once through it (each an AG-UI POST whose
+//     events are read to the end) beside the same runs through a toolrun
+//     Runner in process, same tools and options: the wall time and the
+//     process's CPU per run, and their ratio. Then 10,000 runs stopped at
+//     a call awaiting approval: the live heap and the database bytes they
+//     add per run, and GET /api/pending of all of them (time and bytes).
+//     Then 100 of those calls decided over the JSON API (the thread
+//     continued by the server, or else its next run posted at once), and
+//     100 by an AG-UI resume, one at a time: p50
+//     and p99 from the decision's response (for a resume, its request
+//     going out) to the tool's start, which the tool records.
+//   - inbox: 1,000 calls awaiting approval on such a server, and its
+//     /inbox page in headless Chromium (chromedp), logged in with the
+//     token: the page's load (navigation start to every call listed) and
+//     a thread filter typed and cleared (to the list laid out), by the
+//     page's clock. Without Chromium it is skipped, unless CI is set.
 //
 // The three runners run interleaved, in an order that rotates each round,
-// and the table shows medians over the rounds.
+// and the table shows medians over the rounds. The serve rows put the
+// Runner in process in the hand column and serve in the toolrun column,
+// so that the ratio column reads serve ÷ in process.
 //
 // The same workloads are go test benchmarks, one runner at a time, for
 // profiling:

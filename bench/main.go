@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "suspended", "concurrent"}
+var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "suspended", "concurrent", "serve", "inbox"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -134,6 +134,16 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 			return err
 		}
 	}
+	if cfg.workloads["serve"] {
+		if res.Serve, err = runServe(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["inbox"] {
+		if res.Inbox, err = runInbox(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
 
 	var b bytes.Buffer
 	command := "go run ./bench"
@@ -148,8 +158,8 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	for i, n := range cfg.historySizes {
 		hr = append(hr, fmt.Sprintf("%d at %d turns", cfg.historyRounds[i], n))
 	}
-	fmt.Fprintf(&b, "Rounds (medians of): history %s; conversation %d; parallel %d; concurrent %d; suspended runs measured once\n\n",
-		strings.Join(hr, ", "), cfg.wireRounds, cfg.parallelRounds, cfg.concurrentRounds)
+	fmt.Fprintf(&b, "Rounds (medians of): history %s; conversation %d; parallel %d; concurrent %d; serve %d; suspended runs measured once\n\n",
+		strings.Join(hr, ", "), cfg.wireRounds, cfg.parallelRounds, cfg.concurrentRounds, cfg.serveRounds)
 	writeTable(&b, res.rows(cfg))
 	reports, err := res.profile(ctx, cfg, progress)
 	if err != nil {

@@ -17,6 +17,8 @@ type results struct {
 	Pause      *pauseResult
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
+	Serve      *serveResult
+	Inbox      *inboxResult
 }
 
 // row is one line of the table: a measure of a workload for each runner,
@@ -194,6 +196,12 @@ func (res *results) rows(cfg config) []row {
 			measureRow(w, "client CPU per turn", c.CPU, micros),
 			measureRow(w, "fake server CPU per turn (its process, not the client's)", c.ServerCPU, micros),
 			plainRow(w, "toolrun with Options.NoThread and NoCache: fake server CPU per turn", c.ServerCPU, micros))
+	}
+	if s := res.Serve; s != nil {
+		rows = append(rows, s.rows()...)
+	}
+	if in := res.Inbox; in != nil {
+		rows = append(rows, in.rows()...)
 	}
 	return rows
 }

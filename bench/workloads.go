@@ -63,6 +63,19 @@ type config struct {
 
 	wireTurns  int // the turns of the wire workload's conversation
 	wireRounds int
+
+	// The serve workload: serveRuns concurrent runs of serveTurns turns,
+	// through the server and in process, over serveRounds rounds;
+	// servePending runs awaiting approval, listed serveListRounds times;
+	// serveDecisions calls decided over the JSON API and as many by an
+	// AG-UI resume.
+	serveRuns, serveTurns, serveRounds int
+	servePending, serveListRounds      int
+	serveDecisions                     int
+
+	// The inbox workload: inboxPending calls awaiting approval, the page
+	// loaded and filtered inboxRounds times in headless Chromium.
+	inboxPending, inboxRounds int
 }
 
 // fullConfig is what `go run ./bench` measures.
@@ -75,6 +88,8 @@ func fullConfig() config {
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 7,
+		serveRuns: 200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
+		inboxPending: 1000, inboxRounds: 5,
 		profiles: "unmet", profileConversations: 1000,
 	}
 }
@@ -89,6 +104,8 @@ func quickConfig() config {
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,
+		serveRuns: 50, serveTurns: 5, serveRounds: 1, servePending: 1000, serveListRounds: 3, serveDecisions: 20,
+		inboxPending: 1000, inboxRounds: 2,
 		profiles: "unmet", profileConversations: 20,
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,10 @@ import (
 
 // personWait is how long the person of approvalRun takes to decide.
 const personWait = 70 * time.Second
+
+// personDecided is when the person of approvalRun decides, by their own
+// clock: before the run goes on, whose lines retime dates.
+var personDecided = time.Date(2025, 6, 1, 12, 1, 2, 500e6, time.UTC)
 
 // retime makes a recorded transcript deterministic, as normalize does, and
 // puts personWait between each stop awaiting approval and the line after
@@ -100,6 +105,7 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 	}
 	d := toolrun.AllowCall()
 	d.Input, d.Always, d.Reason = json.RawMessage(`{"env":"staging"}`), true, "staging first"
+	d.Who, d.At = "alice@example.com", personDecided
 	if err := r.Decide("toolu_2", d); err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +175,17 @@ func TestReportDecisions(t *testing.T) {
 	}{
 		// In the conversation.
 		{"the deferral", regexp.QuoteMeta(`deferred by a policy to a person: <span class="why">deploys need a person</span>`), 1},
-		{"the person's approval, with the wait", regexp.QuoteMeta(`approved by a person, always for this tool, after 1m10s waiting: <span class="why">staging first</span>`), 1},
-		{"the edited input", regexp.QuoteMeta(`<pre class="edited">{` + "\n" + `  ` + html(`"env": "staging"`) + "\n}</pre>"), 1},
+		{"the person's approval, with the wait, who and when", regexp.QuoteMeta(`approved by a person, always for this tool, after 1m10s waiting (<span class="who">alice@example.com</span>, decided <span class="at">2025-06-01 12:01:02.500 UTC</span>): <span class="why">staging first</span>`), 1},
+		{"the edited input, in the conversation and the trail", regexp.QuoteMeta(`<pre class="edited">{` + "\n" + `  ` + html(`"env": "staging"`) + "\n}</pre>"), 2},
+		// The decision trail: every decision of a rule or a person, in
+		// order, a person's under their name and at their own time.
+		{"the trail", `<section class="card" id="trail">\n<h2>Decision trail</h2>`, 1},
+		{"a trail row per decision of a rule or a person", `<tr class="(allow|deny|skip|defer)"><td class="when">`, 5},
+		{"the deferral in the trail", `<tr class="defer"><td class="when">2025-06-01 12:00:[0-9.]+ UTC</td><td class="who">a policy</td><td><a href="#call-toolu_2">deploy</a> <code>toolu_2</code></td><td>deferred to a person</td><td class="why">deploys need a person</td><td></td></tr>`, 1},
+		{"the person's decision in the trail", regexp.QuoteMeta(`<tr class="allow"><td class="when">2025-06-01 12:01:02.500 UTC</td><td class="who">alice@example.com</td><td><a href="#call-toolu_2">deploy</a> <code>toolu_2</code></td><td>approved, always for this tool, input edited</td><td class="why">staging first</td><td><pre class="edited">`), 1},
+		{"the Always approval in the trail", `<tr class="allow"><td class="when">[^<]+</td><td class="who">an earlier Always approval</td><td><a href="#call-toolu_5">deploy</a>`, 1},
+		{"the denial in the trail", `<tr class="deny"><td class="when">[^<]+</td><td class="who">a policy</td><td><a href="#call-toolu_3">delete_branch</a>`, 1},
+		{"the skip in the trail", `<tr class="skip"><td class="when">[^<]+</td><td class="who">a policy</td><td><a href="#call-toolu_4">lookup</a>`, 1},
 		{"the Always approval", regexp.QuoteMeta(`</span> allowed by an earlier Always approval of the tool</li>`), 1},
 		{"the denial", regexp.QuoteMeta(`denied by a policy: <span class="why">tool ` + html(`"delete_branch"`) + ` is not allowed in this run</span>`), 1},
 		{"the skip", regexp.QuoteMeta(`skipped by a policy, answered without running: <span class="why">answered from the cache</span>`), 1},
@@ -180,7 +195,7 @@ func TestReportDecisions(t *testing.T) {
 		{"a decision mark per decision", `<i class="mk (allow|deny|skip|defer)" style="left:[0-9.]+%" title="`, 7},
 		{"the deferral marked", `<i class="mk defer"`, 1},
 		{"the decision column", `<div class="dec (deny|skip|allow|allow-default|defer)" title="`, 6},
-		{"approved by the person", regexp.QuoteMeta(`<div class="dec allow" title="approved, always · person">`), 1},
+		{"approved by the person, by name", regexp.QuoteMeta(`<div class="dec allow" title="approved, always · alice@example.com">`), 1},
 		{"approved by Always", regexp.QuoteMeta(`<div class="dec allow" title="approved · always">`), 1},
 		{"denied", regexp.QuoteMeta(`<div class="dec deny" title="denied · policy">`), 1},
 		{"skipped", regexp.QuoteMeta(`<div class="dec skip" title="skipped · policy">`), 1},
@@ -213,6 +228,17 @@ func TestReportDecisions(t *testing.T) {
 				t.Errorf("%d matches of %s, want %d", got, tt.re, tt.want)
 			}
 		})
+	}
+	// The trail is in the order of the decisions' times, a person's by
+	// their own clock.
+	_, trail, _ := strings.Cut(page, `id="trail"`)
+	trail, _, _ = strings.Cut(trail, "</table>")
+	var whens []string
+	for _, m := range regexp.MustCompile(`<td class="when">([^<]+)</td><td class="who">([^<]+)</td>`).FindAllStringSubmatch(trail, -1) {
+		whens = append(whens, m[1]+" "+m[2])
+	}
+	if !slices.IsSorted(whens) || len(whens) != 5 || !strings.HasSuffix(whens[3], "alice@example.com") {
+		t.Errorf("the trail's rows are\n%s\nwant 5, in the order of their times, alice's fourth", strings.Join(whens, "\n"))
 	}
 	// The input tokens of the card are those the chart draws: the sum of
 	// the input bars' titles (each stacked part repeats its bar's title:
@@ -294,7 +320,7 @@ func TestReportDecisionsInChromium(t *testing.T) {
 		tr    *transcript.Transcript
 		wants []string
 	}{
-		{"decisions", approvalRun(t), []string{`class="row wait"`, `class="brk"`, `class="mk defer"`, `<ul class="decisions">`, `class="dec deny"`, `class="dec skip"`, `id="settings"`}},
+		{"decisions", approvalRun(t), []string{`class="row wait"`, `class="brk"`, `class="mk defer"`, `<ul class="decisions">`, `class="dec deny"`, `class="dec skip"`, `id="settings"`, `id="trail"`, `<td class="who">alice@example.com</td>`}},
 		{"canceled", canceledRun(t), []string{`id="canceled"`, `class="tool-bar canceled"`, `class="badge cancel"`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -40,7 +40,9 @@
 // call whose result differs from the recording. [WriteHTML] renders a
 // report: a timeline of turns, tool calls and their decisions, with each
 // wait for a person drawn as its own segment; failures with their stacks;
-// tokens per turn and the conversation. The toolrun command runs these as
+// tokens per turn; the decision trail (every decision of a rule or a
+// person: when, who, the call, the decision, its reason and any edited
+// input); and the conversation. The toolrun command runs these as
 // "toolrun replay --workdir ./work run.jsonl" (with the tools it is given;
 // it starts none the transcript names unless asked with
 // --tools-from-transcript) and "toolrun view run.jsonl -o report.html"
@@ -71,11 +73,18 @@
 //     for the response to a compaction's request.
 //   - "decision": a tool call was decided. "tool_use_id", "tool" and
 //     "input" name the call; "decision" is {"kind", "reason", "input"
-//     (input that replaced the model's), "result" (a skip's content)}, of
-//     kind "allow", "deny", "skip" or "defer"; "by" is who decided:
-//     "policy", "approval", "always" or "default" (an older transcript
-//     may say "options" for Options.Policy). A call rejected before it could be decided (an unknown tool, invalid input)
-//     has no decision line.
+//     (input that replaced the model's), "result" (a skip's content),
+//     "always", "who", "at"}, of kind "allow", "deny", "skip" or "defer";
+//     "by" is who decided: "policy", "approval", "always" or "default" (an
+//     older transcript may say "options" for Options.Policy). For a
+//     person's decision ("by": "approval"), "who" names the person and
+//     "at" is when they decided (RFC 3339), as the caller of Decide gave
+//     them ([toolrun.Decision].Who and At; "toolrun serve" gives the
+//     token's or the inbox session's name); the line's own "time" is when
+//     the run took the decision up, which for a person is when the run
+//     went on. Either is left out when unknown. A call rejected before it
+//     could be decided (an unknown tool, invalid input) has no decision
+//     line.
 //   - "tool_started": a call started to run (tool_use_id, tool, input).
 //   - "tool_finished": a call has its result, after any AfterTool hook:
 //     "output" is the tool_result's content blocks, "is_error" whether it

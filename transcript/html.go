@@ -51,7 +51,10 @@ const maxShown = 64 << 10
 // Each decision of a call (allowed, denied, skipped or deferred; by a
 // policy, a person, an earlier Always approval or no rule) is marked on
 // the call's row when it was taken, and listed with its reason and any
-// edited input under the call's result. A wait for a person (from a stop
+// edited input under the call's result, with the name of the person who
+// took it and their time of deciding when the caller of Decide gave them
+// ([toolrun.Decision].Who and At); the decision trail lists the decisions
+// of rules and people, in order, in one table. A wait for a person (from a stop
 // awaiting approval until the run went on) is a row of its own; when it is
 // long beside the rest of the run, the time axis breaks there and the wait
 // takes a fixed width, so that the other bars keep theirs. Denials and
@@ -111,14 +114,17 @@ type (
 		Failures        int
 		// Approvals counts the decisions of a person; Waited is how long
 		// the run waited for them.
-		Approvals    int
-		Waited       string
-		Tokens       tokenView
-		Axis         []tick
-		Breaks       []axisBreak
-		Timeline     []timelineTurn
-		Chart        chart
-		FailureList  []failureView
+		Approvals   int
+		Waited      string
+		Tokens      tokenView
+		Axis        []tick
+		Breaks      []axisBreak
+		Timeline    []timelineTurn
+		Chart       chart
+		FailureList []failureView
+		// Trail is the decision trail: every decision a rule or a person
+		// took, in the order of their times, with who took it and when.
+		Trail        []trailView
 		Conversation []messageView
 	}
 	keyValue struct{ Key, Value string }
@@ -230,6 +236,21 @@ type (
 		// Input is the input the decision ran the call with, when it
 		// edited the model's.
 		Input string
+		// Who and At are who took a person's decision and when, as the
+		// caller of Decide recorded them; empty when unknown.
+		Who, At string
+	}
+	// trailView is a row of the decision trail.
+	trailView struct {
+		When     string // when the decision was taken
+		Who      string // the person's name, or which rule
+		Tool, ID string
+		Href     string // the call's result in the conversation, if shown
+		Class    string // allow, deny, skip, defer
+		Decision string // "approved", "denied", ...
+		Reason   string
+		Input    string // the edited input, if any
+		at       time.Time
 	}
 	imageView struct {
 		Src template.URL // a data: URL, which the page's CSP allows
@@ -417,14 +438,17 @@ func decisionText(e *Entry) (string, string) {
 	}
 	d := e.Decision
 	who := byName(e.By)
+	if e.By == string(toolrun.ByApproval) && d.Who != "" {
+		who = d.Who
+	}
 	switch d.Kind {
 	case toolrun.Allow:
 		switch e.By {
 		case string(toolrun.ByApproval):
 			if d.Always {
-				return "approved, always · person", "allow"
+				return "approved, always · " + who, "allow"
 			}
-			return "approved · person", "allow"
+			return "approved · " + who, "allow"
 		case string(toolrun.ByAlways):
 			return "approved · always", "allow"
 		case string(toolrun.ByDefault), "":
@@ -493,6 +517,61 @@ func decisionLong(e *Entry, start time.Time, prev *Entry) decisionView {
 	}
 	if d.Kind == toolrun.Allow && len(d.Input) > 0 {
 		v.Input = shown(prettyJSON(d.Input))
+	}
+	v.Who = d.Who
+	if !d.At.IsZero() {
+		v.At = d.At.UTC().Format(trailTime)
+	}
+	return v
+}
+
+// trailTime is how the decision trail writes a decision's time.
+const trailTime = "2006-01-02 15:04:05.000 MST"
+
+// trailRow returns the decision trail's row of decision line e of call c.
+// A decision without a time of its own (a rule's, or a person's whose
+// caller gave none) is dated by its line.
+func trailRow(e *Entry, c *Call) trailView {
+	d := e.Decision
+	v := trailView{Tool: c.Tool, ID: c.ID, Class: d.Kind.String(), Reason: d.Reason, Who: d.Who}
+	if !c.Discarded {
+		v.Href = "#call-" + c.ID
+	}
+	at := e.Time
+	if !d.At.IsZero() {
+		at = d.At
+	}
+	v.at, v.When = at, at.UTC().Format(trailTime)
+	if v.Who == "" {
+		v.Who = map[string]string{
+			string(toolrun.ByPolicy): "a policy", "options": "a policy", string(toolrun.ByApproval): "a person (unnamed)",
+			string(toolrun.ByAlways): "an earlier Always approval", string(toolrun.ByDefault): "no rule", "": "no rule",
+		}[e.By]
+		if v.Who == "" {
+			v.Who = e.By
+		}
+	}
+	switch d.Kind {
+	case toolrun.Allow:
+		v.Decision = "allowed"
+		if e.By == string(toolrun.ByApproval) {
+			v.Decision = "approved"
+			if d.Always {
+				v.Decision += ", always for this tool"
+			}
+		}
+		if len(d.Input) > 0 {
+			v.Decision += ", input edited"
+			v.Input = shown(prettyJSON(d.Input))
+		}
+	case toolrun.Deny:
+		v.Decision = "denied"
+	case toolrun.Skip:
+		v.Decision = "skipped"
+	case toolrun.Defer:
+		v.Decision = "deferred to a person"
+	default:
+		v.Decision = d.Kind.String()
 	}
 	return v
 }
@@ -735,6 +814,9 @@ func buildReport(t *Transcript) *report {
 				}
 				v := decisionLong(d, start, prev)
 				views = append(views, v)
+				if d.By != string(toolrun.ByDefault) && d.By != "" {
+					rep.Trail = append(rep.Trail, trailRow(d, c))
+				}
 				title := v.Text + " at " + v.When
 				if v.Reason != "" {
 					title += ": " + v.Reason
@@ -850,6 +932,7 @@ func buildReport(t *Transcript) *report {
 		rep.Tokens.Differs = rep.Tokens.RunInput != rep.Tokens.Input || rep.Tokens.RunOutput != rep.Tokens.Output
 	}
 	rep.Chart = buildChart(chartTurns)
+	slices.SortStableFunc(rep.Trail, func(a, b trailView) int { return a.at.Compare(b.at) })
 	return rep
 }
 

@@ -90,7 +90,7 @@ func hostileTranscript(t *testing.T, payload string) *transcript.Transcript {
 		`{"type":"response","time":"2025-06-01T12:00:00.2Z","turn":1,"body":{"id":"msg_1","model":"m","content":[{"type":"text","text":` + q(payload) + `},{"type":"thinking","thinking":` + q(payload) + `},{"type":"tool_use","id":` + q(payload) + `,"name":` + q(payload) + `,"input":{"x":` + q(payload) + `}},{"type":` + q(payload) + `}],"stop_reason":"tool_use","usage":{"input_tokens":10,"output_tokens":5}}}`,
 		`{"type":"decision","time":"2025-06-01T12:00:00.3Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"decision":{"kind":"deny","reason":` + q(payload) + `},"by":` + q(payload) + `}`,
 		`{"type":"run_stopped","time":"2025-06-01T12:00:00.31Z","turn":1,"stop_reason":"awaiting_approval","detail":` + q(payload) + `}`,
-		`{"type":"decision","time":"2025-06-01T12:00:00.35Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"decision":{"kind":"allow","reason":` + q(payload) + `,"input":{"x":` + q(payload) + `},"always":true},"by":"approval"}`,
+		`{"type":"decision","time":"2025-06-01T12:00:00.35Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"decision":{"kind":"allow","reason":` + q(payload) + `,"input":{"x":` + q(payload) + `},"always":true,"who":` + q(payload) + `,"at":"2025-06-01T12:00:00.34Z"},"by":"approval"}`,
 		`{"type":"tool_finished","time":"2025-06-01T12:00:00.4Z","turn":1,"tool_use_id":` + q(payload) + `,"tool":` + q(payload) + `,"output":[{"type":"text","text":` + q(payload) + `}],"is_error":true,"error":` + q(payload) + `,"stack":` + q(payload) + `}`,
 		`{"type":"run_stopped","time":"2025-06-01T12:00:00.5Z","turn":1,"stop_reason":` + q(payload) + `,"detail":` + q(payload) + `,"error":` + q(payload) + `}`,
 	}
@@ -124,8 +124,16 @@ func TestWriteHTMLEscapes(t *testing.T) {
 				}
 			}
 			// It is there, escaped, for a person to read.
-			if !strings.Contains(page, strings.NewReplacer("<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(payload)) {
+			escaped := strings.NewReplacer("<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(payload)
+			if !strings.Contains(page, escaped) {
 				t.Errorf("the page does not show %q escaped", payload)
+			}
+			// So is the name of the person who decided, under the call's
+			// result and in the decision trail.
+			for _, at := range []string{`<span class="who">` + escaped + `</span>`, `<td class="who">` + escaped + `</td>`} {
+				if !strings.Contains(page, at) {
+					t.Errorf("the page does not show the decider's name as %s", at)
+				}
 			}
 		})
 	}
