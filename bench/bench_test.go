@@ -244,8 +244,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "
-| "), 2+2*3+1*2+4+2+1+4+6+8+3; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+4+2+1+4+6+8+3; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	// With Chromium there, the inbox is measured, not skipped (without
