@@ -52,8 +52,8 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 
 // ExecuteCall answers one call of the pending turn, by its tool_use id, as
 // [Runner.Next] would, through the same executor: it decides the call if
-// this runner has not (a decision taken before stands unless this runner's
-// deny rules say otherwise), runs it if it is allowed, records the result
+// the State records no decision for it (a decision recorded stands, by
+// whichever runner took it; see [Policy]), runs it if it is allowed, records the result
 // in the pending turn and returns it. A call answered already is not run
 // again: its result is returned as it is.
 //

@@ -214,7 +214,7 @@ func (r *Runner) setPending(p *turnState) {
 	r.mu.Unlock()
 	// Dropped rather than cleared: a run held awaiting approval keeps no
 	// map of a turn it no longer has.
-	r.decided, r.live = nil, nil
+	r.live = nil
 }
 
 // commit appends the pending turn's assistant message and tool results to

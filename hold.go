@@ -78,7 +78,7 @@ func (r *Runner) heldBack(p *turnState) *Result {
 		return nil
 	}
 	for _, c := range p.Calls {
-		if c.Phase != phaseNew {
+		if c.Phase != phaseNew || c.Decision != nil { // a person's decision counts
 			return nil
 		}
 	}

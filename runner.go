@@ -60,12 +60,6 @@ type Runner struct {
 	last    *anthropic.BetaMessage
 	lastRaw string
 
-	// decided holds the pending turn's calls this runner decided under its
-	// own Options: a call decided by another runner, before a Resume, is
-	// decided again, so that this runner's deny rules hold.
-	// A list rather than a set: a turn has a few calls, and a held run
-	// keeps the list.
-	decided []string
 	// live holds the pending turn's results answered in this process,
 	// with their errors as the tools returned them.
 	live map[string]*ToolResult
