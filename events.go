@@ -8,6 +8,8 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/internal/deepcopy"
 )
 
 // Event is one thing that happened in a run. The runner's logging, the
@@ -210,6 +212,10 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	r.eventMu.Lock()
 	defer r.eventMu.Unlock()
 	logEvent(ctx, *r.log, e)
+	if rs, ok := e.(RequestSent); ok && (r.opts.OnEvent != nil || r.sink != nil) {
+		rs.Params = observed(rs.Params)
+		e = rs
+	}
 	if r.opts.OnEvent != nil {
 		func() {
 			defer func() {
@@ -227,6 +233,19 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	if r.sink != nil {
 		r.sink.deliver(e)
 	}
+}
+
+// observed returns the copy of a request's params an observer of
+// RequestSent gets: its history, system prompt and tool list share nothing
+// with the run's State, nor with the tool definitions of other runners, so
+// a write through them changes neither. Without a BeforeRequest hook the
+// params of a request hold the State's own history.
+func observed(p *anthropic.BetaMessageNewParams) *anthropic.BetaMessageNewParams {
+	c := *p
+	c.Messages = deepcopy.Copy(p.Messages)
+	c.System = deepcopy.Copy(p.System)
+	c.Tools = deepcopy.Copy(p.Tools)
+	return &c
 }
 
 // takeObserverErr returns, and forgets, the panic of an OnEvent observer.

@@ -96,6 +96,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	calls := make([]ToolCall, len(p.Calls))
 	for i, c := range p.Calls {
 		calls[i] = c.Call
+		calls[i].Input = slices.Clone(c.Call.Input) // the caller's: the State keeps its own
 	}
 	return &Turn{Number: n, Message: msg, ToolCalls: calls}
 }
@@ -190,14 +191,24 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	}
 }
 
-// newTurnState is the pending turn of a response, each call new.
+// newTurnState is the pending turn of a response, each call new. It
+// shares no tool_use input with msg, which is handed out (Turn.Message,
+// TurnFinished, Result.Message): a write through those bytes does not
+// change the State.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
+	for _, b := range p.Message.OfAssistant.Content {
+		if tu := b.OfToolUse; tu != nil {
+			if raw, ok := tu.Input.(json.RawMessage); ok {
+				tu.Input = slices.Clone(raw) // ToParam made tu; its input is msg's
+			}
+		}
+	}
 	for _, c := range msg.Content {
 		if c.Type != "tool_use" {
 			continue
 		}
-		input := c.Input
+		input := slices.Clone(c.Input)
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
