@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -153,8 +152,8 @@ func (r *Runner) hookFailed(ctx context.Context, err error) {
 // fail stops the run with err: StopCanceled if the context is done,
 // StopBudget if Budget.WallTime ended it, StopError otherwise.
 func (r *Runner) fail(ctx context.Context, err error, detail string) {
-	if errors.Is(context.Cause(ctx), errWallTime) || errors.Is(err, errWallTime) {
-		r.stop(ctx, wallTimeStop(r.opts.Budget.WallTime))
+	if wallTimeEnded(ctx, err) {
+		r.stop(ctx, r.wallTimeStop())
 		return
 	}
 	reason := StopError
@@ -217,12 +216,4 @@ func (e *incompleteError) Error() string {
 
 func (e *incompleteError) Is(target error) bool {
 	return target == e.kind || target == ErrIncomplete
-}
-
-// errWallTime is the cause of the context of a run whose Budget.WallTime
-// has passed.
-var errWallTime = errors.New("toolrun: wall-time budget used up")
-
-func wallTimeStop(b time.Duration) *Result {
-	return budgetStop(BudgetWallTime, fmt.Sprintf("wall-time budget of %s used up", b))
 }
