@@ -77,7 +77,7 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 				return nil, err
 			}
 		default:
-			return nil, r.stopErr()
+			return nil, r.stopErr
 		}
 	}
 }
@@ -86,7 +86,7 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 type stepKind int
 
 const (
-	stepStopped stepKind = iota // the run stopped; Runner.stopped says how
+	stepStopped stepKind = iota // the run stopped; the State says how
 	stepTurn                    // a response arrived: hand it out
 	stepCalls                   // run these calls, then step again
 	stepYield                   // a request is due, and the driver asked for none
@@ -139,7 +139,7 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 					r.fail(ctx, err, "")
 					return step{}
 				}
-				if r.stopped != nil { // over budget
+				if r.stopped() { // over budget
 					return step{}
 				}
 			}
