@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -376,65 +375,4 @@ func (p Price) inputRate(t cacheTier) float64 {
 		rate = max(rate, p.CacheWrite1hPerMTok)
 	}
 	return rate
-}
-
-// defaultMaxResultBytes bounds the text of a tool result sent to the model
-// when neither [ToolConfig.MaxResultBytes] nor [Options.MaxResultBytes] is
-// set.
-const defaultMaxResultBytes = 100_000
-
-// resultLimit returns the text limit of a tool's results, or 0 for none.
-func (r *Runner) resultLimit(e *toolEntry) int {
-	n := r.opts.MaxResultBytes
-	if e != nil && e.config.MaxResultBytes != 0 {
-		n = e.config.MaxResultBytes
-	}
-	switch {
-	case n < 0:
-		return 0
-	case n == 0:
-		return defaultMaxResultBytes
-	}
-	return n
-}
-
-// truncateContent cuts the text blocks of content so their text adds up to
-// at most limit bytes, at a UTF-8 boundary, and tells the model so at the
-// end. Non-text blocks are kept. It reports whether it cut anything; the
-// caller's slice is not changed.
-func truncateContent(content []Content, limit int) ([]Content, bool) {
-	total := 0
-	for _, c := range content {
-		if c.OfText != nil {
-			total += len(c.OfText.Text)
-		}
-	}
-	if limit <= 0 || total <= limit || alreadyCut(content, limit) {
-		return content, false
-	}
-	out := make([]Content, 0, len(content)+1)
-	left := limit
-	for _, c := range content {
-		if c.OfText == nil {
-			out = append(out, c)
-			continue
-		}
-		text := c.OfText.Text
-		if len(text) > left {
-			cut := left
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-			text = text[:cut]
-		}
-		left -= len(text)
-		if text == "" {
-			continue
-		}
-		t := *c.OfText
-		t.Text = text
-		out = append(out, Content{OfText: &t})
-	}
-	out = append(out, Text(fmt.Sprintf(cutNote, total, limit)))
-	return out, true
 }

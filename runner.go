@@ -52,8 +52,9 @@ type Runner struct {
 	stopErr error
 	// last is the last response, decoded, for Turn.Message, Result.Message
 	// and TurnFinished; lastRaw holds its JSON in its place once the run
-	// stops (see stop). Neither is read to build a request or to decide a
-	// call: the State holds the response as a message of its history.
+	// stops awaiting approval (see stop). Neither is read to build a
+	// request or to decide a call: the State holds the response as a
+	// message of its history.
 	last    *anthropic.BetaMessage
 	lastRaw string
 

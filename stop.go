@@ -18,8 +18,9 @@ import (
 //
 // It is made afresh from the run's State at each call: its Messages are
 // the history as it stands, its Pending the calls awaiting a person now,
-// and its Message the last response decoded again from the JSON it came
-// as (so a change a hook made to the decoded response is not in it).
+// and its Message the last response; of a run awaiting approval, decoded
+// again from the JSON it came as (so a change a hook made to the decoded
+// response is not in it).
 func (r *Runner) Result() *Result { return r.result() }
 
 // result returns how the run stopped, or nil while it has not.
@@ -27,16 +28,22 @@ func (r *Runner) result() *Result {
 	if !r.stopped() {
 		return nil
 	}
-	return r.resultOf()
+	return r.resultOf(true)
 }
 
 // resultOf builds the Result of the run's stop from the State: the one
 // place a Result is made. Besides the State it reads the stop's error,
 // which no State can carry, and the last response, which the State keeps
-// only as a message of its history.
-func (r *Runner) resultOf() *Result {
+// only as a message of its history. Without history, Messages is left
+// out: the copy of a long history is the dearest part of a Result, and
+// the RunStopped of a run nobody observes goes only to the log.
+func (r *Runner) resultOf(history bool) *Result {
+	var msgs []anthropic.BetaMessageParam
+	if history {
+		msgs = deepcopy.Copy(r.st.Params.Messages)
+	}
 	res := &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: r.stopErr, Message: r.lastMessage(),
-		Messages: deepcopy.Copy(r.st.Params.Messages), Usage: r.st.Usage,
+		Messages: msgs, Usage: r.st.Usage,
 		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: r.st.Budget,
 		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
 	if res.StopReason == StopAwaitingApproval {
@@ -152,11 +159,11 @@ func (r *Runner) fail(ctx context.Context, err error, detail string) {
 // and Err), and sends RunStopped with the Result made of it.
 func (r *Runner) stop(ctx context.Context, res *Result) {
 	r.setStop(res.StopReason, res.Detail, res.Budget, res.Err)
-	out := r.resultOf()
-	if m := r.last; m != nil {
-		// A stopped run may be held for long (awaiting approval, by the
-		// thousand): it keeps the last response as the JSON it came as,
-		// several times smaller than the decoded message.
+	out := r.resultOf(r.observed())
+	if m := r.last; m != nil && res.StopReason == StopAwaitingApproval {
+		// A run awaiting approval may be held for long, by the thousand:
+		// it keeps the last response as the JSON it came as, several
+		// times smaller than the decoded message.
 		if raw := m.RawJSON(); raw != "" {
 			r.last, r.lastRaw = nil, raw
 		}
