@@ -202,6 +202,13 @@ func sentIsState(t *testing.T, seed uint64) {
 		if turn == nil {
 			break
 		}
+		// The calls are the model's, whatever was written through the
+		// previous turns' events.
+		for _, c := range turn.ToolCalls {
+			if want := fmt.Sprintf(`{"s":"%s"}`, strings.TrimPrefix(c.ID, "toolu_")); string(c.Input) != want {
+				problems = append(problems, fmt.Sprintf("call %s: got input %s, want the model's %s", c.ID, c.Input, want))
+			}
+		}
 		unchanged("the Turn", func() {
 			scribbleInputs(turn.Message)
 			for _, c := range turn.ToolCalls {
