@@ -193,17 +193,11 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 
 // newTurnState is the pending turn of a response, each call new. It
 // shares no tool_use input with msg, which is handed out (Turn.Message,
-// TurnFinished, Result.Message): a write through those bytes does not
-// change the State.
+// TurnFinished, Result.Message): ToParam decodes each block afresh from
+// the JSON it came as, and each call has a copy of its input, so a write
+// through msg's bytes after the run took it does not change the State.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
-	for _, b := range p.Message.OfAssistant.Content {
-		if tu := b.OfToolUse; tu != nil {
-			if raw, ok := tu.Input.(json.RawMessage); ok {
-				tu.Input = slices.Clone(raw) // ToParam made tu; its input is msg's
-			}
-		}
-	}
 	for _, c := range msg.Content {
 		if c.Type != "tool_use" {
 			continue
