@@ -45,15 +45,15 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 		case stepYield:
 			return nil, nil
 		default:
-			return nil, r.stopErr()
+			return nil, r.stopErr
 		}
 	}
 }
 
 // ExecuteCall answers one call of the pending turn, by its tool_use id, as
 // [Runner.Next] would, through the same executor: it decides the call if
-// this runner has not (a decision taken before stands unless this runner's
-// deny rules say otherwise), runs it if it is allowed, records the result
+// the State records no decision for it (a decision recorded stands, by
+// whichever runner took it; see [Policy]), runs it if it is allowed, records the result
 // in the pending turn and returns it. A call answered already is not run
 // again: its result is returned as it is.
 //
@@ -104,7 +104,7 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 		run, err := r.decideCall(ctx, c)
 		if err != nil {
 			r.hookFailed(ctx, err)
-			return nil, r.stopErr()
+			return nil, r.stopErr
 		}
 		if c.awaiting() {
 			return nil, fmt.Errorf("toolrun: execute call: call %q (%s) awaits a person's decision; give it with Decide first", toolUseID, c.Call.Name)
@@ -119,7 +119,7 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, r.stopErr()
+		return nil, r.stopErr
 	}
 	res := r.live[toolUseID]
 	if res == nil {
@@ -131,8 +131,8 @@ func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult
 	out.Content, out.Call.Input = cloneContent(res.Content), slices.Clone(res.Call.Input)
 	out.Decision = cloneDecision(res.Decision)
 	res = &out
-	if r.stopped != nil {
-		return res, r.stopErr()
+	if r.stopped() {
+		return res, r.stopErr
 	}
 	return res, nil
 }
@@ -148,7 +148,7 @@ func (r *Runner) refusal(c *callState) error {
 	case holdNone:
 		return nil
 	case holdStopped:
-		why, limit = fmt.Sprintf("the run is stopped (%s)", r.st.StopReason), r.stopped.Err
+		why, limit = fmt.Sprintf("the run is stopped (%s)", r.st.StopReason), r.stopErr
 		if r.st.Detail != "" {
 			why = fmt.Sprintf("the run is stopped (%s: %s)", r.st.StopReason, r.st.Detail)
 		}

@@ -2,11 +2,12 @@ package toolrun
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -175,7 +176,7 @@ func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() 
 		return nil, nil
 	}
 	if r.wallTimeUsed() {
-		return wallTimeStop(b.WallTime), nil
+		return r.wallTimeStop(), nil
 	}
 	if b.InputTokens == 0 && b.OutputTokens == 0 && b.CostUSD == 0 {
 		return nil, nil
@@ -241,11 +242,46 @@ func outputBound(params *anthropic.BetaMessageNewParams) int64 {
 	return params.MaxTokens
 }
 
+// Budget.WallTime is kept by the functions below, and only by them: the
+// clock starts with a driver's first call in this runner (runContext), a
+// deadline bounds everything in flight (runContext), the time is used up
+// once the clock passes the bound (wallTimeUsed: a stop before a request,
+// and the hold of a wall-time stop, halted) or the deadline ended the work
+// (wallTimeEnded, for fail), and the stop says so (wallTimeStop).
+
+// runContext returns the context of one call of a driver: with
+// Budget.WallTime, a deadline on everything in flight (requests, tools),
+// counted from the run's first step in this process.
+func (r *Runner) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
+	if b := r.opts.Budget.WallTime; b > 0 {
+		return context.WithDeadlineCause(ctx, r.started.Add(b), errWallTime)
+	}
+	return ctx, func() {}
+}
+
 // wallTimeUsed reports whether Budget.WallTime, counted from this runner's
 // first step, has passed.
 func (r *Runner) wallTimeUsed() bool {
 	b := r.opts.Budget.WallTime
 	return b > 0 && !r.started.IsZero() && time.Since(r.started) >= b
+}
+
+// wallTimeEnded reports whether err, the failure of work under ctx, is
+// the end of Budget.WallTime's deadline.
+func wallTimeEnded(ctx context.Context, err error) bool {
+	return errors.Is(context.Cause(ctx), errWallTime) || errors.Is(err, errWallTime)
+}
+
+// errWallTime is the cause of the context of a run whose Budget.WallTime
+// has passed.
+var errWallTime = errors.New("toolrun: wall-time budget used up")
+
+// wallTimeStop is the stop of a run whose Budget.WallTime is used up.
+func (r *Runner) wallTimeStop() *Result {
+	return budgetStop(BudgetWallTime, fmt.Sprintf("wall-time budget of %s used up", r.opts.Budget.WallTime))
 }
 
 func budgetStop(kind BudgetKind, detail string) *Result {
@@ -339,65 +375,4 @@ func (p Price) inputRate(t cacheTier) float64 {
 		rate = max(rate, p.CacheWrite1hPerMTok)
 	}
 	return rate
-}
-
-// defaultMaxResultBytes bounds the text of a tool result sent to the model
-// when neither [ToolConfig.MaxResultBytes] nor [Options.MaxResultBytes] is
-// set.
-const defaultMaxResultBytes = 100_000
-
-// resultLimit returns the text limit of a tool's results, or 0 for none.
-func (r *Runner) resultLimit(e *toolEntry) int {
-	n := r.opts.MaxResultBytes
-	if e != nil && e.config.MaxResultBytes != 0 {
-		n = e.config.MaxResultBytes
-	}
-	switch {
-	case n < 0:
-		return 0
-	case n == 0:
-		return defaultMaxResultBytes
-	}
-	return n
-}
-
-// truncateContent cuts the text blocks of content so their text adds up to
-// at most limit bytes, at a UTF-8 boundary, and tells the model so at the
-// end. Non-text blocks are kept. It reports whether it cut anything; the
-// caller's slice is not changed.
-func truncateContent(content []Content, limit int) ([]Content, bool) {
-	total := 0
-	for _, c := range content {
-		if c.OfText != nil {
-			total += len(c.OfText.Text)
-		}
-	}
-	if limit <= 0 || total <= limit || alreadyCut(content, limit) {
-		return content, false
-	}
-	out := make([]Content, 0, len(content)+1)
-	left := limit
-	for _, c := range content {
-		if c.OfText == nil {
-			out = append(out, c)
-			continue
-		}
-		text := c.OfText.Text
-		if len(text) > left {
-			cut := left
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-			text = text[:cut]
-		}
-		left -= len(text)
-		if text == "" {
-			continue
-		}
-		t := *c.OfText
-		t.Text = text
-		out = append(out, Content{OfText: &t})
-	}
-	out = append(out, Text(fmt.Sprintf(cutNote, total, limit)))
-	return out, true
 }

@@ -140,13 +140,20 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 //  5. If no policy had anything to say, a person's decision, if there is
 //     one, stands; otherwise the call is allowed.
 //
-// A person's decision is taken once ([State.Decide]); a decision the
-// policies took in another runner is taken again by this runner's, so that
-// a run resumed with a new Options.Policy honours it. Policies must
-// therefore be free of side effects: they may be asked about a call more
-// than once. A verdict given while the run's context ends is not taken (a
-// policy may have given up for want of an answer): the run stops with the
-// call undecided, and the policies are asked again when it goes on.
+// A call is decided once: the decision is recorded in the run's [State]
+// and stands in every runner resumed from it, whatever its Options, so
+// the policies are asked once per call and [ToolDecided] is sent once. A
+// decision is redone in one case: a call deferred to a person is decided
+// again when the person answers ([State.Decide]), by the rules of the
+// runner that goes on, so a deny rule still wins over a person's Allow. A
+// run resumed with new deny rules applies them to the calls not decided
+// yet and to every person's answer given since; a caller that wants them
+// to apply to calls the old rules allowed but that never started drops
+// those decisions from the State before resuming it, as the CLI's resume
+// does with a saved run's approvals. A verdict given while the run's
+// context ends is not taken (a policy may have given up for want of an
+// answer): the run stops with the call undecided, and the policies are
+// asked again when it goes on.
 type Policy func(ctx context.Context, call ToolCall) Decision
 
 // RequireApproval is a policy that defers every call to a person.
@@ -401,9 +408,11 @@ func (r *Runner) decideTurn(ctx context.Context, p *turnState) ([]*callState, er
 	return run, nil
 }
 
-// decideCall decides c, unless this runner has: it answers c if it needs
-// no running (unknown tool, denied, skipped, invalid input, interrupted),
-// and reports whether c is to run. The error is that of a hook.
+// decideCall decides c if the State records no decision of the rules for
+// it (its phase is new), and keeps the one it records otherwise, in this
+// runner or after a Resume; it answers c if it needs no running (unknown
+// tool, denied, skipped, invalid input, interrupted), and reports whether c
+// is to run. The error is that of a hook.
 func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 	e := r.tool(c.Call.Name)
 	if e == nil {
@@ -422,7 +431,7 @@ func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 		c.Phase = phaseDecided // run again, as its tool allows
 		r.mu.Unlock()
 	}
-	if !slices.Contains(r.decided, c.Call.ID) {
+	if c.Phase == phaseNew {
 		d, by, res, err := r.rules(ctx, e, c)
 		if err != nil {
 			return false, err
@@ -433,7 +442,6 @@ func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
 		r.mu.Lock()
 		c.Decision, c.DecidedBy, c.Phase = &d, by, phaseDecided
 		r.mu.Unlock()
-		r.decided = append(r.decided, c.Call.ID)
 		r.emit(ctx, ToolDecided{Turn: r.st.pending.Turn, Call: c.Call, Decision: d, By: by})
 	}
 	switch d := c.Decision; d.Kind {
@@ -524,9 +532,10 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 // tool_use id: Allow (with Input to run it with edited input), Deny (the
 // model is told Reason) or Skip; Allow with Always also answers every later
 // call of that tool that would be deferred. Once every pending call has a
-// decision, Run or Next continues the run: the deny rules are applied once
-// more (see [Policy]), approved calls run, and calls that ran before the
-// run was suspended do not run again.
+// decision, Run or Next continues the run: the rules decide each answered
+// call once more, with the person's decision (a deny rule still wins; see
+// [Policy]), approved calls run, and calls that ran before the run was
+// suspended do not run again.
 //
 // Decide takes a decision exactly when [State.Decide] does, whether the
 // run has stopped to await it (Run, Next) or not yet (a driver of Advance
@@ -534,11 +543,6 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 // if the call does not await a person's decision.
 func (r *Runner) Decide(toolUseID string, d Decision) error {
 	r.mu.Lock()
-	err := r.st.Decide(toolUseID, d)
-	r.mu.Unlock()
-	if err == nil {
-		// The rules see the person's decision, and any input it carries.
-		r.decided = slices.DeleteFunc(r.decided, func(id string) bool { return id == toolUseID })
-	}
-	return err
+	defer r.mu.Unlock()
+	return r.st.Decide(toolUseID, d)
 }

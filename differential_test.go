@@ -82,6 +82,18 @@ func sentIsState(t *testing.T, seed uint64) {
 		hookRnd   = rand.New(rand.NewPCG(seed, 0x400c))
 		problems  []string
 	)
+	// A run without a BeforeRequest hook hands its observers the request
+	// it sends; it is snapshot there. Either way, observers write through
+	// every event they get, and the State must not change.
+	obsRnd := rand.New(rand.NewPCG(seed, 0x0b5e))
+	hooked := obsRnd.IntN(3) != 0
+	unchanged := func(what string, write func()) {
+		before := jsonOf(t, cur.State())
+		write()
+		if after := jsonOf(t, cur.State()); after != before {
+			problems = append(problems, fmt.Sprintf("a write through %s changed the State:\n%s", what, cmp.Diff(before, after)))
+		}
+	}
 	opts := &toolrun.Options{
 		Logger:     discard(),
 		Stream:     stream,
@@ -139,6 +151,42 @@ func sentIsState(t *testing.T, seed uint64) {
 			return nil
 		},
 	}
+	opts.OnEvent = func(ctx context.Context, e toolrun.Event) {
+		switch e := e.(type) {
+		case toolrun.RequestSent:
+			if !hooked {
+				p := e.Params
+				if !e.Compaction {
+					if got, want := jsonOf(t, p.Messages), jsonOf(t, cur.Messages()); got != want {
+						problems = append(problems, fmt.Sprintf("turn %d: RequestSent's messages are not the State's:\n%s", e.Turn, cmp.Diff(want, got)))
+					}
+				}
+				mu.Lock()
+				snaps = append(snaps, snapshot{before: len(srv.Requests()), model: string(p.Model), system: normalized(t, jsonOf(t, p.System)),
+					tools: normalized(t, jsonOf(t, p.Tools)), history: normalized(t, jsonOf(t, p.Messages)), compaction: e.Compaction})
+				mu.Unlock()
+			}
+			unchanged("RequestSent.Params", func() {
+				editText(e.Params.Messages, obsRnd, "observed")
+				if len(e.Params.System) > 0 {
+					e.Params.System[0].Text = "observed system"
+				}
+				if len(e.Params.Tools) > 0 && e.Params.Tools[0].OfTool != nil {
+					e.Params.Tools[0].OfTool.Description = anthropic.String("observed tool")
+				}
+			})
+		case toolrun.TurnFinished:
+			unchanged("TurnFinished", func() {
+				scribbleInputs(e.Message)
+				for _, res := range e.Results {
+					scribble(res.Call.Input)
+				}
+			})
+		}
+	}
+	if !hooked {
+		opts.BeforeRequest = nil
+	}
 	params := userParams("start")
 	params.System = []anthropic.BetaTextBlockParam{{Text: "be brief"}}
 	cur = toolrun.New(c, params, tools, opts)
@@ -154,6 +202,19 @@ func sentIsState(t *testing.T, seed uint64) {
 		if turn == nil {
 			break
 		}
+		// The calls are the model's, whatever was written through the
+		// previous turns' events.
+		for _, c := range turn.ToolCalls {
+			if want := fmt.Sprintf(`{"s":"%s"}`, strings.TrimPrefix(c.ID, "toolu_")); string(c.Input) != want {
+				problems = append(problems, fmt.Sprintf("call %s: got input %s, want the model's %s", c.ID, c.Input, want))
+			}
+		}
+		unchanged("the Turn", func() {
+			scribbleInputs(turn.Message)
+			for _, c := range turn.ToolCalls {
+				scribble(c.Input)
+			}
+		})
 		for range 1 + rnd.IntN(2) {
 			if !edits(rnd) {
 				continue
@@ -205,7 +266,7 @@ func sentIsState(t *testing.T, seed uint64) {
 			continued++
 		}
 	}
-	t.Logf("seed %d: %d requests, %d continued a thread (no thread %v, quiet %v)", seed, len(reqs), continued, noThread, quiet)
+	t.Logf("seed %d: %d requests, %d continued a thread (no thread %v, quiet %v, hooked %v)", seed, len(reqs), continued, noThread, quiet, hooked)
 	for i, req := range reqs {
 		var s *snapshot
 		for j := range snaps {
@@ -226,6 +287,25 @@ func sentIsState(t *testing.T, seed uint64) {
 			t.Errorf("seed %d (stream %v, no thread %v, client-side %v, ops %v): request %d (thread %v) is not what the run held (-held +sent):\n%s",
 				seed, stream, noThread, clientSide, log, i+1, req.Params.Thread, diff)
 		}
+	}
+}
+
+// scribble writes into b in place: every digit becomes a 7.
+func scribble(b []byte) {
+	for i, c := range b {
+		if c >= '0' && c <= '9' {
+			b[i] = '7'
+		}
+	}
+}
+
+// scribbleInputs writes into the input bytes of m's tool_use blocks.
+func scribbleInputs(m *anthropic.BetaMessage) {
+	if m == nil {
+		return
+	}
+	for _, b := range m.Content {
+		scribble(b.Input)
 	}
 }
 

@@ -120,7 +120,10 @@
 // module). The calls go to one executor, a bounded errgroup that runs them
 // in the groups [Batches] gives (an exclusive tool's call alone), journals
 // each as started before it runs, and answers it. A call's life is one
-// phase: new, decided, started, answered. Before a turn's calls start, one
+// phase: new, decided, started, answered. The phase is in the State, so a
+// call is decided once, by whichever runner meets it new; a person's
+// answer to a deferral puts it back to new, for the rules to take that
+// answer once (see [Policy]). Before a turn's calls start, one
 // rule says whether they may: not if the run is stopped, the caller took
 // the turn over, the response is final (max_tokens, refusal) or a limit
 // holds the turn back. The engine and ExecuteCall both ask it, so no

@@ -79,55 +79,6 @@ func ownCalls(t *State) *State {
 	return t
 }
 
-// cutNote is the note that ends a result cut for the model: the text's
-// length before the cut and the limit.
-const cutNote = "[toolrun: this result was truncated from %d to %d bytes of text; the full result was kept for the operator. Ask for less, or for a part of it, if you need the rest.]"
-
-// alreadyCut reports whether content is a result cut to limit already
-// (by [Runner.CutResult] on another machine): its text without the last
-// block is within limit and the last block is the note for limit. Such a
-// result is sent as it is, as the cut it is.
-func alreadyCut(content []Content, limit int) bool {
-	n := len(content)
-	if n == 0 || content[n-1].OfText == nil {
-		return false
-	}
-	var total, lim int
-	note := content[n-1].OfText.Text
-	if _, err := fmt.Sscanf(note, cutNote, &total, &lim); err != nil || lim != limit || total <= limit || note != fmt.Sprintf(cutNote, total, lim) {
-		return false
-	}
-	rest := 0
-	for _, c := range content[:n-1] {
-		if c.OfText != nil {
-			rest += len(c.OfText.Text)
-		}
-	}
-	return rest <= limit
-}
-
-// CutResult returns res as the model receives it from this runner: with
-// its text cut to the result limit of its tool ([ToolConfig.MaxResultBytes],
-// else [Options.MaxResultBytes]) and the note that says so, and Truncated
-// set; res itself if it is within the limit. A runner that sends a cut
-// result sends it as it is, so the model sees exactly what it sees of the
-// whole result in process. A driver that runs a call on one machine and
-// carries its result through a channel of bounded size (an activity's
-// result, a queue) cuts it there; what it no longer carries is the text
-// past the limit, which the model never sees. res is not changed.
-func (r *Runner) CutResult(res *ToolResult) *ToolResult {
-	if res == nil {
-		return nil
-	}
-	cut, ok := truncateContent(res.Content, r.resultLimit(r.tool(res.Call.Name)))
-	if !ok {
-		return res
-	}
-	c := *res
-	c.Content, c.Truncated = cut, true
-	return &c
-}
-
 // Stop records in s a stop that a driver made without a Runner: only
 // [StopPayloadTooLarge] and [StopError], the stops a driver finds on its
 // own. A runner resumed from s stops as a Runner's own stop would: a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -78,7 +77,7 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 				return nil, err
 			}
 		default:
-			return nil, r.stopErr()
+			return nil, r.stopErr
 		}
 	}
 }
@@ -87,7 +86,7 @@ func (r *Runner) Next(ctx context.Context) (*Turn, error) {
 type stepKind int
 
 const (
-	stepStopped stepKind = iota // the run stopped; Runner.stopped says how
+	stepStopped stepKind = iota // the run stopped; the State says how
 	stepTurn                    // a response arrived: hand it out
 	stepCalls                   // run these calls, then step again
 	stepYield                   // a request is due, and the driver asked for none
@@ -109,9 +108,6 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 		return step{}
 	}
 	r.clearStop()
-	if r.started.IsZero() {
-		r.started = time.Now()
-	}
 	if err := r.claim(ctx); err != nil {
 		r.fail(ctx, err, "")
 		return step{}
@@ -131,8 +127,8 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 		}
 		p := r.st.pending
 		if p == nil {
-			if limit := r.maxTurns(); limit >= 0 && r.st.Turns >= limit {
-				r.stop(ctx, &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", limit)})
+			if res := r.turnLimit(nil); res != nil {
+				r.stop(ctx, res)
 				return step{}
 			}
 			if !request {
@@ -143,7 +139,7 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 					r.fail(ctx, err, "")
 					return step{}
 				}
-				if r.stopped != nil { // over budget
+				if r.stopped() { // over budget
 					return step{}
 				}
 			}
@@ -214,7 +210,7 @@ func (r *Runner) setPending(p *turnState) {
 	r.mu.Unlock()
 	// Dropped rather than cleared: a run held awaiting approval keeps no
 	// map of a turn it no longer has.
-	r.decided, r.live = nil, nil
+	r.live = nil
 }
 
 // commit appends the pending turn's assistant message and tool results to
@@ -285,17 +281,4 @@ func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion 
 		b.IsError = anthropic.Bool(true)
 	}
 	return anthropic.BetaContentBlockParamUnion{OfToolResult: &b}
-}
-
-// runContext returns the context of one call of a driver: with
-// Budget.WallTime, a deadline on everything in flight (requests, tools),
-// counted from the run's first step in this process.
-func (r *Runner) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.started.IsZero() {
-		r.started = time.Now()
-	}
-	if b := r.opts.Budget.WallTime; b > 0 {
-		return context.WithDeadlineCause(ctx, r.started.Add(b), errWallTime)
-	}
-	return ctx, func() {}
 }

@@ -2,12 +2,13 @@ package toolrun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolrun/toolrun/internal/deepcopy"
 )
 
 // Event is one thing that happened in a run. The runner's logging, the
@@ -166,43 +167,6 @@ func (e TurnFinished) EventTurn() int { return e.Turn }
 // EventTurn returns the turn.
 func (e RunStopped) EventTurn() int { return e.Turn }
 
-// ToolCall is one tool_use block of a response.
-type ToolCall struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
-}
-
-// ToolResult is the outcome of one call: what is sent to the model and how
-// it came about. [Options.AfterTool] may change Content and IsError.
-type ToolResult struct {
-	Call ToolCall
-	// Content is sent to the model as the tool_result's content.
-	Content []Content
-	// IsError marks the result as a failure for the model.
-	IsError bool
-	// Err is why the call failed, if it did: the tool's error, a
-	// *[PanicError], a *[ValidationError], a *[TimeoutError], or an error
-	// wrapping [ErrUnknownTool], [ErrDenied] or [ErrNotRun]. A hook that turns
-	// a failure into a normal result sets IsError to false and may leave Err
-	// for the logs.
-	Err error
-	// Decision is how the call was decided.
-	Decision Decision
-	// Duration is how long the tool ran; zero if it did not run.
-	Duration time.Duration
-	// Ran reports whether the tool's Run was called.
-	Ran bool
-	// CacheControl, if set, puts a cache breakpoint on the tool_result
-	// block: an AfterTool hook sets it on a large result that later turns
-	// should read from the cache.
-	CacheControl anthropic.BetaCacheControlEphemeralParam
-	// Truncated reports that Content is longer than the tool's
-	// MaxResultBytes, so the model receives it cut short, with a note.
-	// Content itself stays whole, for hooks, events and transcripts.
-	Truncated bool
-}
-
 // emit hands e to the logger, OnEvent and the consumer of Events, one event
 // at a time. A panic in OnEvent is recovered, logged with its stack, and
 // stops the run at its next step.
@@ -210,6 +174,10 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	r.eventMu.Lock()
 	defer r.eventMu.Unlock()
 	logEvent(ctx, *r.log, e)
+	if rs, ok := e.(RequestSent); ok && r.observed() {
+		rs.Params = observedParams(rs.Params)
+		e = rs
+	}
 	if r.opts.OnEvent != nil {
 		func() {
 			defer func() {
@@ -227,6 +195,22 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	if r.sink != nil {
 		r.sink.deliver(e)
 	}
+}
+
+// observed reports whether anything but the log receives the run's events.
+func (r *Runner) observed() bool { return r.opts.OnEvent != nil || r.sink != nil }
+
+// observedParams returns the copy of a request's params an observer of
+// RequestSent gets: its history, system prompt and tool list share nothing
+// with the run's State, nor with the tool definitions of other runners, so
+// a write through them changes neither. Without a BeforeRequest hook the
+// params of a request hold the State's own history.
+func observedParams(p *anthropic.BetaMessageNewParams) *anthropic.BetaMessageNewParams {
+	c := *p
+	c.Messages = deepcopy.Copy(p.Messages)
+	c.System = deepcopy.Copy(p.System)
+	c.Tools = deepcopy.Copy(p.Tools)
+	return &c
 }
 
 // takeObserverErr returns, and forgets, the panic of an OnEvent observer.

@@ -103,7 +103,7 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	default:
 		return nil
 	}
-	return r.stopErr()
+	return r.stopErr
 }
 
 // toolSlots returns, for each tool of batch with a ToolConfig.MaxParallel,

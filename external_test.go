@@ -301,10 +301,11 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 	}
 }
 
-// TestResumedRunnerDecidesAgain checks that a call allowed by a hook in one
-// Advance is decided again by the runner that runs it elsewhere, with the
-// same outcome: a runner applies its own rules to every call it runs.
-func TestResumedRunnerDecidesAgain(t *testing.T) {
+// TestResumedRunnerKeepsDecision checks that a call allowed by a policy in
+// one Advance is not decided again by the runner that runs it elsewhere:
+// the decision recorded in the State stands, so the policy is asked once
+// and ToolDecided is sent once, and the call runs with the policy's edit.
+func TestResumedRunnerKeepsDecision(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "get_weather", map[string]any{"city": "Paris"})),
 		toolruntest.Message(toolruntest.Text("Sunny.")),
@@ -334,11 +335,11 @@ func TestResumedRunnerDecidesAgain(t *testing.T) {
 	if end.StopReason != toolrun.StopEndTurn {
 		t.Fatalf("StopReason = %q, want end_turn", end.StopReason)
 	}
-	if got := asked.get("t1"); got != 2 {
-		t.Errorf("Decide asked %d times, want 2: by Advance's runner and by ExecuteCall's", got)
+	if got := asked.get("t1"); got != 1 {
+		t.Errorf("the policy was asked %d times, want 1: by Advance's runner alone", got)
 	}
 	// ToolStarted carries the model's call, as in Next; the tool ran with Lyon.
-	want := []string{"decided policy", "decided policy", `started {"city":"Paris"}`, "finished t1"}
+	want := []string{"decided policy", `started {"city":"Paris"}`, "finished t1"}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

@@ -135,7 +135,7 @@ func (r *Runner) markEdited() {
 	if r.st.pending != nil {
 		r.st.edited = true
 	}
-	if r.stopped != nil && r.st.StopReason != StopAwaitingApproval {
+	if r.stopped() && r.st.StopReason != StopAwaitingApproval {
 		r.clearStop()
 	}
 }
@@ -147,7 +147,7 @@ func (r *Runner) SetMaxTurns(n int) {
 		n = defaults.MaxTurns
 	}
 	r.st.MaxTurns = n
-	if r.stopped != nil && r.st.StopReason == StopMaxTurns {
+	if r.stopped() && r.st.StopReason == StopMaxTurns {
 		r.clearStop()
 	}
 }

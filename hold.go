@@ -78,17 +78,32 @@ func (r *Runner) heldBack(p *turnState) *Result {
 		return nil
 	}
 	for _, c := range p.Calls {
-		if c.Phase != phaseNew {
+		if c.Phase != phaseNew || c.Decision != nil { // a person's decision counts
 			return nil
 		}
 	}
-	if limit := r.maxTurns(); limit >= 0 && r.st.Turns >= limit {
-		return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", limit, count(len(p.Calls), "tool call"), p.Turn)}
+	if res := r.turnLimit(p); res != nil {
+		return res
 	}
 	if b := r.opts.Budget.ToolCalls; b > 0 && r.st.ToolCalls+len(p.Calls) > b {
 		return budgetStop(BudgetToolCalls, fmt.Sprintf("tool-call budget of %d would be exceeded: %d answered, turn %d asks for %d more; they are left pending", b, r.st.ToolCalls, p.Turn, len(p.Calls)))
 	}
 	return nil
+}
+
+// turnLimit is the one rule of the turn limit: it returns the stop of a run
+// at its limit, or nil. With p nil, a request is due, and is not sent; with
+// p, the pending turn's calls, none started or decided, are left pending
+// (see heldBack), for a raised limit to run them.
+func (r *Runner) turnLimit(p *turnState) *Result {
+	limit := r.maxTurns()
+	if limit < 0 || r.st.Turns < limit {
+		return nil
+	}
+	if p == nil {
+		return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached", limit)}
+	}
+	return &Result{StopReason: StopMaxTurns, Detail: fmt.Sprintf("turn limit of %d reached; %s of turn %d not run", limit, count(len(p.Calls), "tool call"), p.Turn)}
 }
 
 // isToolTurn reports whether a response's calls are to be answered, as

@@ -97,6 +97,7 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	calls := make([]ToolCall, len(p.Calls))
 	for i, c := range p.Calls {
 		calls[i] = c.Call
+		calls[i].Input = slices.Clone(c.Call.Input) // the caller's: the State keeps its own
 	}
 	return &Turn{Number: n, Message: msg, ToolCalls: calls}
 }
@@ -191,14 +192,18 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	}
 }
 
-// newTurnState is the pending turn of a response, each call new.
+// newTurnState is the pending turn of a response, each call new. It
+// shares no tool_use input with msg, which is handed out (Turn.Message,
+// TurnFinished, Result.Message): ToParam decodes each block afresh from
+// the JSON it came as, and each call has a copy of its input, so a write
+// through msg's bytes after the run took it does not change the State.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
 	for _, c := range msg.Content {
 		if c.Type != "tool_use" {
 			continue
 		}
-		input := c.Input
+		input := slices.Clone(c.Input)
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}

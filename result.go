@@ -255,13 +255,6 @@ func messageText(m *anthropic.BetaMessage) string {
 	return b.String()
 }
 
-// PendingCall is a call awaiting a person's decision.
-type PendingCall struct {
-	Call ToolCall `json:"call"`
-	// Reason is why it needs approval, from the decision that deferred it.
-	Reason string `json:"reason"`
-}
-
 // Turn is one model response handed to the caller by [Runner.Next] and
 // [Runner.Turns], before the runner acts on it.
 //

@@ -47,27 +47,21 @@ type Runner struct {
 	mu sync.Mutex
 	st *State // the run's data: the only copy
 
-	// stopped is set while the run is stopped; fresh is its Result, until
-	// it is handed out (see result).
-	stopped *stopRecord
-	fresh   *Result
-	// last is the last response, decoded, for Result.Message and
-	// TurnFinished; lastRaw holds its JSON in its place once the run's
-	// result has been handed out, since a stopped run may be held for long
-	// (awaiting approval, by the thousand) and the decoded message, with
-	// the client's record of every field, is several times the size of the
-	// JSON it came from.
+	// stopErr is the error of the run's stop (see setStop), which no
+	// State can carry; the stop itself is the State's.
+	stopErr error
+	// last is the last response, decoded, for Turn.Message, Result.Message
+	// and TurnFinished; lastRaw holds its JSON in its place once the run
+	// stops awaiting approval (see stop). Neither is read to build a
+	// request or to decide a call: the State holds the response as a
+	// message of its history.
 	last    *anthropic.BetaMessage
 	lastRaw string
 
-	// decided holds the pending turn's calls this runner decided under its
-	// own Options: a call decided by another runner, before a Resume, is
-	// decided again, so that this runner's deny rules hold.
-	// A list rather than a set: a turn has a few calls, and a held run
-	// keeps the list.
-	decided []string
 	// live holds the pending turn's results answered in this process,
-	// with their errors as the tools returned them.
+	// with their errors as the tools returned them, for the events and
+	// ExecuteCall to hand out. What the model is sent is the State's
+	// result of each call, never these.
 	live map[string]*ToolResult
 
 	started       time.Time // the first step in this process, for Budget.WallTime

@@ -141,14 +141,20 @@ type turnState struct {
 	Calls      []callState                `json:"calls"`
 }
 
-// callPhase is where a call is in its life. A call only moves forward:
-// new → decided → started → answered, except that a decided call may be
-// answered without starting (denied, skipped, invalid input).
+// callPhase is where a call is in its life: new → decided → started →
+// answered. A decided call may be answered without starting (denied,
+// skipped, invalid input), and a call deferred to a person goes back to
+// new when the person decides, for the rules to take that decision once.
+// The phase is the one record of whether a call is decided: a decision
+// recorded (phase decided or later) stands, in this runner and in every
+// runner resumed from the State.
 type callPhase string
 
 // The phases of a call.
 const (
-	// phaseNew: the call has arrived and has no decision yet.
+	// phaseNew: the call awaits the rules' decision: it has none, or it
+	// has a person's answer to its deferral (DecidedBy is ByApproval),
+	// which the rules take or overrule (see [Policy]).
 	phaseNew callPhase = "new"
 	// phaseDecided: the call has a decision (callState.Decision): allowed
 	// and about to run, or deferred to a person ([Defer]).
@@ -513,7 +519,9 @@ func (s *State) Decide(toolUseID string, d Decision) error {
 		return err
 	}
 	d = cloneDecision(d)
-	cs.Decision, cs.DecidedBy = &d, ByApproval
+	// Back to new: the rules decide the call once more, with the person's
+	// decision (see [Policy]), when the run goes on.
+	cs.Decision, cs.DecidedBy, cs.Phase = &d, ByApproval, phaseNew
 	if d.Kind == Allow && d.Always && !slices.Contains(s.AlwaysAllow, cs.Call.Name) {
 		s.AlwaysAllow = append(s.AlwaysAllow, cs.Call.Name)
 		slices.Sort(s.AlwaysAllow)
@@ -595,7 +603,8 @@ func (s *State) AwaitingApproval() []PendingCall {
 // Resume returns a runner that continues the run saved in s, with the same
 // client, tools and options as the run that saved it, or others: a tool
 // missing now makes its pending calls fail as unknown, and this runner's
-// deny rules apply to every call not answered yet (see [Policy]). Calls
+// rules decide every call the State records no decision for, a person's
+// answer to a deferral included (see [Policy]); a decision recorded stands. Calls
 // that were answered are not run again, and a call that started and never
 // finished runs again only if its tool is idempotent. A run that was
 // awaiting approval still is: give the decisions with [Runner.Decide],

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -18,62 +16,61 @@ import (
 
 // Result returns how the run stopped, or nil while it has not.
 //
-// Its Message is the last response decoded afresh from the JSON it came as:
-// a runner that has handed out its result keeps only that JSON (so a change
-// a hook made to the decoded response is not in it).
+// It is made afresh from the run's State at each call: its Messages are
+// the history as it stands, its Pending the calls awaiting a person now,
+// and its Message the last response; of a run awaiting approval, decoded
+// again from the JSON it came as (so a change a hook made to the decoded
+// response is not in it).
 func (r *Runner) Result() *Result { return r.result() }
 
-// result returns how the run stopped, or nil while it has not: the first
-// time, the Result that RunStopped carried (after which the runner keeps
-// only the last response's JSON: lastMessage decodes it again when asked);
-// then one made afresh by resultOf.
+// result returns how the run stopped, or nil while it has not.
 func (r *Runner) result() *Result {
-	if r.stopped == nil {
+	if !r.stopped() {
 		return nil
 	}
-	if res := r.fresh; res != nil {
-		r.fresh = nil
-		if m := res.Message; m != nil && m == r.last {
-			if raw := m.RawJSON(); raw != "" {
-				r.last, r.lastRaw = nil, raw
-			}
-		}
-		return res
-	}
-	return r.resultOf()
+	return r.resultOf(true)
 }
 
-// resultOf builds the Result of the run's stop from the State and the
-// stopRecord: the one place a Result is made.
-func (r *Runner) resultOf() *Result {
-	s := r.stopped
-	return &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: s.Err, Message: r.lastMessage(),
-		Messages: deepcopy.Copy(s.messages), Pending: s.pending, Usage: r.st.Usage,
+// resultOf builds the Result of the run's stop from the State: the one
+// place a Result is made. Besides the State it reads the stop's error,
+// which no State can carry, and the last response, which the State keeps
+// only as a message of its history. Without history, Messages is left
+// out: the copy of a long history is the dearest part of a Result, and
+// the RunStopped of a run nobody observes goes only to the log.
+func (r *Runner) resultOf(history bool) *Result {
+	var msgs []anthropic.BetaMessageParam
+	if history {
+		msgs = deepcopy.Copy(r.st.Params.Messages)
+	}
+	res := &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: r.stopErr, Message: r.lastMessage(),
+		Messages: msgs, Usage: r.st.Usage,
 		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: r.st.Budget,
 		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
+	if res.StopReason == StopAwaitingApproval {
+		res.Pending = r.st.AwaitingApproval()
+	}
+	return res
 }
 
-// stopRecord is what a Result is made of, besides the State, while the run
-// is stopped: the stop's error (which no State can carry), the history and
-// the calls awaiting approval as they were at the stop.
-type stopRecord struct {
-	Err      error
-	messages []anthropic.BetaMessageParam // the history when the run stopped; its array is never written
-	pending  []PendingCall
+// stopped reports whether the run is stopped: the State records a stop,
+// and it is not a failure this runner did not make. A failure read from a
+// State (Resume) is no stop of this runner: its first step tries again.
+func (r *Runner) stopped() bool {
+	return r.st.StopReason != "" && (!r.st.StopReason.failed() || r.stopErr != nil)
 }
 
-// setStop records a stop in the State, and what a Result needs beside it:
-// the one function that makes a stop, for stop and for Resume. err is the
-// stop's error; a stop at a limit the caller set gets limitError's.
+// setStop records a stop in the State, and its error beside it: the one
+// function that makes a stop, for stop and for Resume. err is the stop's
+// error; a stop at a limit the caller set gets limitError's.
 func (r *Runner) setStop(reason StopReason, detail string, budget BudgetKind, err error) {
 	if lerr := limitError(reason, detail); lerr != nil {
 		err = lerr
 	}
-	r.st.StopReason, r.st.Detail, r.st.Budget = reason, detail, budget
-	r.stopped = &stopRecord{Err: err, messages: slices.Clip(r.st.Params.Messages)}
-	if reason == StopAwaitingApproval {
-		r.stopped.pending = r.st.AwaitingApproval()
+	if err == nil && reason.failed() {
+		err = errors.New("toolrun: " + detail) // a failure always has one
 	}
+	r.st.StopReason, r.st.Detail, r.st.Budget = reason, detail, budget
+	r.stopErr = err
 }
 
 // lastMessage returns the last response, decoding it again if the runner
@@ -107,8 +104,7 @@ func modelStop(reason anthropic.BetaStopReason) (StopReason, string) {
 // go on from: everything but a failure (tried again) and a suspension whose
 // calls have all been decided.
 func (r *Runner) halted() bool {
-	s := r.stopped
-	if s == nil || r.st.StopReason.failed() {
+	if !r.stopped() || r.st.StopReason.failed() {
 		return false
 	}
 	if r.st.StopReason == StopBudget && r.st.Budget == BudgetWallTime {
@@ -122,16 +118,8 @@ func (r *Runner) halted() bool {
 }
 
 func (r *Runner) clearStop() {
-	r.stopped, r.fresh = nil, nil
+	r.stopErr = nil
 	r.st.StopReason, r.st.Detail, r.st.Budget = "", "", ""
-}
-
-// stopErr is the error a driver returns for the run's stop.
-func (r *Runner) stopErr() error {
-	if r.stopped == nil {
-		return nil
-	}
-	return r.stopped.Err
 }
 
 // hookFailed stops the run for a hook's error: with StopHook for StopRun,
@@ -153,8 +141,8 @@ func (r *Runner) hookFailed(ctx context.Context, err error) {
 // fail stops the run with err: StopCanceled if the context is done,
 // StopBudget if Budget.WallTime ended it, StopError otherwise.
 func (r *Runner) fail(ctx context.Context, err error, detail string) {
-	if errors.Is(context.Cause(ctx), errWallTime) || errors.Is(err, errWallTime) {
-		r.stop(ctx, wallTimeStop(r.opts.Budget.WallTime))
+	if wallTimeEnded(ctx, err) {
+		r.stop(ctx, r.wallTimeStop())
 		return
 	}
 	reason := StopError
@@ -171,9 +159,15 @@ func (r *Runner) fail(ctx context.Context, err error, detail string) {
 // and Err), and sends RunStopped with the Result made of it.
 func (r *Runner) stop(ctx context.Context, res *Result) {
 	r.setStop(res.StopReason, res.Detail, res.Budget, res.Err)
-	r.last, r.lastRaw = r.lastMessage(), ""
-	out := r.resultOf()
-	r.fresh = out
+	out := r.resultOf(r.observed())
+	if m := r.last; m != nil && res.StopReason == StopAwaitingApproval {
+		// A run awaiting approval may be held for long, by the thousand:
+		// it keeps the last response as the JSON it came as, several
+		// times smaller than the decoded message.
+		if raw := m.RawJSON(); raw != "" {
+			r.last, r.lastRaw = nil, raw
+		}
+	}
 	// A stopped run may be held for long (awaiting approval, say): it
 	// keeps no encoded copy of its history, nor the set of its tool_use
 	// ids, and builds them again once if it goes on.
@@ -217,12 +211,4 @@ func (e *incompleteError) Error() string {
 
 func (e *incompleteError) Is(target error) bool {
 	return target == e.kind || target == ErrIncomplete
-}
-
-// errWallTime is the cause of the context of a run whose Budget.WallTime
-// has passed.
-var errWallTime = errors.New("toolrun: wall-time budget used up")
-
-func wallTimeStop(b time.Duration) *Result {
-	return budgetStop(BudgetWallTime, fmt.Sprintf("wall-time budget of %s used up", b))
 }

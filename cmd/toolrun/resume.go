@@ -424,9 +424,10 @@ func namedFiles(saved *savedRun) []string {
 	return out
 }
 
-// dropApprovals turns the approvals st holds for calls not yet started,
-// given by a person or by an "always", back into undecided calls, so that
-// they are asked about again; it returns each such call as "ID (tool)". A
+// dropApprovals turns the Allow decisions st holds for calls not yet
+// started back into undecided calls, so that this resume's rules decide
+// them (a decision the State records stands otherwise); it returns each
+// one a person or an "always" gave as "ID (tool)". A
 // denial or a skip is kept: neither runs anything. The State has no method
 // to take back a decision, so this edits its JSON form, which is the form
 // the file gave.
@@ -448,6 +449,7 @@ func dropApprovals(st *toolrun.State) ([]string, error) {
 		return nil, nil
 	}
 	var dropped []string
+	changed := false
 	for _, c := range calls {
 		var phase, by string
 		var d struct {
@@ -457,18 +459,22 @@ func dropApprovals(st *toolrun.State) ([]string, error) {
 		json.Unmarshal(c["phase"], &phase)
 		json.Unmarshal(c["decided_by"], &by)
 		json.Unmarshal(c["call"], &call)
-		if phase != "decided" || c["decision"] == nil || json.Unmarshal(c["decision"], &d) != nil || d.Kind != toolrun.Allow {
-			continue
-		}
-		if by != string(toolrun.ByApproval) && by != string(toolrun.ByAlways) {
+		// A person's answer awaits the rules in phase new; an Allow the
+		// rules took (decided) stands across a resume unless dropped, so
+		// the saved run's own rules' are dropped too, silently: this
+		// resume's rules decide the call again.
+		if (phase != "decided" && phase != "new") || c["decision"] == nil || json.Unmarshal(c["decision"], &d) != nil || d.Kind != toolrun.Allow {
 			continue
 		}
 		c["phase"] = json.RawMessage(`"new"`)
 		delete(c, "decision")
 		delete(c, "decided_by")
-		dropped = append(dropped, fmt.Sprintf("%s (%s)", call.ID, call.Name))
+		if by == string(toolrun.ByApproval) || by == string(toolrun.ByAlways) {
+			dropped = append(dropped, fmt.Sprintf("%s (%s)", call.ID, call.Name))
+		}
+		changed = true
 	}
-	if len(dropped) == 0 {
+	if !changed {
 		return nil, nil
 	}
 	if pending["calls"], err = json.Marshal(calls); err != nil {
