@@ -48,7 +48,7 @@ type Activities struct {
 // (a database, a shared file system): [toolrun.FileStore] on one machine,
 // sqlitestore, or your own. With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
-// [StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}
@@ -117,7 +117,7 @@ func Register(r Registry, a *Activities) {
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
 // the run, in the state. A result over in.PayloadLimit stops the run with
-// [StopPayloadTooLarge].
+// [toolrun.StopPayloadTooLarge].
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
 	defer heartbeat(ctx)()
 	s := in.State
@@ -172,7 +172,8 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
 		st := skeleton(whole)
-		st.StopReason, st.Detail = StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit))
+		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
+		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
 		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
 		n, _ = overLimit(res, 0)
 	}
@@ -206,7 +207,7 @@ func limitOr(n int) int {
 // without running it ([toolrun.ErrNotRun]: the run is stopped, say) fails
 // it with the error type "toolrun.CallNotRun", and the workflow leaves
 // that call unanswered. A result over in.PayloadLimit is replaced by an
-// error and stops the run with [StopPayloadTooLarge].
+// error and stops the run with [toolrun.StopPayloadTooLarge].
 //
 // While the tool runs, the activity heartbeats, with the last progress the
 // tool reported with [ReportProgress] as the heartbeat's details.
@@ -239,7 +240,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		e := "toolrun: " + detail
 		out = &ToolOutput{
 			Result:     &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Err: errors.New(e), Ran: true},
-			StopReason: StopPayloadTooLarge,
+			StopReason: toolrun.StopPayloadTooLarge,
 			Detail:     detail,
 		}
 	}

@@ -49,16 +49,6 @@ const (
 	DefaultPayloadLimit = 1536 << 10
 )
 
-// StopPayloadTooLarge is the [toolrun.StopReason] of a run stopped by the
-// payload-size guard: what one of its activities would have sent or
-// received through Temporal was larger than [RunOptions.PayloadLimit], and
-// the server would have rejected it and terminated the workflow. The
-// [Outcome] says which payload, and the run's state is whole as of the
-// step before: with a [toolrun.Store] on the workers (see [NewActivities]),
-// only a turn's tool calls and results travel, so this takes a single huge
-// tool input or result.
-const StopPayloadTooLarge toolrun.StopReason = "payload_too_large"
-
 // RunOptions configures the workflow side of a run: how it schedules its
 // activities. The zero value is ready to use; each field's doc gives its
 // default. The tools, the client and the [toolrun.Options] (hooks,
@@ -116,7 +106,7 @@ type RunOptions struct {
 	// PayloadLimit is the largest payload, in bytes of JSON, that the run
 	// sends through Temporal (an activity's input or result, the input of
 	// a continue-as-new). A run that would send a larger one stops
-	// gracefully with [StopPayloadTooLarge] and an [Outcome], rather than
+	// gracefully with [toolrun.StopPayloadTooLarge] and an [Outcome], rather than
 	// being terminated by the server. Zero means [DefaultPayloadLimit].
 	PayloadLimit int `json:"payload_limit,omitempty"`
 
@@ -285,7 +275,7 @@ const (
 // request) and a tool call ([Activities.RunTool], one per call), so that no
 // model request and no tool runs in the workflow itself. It ends with an
 // [Outcome] when the run stops: the model finished, a limit, a hook, a
-// payload over [RunOptions.PayloadLimit] ([StopPayloadTooLarge]), or a
+// payload over [RunOptions.PayloadLimit] ([toolrun.StopPayloadTooLarge]), or a
 // step that failed after its retries ([toolrun.StopError]).
 //
 // With workers that keep states in a [toolrun.Store], the workflow holds
@@ -366,7 +356,9 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			w.state.StopReason, w.state.Detail = toolrun.StopError, "step failed: "+rootMessage(err)
+			if err := w.state.Stop(toolrun.StopError, "step failed: "+rootMessage(err)); err != nil {
+				return nil, err
+			}
 			return w.end(ctx), nil
 		}
 		w.state, w.ref, w.size = res.State, res.Ref, res.Size
@@ -544,52 +536,39 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	return &res, nil
 }
 
-// runCalls runs the planned calls of a turn as activities, in the groups
-// [toolrun.Batches] gives — the rule the runner's own executor follows:
-// consecutive calls of non-exclusive tools together, up to MaxParallelTools
-// at once, and each call of an exclusive tool alone; once a call's answer
-// ends the run, no call that has not started starts (the calls running
-// finish), so a later call stays decided, not run, in the Outcome's state.
-// Each result is written into the state as it arrives.
+// runCalls runs the planned calls of a turn as activities, in the order
+// and groups of the runner's own executor ([toolrun.CallQueue]):
+// consecutive calls of non-exclusive tools together, up to
+// MaxParallelTools at once and a tool's [toolrun.ToolConfig.MaxParallel]
+// of its calls, and each call of an exclusive tool alone; once a call's
+// answer ends the run, no call that has not started starts (the calls
+// running finish), so a later call stays decided, not run, in the
+// Outcome's state. Each result is written into the state as it arrives.
 func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error {
-	for _, batch := range toolrun.Batches(calls) {
-		if w.stopsCalls(ctx) {
-			break
-		}
-		if err := w.runBatch(ctx, batch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error {
+	q := toolrun.NewCallQueue(calls, w.opts.MaxParallelTools)
 	sel := workflow.NewSelector(ctx)
-	next, running := 0, 0
 	var firstErr error
-	start := func() {
-		p := calls[next]
-		next++
-		running++
-		in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
-		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
-		sel.AddFuture(f, func(f workflow.Future) {
-			running--
-			if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
-				firstErr = err
+	for {
+		for firstErr == nil && q.Ready() {
+			if w.stopsCalls(ctx) {
+				q.Stop()
+				break
 			}
-		})
-	}
-	for next < len(calls) && running < w.opts.MaxParallelTools {
-		start()
-	}
-	for running > 0 {
-		sel.Select(ctx)
-		for next < len(calls) && running < w.opts.MaxParallelTools && firstErr == nil && !w.stopsCalls(ctx) {
-			start()
+			p, _ := q.Start()
+			in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
+			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
+			sel.AddFuture(f, func(f workflow.Future) {
+				q.Done(p.Call.ID)
+				if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			})
 		}
+		if q.Running() == 0 {
+			return firstErr
+		}
+		sel.Select(ctx)
 	}
-	return firstErr
 }
 
 // stopsCalls reports whether a call's answer has ended the run, so that no
@@ -656,8 +635,10 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 	if err := w.state.SetResult(p.Call.ID, out.Result); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: tool result dropped", "tool_use_id", p.Call.ID, "error", err.Error())
 	}
-	if out.StopReason != "" && w.state.StopReason == "" {
-		w.state.StopReason, w.state.Detail = out.StopReason, out.Detail
+	if out.StopReason != "" {
+		if err := w.state.StopAfterCall(out.StopReason, out.Detail); err != nil {
+			workflow.GetLogger(ctx).Warn("toolrun: stop not recorded", "tool_use_id", p.Call.ID, "error", err.Error())
+		}
 	}
 	return nil
 }
@@ -703,14 +684,15 @@ func rootMessage(err error) string {
 }
 
 // tooLarge reports whether a payload of n bytes is over the payload limit;
-// if it is, it stops the run with [StopPayloadTooLarge]. The workflow
+// if it is, it stops the run with [toolrun.StopPayloadTooLarge]. The workflow
 // estimates n from the sizes its activities report, rather than encode the
 // state itself: that would hold the workflow task for as long as it takes.
 func (w *run) tooLarge(what string, n int) bool {
 	if n <= w.opts.PayloadLimit {
 		return false
 	}
-	w.state.StopReason, w.state.Detail = StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit)
+	// Stop refuses no StopPayloadTooLarge, so its error is always nil.
+	_ = w.state.Stop(toolrun.StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit))
 	return true
 }
 
