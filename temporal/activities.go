@@ -140,7 +140,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	// thread does not outlive the step. Options.NoThread leaves it out.
 	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
 	calls, err := r.Advance(ctx)
 	// A limit the caller set (the turn limit, a budget), an answer cut
@@ -216,7 +216,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	defer heartbeat(ctx)()
 	r, err := toolrun.Resume(a.client, in.State, a.tools, &a.opts)
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
 	res, err := r.ExecuteCall(ctx, in.ToolUseID)
 	if res == nil {
@@ -224,9 +224,9 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, toolrun.ErrNotRun) {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), callNotRun, nil)
+			return nil, activityError(err, callNotRun, true, 0)
 		}
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
+		return nil, activityError(err, "toolrun.CallNotRunnable", true, 0)
 	}
 	// The result is cut here to what the model receives of it, as in
 	// process: the text past the tool's MaxResultBytes never reaches the
@@ -256,10 +256,5 @@ const callNotRun = "toolrun.CallNotRun"
 // retry-after as the next interval if it gave one.
 func modelError(err error) error {
 	ok, wait := retryable(err)
-	if !ok {
-		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.APIError", nil)
-	}
-	return sdktemporal.NewApplicationErrorWithOptions(err.Error(), "toolrun.APIError", sdktemporal.ApplicationErrorOptions{
-		NextRetryDelay: wait,
-	})
+	return activityError(err, "toolrun.APIError", !ok, wait)
 }
