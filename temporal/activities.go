@@ -46,7 +46,12 @@ type Activities struct {
 // its history, so that no payload and no event history grows with the
 // conversation. Every worker of the task queue must reach the same Store
 // (a database, a shared file system): [toolrun.FileStore] on one machine,
-// sqlitestore, or your own. With opts.Store nil, the whole state travels
+// sqlitestore, or your own. A run keeps at most its last two states in
+// the Store: each step deletes the state its predecessor started from,
+// and the earlier attempts of its own; the one before the last stays
+// until the next step, because a step whose result is not recorded yet
+// may be retried and read it again. A run that ended keeps those two:
+// delete them, under the workflow's keys, once its Outcome is read. With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.
@@ -133,6 +138,12 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 			return nil, err // retried: the Store may be back
 		}
 		s = merge(s, stored)
+		if in.Superseded != "" && in.Superseded != in.Ref {
+			// Best effort: a state left behind costs room, not correctness.
+			if err := a.store.Delete(ctx, in.Superseded); err != nil {
+				a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+			}
+		}
 	}
 	// A step is a resumed Runner, so on a message thread (toolrun's
 	// default) each step's request creates a new thread with the whole
@@ -165,6 +176,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		if err := saveState(ctx, a.store, key, whole); err != nil {
 			return nil, err
 		}
+		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
 	}
 	n, over := overLimit(res, limitOr(in.PayloadLimit))
@@ -190,6 +202,20 @@ func stateKey(ctx context.Context) (string, error) {
 	}
 	info := activity.GetInfo(ctx)
 	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), nil
+}
+
+// deleteEarlierAttempts deletes the states that the earlier attempts of
+// this step saved: a step attempt runs only once the one before it failed
+// or timed out, so the workflow never records that attempt's result, and
+// no step reads its state.
+func (a *Activities) deleteEarlierAttempts(ctx context.Context, key string) {
+	info := activity.GetInfo(ctx)
+	for n := int32(1); n < info.Attempt; n++ {
+		old := fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+		if err := a.store.Delete(ctx, old); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", old, "error", err)
+		}
+	}
 }
 
 func limitOr(n int) int {

@@ -164,8 +164,11 @@ type Input struct {
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty if
 	// State is whole.
-	Ref     string     `json:"ref,omitempty"`
-	Options RunOptions `json:"options"`
+	Ref string `json:"ref,omitempty"`
+	// Superseded is the key of the state saved before Ref, which the next
+	// step deletes from the Store (see [StepInput.Superseded]).
+	Superseded string     `json:"superseded,omitempty"`
+	Options    RunOptions `json:"options"`
 	// Decisions holds decisions received but not applied yet, carried over
 	// when the workflow continues as new.
 	Decisions []Approval `json:"decisions,omitempty"`
@@ -202,6 +205,11 @@ type StepInput struct {
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty.
 	Ref string `json:"ref,omitempty"`
+	// Superseded is the key of the state the step before Ref's started
+	// from: no step reads it again, since the step that saved Ref is
+	// recorded, so this step deletes it from the Store once it has loaded
+	// Ref. Empty for none.
+	Superseded string `json:"superseded,omitempty"`
 	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
 	PayloadLimit int `json:"payload_limit,omitempty"`
 }
@@ -317,7 +325,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.State == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
 	}
-	w := &run{state: in.State, ref: in.Ref, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
+	w := &run{state: in.State, ref: in.Ref, superseded: in.Superseded, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
 	if in.Ref == "" {
 		w.text = lastText(in.State)
 	}
@@ -347,7 +355,7 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
 			return w.continueAsNew(ctx)
 		}
-		in := StepInput{State: w.state, Ref: w.ref, PayloadLimit: w.opts.PayloadLimit}
+		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit}
 		if w.tooLarge("the input of a step", w.size) {
 			return w.end(ctx), nil
 		}
@@ -360,6 +368,9 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 				return nil, err
 			}
 			return w.end(ctx), nil
+		}
+		if res.Ref != w.ref {
+			w.superseded = in.Ref
 		}
 		w.state, w.ref, w.size = res.State, res.Ref, res.Size
 		if res.Text != "" {
@@ -392,22 +403,25 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 
 // run is the state of one workflow execution.
 type run struct {
-	state    *toolrun.State // whole, or without its history if ref is set
-	ref      string         // the key of the whole state in the workers' Store
-	text     string         // the text of the last response
-	input    RunOptions     // as given, for continue-as-new
-	opts     RunOptions     // with defaults
-	stepping bool           // a step is in flight: its result will replace state
-	buffered []Approval     // decisions not applied yet
-	signals  workflow.ReceiveChannel
-	size     int     // about the size of state in JSON: the last step's result and the results since
-	attrs    bool    // upsert the search attributes
-	shown    summary // what the search attributes show
-	memo     bool    // upsert the memo PendingMemo
-	bounded  bool    // decisions are bounded (decisionBounds)
-	memoSet  bool    // the memo was upserted in this execution
-	memoKey  string  // the calls the memo lists, as pendingKey gives them
-	ending   string  // the status the execution ends with, once it ends; "" while it runs
+	state *toolrun.State // whole, or without its history if ref is set
+	ref   string         // the key of the whole state in the workers' Store
+	// superseded is the key of the state saved before ref, for the next
+	// step to delete
+	superseded string
+	text       string     // the text of the last response
+	input      RunOptions // as given, for continue-as-new
+	opts       RunOptions // with defaults
+	stepping   bool       // a step is in flight: its result will replace state
+	buffered   []Approval // decisions not applied yet
+	signals    workflow.ReceiveChannel
+	size       int     // about the size of state in JSON: the last step's result and the results since
+	attrs      bool    // upsert the search attributes
+	shown      summary // what the search attributes show
+	memo       bool    // upsert the memo PendingMemo
+	bounded    bool    // decisions are bounded (decisionBounds)
+	memoSet    bool    // the memo was upserted in this execution
+	memoKey    string  // the calls the memo lists, as pendingKey gives them
+	ending     string  // the status the execution ends with, once it ends; "" while it runs
 }
 
 // handle registers the queries, the update and the signal.
@@ -724,7 +738,7 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		}
 		w.receive(ctx, a)
 	}
-	in := Input{State: w.state, Ref: w.ref, Options: w.input, Decisions: w.buffered}
+	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered}
 	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}
