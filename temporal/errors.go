@@ -32,6 +32,7 @@ var sentinels = []struct {
 	{"toolrun.ErrStateSignature", toolrun.ErrStateSignature},
 	{"toolrun.ErrRunBusy", toolrun.ErrRunBusy},
 	{"toolrun.ErrInvalidSchema", toolrun.ErrInvalidSchema},
+	{"toolrun.temporal.ErrDecisionTooLarge", ErrDecisionTooLarge},
 }
 
 // typedError returns err as a non-retryable *temporal.ApplicationError

@@ -85,6 +85,14 @@ type RunOptions struct {
 	// before its worker is taken for lost. The activities heartbeat three
 	// times per HeartbeatTimeout while they run. Zero means
 	// [DefaultHeartbeatTimeout].
+	//
+	// It also bounds how soon a cancellation of the run (or of a call's
+	// activity) reaches a running tool: the worker learns of it from the
+	// server's answer to a heartbeat, and the SDK sends heartbeats at most
+	// every 0.8 × HeartbeatTimeout, so the tool's context is cancelled
+	// within about that once the server has the request (24 s by
+	// default). Set it lower for a faster cancellation, at the cost of
+	// more heartbeats.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 
 	// ModelRetry is the retry policy of a step, in place of the anthropic
@@ -445,7 +453,7 @@ func (w *run) handle(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			if err := w.decisionTooLarge(a); err != nil {
-				return err
+				return typedError(err)
 			}
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
