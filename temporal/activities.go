@@ -50,8 +50,8 @@ type Activities struct {
 // the Store: each step deletes the state its predecessor started from,
 // and the earlier attempts of its own; the one before the last stays
 // until the next step, because a step whose result is not recorded yet
-// may be retried and read it again. A run that ended keeps those two:
-// delete them, under the workflow's keys, once its Outcome is read. With opts.Store nil, the whole state travels
+// may be retried and read it again. A run that ended keeps those two: the
+// last under [Outcome.Ref], and the one before it, which nothing deletes. With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.

@@ -62,7 +62,8 @@ type RunOptions struct {
 	// MaxParallelTools bounds the calls of one turn that run at once, as
 	// [toolrun.Options.MaxParallelTools]. Zero means
 	// [toolrun.DefaultMaxParallelTools], as there. Calls of [toolrun.ToolConfig.Exclusive]
-	// tools run alone.
+	// tools run alone, and a tool's [toolrun.ToolConfig.MaxParallel] bounds
+	// its own calls, as in the runner's executor ([toolrun.CallQueue]).
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
 	// ContinueAsNewAfter is the number of turns after which the workflow
