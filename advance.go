@@ -179,11 +179,15 @@ type PlannedCall struct {
 	Exclusive  bool          `json:"exclusive,omitempty"`
 	Idempotent bool          `json:"idempotent,omitempty"`
 	Timeout    time.Duration `json:"timeout,omitempty"`
+	// MaxParallel is the tool's [ToolConfig.MaxParallel]: at most that
+	// many of its calls run at once (see [CallQueue]); zero for no bound
+	// of its own.
+	MaxParallel int `json:"max_parallel,omitempty"`
 }
 
 func (r *Runner) plan(c *callState) PlannedCall {
 	call := c.Call
 	call.Input = c.input()
 	e := r.tool(call.Name)
-	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e)}
+	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e), MaxParallel: e.config.MaxParallel}
 }

@@ -46,9 +46,14 @@ type Activities struct {
 // its history, so that no payload and no event history grows with the
 // conversation. Every worker of the task queue must reach the same Store
 // (a database, a shared file system): [toolrun.FileStore] on one machine,
-// sqlitestore, or your own. With opts.Store nil, the whole state travels
+// sqlitestore, or your own. A run keeps at most its last two states in
+// the Store: each step deletes the state its predecessor started from,
+// and the earlier attempts of its own; the one before the last stays
+// until the next step, because a step whose result is not recorded yet
+// may be retried and read it again. A run that ended keeps those two: the
+// last under [Outcome.Ref], and the one before it, which nothing deletes. With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
-// [StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}
@@ -119,7 +124,7 @@ func Register(r Registry, a *Activities) {
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
 // the run, in the state. A result over in.PayloadLimit stops the run with
-// [StopPayloadTooLarge].
+// [toolrun.StopPayloadTooLarge].
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
 	defer heartbeat(ctx)()
 	s := in.State
@@ -135,6 +140,12 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 			return nil, err // retried: the Store may be back
 		}
 		s = merge(s, stored)
+		if in.Superseded != "" && in.Superseded != in.Ref {
+			// Best effort: a state left behind costs room, not correctness.
+			if err := a.store.Delete(ctx, in.Superseded); err != nil {
+				a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+			}
+		}
 	}
 	// A step is a resumed Runner, so on a message thread (toolrun's
 	// default) each step's request creates a new thread with the whole
@@ -142,7 +153,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	// thread does not outlive the step. Options.NoThread leaves it out.
 	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
 	calls, err := r.Advance(ctx)
 	// A limit the caller set (the turn limit, a budget), an answer cut
@@ -167,6 +178,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		if err := saveState(ctx, a.store, key, whole); err != nil {
 			return nil, err
 		}
+		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
 	}
 	n, over := overLimit(res, limitOr(in.PayloadLimit))
@@ -174,7 +186,8 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
 		st := skeleton(whole)
-		st.StopReason, st.Detail = StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit))
+		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
+		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
 		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
 		n, _ = overLimit(res, 0)
 	}
@@ -193,6 +206,20 @@ func stateKey(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), nil
 }
 
+// deleteEarlierAttempts deletes the states that the earlier attempts of
+// this step saved: a step attempt runs only once the one before it failed
+// or timed out, so the workflow never records that attempt's result, and
+// no step reads its state.
+func (a *Activities) deleteEarlierAttempts(ctx context.Context, key string) {
+	info := activity.GetInfo(ctx)
+	for n := int32(1); n < info.Attempt; n++ {
+		old := fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+		if err := a.store.Delete(ctx, old); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", old, "error", err)
+		}
+	}
+}
+
 func limitOr(n int) int {
 	if n <= 0 {
 		return DefaultPayloadLimit
@@ -208,7 +235,7 @@ func limitOr(n int) int {
 // without running it ([toolrun.ErrNotRun]: the run is stopped, say) fails
 // it with the error type "toolrun.CallNotRun", and the workflow leaves
 // that call unanswered. A result over in.PayloadLimit is replaced by an
-// error and stops the run with [StopPayloadTooLarge].
+// error and stops the run with [toolrun.StopPayloadTooLarge].
 //
 // While the tool runs, the activity heartbeats, with the last progress the
 // tool reported with [ReportProgress] as the heartbeat's details.
@@ -217,7 +244,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	defer heartbeat(ctx)()
 	r, err := toolrun.Resume(a.client, in.State, a.tools, &a.opts)
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.InvalidState", nil)
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
 	res, err := r.ExecuteCall(ctx, in.ToolUseID)
 	if res == nil {
@@ -225,9 +252,9 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, toolrun.ErrNotRun) {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), callNotRun, nil)
+			return nil, activityError(err, callNotRun, true, 0)
 		}
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.CallNotRunnable", nil)
+		return nil, activityError(err, "toolrun.CallNotRunnable", true, 0)
 	}
 	// The result is cut here to what the model receives of it, as in
 	// process: the text past the tool's MaxResultBytes never reaches the
@@ -241,7 +268,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 		e := "toolrun: " + detail
 		out = &ToolOutput{
 			Result:     &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Err: errors.New(e), Ran: true},
-			StopReason: StopPayloadTooLarge,
+			StopReason: toolrun.StopPayloadTooLarge,
 			Detail:     detail,
 		}
 	}
@@ -257,10 +284,5 @@ const callNotRun = "toolrun.CallNotRun"
 // retry-after as the next interval if it gave one.
 func modelError(err error) error {
 	ok, wait := retryable(err)
-	if !ok {
-		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "toolrun.APIError", nil)
-	}
-	return sdktemporal.NewApplicationErrorWithOptions(err.Error(), "toolrun.APIError", sdktemporal.ApplicationErrorOptions{
-		NextRetryDelay: wait,
-	})
+	return activityError(err, "toolrun.APIError", !ok, wait)
 }

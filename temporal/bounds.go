@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/toolrun/toolrun"
@@ -23,6 +24,14 @@ const (
 	MaxEarlyDecisionBytes = 256 << 10
 )
 
+// ErrDecisionTooLarge is wrapped by the refusal of a decision over
+// [MaxDecisionBytes]: its reason, edited input or Skip result would travel
+// through the workflow's history, which the server bounds. Such a decision
+// is refused whole (nothing of it is applied), the call still awaits a
+// decision, and the run goes on; [Decide] returns the refusal, and
+// errors.Is(err, ErrDecisionTooLarge) holds on the client.
+var ErrDecisionTooLarge = errors.New("toolrun: decision too large")
+
 // decisionSize is the size of a's JSON.
 func decisionSize(a Approval) int {
 	b, err := json.Marshal(a)
@@ -38,7 +47,7 @@ func (w *run) decisionTooLarge(a Approval) error {
 		return nil
 	}
 	if n := decisionSize(a); n > MaxDecisionBytes {
-		return fmt.Errorf("toolrun: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason or input", truncID(a.ToolUseID), n, MaxDecisionBytes)
+		return fmt.Errorf("%w: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason, input or result", ErrDecisionTooLarge, truncID(a.ToolUseID), n, MaxDecisionBytes)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package temporal_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,8 +19,10 @@ import (
 // TestDecisionFloodOnServer: what a client can send does not get the run
 // terminated by the server. A flood of signals for calls that do not
 // exist (300 of 10 KB, 3 MB in all, carried into a continue-as-new input
-// unless bounded), a 1 MB decision by signal and one by update, each end
-// in a refusal, and the run ends in an Outcome with the call decided by
+// unless bounded), a 1 MB decision by signal and one by update from a
+// client of its own, each refused by the workflow, and 1 MB decisions
+// (an edited input and its reason) that Decide and DecideBySignal refuse
+// before they send them, each with ErrDecisionTooLarge, and the run ends in an Outcome with the call decided by
 // the small decision sent last.
 func TestDecisionFloodOnServer(t *testing.T) {
 	c := dialTemporal(t)
@@ -55,12 +59,28 @@ func TestDecisionFloodOnServer(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20)
 	for _, id := range []string{"t1", "t2"} {
 		waitFor(t, time.Minute, id+" awaiting approval", awaiting(id))
-		if err := temporal.DecideBySignal(ctx, c, queue, id, toolrun.DenyCall(huge)); err != nil {
+		// A client other than Decide and DecideBySignal, which refuse a
+		// decision this large before they send it, reaches the workflow's
+		// own bound.
+		big := temporal.Approval{ToolUseID: id, Decision: toolrun.DenyCall(huge)}
+		if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, big); err != nil {
 			t.Fatal(err)
 		}
-		err := temporal.Decide(ctx, c, queue, id, toolrun.DenyCall(huge))
-		if err == nil || !strings.Contains(err.Error(), "MaxDecisionBytes") {
-			t.Errorf("a 1 MB update for %s: %v, want it refused for its size", id, err)
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: queue, UpdateName: temporal.DecideUpdate, Args: []any{big}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err := temporal.FromFailure(err); !errors.Is(err, temporal.ErrDecisionTooLarge) {
+			t.Errorf("a 1 MB update for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
+		}
+		edit := toolrun.AllowCall()
+		edit.Input = json.RawMessage(`{"path":"` + huge[:512<<10] + `"}`)
+		edit.Reason = huge[:512<<10]
+		if err := temporal.Decide(ctx, c, queue, id, edit); !errors.Is(err, temporal.ErrDecisionTooLarge) {
+			t.Errorf("Decide with a 1 MB edited input and reason for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
+		}
+		if err := temporal.DecideBySignal(ctx, c, queue, id, edit); !errors.Is(err, temporal.ErrDecisionTooLarge) {
+			t.Errorf("DecideBySignal with a 1 MB edited input and reason for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
 		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall()); err != nil {
 			t.Fatalf("the Allow after them for %s: %v (the 1 MB signal was applied?)", id, err)

@@ -51,7 +51,8 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // approval, with [DecideUpdate]. It returns once the workflow has applied
 // it, or an error if the call has a decision already or does not await
 // one: errors.Is(err, [toolrun.ErrNotAwaitingApproval]) holds for it, as
-// for [toolrun.State.Decide]'s, and errors.As finds the update's
+// for [toolrun.State.Decide]'s; a decision over [MaxDecisionBytes] is
+// refused before it is sent, with [ErrDecisionTooLarge]; errors.As finds the update's
 // *temporal.ApplicationError (see [FromFailure]).
 //
 // An update needs a worker: the server hands it to one to validate and
@@ -59,6 +60,9 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // until ctx is done. Give ctx a deadline, or use [DecideBySignal], which
 // the server accepts with no worker running.
 func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
+	if err := sendable(toolUseID, d); err != nil {
+		return err
+	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   DecideUpdate,
@@ -71,8 +75,21 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 	return FromFailure(h.Get(ctx, nil))
 }
 
+// sendable refuses, before it is sent, a decision that the workflow would
+// refuse for its size: one large enough would not reach the workflow at
+// all, since the server fails the workflow task that carries a payload
+// over its limit.
+func sendable(toolUseID string, d toolrun.Decision) error {
+	a := Approval{ToolUseID: toolUseID, Decision: d}
+	if n := decisionSize(a); n > MaxDecisionBytes {
+		return fmt.Errorf("%w: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason, input or result", ErrDecisionTooLarge, truncID(toolUseID), n, MaxDecisionBytes)
+	}
+	return nil
+}
+
 // DecideBySignal gives a person's decision for a call of run workflowID
-// with [DecideSignal], and returns as soon as the server has recorded the
+// with [DecideSignal] (refusing one over [MaxDecisionBytes] with
+// [ErrDecisionTooLarge], as Decide does), and returns as soon as the server has recorded the
 // signal in the run's history: it does not wait for a worker. A signal is
 // durable: the workflow applies it when a worker next runs it, even one
 // started days later, and a decision for a call that does not exist yet is
@@ -83,6 +100,9 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 // [Pending] to see, once a worker has run, that the call no longer awaits
 // approval.
 func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
+	if err := sendable(toolUseID, d); err != nil {
+		return err
+	}
 	return c.SignalWorkflow(ctx, workflowID, "", DecideSignal, Approval{ToolUseID: toolUseID, Decision: d})
 }
 

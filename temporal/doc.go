@@ -36,7 +36,7 @@
 // only that key and the state without its history (the claim-check
 // pattern), so no payload grows with the conversation; [LoadState] returns
 // the whole state of an [Outcome]. A payload over [RunOptions.PayloadLimit]
-// stops the run with [StopPayloadTooLarge] rather than letting the server
+// stops the run with [toolrun.StopPayloadTooLarge] rather than letting the server
 // terminate it.
 //
 // # Retries, crashes and shutdown

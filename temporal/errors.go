@@ -2,6 +2,8 @@ package temporal
 
 import (
 	"errors"
+	"slices"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -30,6 +32,7 @@ var sentinels = []struct {
 	{"toolrun.ErrStateSignature", toolrun.ErrStateSignature},
 	{"toolrun.ErrRunBusy", toolrun.ErrRunBusy},
 	{"toolrun.ErrInvalidSchema", toolrun.ErrInvalidSchema},
+	{"toolrun.temporal.ErrDecisionTooLarge", ErrDecisionTooLarge},
 }
 
 // typedError returns err as a non-retryable *temporal.ApplicationError
@@ -47,8 +50,34 @@ func typedError(err error) error {
 	return err
 }
 
-// FromFailure returns err with the toolrun sentinel error its Temporal
-// failure names, so that errors.Is(err, toolrun.ErrNotAwaitingApproval)
+// activityError returns err, an activity's failure, as a
+// *temporal.ApplicationError of type typ whose details name every root
+// sentinel err wraps, so that [FromFailure] puts them all back on the
+// other side of the activity boundary (in the workflow, or in a client
+// that reads the activity's failure). next, if positive, is the interval
+// before the next attempt.
+func activityError(err error, typ string, nonRetryable bool, next time.Duration) error {
+	var names []string
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			names = append(names, s.typ)
+		}
+	}
+	opts := sdktemporal.ApplicationErrorOptions{NonRetryable: nonRetryable, NextRetryDelay: next}
+	if len(names) > 0 {
+		opts.Details = []any{sentinelDetails{Sentinels: names}}
+	}
+	return sdktemporal.NewApplicationErrorWithOptions(err.Error(), typ, opts)
+}
+
+// sentinelDetails are the details of an activity's failure that name the
+// root sentinels its error wraps.
+type sentinelDetails struct {
+	Sentinels []string `json:"toolrun_sentinels"`
+}
+
+// FromFailure returns err with the toolrun sentinel errors its Temporal
+// failure names (its type, or the details of an activity's failure), so that errors.Is(err, toolrun.ErrNotAwaitingApproval)
 // (or any other sentinel of package toolrun) holds for an error that
 // crossed a worker and the server, as it does in process; errors.As still
 // finds the *temporal.ApplicationError and whatever else err wraps. An
@@ -61,22 +90,30 @@ func FromFailure(err error) error {
 	if err == nil || !errors.As(err, &ae) {
 		return err
 	}
-	for _, s := range sentinels {
-		if ae.Type() == s.typ {
-			if errors.Is(err, s.err) {
-				return err
-			}
-			return &sentinelError{sentinel: s.err, err: err}
+	names := []string{ae.Type()}
+	if ae.HasDetails() {
+		var d sentinelDetails
+		if ae.Details(&d) == nil {
+			names = append(names, d.Sentinels...)
 		}
 	}
-	return err
+	var found []error
+	for _, s := range sentinels {
+		if slices.Contains(names, s.typ) && !errors.Is(err, s.err) {
+			found = append(found, s.err)
+		}
+	}
+	if len(found) == 0 {
+		return err
+	}
+	return &sentinelError{sentinels: found, err: err}
 }
 
-// sentinelError is an error from Temporal with the sentinel it names.
+// sentinelError is an error from Temporal with the sentinels it names.
 type sentinelError struct {
-	sentinel error
-	err      error
+	sentinels []error
+	err       error
 }
 
 func (e *sentinelError) Error() string   { return e.err.Error() }
-func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
+func (e *sentinelError) Unwrap() []error { return append(slices.Clone(e.sentinels), e.err) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/toolrun/toolrun"
 	sdktemporal "go.temporal.io/sdk/temporal"
 )
 
@@ -38,5 +39,26 @@ func TestSentinelsCrossFailures(t *testing.T) {
 	}
 	if FromFailure(nil) != nil || typedError(nil) != nil {
 		t.Error("nil is not kept nil")
+	}
+}
+
+// TestActivityErrorsCrossFailures: an activity's failure names every root
+// sentinel its error wraps, and FromFailure puts them all back after the
+// trip through Temporal, with the activity's own error type kept.
+func TestActivityErrorsCrossFailures(t *testing.T) {
+	fc := sdktemporal.GetDefaultFailureConverter()
+	sent := activityError(fmt.Errorf("toolrun: execute call: %w: %w", toolrun.ErrNotRun, toolrun.ErrMaxTurns), callNotRun, true, 0)
+	got := FromFailure(fc.FailureToError(fc.ErrorToFailure(sent)))
+	for _, want := range []error{toolrun.ErrNotRun, toolrun.ErrMaxTurns} {
+		if !errors.Is(got, want) {
+			t.Errorf("FromFailure(...) = %v, not %v", got, want)
+		}
+	}
+	if errors.Is(got, toolrun.ErrBudget) {
+		t.Errorf("FromFailure(...) = %v, also %v", got, toolrun.ErrBudget)
+	}
+	var ae *sdktemporal.ApplicationError
+	if !errors.As(got, &ae) || ae.Type() != callNotRun || !ae.NonRetryable() {
+		t.Errorf("the ApplicationError is lost or wrong: %v", got)
 	}
 }

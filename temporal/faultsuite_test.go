@@ -678,7 +678,7 @@ func definedStop(r toolrun.StopReason) bool {
 	switch r {
 	case toolrun.StopEndTurn, toolrun.StopMaxTurns, toolrun.StopMaxTokens, toolrun.StopRefusal, toolrun.StopContextWindow,
 		toolrun.StopIncomplete, toolrun.StopAwaitingApproval, toolrun.StopHook, toolrun.StopBudget, toolrun.StopCanceled, toolrun.StopError,
-		temporal.StopPayloadTooLarge:
+		toolrun.StopPayloadTooLarge:
 		return true
 	}
 	return false

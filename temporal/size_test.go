@@ -140,7 +140,7 @@ func TestRunsOfAnySize(t *testing.T) {
 		{name: "claim check", store: true, wantStop: toolrun.StopEndTurn, maxPayload: 200 << 10},
 		// A limit below the default keeps the states the workflow decodes
 		// small enough for the deadlock detector under the race detector.
-		{name: "inline, stopped by the guard", wantStop: temporal.StopPayloadTooLarge, limit: 512 << 10, maxPayload: 512 << 10},
+		{name: "inline, stopped by the guard", wantStop: toolrun.StopPayloadTooLarge, limit: 512 << 10, maxPayload: 512 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,16 +49,6 @@ const (
 	DefaultPayloadLimit = 1536 << 10
 )
 
-// StopPayloadTooLarge is the [toolrun.StopReason] of a run stopped by the
-// payload-size guard: what one of its activities would have sent or
-// received through Temporal was larger than [RunOptions.PayloadLimit], and
-// the server would have rejected it and terminated the workflow. The
-// [Outcome] says which payload, and the run's state is whole as of the
-// step before: with a [toolrun.Store] on the workers (see [NewActivities]),
-// only a turn's tool calls and results travel, so this takes a single huge
-// tool input or result.
-const StopPayloadTooLarge toolrun.StopReason = "payload_too_large"
-
 // RunOptions configures the workflow side of a run: how it schedules its
 // activities. The zero value is ready to use; each field's doc gives its
 // default. The tools, the client and the [toolrun.Options] (hooks,
@@ -72,7 +62,8 @@ type RunOptions struct {
 	// MaxParallelTools bounds the calls of one turn that run at once, as
 	// [toolrun.Options.MaxParallelTools]. Zero means
 	// [toolrun.DefaultMaxParallelTools], as there. Calls of [toolrun.ToolConfig.Exclusive]
-	// tools run alone.
+	// tools run alone, and a tool's [toolrun.ToolConfig.MaxParallel] bounds
+	// its own calls, as in the runner's executor ([toolrun.CallQueue]).
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
 	// ContinueAsNewAfter is the number of turns after which the workflow
@@ -95,6 +86,14 @@ type RunOptions struct {
 	// before its worker is taken for lost. The activities heartbeat three
 	// times per HeartbeatTimeout while they run. Zero means
 	// [DefaultHeartbeatTimeout].
+	//
+	// It also bounds how soon a cancellation of the run (or of a call's
+	// activity) reaches a running tool: the worker learns of it from the
+	// server's answer to a heartbeat, and the SDK sends heartbeats at most
+	// every 0.8 × HeartbeatTimeout, so the tool's context is cancelled
+	// within about that once the server has the request (24 s by
+	// default). Set it lower for a faster cancellation, at the cost of
+	// more heartbeats.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 
 	// ModelRetry is the retry policy of a step, in place of the anthropic
@@ -116,7 +115,7 @@ type RunOptions struct {
 	// PayloadLimit is the largest payload, in bytes of JSON, that the run
 	// sends through Temporal (an activity's input or result, the input of
 	// a continue-as-new). A run that would send a larger one stops
-	// gracefully with [StopPayloadTooLarge] and an [Outcome], rather than
+	// gracefully with [toolrun.StopPayloadTooLarge] and an [Outcome], rather than
 	// being terminated by the server. Zero means [DefaultPayloadLimit].
 	PayloadLimit int `json:"payload_limit,omitempty"`
 
@@ -174,8 +173,11 @@ type Input struct {
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty if
 	// State is whole.
-	Ref     string     `json:"ref,omitempty"`
-	Options RunOptions `json:"options"`
+	Ref string `json:"ref,omitempty"`
+	// Superseded is the key of the state saved before Ref, which the next
+	// step deletes from the Store (see [StepInput.Superseded]).
+	Superseded string     `json:"superseded,omitempty"`
+	Options    RunOptions `json:"options"`
 	// Decisions holds decisions received but not applied yet, carried over
 	// when the workflow continues as new.
 	Decisions []Approval `json:"decisions,omitempty"`
@@ -212,6 +214,11 @@ type StepInput struct {
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty.
 	Ref string `json:"ref,omitempty"`
+	// Superseded is the key of the state the step before Ref's started
+	// from: no step reads it again, since the step that saved Ref is
+	// recorded, so this step deletes it from the Store once it has loaded
+	// Ref. Empty for none.
+	Superseded string `json:"superseded,omitempty"`
 	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
 	PayloadLimit int `json:"payload_limit,omitempty"`
 }
@@ -285,7 +292,7 @@ const (
 // request) and a tool call ([Activities.RunTool], one per call), so that no
 // model request and no tool runs in the workflow itself. It ends with an
 // [Outcome] when the run stops: the model finished, a limit, a hook, a
-// payload over [RunOptions.PayloadLimit] ([StopPayloadTooLarge]), or a
+// payload over [RunOptions.PayloadLimit] ([toolrun.StopPayloadTooLarge]), or a
 // step that failed after its retries ([toolrun.StopError]).
 //
 // With workers that keep states in a [toolrun.Store], the workflow holds
@@ -327,7 +334,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.State == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
 	}
-	w := &run{state: in.State, ref: in.Ref, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
+	w := &run{state: in.State, ref: in.Ref, superseded: in.Superseded, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
 	if in.Ref == "" {
 		w.text = lastText(in.State)
 	}
@@ -357,7 +364,7 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
 			return w.continueAsNew(ctx)
 		}
-		in := StepInput{State: w.state, Ref: w.ref, PayloadLimit: w.opts.PayloadLimit}
+		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit}
 		if w.tooLarge("the input of a step", w.size) {
 			return w.end(ctx), nil
 		}
@@ -366,8 +373,13 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			w.state.StopReason, w.state.Detail = toolrun.StopError, "step failed: "+rootMessage(err)
+			if err := w.state.Stop(toolrun.StopError, "step failed: "+rootMessage(err)); err != nil {
+				return nil, err
+			}
 			return w.end(ctx), nil
+		}
+		if res.Ref != w.ref {
+			w.superseded = in.Ref
 		}
 		w.state, w.ref, w.size = res.State, res.Ref, res.Size
 		if res.Text != "" {
@@ -400,22 +412,25 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 
 // run is the state of one workflow execution.
 type run struct {
-	state    *toolrun.State // whole, or without its history if ref is set
-	ref      string         // the key of the whole state in the workers' Store
-	text     string         // the text of the last response
-	input    RunOptions     // as given, for continue-as-new
-	opts     RunOptions     // with defaults
-	stepping bool           // a step is in flight: its result will replace state
-	buffered []Approval     // decisions not applied yet
-	signals  workflow.ReceiveChannel
-	size     int     // about the size of state in JSON: the last step's result and the results since
-	attrs    bool    // upsert the search attributes
-	shown    summary // what the search attributes show
-	memo     bool    // upsert the memo PendingMemo
-	bounded  bool    // decisions are bounded (decisionBounds)
-	memoSet  bool    // the memo was upserted in this execution
-	memoKey  string  // the calls the memo lists, as pendingKey gives them
-	ending   string  // the status the execution ends with, once it ends; "" while it runs
+	state *toolrun.State // whole, or without its history if ref is set
+	ref   string         // the key of the whole state in the workers' Store
+	// superseded is the key of the state saved before ref, for the next
+	// step to delete
+	superseded string
+	text       string     // the text of the last response
+	input      RunOptions // as given, for continue-as-new
+	opts       RunOptions // with defaults
+	stepping   bool       // a step is in flight: its result will replace state
+	buffered   []Approval // decisions not applied yet
+	signals    workflow.ReceiveChannel
+	size       int     // about the size of state in JSON: the last step's result and the results since
+	attrs      bool    // upsert the search attributes
+	shown      summary // what the search attributes show
+	memo       bool    // upsert the memo PendingMemo
+	bounded    bool    // decisions are bounded (decisionBounds)
+	memoSet    bool    // the memo was upserted in this execution
+	memoKey    string  // the calls the memo lists, as pendingKey gives them
+	ending     string  // the status the execution ends with, once it ends; "" while it runs
 }
 
 // handle registers the queries, the update and the signal.
@@ -439,7 +454,7 @@ func (w *run) handle(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error {
 			if err := w.decisionTooLarge(a); err != nil {
-				return err
+				return typedError(err)
 			}
 			err := w.decidable(a)
 			if errors.Is(err, errUnknownCall) {
@@ -544,52 +559,39 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	return &res, nil
 }
 
-// runCalls runs the planned calls of a turn as activities, in the groups
-// [toolrun.Batches] gives — the rule the runner's own executor follows:
-// consecutive calls of non-exclusive tools together, up to MaxParallelTools
-// at once, and each call of an exclusive tool alone; once a call's answer
-// ends the run, no call that has not started starts (the calls running
-// finish), so a later call stays decided, not run, in the Outcome's state.
-// Each result is written into the state as it arrives.
+// runCalls runs the planned calls of a turn as activities, in the order
+// and groups of the runner's own executor ([toolrun.CallQueue]):
+// consecutive calls of non-exclusive tools together, up to
+// MaxParallelTools at once and a tool's [toolrun.ToolConfig.MaxParallel]
+// of its calls, and each call of an exclusive tool alone; once a call's
+// answer ends the run, no call that has not started starts (the calls
+// running finish), so a later call stays decided, not run, in the
+// Outcome's state. Each result is written into the state as it arrives.
 func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error {
-	for _, batch := range toolrun.Batches(calls) {
-		if w.stopsCalls(ctx) {
-			break
-		}
-		if err := w.runBatch(ctx, batch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (w *run) runBatch(ctx workflow.Context, calls []toolrun.PlannedCall) error {
+	q := toolrun.NewCallQueue(calls, w.opts.MaxParallelTools)
 	sel := workflow.NewSelector(ctx)
-	next, running := 0, 0
 	var firstErr error
-	start := func() {
-		p := calls[next]
-		next++
-		running++
-		in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
-		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
-		sel.AddFuture(f, func(f workflow.Future) {
-			running--
-			if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
-				firstErr = err
+	for {
+		for firstErr == nil && q.Ready() {
+			if w.stopsCalls(ctx) {
+				q.Stop()
+				break
 			}
-		})
-	}
-	for next < len(calls) && running < w.opts.MaxParallelTools {
-		start()
-	}
-	for running > 0 {
-		sel.Select(ctx)
-		for next < len(calls) && running < w.opts.MaxParallelTools && firstErr == nil && !w.stopsCalls(ctx) {
-			start()
+			p, _ := q.Start()
+			in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
+			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
+			sel.AddFuture(f, func(f workflow.Future) {
+				q.Done(p.Call.ID)
+				if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			})
 		}
+		if q.Running() == 0 {
+			return firstErr
+		}
+		sel.Select(ctx)
 	}
-	return firstErr
 }
 
 // stopsCalls reports whether a call's answer has ended the run, so that no
@@ -656,8 +658,10 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 	if err := w.state.SetResult(p.Call.ID, out.Result); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: tool result dropped", "tool_use_id", p.Call.ID, "error", err.Error())
 	}
-	if out.StopReason != "" && w.state.StopReason == "" {
-		w.state.StopReason, w.state.Detail = out.StopReason, out.Detail
+	if out.StopReason != "" {
+		if err := w.state.StopAfterCall(out.StopReason, out.Detail); err != nil {
+			workflow.GetLogger(ctx).Warn("toolrun: stop not recorded", "tool_use_id", p.Call.ID, "error", err.Error())
+		}
 	}
 	return nil
 }
@@ -703,14 +707,15 @@ func rootMessage(err error) string {
 }
 
 // tooLarge reports whether a payload of n bytes is over the payload limit;
-// if it is, it stops the run with [StopPayloadTooLarge]. The workflow
+// if it is, it stops the run with [toolrun.StopPayloadTooLarge]. The workflow
 // estimates n from the sizes its activities report, rather than encode the
 // state itself: that would hold the workflow task for as long as it takes.
 func (w *run) tooLarge(what string, n int) bool {
 	if n <= w.opts.PayloadLimit {
 		return false
 	}
-	w.state.StopReason, w.state.Detail = StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit)
+	// Stop refuses no StopPayloadTooLarge, so its error is always nil.
+	_ = w.state.Stop(toolrun.StopPayloadTooLarge, payloadDetail(what, n, w.opts.PayloadLimit))
 	return true
 }
 
@@ -742,7 +747,7 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		}
 		w.receive(ctx, a)
 	}
-	in := Input{State: w.state, Ref: w.ref, Options: w.input, Decisions: w.buffered}
+	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered}
 	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}

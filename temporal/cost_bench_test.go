@@ -1,0 +1,201 @@
+package temporal_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/proto"
+)
+
+var benchMarkdown = flag.String("bench-md", "", "with BenchmarkCostPerTurn: rewrite the section between the temporal-bench markers of this file (BENCHMARKS.md) with the table")
+
+// costCase is one side of BenchmarkCostPerTurn: runs of turns turns
+// each, with or without a Store on the workers.
+type costCase struct {
+	store bool
+	turns int
+	runs  int
+}
+
+// costResult is what a costCase measured, per turn.
+type costResult struct {
+	cpuPerTurn     time.Duration // this process's user+system CPU
+	historyPerTurn int           // bytes of history events, every execution of each run
+}
+
+// BenchmarkCostPerTurn measures the cost of a turn (a step activity and a
+// tool activity) against the dev server, at 10 and at 100 turns a run,
+// with and without a Store, side by side in one run: the worker's CPU per
+// turn and the history bytes per turn, and the ratio of the 100-turn
+// figure to the 10-turn one, which should stay within 1.5. Both sides run
+// the same number of turns (ten runs of 10, one of 100), with the
+// default RunOptions (continue-as-new every 20 turns) but a turn limit past the run. The CPU is this
+// process's: the worker, its client and the fake Messages API, which
+// reads the whole conversation of each request, as the real API does.
+//
+//	TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md
+func BenchmarkCostPerTurn(b *testing.B) {
+	c := dialTemporalTB(b)
+	cases := []costCase{{false, 10, 10}, {false, 100, 1}, {true, 10, 10}, {true, 100, 1}}
+	results := make([]costResult, len(cases))
+	for b.Loop() {
+		for i, cc := range cases {
+			results[i] = measureCost(b, c, cc)
+		}
+	}
+	var t strings.Builder
+	fmt.Fprintf(&t, "| workers | turns a run | runs | CPU per turn | history bytes per turn |\n| --- | --- | --- | --- | --- |\n")
+	for i, cc := range cases {
+		r := results[i]
+		fmt.Fprintf(&t, "| %s | %d | %d | %.2f ms | %d |\n", storeName(cc.store), cc.turns, cc.runs, float64(r.cpuPerTurn.Microseconds())/1000, r.historyPerTurn)
+	}
+	fmt.Fprintf(&t, "\n| workers | CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- |\n")
+	for i := 0; i < len(cases); i += 2 {
+		short, long := results[i], results[i+1]
+		fmt.Fprintf(&t, "| %s | %.2fx | %.2fx |\n", storeName(cases[i].store),
+			float64(long.cpuPerTurn)/float64(short.cpuPerTurn), float64(long.historyPerTurn)/float64(short.historyPerTurn))
+	}
+	b.Logf("\n%s", t.String())
+	if *benchMarkdown != "" {
+		if err := writeSection(*benchMarkdown, t.String()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func storeName(store bool) string {
+	if store {
+		return "with a Store (FileStore)"
+	}
+	return "no Store"
+}
+
+// measureCost runs cc's runs one after another on a worker of its own and
+// returns the cost per turn.
+func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
+	b.Helper()
+	queue := newQueue("toolrun-cost")
+	var replies []toolruntest.Reply
+	for i := range cc.turns - 1 {
+		replies = append(replies, toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", i), "write_file", writeIn{Path: fmt.Sprintf("/%d", i)})))
+	}
+	replies = append(replies, toolruntest.Message(toolruntest.Text("Done.")))
+	opts := &toolrun.Options{Logger: discard()}
+	if cc.store {
+		opts.Store = &toolrun.FileStore{Dir: b.TempDir()}
+	}
+	var calls counter
+	var total costResult
+	for range cc.runs {
+		model := toolruntest.New(b, toolruntest.Script(replies...))
+		w := temporal.NewWorker(c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, nil)}, opts), worker.Options{WorkerStopTimeout: 5 * time.Second})
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
+		before := cpuTime(b)
+		run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: newQueue(queue), TaskQueue: queue}, userParams("go"), &temporal.RunOptions{MaxTurns: cc.turns + 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out temporal.Outcome
+		if err := run.Get(ctx, &out); err != nil {
+			b.Fatal(err)
+		}
+		total.cpuPerTurn += cpuTime(b) - before
+		if out.StopReason != toolrun.StopEndTurn || out.State.Turns != cc.turns {
+			b.Fatalf("got stop %q after %d turns, want end_turn after %d", out.StopReason, out.State.Turns, cc.turns)
+		}
+		total.historyPerTurn += historyBytes(ctx, b, c, run.GetID(), run.GetRunID())
+		cancel()
+		w.Stop()
+	}
+	n := cc.turns * cc.runs
+	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), historyPerTurn: total.historyPerTurn / n}
+}
+
+// historyBytes returns the size of the history events of every execution
+// of run id, from runID on through its continue-as-new chain.
+func historyBytes(ctx context.Context, b *testing.B, c client.Client, id, runID string) int {
+	n := 0
+	for runID != "" {
+		it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
+		next := ""
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += proto.Size(e)
+			if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+				next = a.GetNewExecutionRunId()
+			}
+		}
+		runID = next
+	}
+	return n
+}
+
+// cpuTime returns this process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeSection replaces the text between the temporal-bench markers of
+// the file at path with table.
+func writeSection(path, table string) error {
+	const begin, end = "<!-- temporal-bench:begin -->", "<!-- temporal-bench:end -->"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
+	}
+	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), one tool call a turn, the fake Messages API in the worker's process.\n"
+	var out bytes.Buffer
+	out.Write(old[:i])
+	out.WriteString(section)
+	out.Write(old[j:])
+	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// dialTemporalTB dials the dev server for a benchmark, as dialTemporal
+// does for a test: it skips when none runs, and fails with CI set.
+func dialTemporalTB(b *testing.B) client.Client {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: temporalAddress(), Logger: nopLogger})
+	if err == nil {
+		if _, err = c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		msg := fmt.Sprintf("missing component: Temporal dev server; none at %s (%v); start one with `temporal server start-dev` or set TEMPORAL_ADDRESS", temporalAddress(), err)
+		if os.Getenv("CI") != "" {
+			b.Fatal(msg)
+		}
+		b.Skip(msg + "; skipped because CI is not set")
+	}
+	b.Cleanup(c.Close)
+	return c
+}
