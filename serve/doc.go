@@ -35,7 +35,9 @@
 // decided already or is another thread's is refused, and the request
 // changes nothing. Each decision is recorded with the name of the token
 // that made it. GET /api/pending and POST /api/interrupts/{id}/decision
-// take the same decisions outside a run.
+// take the same decisions outside a run; the decision that leaves a thread
+// with no call waiting continues it at once, in a run the answer names
+// (nextRun), as a decision in the inbox does.
 //
 // Tools the client declares in RunAgentInput.tools are run by the client:
 // the run stops with the outcome success and pendingToolCallIds, and the

@@ -91,6 +91,7 @@ func (h *Handler) mountInbox(mux *http.ServeMux) {
 		wake:     make(chan struct{}),
 		going:    map[string]bool{},
 	}
+	h.inbox = ib
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/{$}", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/login", ib.secure(ib.loginForm))

@@ -763,3 +763,56 @@ func TestDisconnectAndDrainPastGrace(t *testing.T) {
 		t.Errorf("a run after the drain: %d, want 503", resp.StatusCode)
 	}
 }
+
+// A decision over the JSON API that leaves the thread with no call
+// waiting continues its run, as the inbox's does: the answer names the
+// run, whose events end with the model's answer after the calls ran.
+func TestJSONDecisionContinuesRun(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	decide := func(id string, d map[string]any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(d)
+		resp, err := http.Post(f.url+"/api/interrupts/"+id+"/decision", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			t.Fatalf("deciding %s: %d %v", id, resp.StatusCode, out)
+		}
+		return out
+	}
+	its := interrupts(t, evs)
+	first := decide(its[0]["id"].(string), map[string]any{"decision": "approve"})
+	if first["nextRun"] != "" {
+		t.Fatalf("the first of two decisions started run %v, want none while a call waits", first["nextRun"])
+	}
+	second := decide(its[1]["id"].(string), map[string]any{"decision": "deny", "reason": "not today"})
+	next, _ := second["nextRun"].(string)
+	if next == "" {
+		t.Fatalf("the last decision started no run: %v", second)
+	}
+	resp, err := http.Get(f.url + "/runs/" + next + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = readSSE(t, resp.Body)
+	resp.Body.Close()
+	if len(evs) == 0 || outcome(evs)["type"] != "success" || last(evs)["result"] != "done" {
+		t.Fatalf("the continued run: %v, want success with the model's answer", evs)
+	}
+	ran := f.calls.got()
+	wantCall := `pay{"amount":10}`
+	if its[0]["toolCallId"] == "call_refund" {
+		wantCall = `refund{"amount":20}`
+	}
+	if diff := cmp.Diff([]string{wantCall}, ran); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
