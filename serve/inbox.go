@@ -650,8 +650,9 @@ func checkInput(ctx context.Context, tool string, raw json.RawMessage, input jso
 
 // goOn starts the next run of thread, as its owner, once no call of it
 // waits for an answer, its State awaits the decisions and no run of it is
-// in flight; it returns the new run's id, or "" if it started none. The run's events are
-// recorded as every run's are, for the client that follows the thread.
+// in flight; it returns the new run's id, or "" if it started none. The
+// run is recorded when goOn returns, and its events are as every run's,
+// for the client that follows the thread.
 func (ib *inbox) goOn(thread string) string {
 	h := ib.h
 	ctx := h.base
@@ -693,48 +694,14 @@ func (ib *inbox) goOn(thread string) string {
 		}
 	}
 	runID := newID("run_")
-	body, _ := json.Marshal(map[string]any{"threadId": thread, "runId": runID, "messages": []any{}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/agui", bytes.NewReader(body))
-	if err != nil {
-		release()
+	defer release()
+	in := &runInput{ThreadID: thread, RunID: runID}
+	if _, _, err := h.startRun(ctx, in, id); err != nil {
+		h.log.Info("serve: a decision could not continue its thread", "thread", thread, "err", err)
 		return ""
 	}
-	go func() {
-		defer ib.notify()
-		defer release()
-		rw := &discardWriter{header: http.Header{}}
-		h.handleRun(rw, req, id)
-		if rw.status != http.StatusOK {
-			h.log.Info("serve: the inbox could not continue a thread", "thread", thread, "status", rw.status, "body", rw.body.String())
-		}
-	}()
 	return runID
 }
-
-// discardWriter is the ResponseWriter of a run the inbox starts: the
-// run's events are in the database, and only a refusal is kept.
-type discardWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (d *discardWriter) Header() http.Header { return d.header }
-func (d *discardWriter) WriteHeader(code int) {
-	if d.status == 0 {
-		d.status = code
-	}
-}
-func (d *discardWriter) Write(b []byte) (int, error) {
-	if d.status == 0 {
-		d.status = http.StatusOK
-	}
-	if d.status != http.StatusOK && d.body.Len() < 4096 {
-		d.body.Write(b)
-	}
-	return len(b), nil
-}
-func (d *discardWriter) Flush() {}
 
 // trailEntry is one decision on a thread's call, as the run's page shows
 // it.

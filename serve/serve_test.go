@@ -816,3 +816,128 @@ func TestJSONDecisionContinuesRun(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
+
+// A client tool under an approval policy is handed to the client only
+// once a person approves its call: the first run stops with an
+// interrupt, the approval ends the next with pendingToolCallIds, and
+// nothing of the call runs on the server. A denied one never reaches the
+// client, and an edit is refused, since the client has the call's input
+// already.
+func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
+	script := map[string][]toolruntest.Reply{
+		"where am i": {
+			toolruntest.Message(toolruntest.ToolUse("call_loc", "get_location", map[string]any{"precise": true})),
+			toolruntest.Message(toolruntest.Text("you are in Paris")),
+		},
+	}
+	tools := []any{map[string]any{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
+	u := user("u1", "where am i")
+	asst := map[string]any{"id": "a1", "role": "assistant", "toolCalls": []any{map[string]any{"id": "call_loc", "type": "function", "function": map[string]any{"name": "get_location", "arguments": `{"precise":true}`}}}}
+	start := func(t *testing.T, f *fixture) string {
+		t.Helper()
+		_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{u}, map[string]any{"tools": tools}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		its := interrupts(t, evs)
+		if len(its) != 1 || its[0]["toolCallId"] != "call_loc" {
+			t.Fatalf("interrupts %v, want call_loc's", its)
+		}
+		return its[0]["id"].(string)
+	}
+	t.Run("approved", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, body := postJSON(t, f.url+"/api/pending", nil, "GET")
+		if status != 200 || !strings.Contains(body, "get_location") {
+			t.Fatalf("pending: %d %s, want the client tool's call listed", status, body)
+		}
+		_, evs, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "approve"})}}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		o := outcome(evs)
+		if o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("after the approval: outcome %v, want success pending call_loc", o)
+		}
+		if got := toolResultsOf(evs); len(got) != 0 {
+			t.Fatalf("results %v: the client's call ran on the server", got)
+		}
+		res := map[string]any{"id": "m3", "role": "tool", "toolCallId": "call_loc", "content": "Paris"}
+		_, evs, body = post(t, f.url, input("t1", "r3", []map[string]any{u, asst, res}, map[string]any{"tools": tools}))
+		if evs == nil || outcome(evs)["type"] != "success" || last(evs)["result"] != "you are in Paris" {
+			t.Fatalf("answering the approved client tool: %s %v", body, evs)
+		}
+		if status, body := postJSON(t, f.url+"/api/pending", nil, "GET"); status != 200 || strings.Contains(body, "get_location") {
+			t.Errorf("pending at the end: %d %s, want none", status, body)
+		}
+	})
+	t.Run("approved over the JSON API", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, body := postJSON(t, f.url+"/api/interrupts/"+id+"/decision", map[string]any{"decision": "approve"}, "POST")
+		var out struct{ NextRun string }
+		json.Unmarshal([]byte(body), &out)
+		if status != 200 || out.NextRun == "" {
+			t.Fatalf("deciding: %d %s", status, body)
+		}
+		resp, err := http.Get(f.url + "/runs/" + out.NextRun + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := readSSE(t, resp.Body)
+		resp.Body.Close()
+		if len(evs) == 0 {
+			t.Fatal("the continued run has no events")
+		}
+		if o := outcome(evs); o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("the continued run: outcome %v, want success pending call_loc", o)
+		}
+	})
+	t.Run("denied", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		_, evs, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "deny", "reason": "no tracking"})}}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		if o := outcome(evs); o["type"] != "success" || o["pendingToolCallIds"] != nil {
+			t.Fatalf("after the denial: outcome %v, want success with no call for the client", o)
+		}
+		if got := toolResultsOf(evs)["call_loc"]; !strings.Contains(got, "no tracking") {
+			t.Errorf("result %q, want the denial's reason", got)
+		}
+	})
+	t.Run("edit refused", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, _, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "edit", "input": map[string]any{"precise": false}})}}))
+		if status != http.StatusBadRequest || !strings.Contains(body, "client tool") {
+			t.Fatalf("edit: %d %s, want a 400 saying a client tool's call cannot be edited", status, body)
+		}
+		// Nothing changed: the interrupt is still pending and decidable.
+		_, evs, body := post(t, f.url, input("t1", "r3", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "approve"})}}))
+		if evs == nil || fmt.Sprint(outcome(evs)["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("approving after the refused edit: %s %v", body, evs)
+		}
+	})
+}
+
+// postJSON sends body (nil for none) to url with method and returns the
+// status and the answer's body.
+func postJSON(t *testing.T, url string, body any, method string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, r)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
