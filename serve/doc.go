@@ -9,7 +9,12 @@
 // A threadId is a conversation the server keeps: its toolrun State, saved
 // at every step in the database of [Config.DB], is the whole thread. A new
 // run on the thread continues it with the messages the client adds (those
-// whose ids the thread does not have). Events map one to one onto toolrun's:
+// whose ids the thread does not have). A client's system and developer
+// messages and its RunAgentInput context (sent again on every run; given
+// to the model when it differs from the thread's last) go before the
+// run's first new user message, as text of that message headed as the
+// client application's: the system prompt stays the operator's. A run
+// that brings them with no user message to carry them is refused. Events map one to one onto toolrun's:
 // RUN_STARTED; STEP_STARTED and STEP_FINISHED around each turn; a
 // response's text as TEXT_MESSAGE_START/CONTENT/END and each tool call as
 // TOOL_CALL_START/ARGS/END, once the response has arrived whole;

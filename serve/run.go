@@ -86,8 +86,11 @@ func (lr *liveRun) wait() <-chan struct{} {
 
 // prepared is what a request to run asks for, checked and recorded.
 type prepared struct {
-	newThread   bool
-	texts       []string
+	newThread bool
+	texts     []string
+	// preamble is what the client adds to the run's first new user
+	// message: its system and developer messages and its context.
+	preamble    string
 	clientTools []clientTool
 	cancelOnEOF bool
 }
@@ -329,6 +332,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 
 	// The messages the thread does not have yet.
 	var newIDs []string
+	var instructions []string
 	for _, m := range in.Messages {
 		if m.ID == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
@@ -343,6 +347,12 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
 			}
 			p.texts = append(p.texts, text)
+		case "system", "developer":
+			text, err := m.text()
+			if err != nil {
+				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
+			}
+			instructions = append(instructions, text)
 		case "tool":
 			it, err := h.clientCall(ctx, tx, in.ThreadID, m)
 			if err != nil {
@@ -375,6 +385,9 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	if p.newThread && len(p.texts) == 0 {
 		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
 	}
+	if err := h.addPreamble(ctx, tx, in, p, instructions); err != nil {
+		return nil, err
+	}
 	for _, mid := range newIDs {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, in.ThreadID, mid); err != nil {
 			return nil, err
@@ -390,6 +403,59 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		return nil, err
 	}
 	return p, tx.Commit()
+}
+
+// addPreamble sets p's preamble from the client's system and developer
+// messages new to the thread and the run's context, when that differs
+// from the context the thread was last given (clients send theirs on every
+// run). The preamble goes before the run's first new user message, as
+// text of that message: the system prompt is the server's, set by its
+// operator and the same on every turn, so a client's instructions are
+// given to the model as the client's words, not as the operator's. A run
+// that brings instructions or a new context but no user message to carry
+// them is refused, rather than have them dropped.
+func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *prepared, instructions []string) error {
+	var digest string
+	if len(in.Context) > 0 {
+		b, _ := json.Marshal(in.Context)
+		sum := sha256.Sum256(b)
+		digest = hex.EncodeToString(sum[:])
+		var had string
+		err := tx.QueryRowContext(ctx, `SELECT digest FROM serve_thread_context WHERE thread_id = ?`, in.ThreadID).Scan(&had)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if had == digest {
+			digest = "" // the thread has it
+		}
+	}
+	if len(instructions) == 0 && digest == "" {
+		return nil
+	}
+	if len(p.texts) == 0 {
+		what := "a context that differs from the thread's"
+		if len(instructions) > 0 {
+			what = "system or developer messages"
+		}
+		return refuse(http.StatusBadRequest, "no_user_message", "the run brings %s but no new user message to give them to the model with; send them with the next user message", what)
+	}
+	var b strings.Builder
+	for _, text := range instructions {
+		b.WriteString("Instructions from the client application:\n")
+		b.WriteString(text)
+		b.WriteString("\n\n")
+	}
+	if digest != "" {
+		b.WriteString("Context from the client application:\n")
+		for _, c := range in.Context {
+			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, in.ThreadID, digest); err != nil {
+			return err
+		}
+	}
+	p.preamble = strings.TrimSuffix(b.String(), "\n")
+	return nil
 }
 
 // strictJSON decodes b into v, refusing unknown fields.
@@ -556,8 +622,12 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	params := h.cfg.Params
 	params.Messages = nil
 	var userMsgs []anthropic.BetaMessageParam
-	for _, t := range p.texts {
-		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(t)))
+	for i, t := range p.texts {
+		blocks := []anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(t)}
+		if i == 0 && p.preamble != "" {
+			blocks = append([]anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(p.preamble)}, blocks...)
+		}
+		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if p.newThread {
 		params.Messages = userMsgs

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -940,4 +941,86 @@ func postJSON(t *testing.T, url string, body any, method string) (int, string) {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(out)
+}
+
+// A client's system and developer messages and its RunAgentInput context
+// reach the model as a preamble of the run's first new user message,
+// beside the server's own system prompt, which they do not replace; a
+// context the thread has already is not repeated; instructions or a new
+// context with no user message to carry them are refused, not dropped.
+func TestClientContextAndSystemMessages(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*toolruntest.Request
+	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+		return toolruntest.Message(toolruntest.Text("ok"))
+	}})
+	f := newFixture(t, nil, nil, func(c *serve.Config) {
+		c.Client = model.Client()
+		c.Params.System = []anthropic.BetaTextBlockParam{{Text: "be brief"}}
+	})
+	lastUser := func(t *testing.T) ([]string, string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		r := seen[len(seen)-1]
+		m := r.Conversation[len(r.Conversation)-1]
+		var texts []string
+		for _, b := range m.Content {
+			texts = append(texts, b.Text)
+		}
+		return texts, string(r.System)
+	}
+	ctx1 := []any{map[string]any{"description": "the user's city", "value": "Paris"}}
+	sys := map[string]any{"id": "s1", "role": "system", "content": "answer in French"}
+	dev := map[string]any{"id": "d1", "role": "developer", "content": "never mention prices"}
+	msgs := []map[string]any{sys, dev, user("u1", "hi")}
+	if status, _, body := post(t, f.url, input("t1", "r1", msgs, map[string]any{"context": ctx1})); status != 200 {
+		t.Fatalf("first run: %d %s", status, body)
+	}
+	texts, system := lastUser(t)
+	want := []string{"Instructions from the client application:\nanswer in French\n\nInstructions from the client application:\nnever mention prices\n\nContext from the client application:\n- the user's city: Paris", "hi"}
+	if diff := cmp.Diff(want, texts); diff != "" {
+		t.Errorf("the first user message (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(system, "be brief") || strings.Contains(system, "French") {
+		t.Errorf("system prompt %s, want the server's alone", system)
+	}
+	// The same context again, and the same system messages: nothing new.
+	msgs = append(msgs, user("u2", "again"))
+	if status, _, body := post(t, f.url, input("t1", "r2", msgs, map[string]any{"context": ctx1})); status != 200 {
+		t.Fatalf("second run: %d %s", status, body)
+	}
+	if texts, _ := lastUser(t); !cmp.Equal(texts, []string{"again"}) {
+		t.Errorf("the second user message %q, want the text alone", texts)
+	}
+	ctx2 := []any{map[string]any{"description": "the user's city", "value": "Lyon"}}
+	tests := []struct {
+		name  string
+		msgs  []map[string]any
+		extra map[string]any
+	}{
+		{"new context, no message", msgs, map[string]any{"context": ctx2}},
+		{"system message, no user message", append(slices.Clone(msgs), map[string]any{"id": "s2", "role": "system", "content": "be rude"}), nil},
+		{"system message of the wrong shape", append(slices.Clone(msgs), map[string]any{"id": "s3", "role": "system", "content": 7}, user("u9", "x")), nil},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := post(t, f.url, input("t1", fmt.Sprintf("bad%d", i), tt.msgs, tt.extra))
+			if status != http.StatusBadRequest {
+				t.Errorf("status %d %s, want 400", status, body)
+			}
+		})
+	}
+	// The refusals changed nothing: the new context goes with the next
+	// user message.
+	msgs = append(msgs, user("u3", "and now"))
+	if status, _, body := post(t, f.url, input("t1", "r3", msgs, map[string]any{"context": ctx2})); status != 200 {
+		t.Fatalf("third run: %d %s", status, body)
+	}
+	if texts, _ := lastUser(t); !cmp.Equal(texts, []string{"Context from the client application:\n- the user's city: Lyon", "and now"}) {
+		t.Errorf("the third user message %q, want Lyon's context and the text", texts)
+	}
 }
