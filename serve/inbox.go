@@ -38,7 +38,9 @@ import (
 //
 // Safety: a person logs in with a token of the approve scope (with no
 // tokens configured, a loopback visitor logs in as "local"); the session
-// lives in an HttpOnly, SameSite=Strict cookie scoped to /inbox; every
+// lives in an HttpOnly, SameSite=Strict cookie scoped to /inbox, and in
+// the server's database (under a hash of the cookie), so it outlives a
+// restart; every
 // state-changing request carries the session's CSRF token in the
 // X-CSRF-Token header (or the csrf form field), compared in constant
 // time; every page is sent with a Content-Security-Policy that allows
@@ -68,9 +70,8 @@ type inbox struct {
 	h     *Handler
 	pages *template.Template
 
-	mu       sync.Mutex // guards sessions, wake, going
-	sessions map[string]*inboxSession
-	wake     chan struct{} // closed and replaced when the inbox decides
+	mu   sync.Mutex    // guards wake, going
+	wake chan struct{} // closed and replaced when the inbox decides
 	// going holds the threads whose next run the inbox is starting.
 	going map[string]bool
 }
@@ -85,11 +86,10 @@ type inboxSession struct {
 // mountInbox adds the inbox's routes to mux.
 func (h *Handler) mountInbox(mux *http.ServeMux) {
 	ib := &inbox{
-		h:        h,
-		pages:    template.Must(template.New("").Funcs(template.FuncMap{"json": prettyJSON, "when": when}).ParseFS(inboxFiles, "inbox/*.tmpl")),
-		sessions: map[string]*inboxSession{},
-		wake:     make(chan struct{}),
-		going:    map[string]bool{},
+		h:     h,
+		pages: template.Must(template.New("").Funcs(template.FuncMap{"json": prettyJSON, "when": when}).ParseFS(inboxFiles, "inbox/*.tmpl")),
+		wake:  make(chan struct{}),
+		going: map[string]bool{},
 	}
 	h.inbox = ib
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
@@ -117,23 +117,37 @@ func (ib *inbox) secure(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// current returns the session of r's cookie, if it is live.
+// current returns the session of r's cookie, if it is live. Sessions are
+// kept in the server's database, so a restart logs nobody out; the table
+// holds a hash of each cookie, not the cookie, so whoever reads the
+// database cannot take a session over.
 func (ib *inbox) current(r *http.Request) (*inboxSession, bool) {
 	c, err := r.Cookie(inboxCookie)
 	if err != nil || c.Value == "" {
 		return nil, false
 	}
-	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	s, ok := ib.sessions[c.Value]
-	if !ok {
+	key := sessionKey(c.Value)
+	s := &inboxSession{}
+	var expires int64
+	err = ib.h.cfg.DB.QueryRowContext(r.Context(), `SELECT name, csrf, expires_at FROM serve_inbox_sessions WHERE id = ?`, key).Scan(&s.name, &s.csrf, &expires)
+	if err != nil {
+		if !errors.Is(err, sql.ErrNoRows) {
+			ib.h.log.Error("serve: reading an inbox session", "err", err)
+		}
 		return nil, false
 	}
+	s.expires = time.Unix(0, expires)
 	if !ib.h.cfg.Now().Before(s.expires) {
-		delete(ib.sessions, c.Value)
+		ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, key)
 		return nil, false
 	}
 	return s, true
+}
+
+// sessionKey is the database's key of a session cookie's value.
+func sessionKey(cookie string) string {
+	sum := sha256.Sum256([]byte(cookie))
+	return hex.EncodeToString(sum[:])
 }
 
 // session wraps a route that needs a session, and for a request that
@@ -211,18 +225,26 @@ func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
 	}
 	id := randomHex(32)
 	s := &inboxSession{name: name, csrf: randomHex(32), expires: ib.h.cfg.Now().Add(inboxSessionTTL)}
-	ib.mu.Lock()
-	ib.sessions[id] = s
-	ib.mu.Unlock()
+	now := ib.h.cfg.Now()
+	db := ib.h.cfg.DB
+	if _, err := db.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE expires_at <= ?`, now.UnixNano()); err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	if _, err := db.ExecContext(r.Context(), `INSERT INTO serve_inbox_sessions (id, name, csrf, expires_at) VALUES (?, ?, ?, ?)`, sessionKey(id), s.name, s.csrf, s.expires.UnixNano()); err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: id, Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(inboxSessionTTL / time.Second)})
 	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
 }
 
 func (ib *inbox) logout(w http.ResponseWriter, r *http.Request, _ *inboxSession) {
 	if c, err := r.Cookie(inboxCookie); err == nil {
-		ib.mu.Lock()
-		delete(ib.sessions, c.Value)
-		ib.mu.Unlock()
+		if _, err := ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, sessionKey(c.Value)); err != nil {
+			ib.h.writeError(w, err)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: "", Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/inbox/login", http.StatusSeeOther)

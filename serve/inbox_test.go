@@ -43,6 +43,8 @@ const (
 // counts its calls.
 type inboxEnv struct {
 	url    string
+	cfg    serve.Config
+	stop   func() // stops the server
 	calls  *counter
 	dbPath string
 	ran    chan string // each call of a tool, as it runs
@@ -80,17 +82,33 @@ func newInboxEnv(t *testing.T, s map[string][]toolruntest.Reply, extra ...toolru
 			{Name: "client", Secret: clientToken, Scopes: []string{serve.ScopeRun}, MaxRuns: 64},
 		},
 	}
-	h, err := serve.New(context.Background(), cfg)
+	e.cfg = cfg
+	e.restart(t)
+	return e
+}
+
+// restart stops the server, if it runs, and starts a new one on the same
+// database, at a new address of the same host (so a cookie jar sends it
+// the cookies of the old).
+func (e *inboxEnv) restart(t *testing.T) {
+	t.Helper()
+	if e.stop != nil {
+		e.stop()
+	}
+	h, err := serve.New(context.Background(), e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.Shutdown(context.Background())
-		srv.Close()
-	})
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			h.Shutdown(context.Background())
+			srv.Close()
+		})
+	}
+	t.Cleanup(e.stop)
 	e.url = srv.URL
-	return e
 }
 
 // start runs thread with text as the client and returns the ids of the
@@ -880,4 +898,34 @@ func TestInboxThousandPending(t *testing.T) {
 		t.Errorf("the age filter keeps %v calls, want those of the last hour (61)", got)
 	}
 	t.Logf("1,000 pending calls: the inbox loaded and listed them in %v; filtering by tool took %.1f ms, by thread %.1f ms, by age %.1f ms", load.Round(time.Millisecond), filter, thread, age)
+}
+
+// An inbox session outlives the server: after a restart on the same
+// database, the same cookie and CSRF token decide a call made before it;
+// a logout ends the session for good.
+func TestInboxSessionSurvivesRestart(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	id := e.start(t, "thread-5", "pay 5")[0]
+	c, csrf := e.login(t, aliceToken)
+	e.restart(t)
+	status, body := e.decideWith(t, c, id, csrf, `{"decision":"approve"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"decidedBy":"alice"`) {
+		t.Fatalf("deciding after the restart: %d %s, want 200 by alice", status, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/logout", nil)
+	req.Header.Set("X-CSRF-Token", csrf)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e.restart(t)
+	resp, err = c.Get(e.url + "/inbox/api/pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("after logging out: %d, want 401", resp.StatusCode)
+	}
 }
