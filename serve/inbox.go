@@ -37,10 +37,10 @@ import (
 // shown as text.
 //
 // Safety: a person logs in with a token of the approve scope (with no
-// tokens configured, a loopback visitor logs in as "local"); the session
-// lives in an HttpOnly, SameSite=Strict cookie scoped to /inbox, and in
-// the server's database (under a hash of the cookie), so it outlives a
-// restart; every
+// tokens configured, a loopback visitor logs in as "local"), through a
+// form that carries a CSRF token of its own; the session lives in an
+// HttpOnly, SameSite=Strict cookie scoped to /inbox, and in the server's
+// database (under a hash of the cookie), so it outlives a restart; every
 // state-changing request carries the session's CSRF token in the
 // X-CSRF-Token header (or the csrf form field), compared in constant
 // time; every page is sent with a Content-Security-Policy that allows
@@ -194,12 +194,33 @@ func (ib *inbox) render(w http.ResponseWriter, status int, name string, data any
 }
 
 func (ib *inbox) loginForm(w http.ResponseWriter, r *http.Request) {
-	ib.render(w, http.StatusOK, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0})
+	ib.renderLogin(w, r, http.StatusOK, "")
+}
+
+// inboxLoginCookie names the cookie that holds the login form's CSRF
+// token until the form is posted.
+const inboxLoginCookie = "toolrun_inbox_login"
+
+// renderLogin writes the login form with a new CSRF token, also set in a
+// cookie of the login path: a login posts both, so a page of another site
+// cannot log a browser in under a token of its own (login CSRF), which
+// would have the person decide as someone else.
+func (ib *inbox) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	token := randomHex(32)
+	http.SetCookie(w, &http.Cookie{Name: inboxLoginCookie, Value: token, Path: "/inbox/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	ib.render(w, status, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0, "Error": msg, "CSRF": token})
 }
 
 // login starts a session for a token of the approve scope, or, on a
 // server without tokens, for a loopback visitor as "local".
 func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(inboxLoginCookie)
+	got := r.FormValue("csrf")
+	if err != nil || c.Value == "" || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(c.Value)) != 1 {
+		ib.h.metrics.refused.Add(1)
+		ib.renderLogin(w, r, http.StatusForbidden, "The login form expired or came from another page; log in again.")
+		return
+	}
 	name, ok := "", false
 	if len(ib.h.cfg.Tokens) == 0 {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -220,7 +241,7 @@ func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		ib.h.metrics.refused.Add(1)
-		ib.render(w, http.StatusUnauthorized, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0, "Error": "That is not a token of the approve scope."})
+		ib.renderLogin(w, r, http.StatusUnauthorized, "That is not a token of the approve scope.")
 		return
 	}
 	id := randomHex(32)
@@ -235,6 +256,7 @@ func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
 		ib.h.writeError(w, err)
 		return
 	}
+	http.SetCookie(w, &http.Cookie{Name: inboxLoginCookie, Value: "", Path: "/inbox/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: id, Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(inboxSessionTTL / time.Second)})
 	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
 }
