@@ -17,6 +17,7 @@ type runInput struct {
 	Messages       []message       `json:"messages"`
 	Tools          []clientTool    `json:"tools"`
 	Resume         []resumeEntry   `json:"resume"`
+	Context        []contextEntry  `json:"context"`
 	ForwardedProps json.RawMessage `json:"forwardedProps"`
 }
 
@@ -34,6 +35,13 @@ type clientTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// contextEntry is one entry of a RunAgentInput's context: something the
+// client's application knows that the model should.
+type contextEntry struct {
+	Description string `json:"description"`
+	Value       string `json:"value"`
 }
 
 // resumeEntry answers one interrupt.

@@ -44,8 +44,10 @@ func (h *Handler) handlePending(w http.ResponseWriter, r *http.Request, _ identi
 }
 
 // handleDecision decides one pending call: the body is a decision as an
-// interrupt's responseSchema describes it. The first decision wins; the
-// thread goes on at its next run.
+// interrupt's responseSchema describes it. The first decision wins. Once
+// the thread has no call left waiting, its run goes on at once, as after a
+// decision in the inbox: the answer's nextRun names the run, whose events
+// GET /runs/{run}/events streams.
 func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id identity) {
 	var dp decisionPayload
 	dec := json.NewDecoder(r.Body)
@@ -87,6 +89,8 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 		h.writeError(w, err)
 		return
 	}
+	h.inbox.notify()
+	next := h.inbox.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decidedBy": id.name, "decidedAt": timestamp(now)})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decidedBy": id.name, "decidedAt": timestamp(now), "nextRun": next})
 }

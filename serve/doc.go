@@ -9,7 +9,12 @@
 // A threadId is a conversation the server keeps: its toolrun State, saved
 // at every step in the database of [Config.DB], is the whole thread. A new
 // run on the thread continues it with the messages the client adds (those
-// whose ids the thread does not have). Events map one to one onto toolrun's:
+// whose ids the thread does not have). A client's system and developer
+// messages and its RunAgentInput context (sent again on every run; given
+// to the model when it differs from the thread's last) go before the
+// run's first new user message, as text of that message headed as the
+// client application's: the system prompt stays the operator's. A run
+// that brings them with no user message to carry them is refused. Events map one to one onto toolrun's:
 // RUN_STARTED; STEP_STARTED and STEP_FINISHED around each turn; a
 // response's text as TEXT_MESSAGE_START/CONTENT/END and each tool call as
 // TOOL_CALL_START/ARGS/END, once the response has arrived whole;
@@ -35,7 +40,9 @@
 // decided already or is another thread's is refused, and the request
 // changes nothing. Each decision is recorded with the name of the token
 // that made it. GET /api/pending and POST /api/interrupts/{id}/decision
-// take the same decisions outside a run.
+// take the same decisions outside a run; the decision that leaves a thread
+// with no call waiting continues it at once, in a run the answer names
+// (nextRun), as a decision in the inbox does.
 //
 // Tools the client declares in RunAgentInput.tools are run by the client:
 // the run stops with the outcome success and pendingToolCallIds, and the

@@ -37,8 +37,10 @@ import (
 // shown as text.
 //
 // Safety: a person logs in with a token of the approve scope (with no
-// tokens configured, a loopback visitor logs in as "local"); the session
-// lives in an HttpOnly, SameSite=Strict cookie scoped to /inbox; every
+// tokens configured, a loopback visitor logs in as "local"), through a
+// form that carries a CSRF token of its own; the session lives in an
+// HttpOnly, SameSite=Strict cookie scoped to /inbox, and in the server's
+// database (under a hash of the cookie), so it outlives a restart; every
 // state-changing request carries the session's CSRF token in the
 // X-CSRF-Token header (or the csrf form field), compared in constant
 // time; every page is sent with a Content-Security-Policy that allows
@@ -68,9 +70,8 @@ type inbox struct {
 	h     *Handler
 	pages *template.Template
 
-	mu       sync.Mutex // guards sessions, wake, going
-	sessions map[string]*inboxSession
-	wake     chan struct{} // closed and replaced when the inbox decides
+	mu   sync.Mutex    // guards wake, going
+	wake chan struct{} // closed and replaced when the inbox decides
 	// going holds the threads whose next run the inbox is starting.
 	going map[string]bool
 }
@@ -85,12 +86,12 @@ type inboxSession struct {
 // mountInbox adds the inbox's routes to mux.
 func (h *Handler) mountInbox(mux *http.ServeMux) {
 	ib := &inbox{
-		h:        h,
-		pages:    template.Must(template.New("").Funcs(template.FuncMap{"json": prettyJSON, "when": when}).ParseFS(inboxFiles, "inbox/*.tmpl")),
-		sessions: map[string]*inboxSession{},
-		wake:     make(chan struct{}),
-		going:    map[string]bool{},
+		h:     h,
+		pages: template.Must(template.New("").Funcs(template.FuncMap{"json": prettyJSON, "when": when}).ParseFS(inboxFiles, "inbox/*.tmpl")),
+		wake:  make(chan struct{}),
+		going: map[string]bool{},
 	}
+	h.inbox = ib
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/{$}", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/login", ib.secure(ib.loginForm))
@@ -116,23 +117,37 @@ func (ib *inbox) secure(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// current returns the session of r's cookie, if it is live.
+// current returns the session of r's cookie, if it is live. Sessions are
+// kept in the server's database, so a restart logs nobody out; the table
+// holds a hash of each cookie, not the cookie, so whoever reads the
+// database cannot take a session over.
 func (ib *inbox) current(r *http.Request) (*inboxSession, bool) {
 	c, err := r.Cookie(inboxCookie)
 	if err != nil || c.Value == "" {
 		return nil, false
 	}
-	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	s, ok := ib.sessions[c.Value]
-	if !ok {
+	key := sessionKey(c.Value)
+	s := &inboxSession{}
+	var expires int64
+	err = ib.h.cfg.DB.QueryRowContext(r.Context(), `SELECT name, csrf, expires_at FROM serve_inbox_sessions WHERE id = ?`, key).Scan(&s.name, &s.csrf, &expires)
+	if err != nil {
+		if !errors.Is(err, sql.ErrNoRows) {
+			ib.h.log.Error("serve: reading an inbox session", "err", err)
+		}
 		return nil, false
 	}
+	s.expires = time.Unix(0, expires)
 	if !ib.h.cfg.Now().Before(s.expires) {
-		delete(ib.sessions, c.Value)
+		ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, key)
 		return nil, false
 	}
 	return s, true
+}
+
+// sessionKey is the database's key of a session cookie's value.
+func sessionKey(cookie string) string {
+	sum := sha256.Sum256([]byte(cookie))
+	return hex.EncodeToString(sum[:])
 }
 
 // session wraps a route that needs a session, and for a request that
@@ -179,12 +194,33 @@ func (ib *inbox) render(w http.ResponseWriter, status int, name string, data any
 }
 
 func (ib *inbox) loginForm(w http.ResponseWriter, r *http.Request) {
-	ib.render(w, http.StatusOK, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0})
+	ib.renderLogin(w, r, http.StatusOK, "")
+}
+
+// inboxLoginCookie names the cookie that holds the login form's CSRF
+// token until the form is posted.
+const inboxLoginCookie = "toolrun_inbox_login"
+
+// renderLogin writes the login form with a new CSRF token, also set in a
+// cookie of the login path: a login posts both, so a page of another site
+// cannot log a browser in under a token of its own (login CSRF), which
+// would have the person decide as someone else.
+func (ib *inbox) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	token := randomHex(32)
+	http.SetCookie(w, &http.Cookie{Name: inboxLoginCookie, Value: token, Path: "/inbox/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	ib.render(w, status, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0, "Error": msg, "CSRF": token})
 }
 
 // login starts a session for a token of the approve scope, or, on a
 // server without tokens, for a loopback visitor as "local".
 func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(inboxLoginCookie)
+	got := r.FormValue("csrf")
+	if err != nil || c.Value == "" || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(c.Value)) != 1 {
+		ib.h.metrics.refused.Add(1)
+		ib.renderLogin(w, r, http.StatusForbidden, "The login form expired or came from another page; log in again.")
+		return
+	}
 	name, ok := "", false
 	if len(ib.h.cfg.Tokens) == 0 {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -205,23 +241,32 @@ func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		ib.h.metrics.refused.Add(1)
-		ib.render(w, http.StatusUnauthorized, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0, "Error": "That is not a token of the approve scope."})
+		ib.renderLogin(w, r, http.StatusUnauthorized, "That is not a token of the approve scope.")
 		return
 	}
 	id := randomHex(32)
 	s := &inboxSession{name: name, csrf: randomHex(32), expires: ib.h.cfg.Now().Add(inboxSessionTTL)}
-	ib.mu.Lock()
-	ib.sessions[id] = s
-	ib.mu.Unlock()
+	now := ib.h.cfg.Now()
+	db := ib.h.cfg.DB
+	if _, err := db.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE expires_at <= ?`, now.UnixNano()); err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	if _, err := db.ExecContext(r.Context(), `INSERT INTO serve_inbox_sessions (id, name, csrf, expires_at) VALUES (?, ?, ?, ?)`, sessionKey(id), s.name, s.csrf, s.expires.UnixNano()); err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: inboxLoginCookie, Value: "", Path: "/inbox/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: id, Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(inboxSessionTTL / time.Second)})
 	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
 }
 
 func (ib *inbox) logout(w http.ResponseWriter, r *http.Request, _ *inboxSession) {
 	if c, err := r.Cookie(inboxCookie); err == nil {
-		ib.mu.Lock()
-		delete(ib.sessions, c.Value)
-		ib.mu.Unlock()
+		if _, err := ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, sessionKey(c.Value)); err != nil {
+			ib.h.writeError(w, err)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: "", Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/inbox/login", http.StatusSeeOther)
@@ -649,8 +694,9 @@ func checkInput(ctx context.Context, tool string, raw json.RawMessage, input jso
 
 // goOn starts the next run of thread, as its owner, once no call of it
 // waits for an answer, its State awaits the decisions and no run of it is
-// in flight; it returns the new run's id, or "" if it started none. The run's events are
-// recorded as every run's are, for the client that follows the thread.
+// in flight; it returns the new run's id, or "" if it started none. The
+// run is recorded when goOn returns, and its events are as every run's,
+// for the client that follows the thread.
 func (ib *inbox) goOn(thread string) string {
 	h := ib.h
 	ctx := h.base
@@ -692,48 +738,14 @@ func (ib *inbox) goOn(thread string) string {
 		}
 	}
 	runID := newID("run_")
-	body, _ := json.Marshal(map[string]any{"threadId": thread, "runId": runID, "messages": []any{}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/agui", bytes.NewReader(body))
-	if err != nil {
-		release()
+	defer release()
+	in := &runInput{ThreadID: thread, RunID: runID}
+	if _, _, err := h.startRun(ctx, in, id); err != nil {
+		h.log.Info("serve: a decision could not continue its thread", "thread", thread, "err", err)
 		return ""
 	}
-	go func() {
-		defer ib.notify()
-		defer release()
-		rw := &discardWriter{header: http.Header{}}
-		h.handleRun(rw, req, id)
-		if rw.status != http.StatusOK {
-			h.log.Info("serve: the inbox could not continue a thread", "thread", thread, "status", rw.status, "body", rw.body.String())
-		}
-	}()
 	return runID
 }
-
-// discardWriter is the ResponseWriter of a run the inbox starts: the
-// run's events are in the database, and only a refusal is kept.
-type discardWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (d *discardWriter) Header() http.Header { return d.header }
-func (d *discardWriter) WriteHeader(code int) {
-	if d.status == 0 {
-		d.status = code
-	}
-}
-func (d *discardWriter) Write(b []byte) (int, error) {
-	if d.status == 0 {
-		d.status = http.StatusOK
-	}
-	if d.status != http.StatusOK && d.body.Len() < 4096 {
-		d.body.Write(b)
-	}
-	return len(b), nil
-}
-func (d *discardWriter) Flush() {}
 
 // trailEntry is one decision on a thread's call, as the run's page shows
 // it.

@@ -43,6 +43,8 @@ const (
 // counts its calls.
 type inboxEnv struct {
 	url    string
+	cfg    serve.Config
+	stop   func() // stops the server
 	calls  *counter
 	dbPath string
 	ran    chan string // each call of a tool, as it runs
@@ -80,17 +82,33 @@ func newInboxEnv(t *testing.T, s map[string][]toolruntest.Reply, extra ...toolru
 			{Name: "client", Secret: clientToken, Scopes: []string{serve.ScopeRun}, MaxRuns: 64},
 		},
 	}
-	h, err := serve.New(context.Background(), cfg)
+	e.cfg = cfg
+	e.restart(t)
+	return e
+}
+
+// restart stops the server, if it runs, and starts a new one on the same
+// database, at a new address of the same host (so a cookie jar sends it
+// the cookies of the old).
+func (e *inboxEnv) restart(t *testing.T) {
+	t.Helper()
+	if e.stop != nil {
+		e.stop()
+	}
+	h, err := serve.New(context.Background(), e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.Shutdown(context.Background())
-		srv.Close()
-	})
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			h.Shutdown(context.Background())
+			srv.Close()
+		})
+	}
+	t.Cleanup(e.stop)
 	e.url = srv.URL
-	return e
 }
 
 // start runs thread with text as the client and returns the ids of the
@@ -547,10 +565,7 @@ func (e *inboxEnv) login(t *testing.T, token string) (*http.Client, string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.PostForm(e.url+"/inbox/login", url.Values{"token": {token}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.postLogin(t, c, token)
 	defer resp.Body.Close()
 	page, _ := io.ReadAll(resp.Body)
 	m := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`).FindSubmatch(page)
@@ -558,6 +573,34 @@ func (e *inboxEnv) login(t *testing.T, token string) (*http.Client, string) {
 		t.Fatalf("logging in: %d %s", resp.StatusCode, page)
 	}
 	return c, string(m[1])
+}
+
+// loginCSRF reads the login form with c, which keeps its cookie, and
+// returns the form's CSRF token.
+func (e *inboxEnv) loginCSRF(t *testing.T, c *http.Client) string {
+	t.Helper()
+	resp, err := c.Get(e.url + "/inbox/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`<input type="hidden" name="csrf" value="([0-9a-f]+)">`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login form has no CSRF token: %s", page)
+	}
+	return string(m[1])
+}
+
+// postLogin logs in with token as the login form does, with c.
+func (e *inboxEnv) postLogin(t *testing.T, c *http.Client, token string) *http.Response {
+	t.Helper()
+	csrf := e.loginCSRF(t, c)
+	resp, err := c.PostForm(e.url+"/inbox/login", url.Values{"token": {token}, "csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func (e *inboxEnv) decideWith(t *testing.T, c *http.Client, id, csrf, body string) (int, string) {
@@ -632,13 +675,16 @@ func TestInboxRefusesWithoutSessionOrCSRF(t *testing.T) {
 	})
 
 	t.Run("the cookie", func(t *testing.T) {
-		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := noFollow.PostForm(e.url+"/inbox/login", url.Values{"token": {aliceToken}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		jar, _ := cookiejar.New(nil)
+		noFollow := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp := e.postLogin(t, noFollow, aliceToken)
 		resp.Body.Close()
-		ck := resp.Header.Get("Set-Cookie")
+		var ck string
+		for _, v := range resp.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(v, "toolrun_inbox=") {
+				ck = v
+			}
+		}
 		for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/inbox"} {
 			if !strings.Contains(ck, want) {
 				t.Errorf("the cookie %q lacks %s", ck, want)
@@ -648,13 +694,44 @@ func TestInboxRefusesWithoutSessionOrCSRF(t *testing.T) {
 
 	t.Run("only approve tokens log in", func(t *testing.T) {
 		for _, tok := range []string{clientToken, "not-a-token-at-all-0000"} {
-			resp, err := http.PostForm(e.url+"/inbox/login", url.Values{"token": {tok}})
+			jar, _ := cookiejar.New(nil)
+			resp := e.postLogin(t, &http.Client{Jar: jar}, tok)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("logging in with %q: %d, want 401", tok, resp.StatusCode)
+			}
+		}
+	})
+
+	t.Run("a login needs its form's CSRF token", func(t *testing.T) {
+		jar, _ := cookiejar.New(nil)
+		mine := &http.Client{Jar: jar}
+		csrf := e.loginCSRF(t, mine)
+		otherJar, _ := cookiejar.New(nil)
+		other := &http.Client{Jar: otherJar}
+		e.loginCSRF(t, other) // another browser, with a login cookie of its own
+		for _, tt := range []struct {
+			name string
+			c    *http.Client
+			form url.Values
+		}{
+			{"no token, no cookie", http.DefaultClient, url.Values{"token": {aliceToken}}},
+			{"a token, no cookie", http.DefaultClient, url.Values{"token": {aliceToken}, "csrf": {csrf}}},
+			{"a cookie, no token", mine, url.Values{"token": {aliceToken}}},
+			{"another form's token", other, url.Values{"token": {aliceToken}, "csrf": {csrf}}},
+		} {
+			resp, err := tt.c.PostForm(e.url+"/inbox/login", tt.form)
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Errorf("logging in with %q: %d, want 401", tok, resp.StatusCode)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: %d, want 403", tt.name, resp.StatusCode)
+			}
+			for _, v := range resp.Header.Values("Set-Cookie") {
+				if strings.HasPrefix(v, "toolrun_inbox=") {
+					t.Errorf("%s: a session was set: %s", tt.name, v)
+				}
 			}
 		}
 	})
@@ -880,4 +957,34 @@ func TestInboxThousandPending(t *testing.T) {
 		t.Errorf("the age filter keeps %v calls, want those of the last hour (61)", got)
 	}
 	t.Logf("1,000 pending calls: the inbox loaded and listed them in %v; filtering by tool took %.1f ms, by thread %.1f ms, by age %.1f ms", load.Round(time.Millisecond), filter, thread, age)
+}
+
+// An inbox session outlives the server: after a restart on the same
+// database, the same cookie and CSRF token decide a call made before it;
+// a logout ends the session for good.
+func TestInboxSessionSurvivesRestart(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	id := e.start(t, "thread-5", "pay 5")[0]
+	c, csrf := e.login(t, aliceToken)
+	e.restart(t)
+	status, body := e.decideWith(t, c, id, csrf, `{"decision":"approve"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"decidedBy":"alice"`) {
+		t.Fatalf("deciding after the restart: %d %s, want 200 by alice", status, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/logout", nil)
+	req.Header.Set("X-CSRF-Token", csrf)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e.restart(t)
+	resp, err = c.Get(e.url + "/inbox/api/pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("after logging out: %d, want 401", resp.StatusCode)
+	}
 }

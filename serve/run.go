@@ -86,8 +86,11 @@ func (lr *liveRun) wait() <-chan struct{} {
 
 // prepared is what a request to run asks for, checked and recorded.
 type prepared struct {
-	newThread   bool
-	texts       []string
+	newThread bool
+	texts     []string
+	// preamble is what the client adds to the run's first new user
+	// message: its system and developer messages and its context.
+	preamble    string
 	clientTools []clientTool
 	cancelOnEOF bool
 }
@@ -109,20 +112,32 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		httpError(w, http.StatusBadRequest, "bad_input", "threadId and runId must be 1 to 200 printable ASCII characters")
 		return
 	}
+	lr, p, err := h.startRun(r.Context(), &in, id)
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	h.stream(w, r, lr.id, 0)
+	if p.cancelOnEOF && r.Context().Err() != nil {
+		lr.cancel()
+	}
+}
+
+// startRun checks and records a request to run, and starts the run, whose
+// first event (RUN_STARTED) is recorded when it returns. ctx bounds the
+// checks, not the run.
+func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liveRun, *prepared, error) {
 	h.mu.Lock()
 	switch {
 	case h.draining:
 		h.mu.Unlock()
-		httpError(w, http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
-		return
+		return nil, nil, refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
 	case h.threads[in.ThreadID]:
 		h.mu.Unlock()
-		httpError(w, http.StatusConflict, "thread_busy", fmt.Sprintf("thread %q has a run in flight; wait for it to finish or cancel it", in.ThreadID))
-		return
+		return nil, nil, refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight; wait for it to finish or cancel it", in.ThreadID)
 	case h.perToken[id.name] >= id.maxRuns:
 		h.mu.Unlock()
-		httpError(w, http.StatusTooManyRequests, "too_many_runs", fmt.Sprintf("the token %q has %d runs in flight, its limit", id.name, id.maxRuns))
-		return
+		return nil, nil, refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
 	}
 	h.threads[in.ThreadID] = true
 	h.perToken[id.name]++
@@ -145,19 +160,17 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		h.wg.Done()
 	}
 
-	p, err := h.prepare(r.Context(), &in, id)
+	p, err := h.prepare(ctx, in, id)
 	if err != nil {
 		release()
-		h.writeError(w, err)
-		return
+		return nil, nil, err
 	}
 	tools, err := h.tools(p.clientTools)
 	if err != nil {
 		release()
-		h.writeError(w, err)
-		return
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(h.base)
+	runCtx, cancel := context.WithCancel(h.base)
 	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock}
 	h.mu.Lock()
 	h.runs[in.RunID] = lr
@@ -167,12 +180,9 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 	go func() {
 		defer release()
 		defer cancel()
-		h.run(ctx, lr, p, tools)
+		h.run(runCtx, lr, p, tools)
 	}()
-	h.stream(w, r, lr.id, 0)
-	if p.cancelOnEOF && r.Context().Err() != nil {
-		cancel()
-	}
+	return lr, p, nil
 }
 
 // tools returns the tools of a run: the server's and the client's.
@@ -322,6 +332,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 
 	// The messages the thread does not have yet.
 	var newIDs []string
+	var instructions []string
 	for _, m := range in.Messages {
 		if m.ID == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
@@ -336,6 +347,12 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
 			}
 			p.texts = append(p.texts, text)
+		case "system", "developer":
+			text, err := m.text()
+			if err != nil {
+				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
+			}
+			instructions = append(instructions, text)
 		case "tool":
 			it, err := h.clientCall(ctx, tx, in.ThreadID, m)
 			if err != nil {
@@ -368,6 +385,9 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	if p.newThread && len(p.texts) == 0 {
 		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
 	}
+	if err := h.addPreamble(ctx, tx, in, p, instructions); err != nil {
+		return nil, err
+	}
 	for _, mid := range newIDs {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, in.ThreadID, mid); err != nil {
 			return nil, err
@@ -383,6 +403,59 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		return nil, err
 	}
 	return p, tx.Commit()
+}
+
+// addPreamble sets p's preamble from the client's system and developer
+// messages new to the thread and the run's context, when that differs
+// from the context the thread was last given (clients send theirs on every
+// run). The preamble goes before the run's first new user message, as
+// text of that message: the system prompt is the server's, set by its
+// operator and the same on every turn, so a client's instructions are
+// given to the model as the client's words, not as the operator's. A run
+// that brings instructions or a new context but no user message to carry
+// them is refused, rather than have them dropped.
+func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *prepared, instructions []string) error {
+	var digest string
+	if len(in.Context) > 0 {
+		b, _ := json.Marshal(in.Context)
+		sum := sha256.Sum256(b)
+		digest = hex.EncodeToString(sum[:])
+		var had string
+		err := tx.QueryRowContext(ctx, `SELECT digest FROM serve_thread_context WHERE thread_id = ?`, in.ThreadID).Scan(&had)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if had == digest {
+			digest = "" // the thread has it
+		}
+	}
+	if len(instructions) == 0 && digest == "" {
+		return nil
+	}
+	if len(p.texts) == 0 {
+		what := "a context that differs from the thread's"
+		if len(instructions) > 0 {
+			what = "system or developer messages"
+		}
+		return refuse(http.StatusBadRequest, "no_user_message", "the run brings %s but no new user message to give them to the model with; send them with the next user message", what)
+	}
+	var b strings.Builder
+	for _, text := range instructions {
+		b.WriteString("Instructions from the client application:\n")
+		b.WriteString(text)
+		b.WriteString("\n\n")
+	}
+	if digest != "" {
+		b.WriteString("Context from the client application:\n")
+		for _, c := range in.Context {
+			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, in.ThreadID, digest); err != nil {
+			return err
+		}
+	}
+	p.preamble = strings.TrimSuffix(b.String(), "\n")
+	return nil
 }
 
 // strictJSON decodes b into v, refusing unknown fields.
@@ -442,6 +515,9 @@ func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision,
 		}
 		return toolrun.DenyCall(reason), nil
 	case "edit":
+		if !h.serverTool(it.ToolName) {
+			return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: the call of client tool %q cannot be edited: the client runs it with the input it was sent; approve or deny it", it.ID, it.ToolName)
+		}
 		if len(dp.Input) == 0 {
 			return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: an edit needs an input", it.ID)
 		}
@@ -451,6 +527,12 @@ func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision,
 		return toolrun.Decision{Kind: toolrun.Allow, Input: dp.Input}, nil
 	}
 	return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: decision %q; want approve, deny or edit", it.ID, dp.Decision)
+}
+
+// serverTool reports whether name is one of the server's own tools; any
+// other tool a call names is a client's.
+func (h *Handler) serverTool(name string) bool {
+	return slices.ContainsFunc(h.cfg.Tools, func(t toolrun.Tool) bool { return t.Name() == name })
 }
 
 // validateInput checks input against the schema of the server's tool
@@ -540,8 +622,12 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	params := h.cfg.Params
 	params.Messages = nil
 	var userMsgs []anthropic.BetaMessageParam
-	for _, t := range p.texts {
-		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(t)))
+	for i, t := range p.texts {
+		blocks := []anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(t)}
+		if i == 0 && p.preamble != "" {
+			blocks = append([]anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(p.preamble)}, blocks...)
+		}
+		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if p.newThread {
 		params.Messages = userMsgs
@@ -574,6 +660,16 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 				h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
 				return
 			}
+			if it.Kind == kindApproval && clientTools[it.ToolName] && d.Kind == toolrun.Allow {
+				// An approved call of a client tool is the client's to run:
+				// it stays deferred in the State, and waits now for the
+				// client's result instead of a person's decision.
+				if err := h.handOver(ctx, lr, it); err != nil {
+					h.finish(ctx, lr, m, nil, base, err)
+					return
+				}
+				continue
+			}
 			if err := r.Decide(it.ToolCallID, d); err != nil && !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 
 				h.finish(ctx, lr, m, nil, base, err)
@@ -597,6 +693,23 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		res.Pending = r.State().AwaitingApproval()
 	}
 	h.finish(ctx, lr, m, res, base, err)
+}
+
+// handOver makes the approved call of it a client tool's call awaiting
+// the client's result, unless it is one already.
+func (h *Handler) handOver(ctx context.Context, lr *liveRun, it *interrupt) error {
+	its, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND tool_call_id = ? AND kind = ?`, it.Thread, it.ToolCallID, kindClient)
+	if err != nil || len(its) > 0 {
+		return err
+	}
+	now := h.cfg.Now()
+	input := []byte(it.Input)
+	if len(input) == 0 {
+		input = []byte("{}")
+	}
+	_, err = h.cfg.DB.ExecContext(ctx, `INSERT INTO serve_interrupts (`+interruptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)`,
+		newID("int_"), it.Thread, lr.id, it.ToolCallID, it.ToolName, input, clientReason, kindClient, statusPending, timestamp(now), timestamp(now.Add(h.cfg.ApprovalTTL)))
+	return err
 }
 
 // recorder returns a transcript recorder writing the run's file, named
@@ -633,6 +746,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
 			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
 		}
+		h.inbox.notify() // the calls the run answered or made, at once
 	}
 	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
 		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),

@@ -107,6 +107,7 @@ type Handler struct {
 	store sqlStore
 	log   *slog.Logger
 	mux   *http.ServeMux
+	inbox *inbox // the approval inbox, which also continues decided threads
 
 	base   context.Context // the runs' context: ended by Shutdown
 	cancel context.CancelFunc

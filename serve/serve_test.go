@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -761,5 +762,265 @@ func TestDisconnectAndDrainPastGrace(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a run after the drain: %d, want 503", resp.StatusCode)
+	}
+}
+
+// A decision over the JSON API that leaves the thread with no call
+// waiting continues its run, as the inbox's does: the answer names the
+// run, whose events end with the model's answer after the calls ran.
+func TestJSONDecisionContinuesRun(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	decide := func(id string, d map[string]any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(d)
+		resp, err := http.Post(f.url+"/api/interrupts/"+id+"/decision", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			t.Fatalf("deciding %s: %d %v", id, resp.StatusCode, out)
+		}
+		return out
+	}
+	its := interrupts(t, evs)
+	first := decide(its[0]["id"].(string), map[string]any{"decision": "approve"})
+	if first["nextRun"] != "" {
+		t.Fatalf("the first of two decisions started run %v, want none while a call waits", first["nextRun"])
+	}
+	second := decide(its[1]["id"].(string), map[string]any{"decision": "deny", "reason": "not today"})
+	next, _ := second["nextRun"].(string)
+	if next == "" {
+		t.Fatalf("the last decision started no run: %v", second)
+	}
+	resp, err := http.Get(f.url + "/runs/" + next + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = readSSE(t, resp.Body)
+	resp.Body.Close()
+	if len(evs) == 0 || outcome(evs)["type"] != "success" || last(evs)["result"] != "done" {
+		t.Fatalf("the continued run: %v, want success with the model's answer", evs)
+	}
+	ran := f.calls.got()
+	wantCall := `pay{"amount":10}`
+	if its[0]["toolCallId"] == "call_refund" {
+		wantCall = `refund{"amount":20}`
+	}
+	if diff := cmp.Diff([]string{wantCall}, ran); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// A client tool under an approval policy is handed to the client only
+// once a person approves its call: the first run stops with an
+// interrupt, the approval ends the next with pendingToolCallIds, and
+// nothing of the call runs on the server. A denied one never reaches the
+// client, and an edit is refused, since the client has the call's input
+// already.
+func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
+	script := map[string][]toolruntest.Reply{
+		"where am i": {
+			toolruntest.Message(toolruntest.ToolUse("call_loc", "get_location", map[string]any{"precise": true})),
+			toolruntest.Message(toolruntest.Text("you are in Paris")),
+		},
+	}
+	tools := []any{map[string]any{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
+	u := user("u1", "where am i")
+	asst := map[string]any{"id": "a1", "role": "assistant", "toolCalls": []any{map[string]any{"id": "call_loc", "type": "function", "function": map[string]any{"name": "get_location", "arguments": `{"precise":true}`}}}}
+	start := func(t *testing.T, f *fixture) string {
+		t.Helper()
+		_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{u}, map[string]any{"tools": tools}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		its := interrupts(t, evs)
+		if len(its) != 1 || its[0]["toolCallId"] != "call_loc" {
+			t.Fatalf("interrupts %v, want call_loc's", its)
+		}
+		return its[0]["id"].(string)
+	}
+	t.Run("approved", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, body := postJSON(t, f.url+"/api/pending", nil, "GET")
+		if status != 200 || !strings.Contains(body, "get_location") {
+			t.Fatalf("pending: %d %s, want the client tool's call listed", status, body)
+		}
+		_, evs, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "approve"})}}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		o := outcome(evs)
+		if o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("after the approval: outcome %v, want success pending call_loc", o)
+		}
+		if got := toolResultsOf(evs); len(got) != 0 {
+			t.Fatalf("results %v: the client's call ran on the server", got)
+		}
+		res := map[string]any{"id": "m3", "role": "tool", "toolCallId": "call_loc", "content": "Paris"}
+		_, evs, body = post(t, f.url, input("t1", "r3", []map[string]any{u, asst, res}, map[string]any{"tools": tools}))
+		if evs == nil || outcome(evs)["type"] != "success" || last(evs)["result"] != "you are in Paris" {
+			t.Fatalf("answering the approved client tool: %s %v", body, evs)
+		}
+		if status, body := postJSON(t, f.url+"/api/pending", nil, "GET"); status != 200 || strings.Contains(body, "get_location") {
+			t.Errorf("pending at the end: %d %s, want none", status, body)
+		}
+	})
+	t.Run("approved over the JSON API", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, body := postJSON(t, f.url+"/api/interrupts/"+id+"/decision", map[string]any{"decision": "approve"}, "POST")
+		var out struct{ NextRun string }
+		json.Unmarshal([]byte(body), &out)
+		if status != 200 || out.NextRun == "" {
+			t.Fatalf("deciding: %d %s", status, body)
+		}
+		resp, err := http.Get(f.url + "/runs/" + out.NextRun + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := readSSE(t, resp.Body)
+		resp.Body.Close()
+		if len(evs) == 0 {
+			t.Fatal("the continued run has no events")
+		}
+		if o := outcome(evs); o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("the continued run: outcome %v, want success pending call_loc", o)
+		}
+	})
+	t.Run("denied", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		_, evs, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "deny", "reason": "no tracking"})}}))
+		if evs == nil {
+			t.Fatal(body)
+		}
+		if o := outcome(evs); o["type"] != "success" || o["pendingToolCallIds"] != nil {
+			t.Fatalf("after the denial: outcome %v, want success with no call for the client", o)
+		}
+		if got := toolResultsOf(evs)["call_loc"]; !strings.Contains(got, "no tracking") {
+			t.Errorf("result %q, want the denial's reason", got)
+		}
+	})
+	t.Run("edit refused", func(t *testing.T) {
+		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		id := start(t, f)
+		status, _, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "edit", "input": map[string]any{"precise": false}})}}))
+		if status != http.StatusBadRequest || !strings.Contains(body, "client tool") {
+			t.Fatalf("edit: %d %s, want a 400 saying a client tool's call cannot be edited", status, body)
+		}
+		// Nothing changed: the interrupt is still pending and decidable.
+		_, evs, body := post(t, f.url, input("t1", "r3", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "approve"})}}))
+		if evs == nil || fmt.Sprint(outcome(evs)["pendingToolCallIds"]) != "[call_loc]" {
+			t.Fatalf("approving after the refused edit: %s %v", body, evs)
+		}
+	})
+}
+
+// postJSON sends body (nil for none) to url with method and returns the
+// status and the answer's body.
+func postJSON(t *testing.T, url string, body any, method string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, r)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// A client's system and developer messages and its RunAgentInput context
+// reach the model as a preamble of the run's first new user message,
+// beside the server's own system prompt, which they do not replace; a
+// context the thread has already is not repeated; instructions or a new
+// context with no user message to carry them are refused, not dropped.
+func TestClientContextAndSystemMessages(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*toolruntest.Request
+	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+		return toolruntest.Message(toolruntest.Text("ok"))
+	}})
+	f := newFixture(t, nil, nil, func(c *serve.Config) {
+		c.Client = model.Client()
+		c.Params.System = []anthropic.BetaTextBlockParam{{Text: "be brief"}}
+	})
+	lastUser := func(t *testing.T) ([]string, string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		r := seen[len(seen)-1]
+		m := r.Conversation[len(r.Conversation)-1]
+		var texts []string
+		for _, b := range m.Content {
+			texts = append(texts, b.Text)
+		}
+		return texts, string(r.System)
+	}
+	ctx1 := []any{map[string]any{"description": "the user's city", "value": "Paris"}}
+	sys := map[string]any{"id": "s1", "role": "system", "content": "answer in French"}
+	dev := map[string]any{"id": "d1", "role": "developer", "content": "never mention prices"}
+	msgs := []map[string]any{sys, dev, user("u1", "hi")}
+	if status, _, body := post(t, f.url, input("t1", "r1", msgs, map[string]any{"context": ctx1})); status != 200 {
+		t.Fatalf("first run: %d %s", status, body)
+	}
+	texts, system := lastUser(t)
+	want := []string{"Instructions from the client application:\nanswer in French\n\nInstructions from the client application:\nnever mention prices\n\nContext from the client application:\n- the user's city: Paris", "hi"}
+	if diff := cmp.Diff(want, texts); diff != "" {
+		t.Errorf("the first user message (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(system, "be brief") || strings.Contains(system, "French") {
+		t.Errorf("system prompt %s, want the server's alone", system)
+	}
+	// The same context again, and the same system messages: nothing new.
+	msgs = append(msgs, user("u2", "again"))
+	if status, _, body := post(t, f.url, input("t1", "r2", msgs, map[string]any{"context": ctx1})); status != 200 {
+		t.Fatalf("second run: %d %s", status, body)
+	}
+	if texts, _ := lastUser(t); !cmp.Equal(texts, []string{"again"}) {
+		t.Errorf("the second user message %q, want the text alone", texts)
+	}
+	ctx2 := []any{map[string]any{"description": "the user's city", "value": "Lyon"}}
+	tests := []struct {
+		name  string
+		msgs  []map[string]any
+		extra map[string]any
+	}{
+		{"new context, no message", msgs, map[string]any{"context": ctx2}},
+		{"system message, no user message", append(slices.Clone(msgs), map[string]any{"id": "s2", "role": "system", "content": "be rude"}), nil},
+		{"system message of the wrong shape", append(slices.Clone(msgs), map[string]any{"id": "s3", "role": "system", "content": 7}, user("u9", "x")), nil},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := post(t, f.url, input("t1", fmt.Sprintf("bad%d", i), tt.msgs, tt.extra))
+			if status != http.StatusBadRequest {
+				t.Errorf("status %d %s, want 400", status, body)
+			}
+		})
+	}
+	// The refusals changed nothing: the new context goes with the next
+	// user message.
+	msgs = append(msgs, user("u3", "and now"))
+	if status, _, body := post(t, f.url, input("t1", "r3", msgs, map[string]any{"context": ctx2})); status != 200 {
+		t.Fatalf("third run: %d %s", status, body)
+	}
+	if texts, _ := lastUser(t); !cmp.Equal(texts, []string{"Context from the client application:\n- the user's city: Lyon", "and now"}) {
+		t.Errorf("the third user message %q, want Lyon's context and the text", texts)
 	}
 }

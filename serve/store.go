@@ -27,6 +27,8 @@ var schema = []string{
 		reason TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
 		decision BLOB, decided_by TEXT, decided_at TEXT,
 		created_at TEXT NOT NULL, expires_at TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS serve_thread_context (thread_id TEXT PRIMARY KEY, digest TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS serve_inbox_sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL, csrf TEXT NOT NULL, expires_at INTEGER NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS serve_interrupts_thread ON serve_interrupts (thread_id, status)`,
 }
 

@@ -46,6 +46,11 @@ address, which needs --tokens: a JSON file of
 [{"name": "alice", "token": "…", "scopes": ["run", "approve", "read"], "max_runs": 4}].
 --cors names the browser origins allowed (none by default).
 
+--config FILE reads these settings from a JSON object whose keys are the
+flags' names: {"addr": "127.0.0.1:9000", "require-approval": ["pay"],
+"max-turns": 10, "tool-timeout": "1m"}. A flag on the command line
+overrides the file; an unknown key is an error.
+
 Tools and approval are as for "toolrun run": --workdir, --mcp, --mcp-url,
 --approve (ask makes each MCP call an interrupt), and --require-approval
 TOOL for any tool of the server. --script FILE answers with a scripted
@@ -60,6 +65,7 @@ latest user text is TEXT, and "delay_ms" holds a reply back.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		var f serveFlags
 		f.approve = approveAsk
+		fs.StringVar(&f.config, "config", "", "read the settings from the JSON `file`: an object of these flags' names and values; flags given override it")
 		fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen on `host:port` (port 0: any free port)")
 		fs.StringVar(&f.db, "db", "", "keep threads, runs and decisions in the SQLite `file` (default $XDG_STATE_HOME/toolrun/serve.db)")
 		fs.StringVar(&f.tokens, "tokens", "", "accept the bearer tokens of the JSON `file`; required for a non-loopback --addr")
@@ -83,12 +89,18 @@ latest user text is TEXT, and "delay_ms" holds a reply back.`,
 			if len(args) > 0 {
 				return c.usageError("serve", "serve takes no arguments, got %q", args[0])
 			}
+			if f.config != "" {
+				if err := applyConfig(fs, f.config); err != nil {
+					return c.usageError("serve", "--config %v", err)
+				}
+			}
 			return c.serve(ctx, f)
 		}
 	},
 }
 
 type serveFlags struct {
+	config                 string
 	addr, db, tokens, cors string
 	model, system          string
 	maxTurns, maxTokens    int
