@@ -565,8 +565,11 @@ func (h *Handler) validateInput(name string, input json.RawMessage) error {
 }
 
 // decide records d for it, if it is still pending: the first decision
-// wins, here as in the runner.
+// wins, here as in the runner. The decision carries by and now
+// ([toolrun.Decision].Who and At), so that the run's State, its events
+// and its transcript name the person and the moment, not the resume.
 func decide(ctx context.Context, q querier, it *interrupt, d toolrun.Decision, by string, now time.Time) error {
+	d.Who, d.At = by, now.UTC()
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err

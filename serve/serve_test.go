@@ -1024,3 +1024,63 @@ func TestClientContextAndSystemMessages(t *testing.T) {
 		t.Errorf("the third user message %q, want Lyon's context and the text", texts)
 	}
 }
+
+// A person's decision names who took it and when, in the run's
+// transcript: the identity the server knows the decider by (on loopback
+// without tokens, "local"), and the decision's own time, not the time the
+// run went on.
+func TestDecisionsNameTheirTaker(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), func(c *serve.Config) { c.RecordDir = dir })
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	before := time.Now().UTC()
+	var next string
+	for _, it := range interrupts(t, evs) {
+		b, _ := json.Marshal(map[string]any{"decision": "approve"})
+		resp, err := http.Post(f.url+"/api/interrupts/"+it["id"].(string)+"/decision", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("deciding: %d %v", resp.StatusCode, out)
+		}
+		if n, _ := out["nextRun"].(string); n != "" {
+			next = n
+		}
+	}
+	if next == "" {
+		t.Fatal("the decisions started no run")
+	}
+	resp, err := http.Get(f.url + "/runs/" + next + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSSE(t, resp.Body)
+	resp.Body.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	people := 0
+	for _, file := range files {
+		tr, err := transcript.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range tr.Entries {
+			if e.Type != transcript.TypeDecision || e.By != string(toolrun.ByApproval) {
+				continue
+			}
+			people++
+			if d := e.Decision; d.Who != "local" || d.At.Before(before.Add(-time.Second)) || d.At.After(time.Now().UTC()) {
+				t.Errorf("a person's decision of %s: who %q at %v, want %q between %v and now", e.ToolUseID, d.Who, d.At, "local", before)
+			}
+		}
+	}
+	if people != 2 {
+		t.Errorf("%d decisions by a person in the transcripts %v, want 2", people, files)
+	}
+}
