@@ -84,6 +84,10 @@
 // data that round-trips through JSON (signed with [Options.StateKey]), and
 // [Resume] continues it — in another process if need be — once
 // [Runner.Decide] has the decisions. No call that already ran runs again.
+// A decision is recorded in the State and stands in every runner resumed
+// from it: the policies are asked once per call, and [ToolDecided] is sent
+// once. A person's answer to a deferral is taken by the rules once more, so
+// that a deny rule still wins over it.
 //
 // # Hooks
 //
@@ -147,7 +151,14 @@
 // [Runner.Run] streams too, without handing out the events. A stream that
 // fails midway, or sends nothing for [Timeouts.StreamIdle], is
 // requested again ([Options.StreamRetry]) and nothing from it reaches the
-// history; no call starts before its response is whole.
+// history; no call starts before its response is whole. A turn's attempts
+// share one idle bound, [Timeouts.StreamIdleTotal]: the silence that ended
+// each failed attempt and the waits before each retry count against it,
+// and a retry gets what is left. Once it is used up the turn fails with a
+// [*TimeoutError] whose Total is set, so a model that stalls on every
+// attempt ends the turn within about two minutes by default, as a response
+// that is not streamed does ([Timeouts.Request]), while a stream that keeps
+// sending may take as long as its answer needs.
 //
 // # Context and cost
 //
