@@ -48,9 +48,8 @@ type Options struct {
 	MaxTurns int
 
 	// MaxParallelTools bounds the calls of one turn that run at once. Zero
-	// means 128, more than a response holds in practice: a turn's calls,
-	// mostly waiting on I/O, all run at once, as the official runner runs
-	// them. A tool sharing a scarce resource bounds its own calls with
+	// means 128: a turn's calls, mostly waiting on I/O, all run at once, as
+	// the official runner runs them; bound a scarce resource's tool with
 	// [ToolConfig].MaxParallel. 1 runs them one after another.
 	MaxParallelTools int
 
@@ -100,9 +99,8 @@ type Options struct {
 	Budget Budget
 
 	// MaxResultBytes bounds the text of each tool result sent to the model,
-	// for tools that set no [ToolConfig.MaxResultBytes]; a longer one is
-	// truncated with a note saying so. Zero means 100,000; a negative value
-	// means no bound.
+	// for tools that set no [ToolConfig.MaxResultBytes]; a longer one is cut,
+	// with a note saying so. Zero means 100,000; negative means no bound.
 	MaxResultBytes int
 
 	// NoCache turns off prompt caching: by default every request carries a
@@ -123,9 +121,8 @@ type Options struct {
 	NoThread bool
 
 	// Stream, if true, streams every response, with its text, thinking and
-	// tool input as [Delta] events; a stream that fails after it began is
-	// requested again per StreamRetry. No call starts before its response
-	// is whole.
+	// tool input as [Delta] events; a failed stream is requested again per
+	// StreamRetry. No call starts before its response is whole.
 	Stream bool
 
 	// StreamRetry says how a failed stream is requested again. The zero
