@@ -12,7 +12,8 @@ import (
 var measured = regexp.MustCompile(`×\d[\d.,]*|\d[\d.,]*\s?(µs|ms|KiB|MiB|GiB|×)`)
 
 // TestProseNumbersInTables: every figure BENCHMARKS.md quotes outside its
-// generated blocks (and outside fenced command output) appears in them, so
+// generated blocks (the root bench's, bench/cost's and the Temporal
+// module's; and outside fenced command output) appears in them, so
 // the prose cannot go stale while the tables move on.
 func TestProseNumbersInTables(t *testing.T) {
 	b, err := os.ReadFile("../BENCHMARKS.md")
@@ -23,9 +24,9 @@ func TestProseNumbersInTables(t *testing.T) {
 	inGen, inFence := false, false
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
-		case strings.HasPrefix(line, "<!-- bench: begin"), strings.HasPrefix(line, "<!-- cost:begin"):
+		case strings.HasPrefix(line, "<!-- bench: begin"), strings.HasPrefix(line, "<!-- cost:begin"), strings.HasPrefix(line, "<!-- temporal-bench:begin"):
 			inGen = true
-		case strings.HasPrefix(line, "<!-- bench: end"), strings.HasPrefix(line, "<!-- cost:end"):
+		case strings.HasPrefix(line, "<!-- bench: end"), strings.HasPrefix(line, "<!-- cost:end"), strings.HasPrefix(line, "<!-- temporal-bench:end"):
 			inGen = false
 		case strings.HasPrefix(line, "```"):
 			inFence = !inFence
