@@ -22,6 +22,12 @@ import (
 // the ones the routes need, and a second backend decides which of them
 // stay and what they take before users are asked to implement it.
 type backend interface {
+	// start checks and records the request in to run as id, and starts
+	// the run, whose first event (RUN_STARTED) is recorded when it
+	// returns; it reports whether the run's forwardedProps ask for it to
+	// be cancelled when its client goes away. ctx bounds the checks, not
+	// the run.
+	start(ctx context.Context, in *runInput, id identity) (cancelOnEOF bool, err error)
 	// runOwner returns the name of the token that started run, or an
 	// error wrapping errNoRun if there is no such run.
 	runOwner(ctx context.Context, run string) (string, error)
@@ -53,6 +59,14 @@ var errNoRun = errors.New("no such run")
 // sqlBackend keeps everything in the server's database and runs the runs
 // in this process.
 type sqlBackend struct{ h *Handler }
+
+func (b sqlBackend) start(ctx context.Context, in *runInput, id identity) (bool, error) {
+	_, p, err := b.h.startRun(ctx, in, id)
+	if err != nil {
+		return false, err
+	}
+	return p.cancelOnEOF, nil
+}
 
 func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
 	var owner string

@@ -112,14 +112,14 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		httpError(w, http.StatusBadRequest, "bad_input", "threadId and runId must be 1 to 200 printable ASCII characters")
 		return
 	}
-	lr, p, err := h.startRun(r.Context(), &in, id)
+	cancelOnEOF, err := h.be.start(r.Context(), &in, id)
 	if err != nil {
 		h.writeError(w, err)
 		return
 	}
-	h.stream(w, r, lr.id, 0)
-	if p.cancelOnEOF && r.Context().Err() != nil {
-		lr.cancel()
+	h.stream(w, r, in.RunID, 0)
+	if cancelOnEOF && r.Context().Err() != nil {
+		h.be.cancel(in.RunID, id.name)
 	}
 }
 
