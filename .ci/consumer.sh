@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-nested=(sqlitestore toolrunotel temporal)
+nested=(sqlitestore toolrunotel temporal cmd/toolrun)
 version=
 for m in "${nested[@]}"; do
   v=$(awk '$1 == "github.com/toolrun/toolrun" {print $2} $1 == "require" && $2 == "github.com/toolrun/toolrun" {print $3}' "$m/go.mod" | head -1)
@@ -140,7 +140,7 @@ TMPDIR="$work" ./consumer
 
 for m in "${nested[@]}"; do
   echo "== consumer: $m alone (GOWORK=off), the root from the proxy"
-  mkdir -p "$work/alone"
+  mkdir -p "$(dirname "$work/alone/$m")"
   cp -R "$repo/$m" "$work/alone/$m"
   (cd "$work/alone/$m" && go build ./... && go vet ./...)
 done

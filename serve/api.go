@@ -24,12 +24,7 @@ type pendingCall struct {
 // handlePending lists the calls awaiting a person's decision, newest
 // first; ?thread= keeps one thread's.
 func (h *Handler) handlePending(w http.ResponseWriter, r *http.Request, _ identity) {
-	where, args := `status = ? AND kind = ?`, []any{statusPending, kindApproval}
-	if t := r.URL.Query().Get("thread"); t != "" {
-		where += ` AND thread_id = ?`
-		args = append(args, t)
-	}
-	its, err := queryInterrupts(r.Context(), h.cfg.DB, where, args...)
+	its, err := h.be.pending(r.Context(), r.URL.Query().Get("thread"))
 	if err != nil {
 		h.writeError(w, err)
 		return
@@ -61,16 +56,15 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())
 		return
 	}
-	its, err := queryInterrupts(r.Context(), h.cfg.DB, `id = ?`, r.PathValue("id"))
+	it, err := h.be.interrupt(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.writeError(w, err)
 		return
 	}
-	if len(its) == 0 {
+	if it == nil {
 		httpError(w, http.StatusNotFound, "not_pending", "no such interrupt")
 		return
 	}
-	it := its[0]
 	now := h.cfg.Now()
 	if err := h.checkDecidable(it, ""); err != nil {
 		h.writeError(w, err)
@@ -85,12 +79,12 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 		h.writeError(w, err)
 		return
 	}
-	if err := decide(r.Context(), h.cfg.DB, it, d, id.name, now); err != nil {
+	if err := h.be.decide(r.Context(), it, d, id.name, now); err != nil {
 		h.writeError(w, err)
 		return
 	}
 	h.inbox.notify()
-	next := h.inbox.goOn(it.Thread)
+	next := h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decidedBy": id.name, "decidedAt": timestamp(now), "nextRun": next})
 }

@@ -471,7 +471,7 @@ func summarize(m wireMessage) string {
 // pendingCalls lists the calls awaiting a person, newest first, with
 // what the inbox shows of each.
 func (ib *inbox) pendingCalls(ctx context.Context) ([]inboxCall, error) {
-	its, err := queryInterrupts(ctx, ib.h.cfg.DB, `status = ? AND kind = ?`, statusPending, kindApproval)
+	its, err := ib.h.be.pending(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -589,16 +589,15 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		return
 	}
 	ctx := r.Context()
-	its, err := queryInterrupts(ctx, ib.h.cfg.DB, `id = ? AND kind = ?`, r.PathValue("id"), kindApproval)
+	it, err := ib.h.be.interrupt(ctx, r.PathValue("id"))
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
-	if len(its) == 0 {
+	if it == nil || it.Kind != kindApproval {
 		httpError(w, http.StatusNotFound, "not_pending", "no such pending call")
 		return
 	}
-	it := its[0]
 	if it.Status != statusPending {
 		ib.alreadyDecided(w, it)
 		return
@@ -626,11 +625,11 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		return
 	}
 	d.Always = body.Always && d.Kind == toolrun.Allow
-	if err := decide(ctx, ib.h.cfg.DB, it, d, s.name, now); err != nil {
+	if err := ib.h.be.decide(ctx, it, d, s.name, now); err != nil {
 		var re *requestError
 		if errors.As(err, &re) && re.code == "already_decided" {
-			if its, err := queryInterrupts(ctx, ib.h.cfg.DB, `id = ?`, it.ID); err == nil && len(its) == 1 {
-				ib.alreadyDecided(w, its[0])
+			if it, err := ib.h.be.interrupt(ctx, it.ID); err == nil && it != nil {
+				ib.alreadyDecided(w, it)
 				return
 			}
 		}
@@ -640,15 +639,17 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 	if d.Always {
 		// The runner allows the tool's later calls; its other calls
 		// waiting now are allowed here, so none is left asking.
-		others, err := queryInterrupts(ctx, ib.h.cfg.DB, `thread_id = ? AND tool_name = ? AND status = ? AND kind = ?`, it.Thread, it.ToolName, statusPending, kindApproval)
+		others, err := ib.h.be.pending(ctx, it.Thread)
 		if err == nil {
 			for _, o := range others {
-				decide(ctx, ib.h.cfg.DB, o, toolrun.Decision{Kind: toolrun.Allow, Always: true}, s.name, now)
+				if o.ToolName == it.ToolName {
+					ib.h.be.decide(ctx, o, toolrun.Decision{Kind: toolrun.Allow, Always: true}, s.name, now)
+				}
 			}
 		}
 	}
 	ib.notify()
-	next := ib.goOn(it.Thread)
+	next := ib.h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.name, "decidedAt": timestamp(now), "nextRun": next})
 }

@@ -988,3 +988,55 @@ func TestInboxSessionSurvivesRestart(t *testing.T) {
 		t.Errorf("after logging out: %d, want 401", resp.StatusCode)
 	}
 }
+
+// TestInboxAlwaysAllowsTheToolsOtherWaitingCalls checks that "always
+// allow" on one call allows the same tool's other calls waiting with it,
+// and leaves another tool's call waiting for its own decision.
+func TestInboxAlwaysAllowsTheToolsOtherWaitingCalls(t *testing.T) {
+	note, err := toolrun.NewRawTool("note", "writes a note", []byte(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+		func(ctx context.Context, in json.RawMessage) (string, error) { return "noted", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := []toolruntest.Reply{
+		toolruntest.Message(
+			toolruntest.ToolUse("toolu_pay1", "pay", map[string]any{"amount": 1}),
+			toolruntest.ToolUse("toolu_pay2", "pay", map[string]any{"amount": 2}),
+			toolruntest.ToolUse("toolu_note", "note", map[string]any{"text": "hi"}),
+		),
+		toolruntest.Message(toolruntest.Text("all done")),
+	}
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"three calls": three}, note)
+	e.start(t, "thread-three", "three calls")
+	byCall := func() map[string]string {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/api/pending", nil)
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Pending []struct{ ID, ToolCallID string }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range body.Pending {
+			out[p.ToolCallID] = p.ID
+		}
+		return out
+	}
+	pending := byCall()
+	if len(pending) != 3 {
+		t.Fatalf("pending calls: got %v, want three", pending)
+	}
+	c, csrf := e.login(t, aliceToken)
+	if s, body := e.decideWith(t, c, pending["toolu_pay1"], csrf, `{"decision":"approve","always":true}`); s != http.StatusOK {
+		t.Fatalf("always allow: got %d %s, want 200", s, body)
+	}
+	if diff := cmp.Diff(map[string]string{"toolu_note": pending["toolu_note"]}, byCall()); diff != "" {
+		t.Errorf("pending after always allowing pay (-want +got):\n%s", diff)
+	}
+}

@@ -112,14 +112,14 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 		httpError(w, http.StatusBadRequest, "bad_input", "threadId and runId must be 1 to 200 printable ASCII characters")
 		return
 	}
-	lr, p, err := h.startRun(r.Context(), &in, id)
+	cancelOnEOF, err := h.be.start(r.Context(), &in, id)
 	if err != nil {
 		h.writeError(w, err)
 		return
 	}
-	h.stream(w, r, lr.id, 0)
-	if p.cancelOnEOF && r.Context().Err() != nil {
-		lr.cancel()
+	h.stream(w, r, in.RunID, 0)
+	if cancelOnEOF && r.Context().Err() != nil {
+		h.be.cancel(in.RunID, id.name)
 	}
 }
 
@@ -1013,25 +1013,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	for {
-		h.mu.Lock()
-		lr := h.runs[id]
-		h.mu.Unlock()
-		var next <-chan struct{}
-		if lr != nil {
-			next = lr.wait()
-		}
-		rows, err := h.cfg.DB.QueryContext(r.Context(), `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq`, id, after)
-		if err != nil {
-			return
-		}
+		next := h.be.follow(id)
 		done := false
-		for rows.Next() {
-			var seq int64
-			var data []byte
-			if err := rows.Scan(&seq, &data); err != nil {
-				rows.Close()
-				return
-			}
+		err := h.be.eventsAfter(r.Context(), id, after, func(seq int64, data []byte) bool {
 			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
 			after = seq
 			var t struct{ Type string }
@@ -1039,12 +1023,15 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 			if t.Type == "RUN_FINISHED" || t.Type == "RUN_ERROR" {
 				done = true
 			}
+			return true
+		})
+		if err != nil {
+			return
 		}
-		rows.Close()
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if done || lr == nil {
+		if done || next == nil {
 			return
 		}
 		select {
@@ -1058,9 +1045,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 // handleEvents streams a run's events after Last-Event-ID.
 func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identity) {
 	runID := r.PathValue("run")
-	var owner string
-	err := h.cfg.DB.QueryRowContext(r.Context(), `SELECT owner FROM serve_runs WHERE id = ?`, runID).Scan(&owner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != id.name && !id.can(ScopeRead)) {
+	owner, err := h.be.runOwner(r.Context(), runID)
+	if errors.Is(err, errNoRun) || (err == nil && owner != id.name && !id.can(ScopeRead)) {
 		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no run %q", runID))
 		return
 	}
@@ -1082,14 +1068,10 @@ func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identi
 // cancelled, its State saved.
 func (h *Handler) handleCancel(w http.ResponseWriter, r *http.Request, id identity) {
 	runID := r.PathValue("run")
-	h.mu.Lock()
-	lr := h.runs[runID]
-	h.mu.Unlock()
-	if lr == nil || lr.owner != id.name {
+	if !h.be.cancel(runID, id.name) {
 		httpError(w, http.StatusNotFound, "not_running", fmt.Sprintf("no run %q in flight", runID))
 		return
 	}
-	lr.cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintf(w, "{\"runId\":%q,\"status\":\"cancelling\"}\n", runID)

@@ -105,6 +105,7 @@ type Config struct {
 type Handler struct {
 	cfg   Config
 	store sqlStore
+	be    backend // where the routes find runs, events and interrupts
 	log   *slog.Logger
 	mux   *http.ServeMux
 	inbox *inbox // the approval inbox, which also continues decided threads
@@ -181,6 +182,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		runs:     map[string]*liveRun{},
 		perToken: map[string]int{},
 	}
+	h.be = sqlBackend{h}
 	h.base, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := h.closeOrphans(ctx); err != nil {
 		return nil, fmt.Errorf("serve: closing the runs of a stopped server: %w", err)

@@ -1,0 +1,141 @@
+package serve
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolrun/toolrun"
+)
+
+// backend is where the server's runs are kept: their events, the calls
+// awaiting a person and the decisions on them. The HTTP layer (the AG-UI
+// event stream, the JSON API) speaks only to it, so that a backend other
+// than the server's own database (runs as Temporal workflows, listed from
+// their search attributes and decided by signal while no worker runs) can
+// stand behind the same routes. sqlBackend, the server's database and its
+// runs in process, is the one there is.
+//
+// It is unexported while one implementation shapes it: the methods are
+// the ones the routes need, and a second backend decides which of them
+// stay and what they take before users are asked to implement it.
+type backend interface {
+	// start checks and records the request in to run as id, and starts
+	// the run, whose first event (RUN_STARTED) is recorded when it
+	// returns; it reports whether the run's forwardedProps ask for it to
+	// be cancelled when its client goes away. ctx bounds the checks, not
+	// the run.
+	start(ctx context.Context, in *runInput, id identity) (cancelOnEOF bool, err error)
+	// runOwner returns the name of the token that started run, or an
+	// error wrapping errNoRun if there is no such run.
+	runOwner(ctx context.Context, run string) (string, error)
+	// eventsAfter calls yield with each recorded event of run numbered
+	// above after, in order, until yield returns false.
+	eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error
+	// follow returns a channel closed at run's next event, or nil if run
+	// is not in flight here, so its recorded events are all it has.
+	follow(run string) <-chan struct{}
+	// pending lists the calls awaiting a person's decision, oldest first;
+	// a non-empty thread keeps that thread's.
+	pending(ctx context.Context, thread string) ([]*interrupt, error)
+	// interrupt returns the interrupt id, or nil if there is none.
+	interrupt(ctx context.Context, id string) (*interrupt, error)
+	// decide records d on it, taken by by at now, if it is still pending;
+	// otherwise it returns a requestError with the code already_decided.
+	decide(ctx context.Context, it *interrupt, d toolrun.Decision, by string, now time.Time) error
+	// goOn continues thread once no call of it waits, and returns the new
+	// run's id, or "" if it started none.
+	goOn(thread string) string
+	// cancel cancels run, if it is in flight and owner started it, and
+	// reports whether it did.
+	cancel(run, owner string) bool
+}
+
+// errNoRun is the error of a run the backend does not have.
+var errNoRun = errors.New("no such run")
+
+// sqlBackend keeps everything in the server's database and runs the runs
+// in this process.
+type sqlBackend struct{ h *Handler }
+
+func (b sqlBackend) start(ctx context.Context, in *runInput, id identity) (bool, error) {
+	_, p, err := b.h.startRun(ctx, in, id)
+	if err != nil {
+		return false, err
+	}
+	return p.cancelOnEOF, nil
+}
+
+func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
+	var owner string
+	err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT owner FROM serve_runs WHERE id = ?`, run).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("run %q: %w", run, errNoRun)
+	}
+	return owner, err
+}
+
+func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error {
+	rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq`, run, after)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var data []byte
+		if err := rows.Scan(&seq, &data); err != nil {
+			return err
+		}
+		if !yield(seq, data) {
+			return nil
+		}
+	}
+	return rows.Err()
+}
+
+func (b sqlBackend) follow(run string) <-chan struct{} {
+	b.h.mu.Lock()
+	lr := b.h.runs[run]
+	b.h.mu.Unlock()
+	if lr == nil {
+		return nil
+	}
+	return lr.wait()
+}
+
+func (b sqlBackend) pending(ctx context.Context, thread string) ([]*interrupt, error) {
+	where, args := `status = ? AND kind = ?`, []any{statusPending, kindApproval}
+	if thread != "" {
+		where += ` AND thread_id = ?`
+		args = append(args, thread)
+	}
+	return queryInterrupts(ctx, b.h.cfg.DB, where, args...)
+}
+
+func (b sqlBackend) interrupt(ctx context.Context, id string) (*interrupt, error) {
+	its, err := queryInterrupts(ctx, b.h.cfg.DB, `id = ?`, id)
+	if err != nil || len(its) == 0 {
+		return nil, err
+	}
+	return its[0], nil
+}
+
+func (b sqlBackend) decide(ctx context.Context, it *interrupt, d toolrun.Decision, by string, now time.Time) error {
+	return decide(ctx, b.h.cfg.DB, it, d, by, now)
+}
+
+func (b sqlBackend) goOn(thread string) string { return b.h.inbox.goOn(thread) }
+
+func (b sqlBackend) cancel(run, owner string) bool {
+	b.h.mu.Lock()
+	lr := b.h.runs[run]
+	b.h.mu.Unlock()
+	if lr == nil || lr.owner != owner {
+		return false
+	}
+	lr.cancel()
+	return true
+}
