@@ -11,11 +11,14 @@ import (
 // made on another machine is recorded in the driver's State.
 
 // CallQueue hands out the planned calls of one turn in the order and
-// groups the runner's executor runs them: the groups of [Batches], one
-// after another; within a group, at most the turn's bound of calls at
-// once ([Options.MaxParallelTools]) and at most [ToolConfig.MaxParallel]
-// calls of one tool; and once [CallQueue.Stop] is called (a call's answer
-// ended the run) no call starts. It does no I/O and reads no clock, so a
+// groups they may run in, and is the one implementation of that rule: the
+// runner's executor starts its calls through one, and a driver that
+// schedules calls itself uses one to run them as the runner would. The
+// rule: the groups of [Batches], one after another; within a group, at
+// most the turn's bound of calls at once ([Options.MaxParallelTools]) and
+// at most [ToolConfig.MaxParallel] calls of one tool; and once
+// [CallQueue.Stop] is called (a call's answer ended the run) no call
+// starts. It does no I/O and reads no clock, so a
 // deterministic workflow may use it.
 //
 // A CallQueue is not safe for concurrent use.
@@ -44,8 +47,7 @@ func NewCallQueue(calls []PlannedCall, maxParallel int) *CallQueue {
 // none may: the queue is stopped, every call has started, or the calls
 // that may not start yet wait for running ones to be [CallQueue.Done]. A
 // call that waits for its tool's MaxParallel does not hold back a later
-// call of its group, as in the executor, where each call waits for its
-// own tool's slot.
+// call of its group: each call waits only for its own tool's place.
 func (q *CallQueue) Start() (PlannedCall, bool) { return q.pick(true) }
 
 // Ready reports whether [CallQueue.Start] would return a call now, and

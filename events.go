@@ -119,7 +119,10 @@ type ToolDecided struct {
 	By       DecidedBy
 }
 
-// ToolStarted is sent when a call starts to run.
+// ToolStarted is sent when a call starts to run. Call is the call as the
+// tool gets it: its Input is the decision's edit (a policy's or a
+// person's) if there is one, else the model's, in bytes of the observer's
+// own.
 type ToolStarted struct {
 	Turn int
 	Call ToolCall

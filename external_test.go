@@ -338,8 +338,8 @@ func TestResumedRunnerKeepsDecision(t *testing.T) {
 	if got := asked.get("t1"); got != 1 {
 		t.Errorf("the policy was asked %d times, want 1: by Advance's runner alone", got)
 	}
-	// ToolStarted carries the model's call, as in Next; the tool ran with Lyon.
-	want := []string{"decided policy", `started {"city":"Paris"}`, "finished t1"}
+	// ToolStarted carries the call as it runs: with the policy's Lyon.
+	want := []string{"decided policy", `started {"city":"Lyon"}`, "finished t1"}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
