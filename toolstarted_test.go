@@ -22,7 +22,7 @@ func TestToolStartedCarriesTheInputThatRuns(t *testing.T) {
 		policy toolrun.Policy
 		person *toolrun.Decision // the answer to the policy's Defer
 	}{
-		{name: "policy edit", policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
+		{name: "policy edit", policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 			return toolrun.Decision{Kind: toolrun.Allow, Input: lyon}
 		}},
 		{name: "person's edit", policy: toolrun.RequireApproval("check"), person: &toolrun.Decision{Kind: toolrun.Allow, Input: lyon}},
