@@ -28,7 +28,7 @@ type CallQueue struct {
 	batch   int            // the group being run
 	next    int            // the next call of that group to start
 	running int            // calls started and not done
-	perTool map[string]int // running calls by tool name
+	perTool map[string]int // running calls by tool name, of tools with a MaxParallel
 	byID    map[string]string
 	stopped bool
 }
@@ -40,7 +40,7 @@ func NewCallQueue(calls []PlannedCall, maxParallel int) *CallQueue {
 	if maxParallel <= 0 {
 		maxParallel = DefaultMaxParallelTools
 	}
-	return &CallQueue{batches: Batches(slices.Clone(calls)), limit: maxParallel, perTool: map[string]int{}, byID: map[string]string{}}
+	return &CallQueue{batches: Batches(slices.Clone(calls)), limit: maxParallel, byID: make(map[string]string, len(calls))}
 }
 
 // Start returns a call that may start now, and marks it running; false if
@@ -85,7 +85,12 @@ func (q *CallQueue) pick(start bool) (PlannedCall, bool) {
 			b[q.next] = p
 			q.next++
 			q.running++
-			q.perTool[p.Call.Name]++
+			if p.MaxParallel > 0 {
+				if q.perTool == nil {
+					q.perTool = map[string]int{}
+				}
+				q.perTool[p.Call.Name]++
+			}
 			q.byID[p.Call.ID] = p.Call.Name
 			return p, true
 		}
@@ -104,7 +109,9 @@ func (q *CallQueue) Done(toolUseID string) {
 	}
 	delete(q.byID, toolUseID)
 	q.running--
-	q.perTool[name]--
+	if q.perTool[name] > 0 {
+		q.perTool[name]--
+	}
 }
 
 // Stop makes the queue start no more calls: a call's answer ended the
