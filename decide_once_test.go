@@ -61,7 +61,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			var events []string
 			opts := &toolrun.Options{
 				Logger: discard(),
-				Policy: func(_ context.Context, c toolrun.ToolCall) toolrun.Decision {
+				Policy: func(_ context.Context, c toolrun.PolicyCall) toolrun.Decision {
 					asked.inc(c.ID)
 					switch {
 					case c.ID == "t1":

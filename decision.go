@@ -154,18 +154,18 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 // context ends is not taken (a policy may have given up for want of an
 // answer): the run stops with the call undecided, and the policies are
 // asked again when it goes on.
-type Policy func(ctx context.Context, call ToolCall) Decision
+type Policy func(ctx context.Context, call PolicyCall) Decision
 
 // RequireApproval is a policy that defers every call to a person.
 func RequireApproval(reason string) Policy {
-	return func(context.Context, ToolCall) Decision { return DeferCall(reason) }
+	return func(context.Context, PolicyCall) Decision { return DeferCall(reason) }
 }
 
 // DenyTools is a policy that denies the calls of the named tools and has
 // nothing to say about the others. With no names it denies nothing.
 func DenyTools(names ...string) Policy {
 	names = slices.Clone(names)
-	return func(_ context.Context, call ToolCall) Decision {
+	return func(_ context.Context, call PolicyCall) Decision {
 		if slices.Contains(names, call.Name) {
 			return notAllowed(call.Name)
 		}
@@ -178,7 +178,7 @@ func DenyTools(names ...string) Policy {
 // denies every call.
 func AllowOnly(names ...string) Policy {
 	names = slices.Clone(names)
-	return func(_ context.Context, call ToolCall) Decision {
+	return func(_ context.Context, call PolicyCall) Decision {
 		if !slices.Contains(names, call.Name) {
 			return notAllowed(call.Name)
 		}
@@ -200,25 +200,44 @@ func notAllowed(name string) Decision {
 // With no policy to say otherwise it allows the call.
 //
 // In a runner, an edited input is validated against the tool's schema
-// before the next policy sees it; an invalid edit ends the chain and the
-// call is answered with a *[ValidationError]. Chain is the rule the runner
+// ([PolicyCall.Validate], which the call carries to the Chain whatever
+// context it is asked with) before the next policy sees it; an invalid
+// edit ends the chain and the call is answered with a *[ValidationError]. Chain is the rule the runner
 // itself applies to Options.Policy and the tool's Policy (see [Policy]),
 // so a Chain nested in Options.Policy decides as if its policies were
 // listed there.
 func Chain(policies ...Policy) Policy {
 	policies = slices.Clone(policies)
-	return func(ctx context.Context, call ToolCall) Decision {
-		valid, _ := ctx.Value(validatorKey{}).(func(json.RawMessage) error)
-		v, _ := askChain(call, policies, func(_ int, p Policy, call ToolCall) (Decision, error) {
+	return func(ctx context.Context, call PolicyCall) Decision {
+		v, _ := askChain(call, policies, func(_ int, p Policy, call PolicyCall) (Decision, error) {
 			return p(ctx, call), nil
-		}, valid)
+		})
 		return v.decision()
 	}
 }
 
-// validatorKey is the context key under which a runner hands its policies
-// the validation of the call's input, for a [Chain] to check an edit.
-type validatorKey struct{}
+// PolicyCall is the call a [Policy] decides: the model's call (or a
+// person's or an earlier policy's edit of its input), with the runner's
+// check of an input against the tool's schema, so that a [Chain] in a
+// policy checks an edit before the policies after it see it. A policy
+// that asks another passes its PolicyCall on, with Input changed if it
+// edits it; a PolicyCall made outside a runner (a test asking a policy
+// itself) checks nothing.
+type PolicyCall struct {
+	ToolCall
+	valid func(json.RawMessage) error // the runner's validation; nil outside a runner
+}
+
+// Validate reports whether input is valid input for the call's tool, as
+// the runner checks it before the tool runs: nil, or a *[ValidationError].
+// Outside a runner it reports nil, since there is no schema to check
+// against.
+func (c PolicyCall) Validate(input json.RawMessage) error {
+	if c.valid == nil {
+		return nil
+	}
+	return c.valid(input)
+}
 
 // chainVerdict is what asking a chain of policies found.
 type chainVerdict struct {
@@ -233,10 +252,10 @@ type chainVerdict struct {
 
 // askChain is the one implementation of the rule [Chain] documents, for
 // Chain and for the runner's own Options.Policy and tool Policy. It asks
-// each non-nil policies[i] through ask (which may guard the call);
-// valid, if non-nil, checks an edited input before the next policy sees
-// it. The error is ask's.
-func askChain(call ToolCall, policies []Policy, ask func(i int, p Policy, call ToolCall) (Decision, error), valid func(json.RawMessage) error) (chainVerdict, error) {
+// each non-nil policies[i] through ask (which may guard the call); the
+// call's [PolicyCall.Validate] checks an edited input before the next
+// policy sees it. The error is ask's.
+func askChain(call PolicyCall, policies []Policy, ask func(i int, p Policy, call PolicyCall) (Decision, error)) (chainVerdict, error) {
 	var v chainVerdict
 	for i, p := range policies {
 		if p == nil {
@@ -264,11 +283,9 @@ func askChain(call ToolCall, policies []Policy, ask func(i int, p Policy, call T
 		}
 		if (d.Kind == Allow || d.Kind == Defer) && len(d.Input) > 0 {
 			v.edit, v.editAt = d.Input, i
-			if valid != nil {
-				if err := valid(d.Input); err != nil {
-					v.invalid = err
-					return v, nil
-				}
+			if err := call.Validate(d.Input); err != nil {
+				v.invalid = err
+				return v, nil
 			}
 			call.Input = d.Input
 		}
@@ -300,7 +317,7 @@ func (v chainVerdict) decision() Decision {
 // is input that does not decode; both are denied with the reason.
 func PolicyFunc[In any](decide func(ctx context.Context, in In) Decision) Policy {
 	t := reflect.TypeFor[In]()
-	return func(ctx context.Context, call ToolCall) Decision {
+	return func(ctx context.Context, call PolicyCall) Decision {
 		var in In
 		if len(call.Input) > 0 {
 			if msg := caseMismatch(t, call.Input, ""); msg != "" {
@@ -481,13 +498,13 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	hooks := [...]string{"Policy", "ToolConfig.Policy"}
 	var v chainVerdict
 	if policies[0] != nil || policies[1] != nil {
-		valid := func(in json.RawMessage) error { return r.validate(ctx, e, in) }
-		pctx := context.WithValue(ctx, validatorKey{}, valid) // for a Chain in a policy
+		// The validation travels with the call, for a Chain in a policy.
+		pc := PolicyCall{ToolCall: call, valid: func(in json.RawMessage) error { return r.validate(ctx, e, in) }}
 		var err error
-		v, err = askChain(call, policies[:], func(i int, p Policy, call ToolCall) (d Decision, err error) {
-			err = r.callHook(ctx, hooks[i], func() error { d = p(pctx, call); return nil })
+		v, err = askChain(pc, policies[:], func(i int, p Policy, call PolicyCall) (d Decision, err error) {
+			err = r.callHook(ctx, hooks[i], func() error { d = p(ctx, call); return nil })
 			return d, err
-		}, valid)
+		})
 		if err != nil {
 			return Decision{}, "", nil, err
 		}

@@ -175,6 +175,10 @@ func sentIsState(t *testing.T, seed uint64) {
 					e.Params.Tools[0].OfTool.Description = anthropic.String("observed tool")
 				}
 			})
+		case toolrun.ResponseReceived:
+			// Written before the run builds the turn from the response:
+			// the calls checked after Next must still be the model's.
+			unchanged("ResponseReceived", func() { scribbleInputs(e.Message) })
 		case toolrun.TurnFinished:
 			unchanged("TurnFinished", func() {
 				scribbleInputs(e.Message)

@@ -11,11 +11,14 @@ import (
 // made on another machine is recorded in the driver's State.
 
 // CallQueue hands out the planned calls of one turn in the order and
-// groups the runner's executor runs them: the groups of [Batches], one
-// after another; within a group, at most the turn's bound of calls at
-// once ([Options.MaxParallelTools]) and at most [ToolConfig.MaxParallel]
-// calls of one tool; and once [CallQueue.Stop] is called (a call's answer
-// ended the run) no call starts. It does no I/O and reads no clock, so a
+// groups they may run in, and is the one implementation of that rule: the
+// runner's executor starts its calls through one, and a driver that
+// schedules calls itself uses one to run them as the runner would. The
+// rule: the groups of [Batches], one after another; within a group, at
+// most the turn's bound of calls at once ([Options.MaxParallelTools]) and
+// at most [ToolConfig.MaxParallel] calls of one tool; and once
+// [CallQueue.Stop] is called (a call's answer ended the run) no call
+// starts. It does no I/O and reads no clock, so a
 // deterministic workflow may use it.
 //
 // A CallQueue is not safe for concurrent use.
@@ -25,7 +28,7 @@ type CallQueue struct {
 	batch   int            // the group being run
 	next    int            // the next call of that group to start
 	running int            // calls started and not done
-	perTool map[string]int // running calls by tool name
+	perTool map[string]int // running calls by tool name, of tools with a MaxParallel
 	byID    map[string]string
 	stopped bool
 }
@@ -37,15 +40,14 @@ func NewCallQueue(calls []PlannedCall, maxParallel int) *CallQueue {
 	if maxParallel <= 0 {
 		maxParallel = DefaultMaxParallelTools
 	}
-	return &CallQueue{batches: Batches(slices.Clone(calls)), limit: maxParallel, perTool: map[string]int{}, byID: map[string]string{}}
+	return &CallQueue{batches: Batches(slices.Clone(calls)), limit: maxParallel, byID: make(map[string]string, len(calls))}
 }
 
 // Start returns a call that may start now, and marks it running; false if
 // none may: the queue is stopped, every call has started, or the calls
 // that may not start yet wait for running ones to be [CallQueue.Done]. A
 // call that waits for its tool's MaxParallel does not hold back a later
-// call of its group, as in the executor, where each call waits for its
-// own tool's slot.
+// call of its group: each call waits only for its own tool's place.
 func (q *CallQueue) Start() (PlannedCall, bool) { return q.pick(true) }
 
 // Ready reports whether [CallQueue.Start] would return a call now, and
@@ -83,7 +85,12 @@ func (q *CallQueue) pick(start bool) (PlannedCall, bool) {
 			b[q.next] = p
 			q.next++
 			q.running++
-			q.perTool[p.Call.Name]++
+			if p.MaxParallel > 0 {
+				if q.perTool == nil {
+					q.perTool = map[string]int{}
+				}
+				q.perTool[p.Call.Name]++
+			}
 			q.byID[p.Call.ID] = p.Call.Name
 			return p, true
 		}
@@ -102,7 +109,9 @@ func (q *CallQueue) Done(toolUseID string) {
 	}
 	delete(q.byID, toolUseID)
 	q.running--
-	q.perTool[name]--
+	if q.perTool[name] > 0 {
+		q.perTool[name]--
+	}
 }
 
 // Stop makes the queue start no more calls: a call's answer ended the

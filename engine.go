@@ -248,7 +248,9 @@ func (r *Runner) appendTurn(ctx context.Context) {
 			results = append(results, res)
 			blocks[i] = r.resultBlock(c)
 			r.st.ToolCalls++
-			if c.Result.IsError {
+			// A denial or a skip is a decision, not a failure.
+			decided := c.Decision != nil && (c.Decision.Kind == Deny || c.Decision.Kind == Skip)
+			if c.Result.IsError && !decided {
 				r.st.ToolFailures++
 			}
 		}

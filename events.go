@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -73,7 +74,10 @@ type RequestSent struct {
 // ResponseReceived is sent when a turn's response has arrived in full, or
 // a compaction's: see [RequestSent].
 type ResponseReceived struct {
-	Turn     int
+	Turn int
+	// Message is the response, as the client decoded it. Its tool_use
+	// inputs are the observer's own copy: writing into them changes
+	// neither the turn's calls nor the history.
 	Message  *anthropic.BetaMessage
 	Duration time.Duration // from RequestSent, including the client's retries
 	// Usage is what the response is billed for, as [Result.Usage] counts
@@ -115,7 +119,10 @@ type ToolDecided struct {
 	By       DecidedBy
 }
 
-// ToolStarted is sent when a call starts to run.
+// ToolStarted is sent when a call starts to run. Call is the call as the
+// tool gets it: its Input is the decision's edit (a policy's or a
+// person's) if there is one, else the model's, in bytes of the observer's
+// own.
 type ToolStarted struct {
 	Turn int
 	Call ToolCall
@@ -178,6 +185,10 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 		rs.Params = observedParams(rs.Params)
 		e = rs
 	}
+	if rr, ok := e.(ResponseReceived); ok && r.observed() {
+		rr.Message = observedMessage(rr.Message)
+		e = rr
+	}
 	if r.opts.OnEvent != nil {
 		func() {
 			defer func() {
@@ -199,6 +210,24 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 
 // observed reports whether anything but the log receives the run's events.
 func (r *Runner) observed() bool { return r.opts.OnEvent != nil || r.sink != nil }
+
+// observedMessage returns the copy of a response an observer of
+// ResponseReceived gets: the run builds the turn's calls and history from
+// the response after the event, so the tool_use input bytes the observer
+// can write into are its own.
+func observedMessage(m *anthropic.BetaMessage) *anthropic.BetaMessage {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Content = slices.Clone(m.Content)
+	for i := range c.Content {
+		if in := c.Content[i].Input; in != nil {
+			c.Content[i].Input = slices.Clone(in)
+		}
+	}
+	return &c
+}
 
 // observedParams returns the copy of a request's params an observer of
 // RequestSent gets: its history, system prompt and tool list share nothing

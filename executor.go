@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // This file holds the executor: the one place where calls run. Next, Run,
-// Events and ExecuteCall all hand it the calls the engine allowed; the
-// Temporal module schedules its activities with the same Batches rule.
+// Events and ExecuteCall all hand it the calls the engine allowed; it
+// starts them as a CallQueue (driver_sched.go) allows, the queue the
+// Temporal module schedules its activities with.
 
 // Batches splits the allowed calls of a turn, in the order of the response,
 // into the groups that may run at once: consecutive calls of tools that are
@@ -26,8 +24,8 @@ import (
 // [StopRun]), no call that has not started starts, in its group or a
 // later one: the calls that are running finish, and the others stay
 // decided, not run, for a run resumed from its [State].
-// This is the only statement of the rule: the runner's executor and the
-// Temporal workflow both follow it.
+// [CallQueue] applies this rule, with the bounds on parallel calls: the
+// runner's executor and the Temporal workflow both start calls through it.
 func Batches(calls []PlannedCall) [][]PlannedCall {
 	var out [][]PlannedCall
 	for i := 0; i < len(calls); {
@@ -43,12 +41,14 @@ func Batches(calls []PlannedCall) [][]PlannedCall {
 	return out
 }
 
-// execute runs calls, which the engine allowed, in the groups Batches
-// gives, each group bounded by Options.MaxParallelTools, and answers them.
-// Each call is journaled as started before its tool runs. It returns the
-// run's error if the run stopped meanwhile (cancelled, a hook, a failed
-// checkpoint); calls not started then stay as they were, and none starts
-// after the stop, in its group or a later one.
+// execute runs calls, which the engine allowed, in the order a
+// [CallQueue] hands them out (the groups of Batches, within
+// Options.MaxParallelTools and each tool's MaxParallel), and answers them:
+// the queue is the one statement of the rule, which the Temporal workflow
+// follows too. Each call is journaled as started before its tool runs. It
+// returns the run's error if the run stopped meanwhile (cancelled, a hook,
+// a failed checkpoint); calls not started then stay as they were, and none
+// starts after the stop, in its group or a later one.
 func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	plans := make([]PlannedCall, len(calls))
 	byID := make(map[string]*callState, len(calls))
@@ -56,46 +56,37 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 		plans[i] = r.plan(c)
 		byID[c.Call.ID] = c
 	}
-	var (
-		mu       sync.Mutex // guards hookErrs
-		hookErrs []error
-	)
-	for _, batch := range Batches(plans) {
-		var g errgroup.Group
-		g.SetLimit(r.opts.maxParallel())
-		slots := r.toolSlots(batch)
-		for _, pc := range batch {
-			c := byID[pc.Call.ID]
-			g.Go(func() error {
-				if s := slots[pc.Call.Name]; s != nil {
-					s <- struct{}{}
-					defer func() { <-s }()
-				}
-				mu.Lock()
-				stopping := len(hookErrs) > 0
-				mu.Unlock()
-				if stopping {
-					// AfterTool ended the run: a call queued behind
-					// others (MaxParallelTools) does not start, as no
-					// call of a later group does.
-					return nil
-				}
-				if err := r.runCall(ctx, c, pc); err != nil {
-					mu.Lock()
-					hookErrs = append(hookErrs, err)
-					mu.Unlock()
-				}
-				return nil
-			})
+	type finished struct {
+		id  string
+		err error // AfterTool's
+	}
+	q := NewCallQueue(plans, r.opts.maxParallel())
+	done := make(chan finished, len(calls))
+	var hookErr error
+	for {
+		// Only this goroutine touches q: the calls report here when done.
+		for {
+			pc, ok := q.Start()
+			if !ok {
+				break
+			}
+			go func() { done <- finished{pc.Call.ID, r.runCall(ctx, byID[pc.Call.ID], pc)} }()
 		}
-		g.Wait()
-		if ctx.Err() != nil || len(hookErrs) > 0 || r.hasSaveErr() {
+		if q.Running() == 0 {
 			break
+		}
+		f := <-done
+		q.Done(f.id)
+		if f.err != nil && hookErr == nil {
+			hookErr = f.err
+		}
+		if hookErr != nil || ctx.Err() != nil || r.hasSaveErr() {
+			q.Stop() // the running calls finish; no other starts
 		}
 	}
 	switch {
-	case len(hookErrs) > 0:
-		r.hookFailed(ctx, hookErrs[0])
+	case hookErr != nil:
+		r.hookFailed(ctx, hookErr)
 	case ctx.Err() != nil:
 		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.pending.Turn))
 	case r.hasSaveErr():
@@ -104,23 +95,6 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 		return nil
 	}
 	return r.stopErr
-}
-
-// toolSlots returns, for each tool of batch with a ToolConfig.MaxParallel,
-// a channel of that capacity that its running calls hold a place in.
-func (r *Runner) toolSlots(batch []PlannedCall) map[string]chan struct{} {
-	var slots map[string]chan struct{}
-	for _, pc := range batch {
-		e := r.tool(pc.Call.Name)
-		if e == nil || e.config.MaxParallel <= 0 || slots[pc.Call.Name] != nil {
-			continue
-		}
-		if slots == nil {
-			slots = map[string]chan struct{}{}
-		}
-		slots[pc.Call.Name] = make(chan struct{}, e.config.MaxParallel)
-	}
-	return slots
 }
 
 // runCall journals c as started, runs it and answers it. It returns the
@@ -140,7 +114,11 @@ func (r *Runner) runCall(ctx context.Context, c *callState, pc PlannedCall) erro
 		return nil
 	}
 	e := r.tool(pc.Call.Name)
-	r.emit(ctx, ToolStarted{Turn: r.st.pending.Turn, Call: c.Call})
+	started := pc.Call // the input that runs, an edit's if any
+	if r.observed() {
+		started.Input = slices.Clone(started.Input) // the State's bytes
+	}
+	r.emit(ctx, ToolStarted{Turn: r.st.pending.Turn, Call: started})
 	res := r.runTool(ctx, e, pc)
 	if res == nil {
 		return nil // cut off by the run's end: it stays started

@@ -165,7 +165,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Fine.")),
 			},
 			opts: toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
-			policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
+			policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.SkipCall(toolrun.Text("dry run"))
 			},
 			wantStop: toolrun.StopEndTurn,
@@ -314,7 +314,7 @@ func TestResumedRunnerKeepsDecision(t *testing.T) {
 	var events []string
 	opts := &toolrun.Options{
 		Logger: discard(),
-		Policy: func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+		Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 			asked.inc(c.ID)
 			return toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"city":"Lyon"}`)}
 		},
@@ -338,8 +338,8 @@ func TestResumedRunnerKeepsDecision(t *testing.T) {
 	if got := asked.get("t1"); got != 1 {
 		t.Errorf("the policy was asked %d times, want 1: by Advance's runner alone", got)
 	}
-	// ToolStarted carries the model's call, as in Next; the tool ran with Lyon.
-	want := []string{"decided policy", `started {"city":"Paris"}`, "finished t1"}
+	// ToolStarted carries the call as it runs: with the policy's Lyon.
+	want := []string{"decided policy", `started {"city":"Lyon"}`, "finished t1"}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -409,7 +409,7 @@ func TestExecuteCall(t *testing.T) {
 		{
 			name:      "denied",
 			input:     in{N: 1},
-			policy:    func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall("no maths") },
+			policy:    func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall("no maths") },
 			run:       func(ctx context.Context, n int) (string, error) { return "ran", nil },
 			wantText:  "tool call denied: no maths",
 			wantIsErr: true,

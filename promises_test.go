@@ -144,7 +144,7 @@ func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
 // func) or the tool's policy denies, in process and after Resume with other
 // Options.
 func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
-	denyDecide := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+	denyDecide := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		if strings.Contains(string(c.Input), "9999") {
 			return toolrun.DenyCall("too much")
 		}
@@ -628,7 +628,7 @@ func TestHookPanicsNeverCrash(t *testing.T) {
 		{"AfterTool on two parallel calls", "AfterTool", toolrun.Options{AfterTool: func(context.Context, *toolrun.ToolResult) error { boom(); return nil }}},
 		{"BeforeRequest", "BeforeRequest", toolrun.Options{BeforeRequest: func(context.Context, int, *anthropic.BetaMessageNewParams) error { boom(); return nil }}},
 		{"AfterResponse", "AfterResponse", toolrun.Options{AfterResponse: func(context.Context, int, *anthropic.BetaMessage) error { boom(); return nil }}},
-		{"Policy", "Policy", toolrun.Options{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { boom(); return toolrun.Decision{} }}},
+		{"Policy", "Policy", toolrun.Options{Policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision { boom(); return toolrun.Decision{} }}},
 		{"OnEvent", "OnEvent", toolrun.Options{OnEvent: func(context.Context, toolrun.Event) { boom() }}},
 	}
 	for _, tt := range tests {
@@ -791,7 +791,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 		{`{"path":"/etc/shadow","PATH":"/sandbox/notes.txt"}`, toolrun.Deny},
 		{`{"Path":"/sandbox/notes.txt"}`, toolrun.Deny},
 	} {
-		if got := policy(t.Context(), toolrun.ToolCall{ID: "t1", Name: "read", Input: json.RawMessage(tc.input)}); got.Kind != tc.want {
+		if got := policy(t.Context(), toolrun.PolicyCall{ToolCall: toolrun.ToolCall{ID: "t1", Name: "read", Input: json.RawMessage(tc.input)}}); got.Kind != tc.want {
 			t.Errorf("policy(%s) = %v (%s), want %v", tc.input, got.Kind, got.Reason, tc.want)
 		}
 	}

@@ -218,9 +218,15 @@ type Result struct {
 	Budget BudgetKind
 	// Turns counts the model requests that got a response.
 	Turns int
-	// ToolCalls counts the calls answered, run or not; ToolFailures those
-	// answered with is_error.
-	ToolCalls, ToolFailures int
+	// ToolCalls counts the calls answered, run or not.
+	ToolCalls int
+	// ToolFailures counts the calls answered with is_error for a failure:
+	// the tool's error, a timeout, a panic, invalid input, an unknown tool,
+	// a call not run or interrupted. A denied or skipped call is a
+	// decision, not a failure, and is not counted, even though the model
+	// gets a denial as an is_error result; [ToolDecided] reports each
+	// decision.
+	ToolFailures int
 }
 
 // Text returns the text blocks of the last response, joined. A runner

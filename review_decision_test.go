@@ -82,7 +82,7 @@ func TestPersonEditStillEditedByPolicy(t *testing.T) {
 func TestUnknownDecisionKindFailsClosed(t *testing.T) {
 	t.Run("policy", func(t *testing.T) {
 		var writes counter
-		bogus := func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.Decision{Kind: 7} }
+		bogus := func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.Decision{Kind: 7} }
 		for _, p := range []toolrun.Policy{bogus, toolrun.Chain(bogus)} {
 			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
@@ -131,7 +131,7 @@ func TestCancelDuringPolicyLosesNoCall(t *testing.T) {
 	))
 	var writes counter
 	ctx, cancel := context.WithCancel(t.Context())
-	askAndGiveUp := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+	askAndGiveUp := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		cancel() // the person walks away
 		<-ctx.Done()
 		return toolrun.DenyCall("no answer: " + context.Cause(ctx).Error())
@@ -194,7 +194,7 @@ func TestPersonInputNotJSONIsRefused(t *testing.T) {
 // is denied, by Options.Policy in process and by a new Options.Policy or
 // tool Policy after Resume.
 func TestDenyRulesSeePersonEdit(t *testing.T) {
-	noEtc := func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+	noEtc := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		if strings.Contains(string(c.Input), "/etc/") {
 			return toolrun.DenyCall("not /etc")
 		}

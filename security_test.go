@@ -24,7 +24,7 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 			))
 			var writes counter
 			w := writeTool(&writes)
-			w.Policy = func(context.Context, toolrun.ToolCall) toolrun.Decision {
+			w.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.DenyCall("writes are not allowed")
 			}
 			res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()}).Run(t.Context())

@@ -74,7 +74,8 @@ type State struct {
 	Turns int `json:"turns"`
 	// ToolCalls counts the calls answered.
 	ToolCalls int `json:"tool_calls"`
-	// ToolFailures counts the calls answered with is_error.
+	// ToolFailures counts the calls answered with is_error that were not
+	// denied or skipped: a decision is not a failure.
 	ToolFailures int   `json:"tool_failures"`
 	Usage        Usage `json:"usage"`
 	// CostUSD is what the run's responses cost so far; CostIncomplete

@@ -51,7 +51,7 @@ type inboxEnv struct {
 }
 
 // deferAll sends every call to a person.
-func deferAll(context.Context, toolrun.ToolCall) toolrun.Decision {
+func deferAll(context.Context, toolrun.PolicyCall) toolrun.Decision {
 	return toolrun.DeferCall("payments need a person")
 }
 

@@ -200,7 +200,7 @@ func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
 		if err != nil {
 			return nil, refuse(http.StatusBadRequest, "bad_tool", "client tool %q: %v", ct.Name, err)
 		}
-		t.Policy = func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DeferCall(clientReason) }
+		t.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DeferCall(clientReason) }
 		tools = append(tools, t)
 	}
 	return tools, nil

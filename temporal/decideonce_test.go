@@ -56,7 +56,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 		mu.Unlock()
 	}
 	var writes counter
-	write := writeTool(&writes, func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+	write := writeTool(&writes, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		count(asked, call.ID)
 		return toolrun.DeferCall("writes change files")
 	})
@@ -75,7 +75,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 		return "page", nil
 	})
 	fetch.Idempotent = true
-	fetch.Policy = func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+	fetch.Policy = func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		count(asked, call.ID)
 		return toolrun.AllowCall()
 	}
@@ -200,7 +200,7 @@ func rootKeepsDecisions(t *testing.T) bool {
 	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}))))
 	asked := 0
 	var calls counter
-	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		asked++
 		return toolrun.AllowCall()
 	})}

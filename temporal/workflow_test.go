@@ -67,7 +67,7 @@ func TestWorkflow(t *testing.T) {
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/etc/passwd"})),
 				toolruntest.Message(toolruntest.Text("I may not.")),
 			},
-			policy: func(context.Context, toolrun.ToolCall) toolrun.Decision {
+			policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.DenyCall("no writes under /etc")
 			},
 			wantStop:     toolrun.StopEndTurn,

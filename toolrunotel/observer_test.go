@@ -193,7 +193,7 @@ func TestSpans(t *testing.T) {
 				{ID: "msg_2", Content: []toolruntest.Block{toolruntest.Text("Sunny.")}, Usage: usage(20, 5, 0, 0)},
 			},
 			tools: []toolrun.Tool{weatherTool()},
-			opts: toolrun.Options{Policy: func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+			opts: toolrun.Options{Policy: func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.DeferCall("weather costs money")
 			}},
 			drive: func(t *testing.T, ctx context.Context, r *toolrun.Runner) {

@@ -87,7 +87,7 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, &transcript.RecorderOptions{Meta: map[string]string{
 		"name": "approvals", "model": "claude-test", "toolrun.tools": `{"workdir":"/srv/app","fs":true,"shell":false}`}})
-	policy := toolrun.Chain(toolrun.DenyTools("delete_branch"), func(ctx context.Context, c toolrun.ToolCall) toolrun.Decision {
+	policy := toolrun.Chain(toolrun.DenyTools("delete_branch"), func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		switch c.Name {
 		case "lookup":
 			d := toolrun.SkipCall(toolrun.Text("cached answer"))

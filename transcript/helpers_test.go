@@ -124,7 +124,7 @@ func runOptions(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
 	return &toolrun.Options{
 		Logger:           discard(),
 		MaxParallelTools: 1,
-		Policy: toolrun.Chain(toolrun.DenyTools("delete_files"), func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+		Policy: toolrun.Chain(toolrun.DenyTools("delete_files"), func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if call.Name == "lookup" {
 				d := toolrun.SkipCall(toolrun.Text("cached answer"))
 				d.Reason = "answered from the cache"

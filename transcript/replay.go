@@ -324,7 +324,7 @@ func Replay(ctx context.Context, t *Transcript, tools []toolrun.Tool, opts *Repl
 	if recStop != nil && recStop.StopReason == toolrun.StopMaxTurns {
 		runOpts.MaxTurns = len(replies)
 	}
-	runOpts.Policy = func(ctx context.Context, call toolrun.ToolCall) toolrun.Decision {
+	runOpts.Policy = func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		return decisions[call.ID] // the zero Decision allows
 	}
 	var mu sync.Mutex // guards replayed, decided

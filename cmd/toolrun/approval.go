@@ -213,7 +213,7 @@ func (mode approveMode) mcpConfig(server string) toolrun.ToolConfig {
 	case approveAsk:
 		return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", server))}
 	case approveDeny:
-		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.ToolCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
+		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
 	}
 	return toolrun.ToolConfig{}
 }

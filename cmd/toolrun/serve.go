@@ -206,7 +206,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		for _, n := range f.requireApproval {
 			names[n] = true
 		}
-		opts.Policy = func(_ context.Context, call toolrun.ToolCall) toolrun.Decision {
+		opts.Policy = func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if names[call.Name] {
 				return toolrun.DeferCall("--require-approval " + call.Name)
 			}
