@@ -1,6 +1,6 @@
 package toolrun
 
-import "github.com/toolrun/toolrun/internal/filelock"
+import "github.com/toolrun/toolrun/filelock"
 
 // lockFile takes an exclusive lock on the file at path, creating it if need
 // be, waiting for its holder, and returns the function that releases it.

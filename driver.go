@@ -21,6 +21,11 @@ import (
 // uses it to apply the same bound.
 const DefaultMaxParallelTools = defaults.MaxParallelTools
 
+// DefaultMaxTurns is the turn limit of a run whose [Options.MaxTurns] is
+// zero. A program that shows or applies the limit itself (the toolrun
+// command's --max-turns, a driver) uses it to agree with the runner.
+const DefaultMaxTurns = defaults.MaxTurns
+
 // Retryable reports whether a failed model request may succeed if it is
 // sent again, and how long the API asked to wait first (zero if it did not
 // say). It is the rule the runner's own stream retries use: what the

@@ -54,7 +54,7 @@ func TestNestedModulesImportNoInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"sqlitestore", "temporal", "toolrunotel"} {
+	for _, want := range []string{"cmd/toolrun", "sqlitestore", "temporal", "toolrunotel"} {
 		if !slices.Contains(mods, want) {
 			t.Errorf("nested module %s not found (found %v)", want, mods)
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolrun/toolrun/internal/filelock"
+	"github.com/toolrun/toolrun/filelock"
 )
 
 // countStarted counts the tool_started lines of call id.

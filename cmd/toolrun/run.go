@@ -17,7 +17,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/defaults"
 	"github.com/toolrun/toolrun/transcript"
 )
 
@@ -79,7 +78,7 @@ the run for "toolrun replay" and "toolrun view".`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		f := runFlags{approve: approveAsk}
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
-		fs.IntVar(&f.maxTurns, "max-turns", defaults.MaxTurns, "stop after `n` model requests")
+		fs.IntVar(&f.maxTurns, "max-turns", toolrun.DefaultMaxTurns, "stop after `n` model requests")
 		fs.IntVar(&f.maxTokens, "max-tokens", 4096, "the most tokens of each response, `n`")
 		f.tools.define(fs)
 		fs.Var(&f.approve, "approve", "who decides the calls that need approval (MCP tools): `ask` at the terminal, auto (approve) or deny")

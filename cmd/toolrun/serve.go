@@ -21,7 +21,6 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/fstools"
-	"github.com/toolrun/toolrun/internal/defaults"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -72,7 +71,7 @@ latest user text is TEXT, and "delay_ms" holds a reply back.`,
 		fs.StringVar(&f.cors, "cors", "", "allow the comma-separated browser `origins`")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
 		fs.StringVar(&f.system, "system", "", "the system `prompt`")
-		fs.IntVar(&f.maxTurns, "max-turns", defaults.MaxTurns, "stop each run after `n` model requests")
+		fs.IntVar(&f.maxTurns, "max-turns", toolrun.DefaultMaxTurns, "stop each run after `n` model requests")
 		fs.IntVar(&f.maxTokens, "max-tokens", 4096, "the most tokens of each response, `n`")
 		fs.Float64Var(&f.budgetUSD, "budget-usd", 0, "stop a thread before it costs more than `dollars` (0: no bound)")
 		fs.Int64Var(&f.budgetTokens, "budget-output-tokens", 0, "stop a thread before it writes more than `n` output tokens (0: no bound)")

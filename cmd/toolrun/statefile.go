@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/filelock"
+	"github.com/toolrun/toolrun/filelock"
 )
 
 // errStateFileBusy is the error of openStateFile for a saved run another

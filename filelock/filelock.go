@@ -12,6 +12,11 @@
 // On systems without flock (Windows) Acquire and TryAcquire fail with an
 // error wrapping [errors.ErrUnsupported]: each caller decides whether it can
 // do without.
+//
+// It is a package of its own, not an internal one, because the toolrun
+// command is a module of its own: a module's import of another module's
+// internal packages is a contract that no version check covers, and this
+// small API is one that can be kept.
 package filelock
 
 import "errors"

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/toolrun/toolrun/internal/filelock"
+	"github.com/toolrun/toolrun/filelock"
 )
 
 // TestTryAcquire takes a lock and tries it again through another open file,
