@@ -121,8 +121,11 @@
 // Every driver is a short loop over it: [Runner.Next], [Runner.Turns],
 // [Runner.Run], [Runner.Events], and [Runner.Advance] with
 // [Runner.ExecuteCall] for runs whose calls go elsewhere (the Temporal
-// module). The calls go to one executor, a bounded errgroup that runs them
-// in the groups [Batches] gives (an exclusive tool's call alone), journals
+// module). The calls go to one executor, which starts them as a
+// [CallQueue] allows: in the groups [Batches] gives (an exclusive tool's
+// call alone), within [Options].MaxParallelTools and each tool's
+// MaxParallel, none after a stop; the Temporal workflow schedules by the
+// same queue. The executor journals
 // each as started before it runs, and answers it. A call's life is one
 // phase: new, decided, started, answered. The phase is in the State, so a
 // call is decided once, by whichever runner meets it new; a person's
@@ -139,7 +142,7 @@
 //	engine:   step(State) → hand out a turn │ run these calls │ stopped
 //	             │ calls to run
 //	             ▼
-//	executor: one bounded errgroup; batches from Batches
+//	executor: one CallQueue (Batches, parallel bounds, no start after a stop)
 //	             │ results
 //	             ▼
 //	state:    State (plain data, JSON, optionally signed) — the only copy

@@ -47,7 +47,7 @@ var cpuAreas = []area{
 	{"the response made params (ToParam)", []string{"BetaMessage.ToParam"},
 		"the SDK's conversion of each response, the same for both"},
 	{"the tool call: input decoded, validated, run, answered", []string{"toolrun.(*Runner).runCall", "toolrun.(*Runner).runTool", "toolrun.(*FuncTool).Run", "toolrun.(*Runner).decideTurn", "toolrun.(*Runner).execute", "errgroup.", ".handCall"},
-		"what toolrun adds by design: the input checked against the tool's JSON Schema, a decision in the policy order, the call run panic-safe in goroutines of a bounded errgroup, its result made safe to send; the hand loop decodes the input and calls the function inline. Running a turn's single call without the errgroup's goroutine is what would be next; the tool's own goroutine stays, since it is what lets a run abandon a tool that ignores its context"},
+		"what toolrun adds by design: the input checked against the tool's JSON Schema, a decision in the policy order, the call run panic-safe in a goroutine that the turn's call queue starts, its result made safe to send; the hand loop decodes the input and calls the function inline. Running a turn's single call without the queue's goroutine is what would be next; the tool's own goroutine stays, since it is what lets a run abandon a tool that ignores its context"},
 	{"net/http and the socket", []string{"net/http.", "net.", "internal/poll.", "syscall."},
 		"the same transport and as many requests; toolrun's are smaller on its thread, and each has a timeout of its own (Timeouts.Request)"},
 	{"the SDK's request setup (options, headers, tracing)", []string{"anthropic-sdk-go"},
