@@ -51,23 +51,42 @@ func (lr *liveRun) loadSeq(ctx context.Context) error {
 	return lr.h.cfg.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
 }
 
-// emit records e as the run's next event and wakes its streams. An event
-// that cannot be recorded is logged: the run goes on, and its streams end
-// at the gap rather than send events out of order.
-func (lr *liveRun) emit(e event) {
+// emit records events as the run's next ones and wakes its streams. They
+// are one write to the database, so the events one toolrun event makes
+// (a response's text and tool calls, say) cost one commit, not one each;
+// events that cannot be recorded are logged and their numbers stay
+// unused: the run goes on, and its streams end at the gap rather than
+// send events out of order or miss one.
+func (lr *liveRun) emit(events ...event) { lr.emitKnown(nil, events...) }
+
+// emitKnown is emit that also records, in the same transaction, the
+// message ids known names, which the thread has from the events: a client
+// that sends them back is not taken to bring them anew.
+func (lr *liveRun) emitKnown(known []string, events ...event) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	e["timestamp"] = lr.h.cfg.Now().UnixMilli()
-	b, err := json.Marshal(e)
-	if err != nil {
-		lr.h.log.Error("serve: encoding an event", "run", lr.id, "err", err)
-		return
+	now := lr.h.cfg.Now().UnixMilli()
+	data := make([][]byte, len(events))
+	for i, e := range events {
+		e["timestamp"] = now
+		b, err := json.Marshal(e)
+		if err != nil {
+			lr.h.log.Error("serve: encoding an event", "run", lr.id, "type", e["type"], "err", err)
+			lr.seq += int64(len(events))
+			lr.wake()
+			return
+		}
+		data[i] = b
 	}
-	if _, err := lr.h.cfg.DB.ExecContext(context.WithoutCancel(lr.h.base), `INSERT INTO serve_events (run_id, seq, data) VALUES (?, ?, ?)`, lr.id, lr.seq+1, b); err != nil {
-		lr.h.log.Error("serve: recording an event", "run", lr.id, "err", err)
-		return
+	if err := insertEvents(context.WithoutCancel(lr.h.base), lr.h.cfg.DB, lr.id, lr.seq+1, data, lr.thread, known); err != nil {
+		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
 	}
-	lr.seq++
+	lr.seq += int64(len(events))
+	lr.wake()
+}
+
+// wake tells the run's streams that it has new event numbers.
+func (lr *liveRun) wake() {
 	if lr.notify != nil {
 		close(lr.notify)
 	}
@@ -930,6 +949,7 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 		msgID := m.lr.id + "/" + e.Message.ID
 		ids := []string{msgID}
 		texts := 0
+		var evs []event
 		for _, b := range e.Message.Content {
 			switch b.Type {
 			case "text":
@@ -939,18 +959,21 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 					ids = append(ids, id)
 				}
 				texts++
-				m.lr.emit(event{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
+				evs = append(evs, event{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
 				if b.Text != "" {
-					m.lr.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": b.Text})
+					evs = append(evs, event{"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": b.Text})
 				}
-				m.lr.emit(event{"type": "TEXT_MESSAGE_END", "messageId": id})
+				evs = append(evs, event{"type": "TEXT_MESSAGE_END", "messageId": id})
 			case "tool_use":
-				m.lr.emit(event{"type": "TOOL_CALL_START", "toolCallId": b.ID, "toolCallName": b.Name, "parentMessageId": msgID})
-				m.lr.emit(event{"type": "TOOL_CALL_ARGS", "toolCallId": b.ID, "delta": string(orEmpty(b.Input))})
-				m.lr.emit(event{"type": "TOOL_CALL_END", "toolCallId": b.ID})
+				evs = append(evs,
+					event{"type": "TOOL_CALL_START", "toolCallId": b.ID, "toolCallName": b.Name, "parentMessageId": msgID},
+					event{"type": "TOOL_CALL_ARGS", "toolCallId": b.ID, "delta": string(orEmpty(b.Input))},
+					event{"type": "TOOL_CALL_END", "toolCallId": b.ID})
 			}
 		}
-		m.known(ctx, ids...)
+		// The response's events and ids are one write: one commit, and
+		// all of them or none.
+		m.lr.emitKnown(ids, evs...)
 	case toolrun.ToolStarted:
 		m.openStep(e.Turn)
 	case toolrun.ToolFinished:
@@ -960,21 +983,10 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 			return // the client's own result: it has it
 		}
 		id := "result_" + res.Call.ID
-		m.lr.emit(event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
-		m.known(ctx, id)
+		m.lr.emitKnown([]string{id}, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
 	case toolrun.TurnFinished:
 		if m.step == e.Turn {
 			m.closeStep()
-		}
-	}
-}
-
-// known records message ids the thread has, so a client that sends them
-// back is not taken to bring them anew.
-func (m *mapper) known(ctx context.Context, ids ...string) {
-	for _, id := range ids {
-		if _, err := m.lr.h.cfg.DB.ExecContext(context.WithoutCancel(ctx), `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, m.lr.thread, id); err != nil {
-			m.lr.h.log.Error("serve: recording a message id", "thread", m.lr.thread, "err", err)
 		}
 	}
 }
@@ -1016,6 +1028,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 		next := h.be.follow(id)
 		done := false
 		err := h.be.eventsAfter(r.Context(), id, after, func(seq int64, data []byte) bool {
+			if seq != after+1 {
+				// Events numbered one by one, and a number missing: an
+				// event that could not be recorded. The stream ends
+				// before it rather than send what follows it.
+				done = true
+				return false
+			}
 			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
 			after = seq
 			var t struct{ Type string }

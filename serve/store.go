@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/toolrun/toolrun"
@@ -93,6 +94,47 @@ func (s sqlStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
 func (s sqlStore) Delete(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM serve_states WHERE id = ?`, id)
 	return err
+}
+
+// insertEvents records data as the events of run numbered from first on,
+// and known as message ids thread has, in one transaction: all of them or
+// none. One event and no id is one statement, SQLite's own transaction.
+func insertEvents(ctx context.Context, db *sql.DB, run string, first int64, data [][]byte, thread string, known []string) error {
+	if len(data) == 1 && len(known) == 0 {
+		_, err := db.ExecContext(ctx, `INSERT INTO serve_events (run_id, seq, data) VALUES (?, ?, ?)`, run, first, data[0])
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// A statement takes at most 32766 parameters (SQLite's default
+	// limit); rowsPerInsert rows of three stay well below it.
+	const rowsPerInsert = 500
+	for len(data) > 0 {
+		n := min(len(data), rowsPerInsert)
+		q := strings.Builder{}
+		q.WriteString(`INSERT INTO serve_events (run_id, seq, data) VALUES `)
+		args := make([]any, 0, 3*n)
+		for i, b := range data[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?)")
+			args = append(args, run, first+int64(i), b)
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return err
+		}
+		data, first = data[n:], first+int64(n)
+	}
+	for _, id := range known {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, thread, id); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // interrupt is a row of serve_interrupts: a call of a thread that awaits a

@@ -1,0 +1,374 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// eventLog is a database/sql driver over modernc.org/sqlite that records,
+// for every commit that writes serve_events, the types of the events it
+// wrote, and can make such a write fail: it shows how the server groups
+// its events into transactions, as SQLite sees them.
+type eventLog struct {
+	sqlite driver.Driver
+
+	mu      sync.Mutex          // guards commits, failing
+	commits [][]string          // the event types of each commit, in order
+	failing func([]string) bool // if non-nil, called with a write's event types; true makes it fail
+	changed *sync.Cond          // on mu; broadcast at every commit
+}
+
+var (
+	eventLogs    sync.Map // DSN prefix → *eventLog
+	eventLogID   atomic.Int64
+	registerOnce sync.Once
+	errInjected  = errors.New("injected: the disk is full")
+)
+
+// openEventLog opens a database at path through an eventLog.
+func openEventLog(t testing.TB, path string) (*sql.DB, *eventLog) {
+	t.Helper()
+	registerOnce.Do(func() {
+		db, _ := sql.Open("sqlite", "")
+		sql.Register("sqlite-eventlog", eventLogDriver{})
+		eventLogs.Store("", &eventLog{sqlite: db.Driver()})
+		db.Close()
+	})
+	base, _ := eventLogs.Load("")
+	l := &eventLog{sqlite: base.(*eventLog).sqlite}
+	l.changed = sync.NewCond(&l.mu)
+	key := fmt.Sprint(eventLogID.Add(1))
+	eventLogs.Store(key, l)
+	db, err := sql.Open("sqlite-eventlog", key+"|file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db, l
+}
+
+// committed records a commit of events of the types given.
+func (l *eventLog) committed(types []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.commits = append(l.commits, types)
+	l.changed.Broadcast()
+}
+
+// waitFor waits until an event of type ty is committed.
+func (l *eventLog) waitFor(ty string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		for _, c := range l.commits {
+			if slices.Contains(c, ty) {
+				return
+			}
+		}
+		l.changed.Wait()
+	}
+}
+
+func (l *eventLog) got() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]string(nil), l.commits...)
+}
+
+type eventLogDriver struct{}
+
+func (eventLogDriver) Open(name string) (driver.Conn, error) {
+	key, dsn, _ := strings.Cut(name, "|")
+	v, ok := eventLogs.Load(key)
+	if !ok {
+		return nil, fmt.Errorf("no event log %q", key)
+	}
+	l := v.(*eventLog)
+	c, err := l.sqlite.Open(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &eventConn{Conn: c, log: l}, nil
+}
+
+// eventConn is a connection whose writes to serve_events are recorded.
+type eventConn struct {
+	driver.Conn
+	log     *eventLog
+	inTx    bool
+	pending []string // the event types the open transaction wrote
+}
+
+func (c *eventConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	var types []string
+	if strings.Contains(query, "INSERT INTO serve_events") {
+		for _, a := range args {
+			if b, ok := a.Value.([]byte); ok {
+				var e struct{ Type string }
+				json.Unmarshal(b, &e)
+				types = append(types, e.Type)
+			}
+		}
+		c.log.mu.Lock()
+		fail := c.log.failing != nil && c.log.failing(types)
+		c.log.mu.Unlock()
+		if fail {
+			return nil, errInjected
+		}
+	}
+	res, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	if err != nil || types == nil {
+		return res, err
+	}
+	if c.inTx {
+		c.pending = append(c.pending, types...)
+	} else {
+		c.log.committed(types)
+	}
+	return res, nil
+}
+
+func (c *eventConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+}
+
+func (c *eventConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if strings.Contains(query, "serve_events") && !strings.HasPrefix(strings.TrimSpace(query), "SELECT") {
+		return nil, fmt.Errorf("eventLog: a prepared write to serve_events is not recorded: %s", query)
+	}
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (c *eventConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inTx, c.pending = true, nil
+	return &eventTx{Tx: tx, c: c}, nil
+}
+
+func (c *eventConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+type eventTx struct {
+	driver.Tx
+	c *eventConn
+}
+
+func (t *eventTx) Commit() error {
+	err := t.Tx.Commit()
+	if err == nil && t.c.pending != nil {
+		t.c.log.committed(t.c.pending)
+	}
+	t.c.inTx, t.c.pending = false, nil
+	return err
+}
+
+func (t *eventTx) Rollback() error {
+	t.c.inTx, t.c.pending = false, nil
+	return t.Tx.Rollback()
+}
+
+// eventFixture is a server whose database is an eventLog's.
+func eventFixture(t *testing.T, s map[string][]toolruntest.Reply, policy toolrun.Policy) (*fixture, *eventLog) {
+	t.Helper()
+	db, l := openEventLog(t, filepath.Join(t.TempDir(), "serve.db"))
+	f := newFixture(t, s, policy, func(c *serve.Config) { c.DB = db })
+	return f, l
+}
+
+// textAndCalls makes the model say something and call pay and refund in
+// one response, then answer.
+func textAndCalls() map[string][]toolruntest.Reply {
+	return map[string][]toolruntest.Reply{
+		"pay both": {
+			toolruntest.Message(toolruntest.Text("paying"), toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10}), toolruntest.ToolUse("call_refund", "refund", map[string]any{"amount": 20})),
+			toolruntest.Message(toolruntest.Text("done")),
+		},
+	}
+}
+
+// The events one toolrun event makes (a response's text and tool calls,
+// a tool's result) are written in one commit, not one commit each, and
+// the streams get them all, in order.
+func TestEventsOfAResponseInOneCommit(t *testing.T) {
+	f, l := eventFixture(t, textAndCalls(), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	var flat []string
+	for _, c := range l.got() {
+		flat = append(flat, c...)
+	}
+	if diff := cmp.Diff(types(evs), flat); diff != "" {
+		t.Fatalf("the events written (-sent +written):\n%s", diff)
+	}
+	want := [][]string{
+		{"RUN_STARTED"},
+		{"STEP_STARTED"},
+		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"},
+		{"TOOL_CALL_RESULT"},
+		{"TOOL_CALL_RESULT"},
+		{"STEP_FINISHED"},
+		{"STEP_STARTED"},
+		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"},
+		{"STEP_FINISHED"},
+		{"RUN_FINISHED"},
+	}
+	if diff := cmp.Diff(want, l.got()); diff != "" {
+		t.Errorf("the commits' events (-want +got):\n%s", diff)
+	}
+	// The message ids the thread has are known: sent back, they add no
+	// message to the thread.
+	msgs := []map[string]any{user("u1", "pay both"), {"id": evs[2]["messageId"], "role": "assistant", "content": "paying"}}
+	if _, evs, body := post(t, f.url, input("t1", "r2", msgs, nil)); evs == nil || outcome(evs)["type"] != "success" {
+		t.Fatalf("the thread again with its own messages: %s %v", body, types(evs))
+	}
+	if got := f.calls.got(); len(got) != 2 {
+		t.Errorf("calls %v, want pay and refund once each", got)
+	}
+}
+
+// An event that cannot be recorded leaves a gap that every stream stops
+// at: no stream sends an event after it, none sends one twice, and the
+// run itself goes on to its end.
+func TestUnrecordedEventsLeaveAGap(t *testing.T) {
+	f, l := eventFixture(t, textAndCalls(), nil)
+	l.mu.Lock()
+	l.failing = func(types []string) bool {
+		for _, ty := range types {
+			if ty == "TOOL_CALL_START" {
+				return true
+			}
+		}
+		return false
+	}
+	l.mu.Unlock()
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if body != "" {
+		t.Fatal(body)
+	}
+	want := []string{"RUN_STARTED", "STEP_STARTED"}
+	if diff := cmp.Diff(want, types(evs)); diff != "" {
+		t.Fatalf("the run's stream (-want +got):\n%s", diff)
+	}
+	// The run went on: its tools ran, and the rest of its events were
+	// recorded after the gap.
+	l.waitFor("RUN_FINISHED")
+	if got := f.calls.got(); len(got) != 2 {
+		t.Errorf("calls %v, want pay and refund once each", got)
+	}
+	var written []string
+	for _, c := range l.got() {
+		written = append(written, c...)
+	}
+	if len(written) == 0 || written[len(written)-1] != "RUN_FINISHED" {
+		t.Errorf("events written %v, want the run's end recorded", written)
+	}
+	// A stream from the start, or from the last event sent, stops at the
+	// gap too.
+	for _, after := range []string{"", "1", "2"} {
+		req, _ := http.NewRequest("GET", f.url+"/runs/r1/events", nil)
+		if after != "" {
+			req.Header.Set("Last-Event-ID", after)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ids := readSSE(t, resp.Body)
+		resp.Body.Close()
+		n := 0
+		if after != "" {
+			fmt.Sscan(after, &n)
+		}
+		if diff := cmp.Diff(want[n:], types(got), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("after %q (-want +got):\n%s", after, diff)
+		}
+		for i, id := range ids {
+			if id != fmt.Sprint(n+i+1) {
+				t.Errorf("after %q: ids %v, want %d on, one by one", after, ids, n+1)
+				break
+			}
+		}
+	}
+	// The thread goes on in a new run, whose events are whole.
+	l.mu.Lock()
+	l.failing = nil
+	l.mu.Unlock()
+	_, evs, body = post(t, f.url, input("t1", "r2", []map[string]any{user("u2", "hi")}, nil))
+	if evs == nil || last(evs)["type"] != "RUN_FINISHED" {
+		t.Fatalf("the next run: %s %v", body, types(evs))
+	}
+}
+
+// BenchmarkServeRun measures a run through the server: a response with
+// text and two tool calls, their results, and the answer, on a database
+// that syncs every commit, as `toolrun serve` opens it.
+func BenchmarkServeRun(b *testing.B) {
+	model := toolruntest.New(b, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		if r.Conversation[len(r.Conversation)-1].Role == "user" && len(r.Conversation) == 1 {
+			return textAndCalls()["pay both"][0]
+		}
+		return textAndCalls()["pay both"][1]
+	}})
+	db, _ := openEventLog(b, filepath.Join(b.TempDir(), "serve.db"))
+	pay, _ := toolrun.NewRawTool("pay", "pays", []byte(`{"type":"object"}`), func(context.Context, json.RawMessage) (string, error) { return "paid", nil })
+	refund, _ := toolrun.NewRawTool("refund", "refunds", []byte(`{"type":"object"}`), func(context.Context, json.RawMessage) (string, error) { return "refunded", nil })
+	h, err := serve.New(context.Background(), serve.Config{
+		Client: model.Client(),
+		Params: anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
+		Tools:  []toolrun.Tool{pay, refund},
+		DB:     db,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer func() {
+		h.Shutdown(context.Background())
+		srv.Close()
+	}()
+	b.ResetTimer()
+	for i := range b.N {
+		body, _ := json.Marshal(input(fmt.Sprint("t", i), fmt.Sprint("r", i), []map[string]any{user("u1", "pay both")}, nil))
+		resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || n == 0 {
+			b.Fatalf("run %d: status %d", i, resp.StatusCode)
+		}
+	}
+}
