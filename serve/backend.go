@@ -16,11 +16,11 @@ import (
 // than the server's own database (runs as Temporal workflows, listed from
 // their search attributes and decided by signal while no worker runs) can
 // stand behind the same routes. sqlBackend, the server's database and its
-// runs in process, is the one there is.
+// runs in process, is one; execBackend, the server's database and an
+// [Executor] (runs as Temporal workflows, say), is the other.
 //
-// It is unexported while one implementation shapes it: the methods are
-// the ones the routes need, and a second backend decides which of them
-// stay and what they take before users are asked to implement it.
+// It is unexported: what a user implements is the smaller [Executor],
+// which knows nothing of HTTP, AG-UI or the server's tables.
 type backend interface {
 	// start checks and records the request in to run as id, and starts
 	// the run, whose first event (RUN_STARTED) is recorded when it
@@ -51,6 +51,9 @@ type backend interface {
 	// cancel cancels run, if it is in flight and owner started it, and
 	// reports whether it did.
 	cancel(run, owner string) bool
+	// fingerprint returns a value that changes whenever a pending call
+	// is made or decided, for the inbox's change detector.
+	fingerprint(ctx context.Context) (string, error)
 }
 
 // errNoRun is the error of a run the backend does not have.
@@ -138,4 +141,17 @@ func (b sqlBackend) cancel(run, owner string) bool {
 	}
 	lr.cancel()
 	return true
+}
+
+func (b sqlBackend) fingerprint(ctx context.Context) (string, error) {
+	var n, decided int64
+	var newest string
+	err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(MAX(created_at), '') FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval).Scan(&n, &newest)
+	if err != nil {
+		return "", err
+	}
+	if err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_interrupts WHERE status <> ?`, statusPending).Scan(&decided); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d/%s/%d", n, newest, decided), nil
 }

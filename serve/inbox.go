@@ -520,18 +520,11 @@ func (ib *inbox) woken() <-chan struct{} {
 	return ib.wake
 }
 
-// fingerprint changes whenever a pending call is made or decided.
+// fingerprint changes whenever a pending call is made or decided: the
+// backend says, since under an [Executor] the calls waiting are the
+// executor's to list.
 func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
-	var n, decided int64
-	var newest string
-	err := ib.h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(MAX(created_at), '') FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval).Scan(&n, &newest)
-	if err != nil {
-		return "", err
-	}
-	if err := ib.h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_interrupts WHERE status <> ?`, statusPending).Scan(&decided); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d/%s/%d", n, newest, decided), nil
+	return ib.h.be.fingerprint(ctx)
 }
 
 // events is a server-sent event stream that says "changed" whenever the
@@ -721,11 +714,20 @@ func (ib *inbox) goOn(thread string) string {
 		delete(ib.going, thread)
 		ib.mu.Unlock()
 	}
-	st, err := h.store.Load(ctx, thread)
 	h.mu.Lock()
 	busy := h.threads[thread] || h.draining
 	h.mu.Unlock()
-	if err != nil || busy || len(st.AwaitingApproval()) == 0 {
+	var err error
+	if h.cfg.Executor == nil {
+		// In process the State must await the decisions; under an
+		// Executor the State is the executor's, and its run is given the
+		// decisions by the run started here.
+		var st *toolrun.State
+		if st, err = h.store.Load(ctx, thread); err == nil && len(st.AwaitingApproval()) == 0 {
+			busy = true
+		}
+	}
+	if err != nil || busy {
 		release()
 		return ""
 	}

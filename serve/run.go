@@ -651,6 +651,10 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		}
 		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
+	if h.cfg.Executor != nil {
+		h.runExecutor(ctx, lr, m, opts.OnEvent, userMsgs)
+		return
+	}
 	if p.newThread {
 		params.Messages = userMsgs
 	}

@@ -97,6 +97,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the time; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// Executor, if set, runs the runs (see [Executor]): on the workers
+	// of a Temporal task queue, with
+	// github.com/toolrun/toolrun/temporal/servetemporal. Nil runs them in
+	// this process, with their State in DB. Either way DB keeps the
+	// threads, runs, events, interrupts and decisions. Client tools
+	// (RunAgentInput.tools) are refused with an Executor.
+	Executor Executor
 }
 
 // Handler is the server: an http.Handler that offers the toolrun runner
@@ -183,6 +190,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		perToken: map[string]int{},
 	}
 	h.be = sqlBackend{h}
+	if cfg.Executor != nil {
+		h.be = execBackend{sqlBackend{h}, cfg.Executor}
+	}
 	h.base, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := h.closeOrphans(ctx); err != nil {
 		return nil, fmt.Errorf("serve: closing the runs of a stopped server: %w", err)

@@ -1,0 +1,296 @@
+package serve
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+)
+
+// Executor runs the server's runs somewhere other than in the server's
+// process: on the workers of a Temporal task queue, say (package
+// github.com/toolrun/toolrun/temporal/servetemporal). Set it in
+// [Config.Executor]; nil runs every run in process, with its State in
+// [Config.DB].
+//
+// The server keeps its own database in every mode: threads, runs, the
+// AG-UI events it sent (so a stream resumes from Last-Event-ID as
+// always), interrupts and decisions, where the first decision wins. What
+// an Executor changes is who runs a run and where its State lives: the
+// server hands it a run's new messages and the decisions recorded for the
+// thread, turns the progress it reports into AG-UI events with the same
+// mapper as in process, and asks it which calls of which threads await a
+// person, so that an executor whose runs wait without a process of their
+// own (a workflow) lists and takes decisions while nothing runs them.
+//
+// Its methods may be called concurrently, for different threads.
+type Executor interface {
+	// Run runs the next run of a thread, as r describes it: it starts or
+	// continues the thread's run with r's messages and decisions, calls
+	// r.OnEvent with the run's progress in order, and returns once the
+	// run stops (the model answered, a limit, an error) or waits for a
+	// decision (StopAwaitingApproval, with the calls waiting in
+	// Result.Pending), or ctx is done (with ctx's error: the run itself
+	// goes on, and the thread's next run follows it). Result.Usage is the
+	// thread's usage in total. An error is a run that could not be run or
+	// followed; the server ends the AG-UI run with RUN_ERROR.
+	Run(ctx context.Context, r *ExecutorRun) (*toolrun.Result, error)
+	// Pending returns the calls awaiting a person's decision, of thread,
+	// or of every thread if thread is "".
+	Pending(ctx context.Context, thread string) ([]ThreadCall, error)
+	// Decide gives d to the call callID of thread's run, once the server
+	// has recorded it: durably, and without waiting for the run to apply
+	// it, so that a decision is taken while nothing runs the thread.
+	Decide(ctx context.Context, thread, callID string, d toolrun.Decision) error
+	// Cancel cancels the run of thread, which stops with the outcome
+	// cancelled.
+	Cancel(ctx context.Context, thread string) error
+}
+
+// ExecutorRun is one run of a thread, as the server hands it to an
+// [Executor].
+type ExecutorRun struct {
+	// Thread is the thread's id: the executor's name for the
+	// conversation (a workflow id, say).
+	Thread string
+	// Run is the AG-UI run's id.
+	Run string
+	// Params are the request params of [Config.Params], without messages.
+	Params anthropic.BetaMessageNewParams
+	// Messages are the user messages the run brings, the client's
+	// preamble included: a new thread's first messages, or the ones
+	// that continue a thread.
+	Messages []anthropic.BetaMessageParam
+	// Decisions are the decisions recorded for the thread's calls, by the
+	// tool_use id of the call: the executor gives those its run still
+	// awaits (a decision it may have received already, as one recorded
+	// before a crash may not have).
+	Decisions map[string]toolrun.Decision
+	// MaxTurns is how many turns the run may take: [Config.Options]'s
+	// MaxTurns, or 25 by default.
+	MaxTurns int
+	// Cursor is what the executor said, with SetCursor, when the
+	// thread's last run stopped; "" for a thread's first run.
+	Cursor string
+	// SetCursor records cursor for the thread's next run, durably, in the
+	// server's database: the executor calls it as the run goes on, with
+	// what it needs to go on from where this run's events stopped.
+	SetCursor func(cursor string) error
+	// OnEvent receives the run's progress as toolrun's events, in order:
+	// RequestSent for a turn's start, ResponseReceived with the turn's
+	// text and tool_use blocks, ToolFinished for each result.
+	OnEvent func(context.Context, toolrun.Event)
+}
+
+// ThreadCall is a call of a thread awaiting a person's decision, as an
+// [Executor] lists it.
+type ThreadCall struct {
+	Thread string
+	Call   toolrun.PendingCall
+}
+
+// execBackend is the [backend] of a server whose runs an [Executor]
+// runs: the server's database, as sqlBackend keeps it, for threads, runs,
+// events, interrupts and decisions, and the executor for what awaits a
+// decision and for sending it.
+type execBackend struct {
+	sqlBackend
+	ex Executor
+}
+
+// pending lists the calls the executor says await a person and the
+// server's database has pending, oldest first. A call the executor lists
+// that the database lacks (its run stopped while the server was down) is
+// recorded first, so that it is decided like any other; one the database
+// has decided and the executor still lists (the run has not applied the
+// decision yet) is not listed.
+func (b execBackend) pending(ctx context.Context, thread string) ([]*interrupt, error) {
+	calls, err := b.ex.Pending(ctx, thread)
+	if err != nil {
+		return nil, fmt.Errorf("listing the pending calls: %w", err)
+	}
+	var out []*interrupt
+	for _, tc := range calls {
+		its, err := queryInterrupts(ctx, b.h.cfg.DB, `thread_id = ? AND tool_call_id = ?`, tc.Thread, tc.Call.Call.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(its) == 0 {
+			it, err := b.record(ctx, tc)
+			if err != nil {
+				return nil, err
+			}
+			if it != nil {
+				out = append(out, it)
+			}
+			continue
+		}
+		for _, it := range its {
+			if it.Status == statusPending && it.Kind == kindApproval {
+				out = append(out, it)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *interrupt) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// record records a call the executor lists and the database lacks, under
+// the thread's last run; a call of a thread the server does not have is
+// not the server's, and left out.
+func (b execBackend) record(ctx context.Context, tc ThreadCall) (*interrupt, error) {
+	var run string
+	err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT id FROM serve_runs WHERE thread_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`, tc.Thread).Scan(&run)
+	if err != nil {
+		return nil, nil
+	}
+	now := b.h.cfg.Now()
+	it := &interrupt{ID: newID("int_"), Thread: tc.Thread, Run: run, ToolCallID: tc.Call.Call.ID, ToolName: tc.Call.Call.Name, Input: tc.Call.Call.Input, Reason: tc.Call.Reason, Kind: kindApproval, Status: statusPending, CreatedAt: now, ExpiresAt: now.Add(b.h.cfg.ApprovalTTL)}
+	if err := insertInterrupt(ctx, b.h.cfg.DB, it); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// decide records d, then gives it to the executor. A decision recorded
+// and not sent (the executor could not be reached) is sent again by the
+// thread's next run, which gives its run every decision recorded for the
+// calls it awaits.
+func (b execBackend) decide(ctx context.Context, it *interrupt, d toolrun.Decision, by string, now time.Time) error {
+	if err := decide(ctx, b.h.cfg.DB, it, d, by, now); err != nil {
+		return err
+	}
+	d.Who, d.At = by, now.UTC()
+	if err := b.ex.Decide(ctx, it.Thread, it.ToolCallID, d); err != nil {
+		b.h.log.Warn("serve: a decision recorded was not sent to its run yet; the thread's next run sends it", "thread", it.Thread, "interrupt", it.ID, "err", err)
+	}
+	return nil
+}
+
+// start refuses client tools, which an executor's workers cannot hand to
+// the client yet, and starts the run as sqlBackend does.
+func (b execBackend) start(ctx context.Context, in *runInput, id identity) (bool, error) {
+	if len(in.Tools) > 0 {
+		return false, refuse(http.StatusBadRequest, "bad_tool", "this server runs its runs on an executor (toolrun serve --temporal), which does not take client tools yet: declare no tools in the RunAgentInput")
+	}
+	return b.sqlBackend.start(ctx, in, id)
+}
+
+// goOn starts the run that follows thread once no call of it waits for
+// a person: the executor's run goes on with the decisions, and this run
+// streams what it does.
+func (b execBackend) goOn(thread string) string { return b.h.inbox.goOn(thread) }
+
+// cancel cancels run, if it is in flight here and owner started it: the
+// executor's run too.
+func (b execBackend) cancel(run, owner string) bool {
+	b.h.mu.Lock()
+	lr := b.h.runs[run]
+	b.h.mu.Unlock()
+	if lr == nil || lr.owner != owner {
+		return false
+	}
+	if err := b.ex.Cancel(context.WithoutCancel(b.h.base), lr.thread); err != nil {
+		b.h.log.Error("serve: cancelling a thread's run", "thread", lr.thread, "err", err)
+	}
+	lr.cancel()
+	return true
+}
+
+// fingerprint changes whenever a pending call is made or decided.
+func (b execBackend) fingerprint(ctx context.Context) (string, error) {
+	its, err := b.pending(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	var s strings.Builder
+	for _, it := range its {
+		s.WriteString(it.ID)
+		s.WriteByte(',')
+	}
+	var decided int64
+	if err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_interrupts WHERE status <> ?`, statusPending).Scan(&decided); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%d", s.String(), decided), nil
+}
+
+// insertInterrupt records it.
+func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
+	input := []byte(it.Input)
+	if len(input) == 0 {
+		input = []byte("{}")
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO serve_interrupts (`+interruptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)`,
+		it.ID, it.Thread, it.Run, it.ToolCallID, it.ToolName, input, it.Reason, it.Kind, it.Status, timestamp(it.CreatedAt), timestamp(it.ExpiresAt))
+	return err
+}
+
+// runExecutor runs lr on the executor and writes the run's end, as run
+// does in process.
+func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
+	dbctx := context.WithoutCancel(ctx)
+	var cursor string
+	var base toolrun.Usage
+	var usage []byte
+	err := h.cfg.DB.QueryRowContext(ctx, `SELECT cursor, usage FROM serve_exec_cursors WHERE thread_id = ?`, lr.thread).Scan(&cursor, &usage)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		h.finish(ctx, lr, m, nil, base, err)
+		return
+	}
+	json.Unmarshal(usage, &base)
+	decisions := map[string]toolrun.Decision{}
+	decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status = ? AND kind = ?`, lr.thread, statusDecided, kindApproval)
+	if err != nil {
+		h.finish(ctx, lr, m, nil, base, err)
+		return
+	}
+	for _, it := range decided {
+		var d toolrun.Decision
+		if err := json.Unmarshal(it.Decision, &d); err != nil {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
+			return
+		}
+		decisions[it.ToolCallID] = d
+	}
+	params := h.cfg.Params
+	params.Messages = nil
+	maxTurns := h.cfg.Options.MaxTurns
+	if maxTurns == 0 {
+		maxTurns = 25
+	}
+	er := &ExecutorRun{
+		Thread: lr.thread, Run: lr.id, Params: params, Messages: userMsgs,
+		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
+		SetCursor: func(c string) error {
+			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)
+			return err
+		},
+		OnEvent: onEvent,
+	}
+	res, err := h.cfg.Executor.Run(ctx, er)
+	if res != nil {
+		if b, err := json.Marshal(res.Usage); err == nil {
+			if _, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, '', ?) ON CONFLICT (thread_id) DO UPDATE SET usage = excluded.usage`, lr.thread, b); err != nil {
+				h.log.Error("serve: recording a thread's usage", "thread", lr.thread, "err", err)
+			}
+		}
+	}
+	if res == nil && err != nil && ctx.Err() != nil {
+		res = &toolrun.Result{StopReason: toolrun.StopCanceled, Err: err, Usage: base}
+	}
+	h.finish(ctx, lr, m, res, base, err)
+}

@@ -1,0 +1,564 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/toolrun/toolrun"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	sdktemporal "go.temporal.io/sdk/temporal"
+)
+
+// RunEventKind is what a [RunEvent] reports.
+type RunEventKind int
+
+// The kinds of [RunEvent], in the order a turn shows them.
+const (
+	// StepStarted: a Step activity was scheduled. Turn is the number the
+	// response it requests will have: the run's turns so far, plus one.
+	StepStarted RunEventKind = iota + 1
+	// StepFinished: a Step completed. Turn is the run's turns after it,
+	// Usage the run's total so far. If the step received a response (its
+	// Turn is above the one before), Text is the response's text and
+	// Calls are the response's calls in its order: those to run with their
+	// tool's settings, the others (deferred to a person, denied) with
+	// their Call alone. A step that only took decisions has no Text and no
+	// Calls.
+	StepFinished
+	// ToolFinished: a call was answered. Result holds the call (ID, name,
+	// input), its content and IsError: a tool's result, a call denied or
+	// skipped by a policy or a person, or a call whose activity failed
+	// (answered with [toolrun.ErrInterrupted], as the workflow answers
+	// it).
+	ToolFinished
+	// Awaiting: the run waits for a person's decisions. Pending lists the
+	// calls awaiting one, More counts those beyond.
+	Awaiting
+	// Finished: the run ended, with Outcome, or with Err if the workflow
+	// failed, was terminated, cancelled or timed out. It is the last event.
+	Finished
+)
+
+// String returns the kind's name, for logs and test failures.
+func (k RunEventKind) String() string {
+	switch k {
+	case StepStarted:
+		return "StepStarted"
+	case StepFinished:
+		return "StepFinished"
+	case ToolFinished:
+		return "ToolFinished"
+	case Awaiting:
+		return "Awaiting"
+	case Finished:
+		return "Finished"
+	}
+	return fmt.Sprintf("RunEventKind(%d)", int(k))
+}
+
+// RunEvent is one thing a run's workflow history records, in order, as
+// [Follow] reads it. Which fields are set depends on Kind (see
+// [RunEventKind]).
+//
+// Seq numbers the event along the run's chain of executions (each
+// continue-as-new starts one): execution<<43 | eventID<<12 | n, where
+// execution counts the executions before this one in the chain, eventID is
+// the history event that records it, and n numbers the events one history
+// event gives (a step's StepFinished and the calls it answered). So Seq is
+// strictly increasing along the run and the same on every read, by any
+// client: give the last one a reader had to [Follow] as after, and it gets
+// the rest, nothing twice.
+type RunEvent struct {
+	Seq   int64
+	Kind  RunEventKind
+	Turn  int
+	Text  string
+	Calls []toolrun.PlannedCall
+	Usage toolrun.Usage
+	// Result is the call and its answer, for ToolFinished.
+	Result *toolrun.ToolResult
+	// Pending are the calls awaiting a decision, for Awaiting: at most
+	// [MemoMaxCalls] of them, with their inputs; More counts the others,
+	// which a later Awaiting lists once those before them are decided.
+	Pending []toolrun.PendingCall
+	More    int
+	// Outcome is how the run ended, for a Finished without Err.
+	Outcome *Outcome
+	// Err is why the workflow ended without an Outcome, for Finished.
+	Err error
+}
+
+// The layout of [RunEvent.Seq].
+const (
+	seqSubBits   = 12
+	seqEventBits = 31
+	seqExecBits  = 63 - seqEventBits - seqSubBits
+)
+
+func seqOf(exec int, eventID int64, n int) int64 {
+	return int64(exec)<<(seqEventBits+seqSubBits) | eventID<<seqSubBits | int64(n)
+}
+
+// Follow calls yield with each event of the run started as
+// workflowID/runID numbered above after (0 for all), in order, waiting for
+// new ones, until the run is Finished (then it returns nil), yield returns
+// false (nil), or ctx ends (ctx.Err()). runID is the run's first
+// execution's (what [Start] returned); empty means the latest execution of
+// workflowID, numbered from the first of its chain all the same.
+//
+// Follow reads the run's workflow history with long polls, one request at
+// a time: it needs no worker, and nothing the history records is missed
+// between reads. It decodes the payloads with the converter
+// [WithDataConverter] gives (the SDK's default without it): the one the
+// workers encode with. It goes on to the next execution at each
+// continue-as-new; executions whose events are all at or below after are
+// skipped with one request each, for their last event.
+//
+// Awaiting is reported from the memo [PendingMemo] that the workflow
+// upserts: once when calls start waiting, and again each time the calls
+// waiting change and some still wait (a decision on one of two, say), not
+// again when an execution continues as new with the same calls waiting.
+// The memo leaves out an input over [MemoMaxInput]; Follow puts it back
+// from the step that made the call. A run started by a toolrun older than
+// the memo reports no Awaiting.
+//
+// With workers that keep states in a [toolrun.Store], the history holds
+// no conversation: a call that a person denied or skipped, in a step that
+// then sent the next request, has its result only in the Store, and Follow
+// reports no ToolFinished for it.
+func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts ...ClientOption) error {
+	o := clientOptionsOf(opts)
+	f := &follower{c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
+	first, err := f.first(ctx, runID)
+	if err != nil {
+		return f.fail(ctx, err)
+	}
+	run := first
+	for exec := 0; ; exec++ {
+		if exec >= 1<<seqExecBits {
+			return fmt.Errorf("toolrun: follow %s: more than %d executions", workflowID, 1<<seqExecBits)
+		}
+		if after >= seqOf(exec+1, 0, 0) {
+			// Every event of this execution was read already: only its
+			// last one matters, for the next execution's run id.
+			next, err := f.nextRun(ctx, run)
+			if err != nil {
+				return f.fail(ctx, err)
+			}
+			if next != "" {
+				run = next
+				continue
+			}
+		}
+		next, done, err := f.execution(ctx, exec, run)
+		if err != nil || done {
+			return f.fail(ctx, err)
+		}
+		run = next
+	}
+}
+
+// follower is the state of one [Follow].
+type follower struct {
+	c          client.Client
+	dc         converter.DataConverter
+	fc         converter.FailureConverter
+	workflowID string
+	after      int64
+	yield      func(RunEvent) bool
+}
+
+// fail returns ctx's error if ctx ended, err otherwise, so that a read cut
+// short by the caller's cancellation says so.
+func (f *follower) fail(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// first returns the run id of the first execution of the chain runID (or
+// the latest execution of the workflow, if empty) belongs to.
+func (f *follower) first(ctx context.Context, runID string) (string, error) {
+	it := f.c.GetWorkflowHistory(ctx, f.workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return "", fmt.Errorf("toolrun: follow %s: the history is empty", f.workflowID)
+	}
+	e, err := it.Next()
+	if err != nil {
+		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
+	}
+	a := e.GetWorkflowExecutionStartedEventAttributes()
+	if a == nil {
+		return "", fmt.Errorf("toolrun: follow %s: the history starts with %s, not the workflow's start", f.workflowID, e.GetEventType())
+	}
+	if a.GetWorkflowType().GetName() != WorkflowName {
+		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, a.GetWorkflowType().GetName(), WorkflowName)
+	}
+	if first := a.GetFirstExecutionRunId(); first != "" {
+		return first, nil
+	}
+	return runID, nil
+}
+
+// nextRun returns the run id the execution run continued as, from its last
+// event, or "" if it ended otherwise (or is still running).
+func (f *follower) nextRun(ctx context.Context, run string) (string, error) {
+	it := f.c.GetWorkflowHistory(ctx, f.workflowID, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return "", fmt.Errorf("toolrun: follow %s/%s: %w", f.workflowID, run, err)
+		}
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			return a.GetNewExecutionRunId(), nil
+		}
+	}
+	return "", nil
+}
+
+// scheduled is an activity of the execution, by its scheduled event.
+type scheduled struct {
+	name  string
+	input *commonpb.Payloads
+	step  *StepInput // decoded input, once needed
+}
+
+// execution reads the history of execution exec of the chain, run, with
+// long polls, and yields its events above f.after. It returns the next
+// execution's run id, or done once the run ended or the caller stopped.
+func (f *follower) execution(ctx context.Context, exec int, run string) (next string, done bool, err error) {
+	acts := map[int64]*scheduled{}
+	var (
+		memoKey string
+		planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
+		last    *toolrun.State        // the state of the last step
+	)
+	it := f.c.GetWorkflowHistory(ctx, f.workflowID, run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return "", true, fmt.Errorf("toolrun: follow %s/%s: %w", f.workflowID, run, err)
+		}
+		id := e.GetEventId()
+		if id >= 1<<seqEventBits {
+			return "", true, fmt.Errorf("toolrun: follow %s/%s: event %d is past the last one Follow numbers", f.workflowID, run, id)
+		}
+		var out []RunEvent
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			a := e.GetWorkflowExecutionStartedEventAttributes()
+			if raw, ok := a.GetMemo().GetFields()[PendingMemo]; ok {
+				var p PendingApprovals
+				if err := f.decode(raw, &p); err != nil {
+					return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
+				}
+				memoKey = pendingKey(p)
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := e.GetActivityTaskScheduledEventAttributes()
+			s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
+			acts[id] = s
+			if s.name != StepActivity || seqOf(exec, id, 0) <= f.after {
+				break
+			}
+			in, err := f.stepInput(s)
+			if err != nil {
+				return "", true, f.payloadError(run, id, "a step's input", err)
+			}
+			out = append(out, RunEvent{Kind: StepStarted, Turn: in.State.Turns + 1})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := e.GetActivityTaskCompletedEventAttributes()
+			s := acts[a.GetScheduledEventId()]
+			if s == nil {
+				break
+			}
+			switch s.name {
+			case StepActivity:
+				// The step's result is decoded even below after: the
+				// calls that follow need its planned calls and state.
+				var res StepResult
+				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
+					return "", true, f.payloadError(run, id, "a step's result", err)
+				}
+				if res.State == nil {
+					return "", true, f.payloadError(run, id, "a step's result", errors.New("it has no state"))
+				}
+				planned, last = res.Calls, res.State
+				if seqOf(exec, id, 0) <= f.after {
+					break
+				}
+				in, err := f.stepInput(s)
+				if err != nil {
+					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a step's input", err)
+				}
+				out = stepFinished(in.State, &res)
+			case ToolActivity:
+				if seqOf(exec, id, 0) <= f.after {
+					break
+				}
+				var in ToolInput
+				if err := f.decodePayloads(s.input, &in); err != nil {
+					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a tool call's input", err)
+				}
+				var res ToolOutput
+				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
+					return "", true, f.payloadError(run, id, "a tool call's result", err)
+				}
+				if res.Result == nil {
+					break
+				}
+				r := *res.Result
+				r.Call = callOf(in, planned)
+				out = append(out, RunEvent{Kind: ToolFinished, Result: &r})
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			var sched int64
+			var failure error
+			if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
+				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
+			} else {
+				a := e.GetActivityTaskTimedOutEventAttributes()
+				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
+			}
+			s := acts[sched]
+			if s == nil || s.name != ToolActivity || seqOf(exec, id, 0) <= f.after || notRun(failure) {
+				break
+			}
+			var in ToolInput
+			if err := f.decodePayloads(s.input, &in); err != nil {
+				return "", true, f.payloadError(run, sched, "a tool call's input", err)
+			}
+			p := plannedOf(in, planned)
+			out = append(out, RunEvent{Kind: ToolFinished, Result: withCall(interrupted(p, failure), p.Call)})
+		case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+			raw, ok := e.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[PendingMemo]
+			if !ok {
+				break
+			}
+			var p PendingApprovals
+			if err := f.decode(raw, &p); err != nil {
+				return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
+			}
+			key := pendingKey(p)
+			if key == memoKey {
+				break
+			}
+			memoKey = key
+			if len(p.Calls) == 0 && p.More == 0 {
+				break
+			}
+			out = append(out, RunEvent{Kind: Awaiting, Pending: withInputs(p.Calls, last), More: p.More})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			return e.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId(), false, nil
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			ev := RunEvent{Kind: Finished}
+			if seqOf(exec, id, 0) > f.after {
+				var o Outcome
+				if err := f.decodePayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &o); err != nil {
+					return "", true, f.payloadError(run, id, "the run's outcome", err)
+				}
+				ev.Outcome = &o
+			}
+			out = append(out, ev)
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			err := FromFailure(f.fc.FailureToError(e.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
+			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s failed: %w", f.workflowID, err)})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+			a := e.GetWorkflowExecutionTerminatedEventAttributes()
+			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was terminated (%q, by %q)", f.workflowID, a.GetReason(), a.GetIdentity())})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was cancelled: %w", f.workflowID, sdktemporal.NewCanceledError())})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s timed out: %w", f.workflowID, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))})
+		}
+		for n, ev := range out {
+			if n >= 1<<seqSubBits {
+				return "", true, fmt.Errorf("toolrun: follow %s/%s: event %d records more than %d events", f.workflowID, run, id, 1<<seqSubBits)
+			}
+			ev.Seq = seqOf(exec, id, n)
+			if ev.Seq <= f.after {
+				continue
+			}
+			if !f.yield(ev) {
+				return "", true, nil
+			}
+		}
+		if isClose(e) {
+			return "", true, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", true, err
+	}
+	return "", true, fmt.Errorf("toolrun: follow %s/%s: the history ended without the run's end", f.workflowID, run)
+}
+
+// isClose reports whether e ends an execution with the run's end.
+func isClose(e *historypb.HistoryEvent) bool {
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		return true
+	}
+	return false
+}
+
+// stepInput returns the decoded input of step s.
+func (f *follower) stepInput(s *scheduled) (*StepInput, error) {
+	if s.step != nil {
+		return s.step, nil
+	}
+	var in StepInput
+	if err := f.decodePayloads(s.input, &in); err != nil {
+		return nil, err
+	}
+	if in.State == nil {
+		return nil, errors.New("it has no state")
+	}
+	s.step = &in
+	return s.step, nil
+}
+
+// decodePayloads decodes the first of ps (an activity's input or result,
+// a workflow's result) into v.
+func (f *follower) decodePayloads(ps *commonpb.Payloads, v any) error {
+	if len(ps.GetPayloads()) == 0 {
+		return errors.New("no payload")
+	}
+	return f.decode(ps.GetPayloads()[0], v)
+}
+
+// decode decodes one payload of the run's history into v with the
+// client's data converter. Every payload Follow reads goes through it.
+func (f *follower) decode(p *commonpb.Payload, v any) error {
+	return f.dc.FromPayload(p, v)
+}
+
+// payloadError says which payload of the history could not be decoded.
+func (f *follower) payloadError(run string, eventID int64, what string, err error) error {
+	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the client's data converter given with WithDataConverter?): %w", f.workflowID, run, what, eventID, err)
+}
+
+// stepFinished returns the events of a step that went from state in to
+// res: StepFinished, and a ToolFinished for each call the step answered
+// (denied or skipped, by a policy or a person's decision).
+func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
+	s := res.State
+	ev := RunEvent{Kind: StepFinished, Turn: s.Turns, Usage: s.Usage}
+	if s.Turns > in.Turns {
+		ev.Text = res.Text
+		for _, c := range s.Calls() {
+			p := toolrun.PlannedCall{Call: c}
+			if i := slices.IndexFunc(res.Calls, func(p toolrun.PlannedCall) bool { return p.Call.ID == c.ID }); i >= 0 {
+				p = res.Calls[i]
+			}
+			ev.Calls = append(ev.Calls, p)
+		}
+	}
+	out := []RunEvent{ev}
+	answered := func(st *toolrun.State, id string) bool {
+		_, ok := st.CallResult(id)
+		return ok
+	}
+	// The calls of the turn the step began with that it answered, then
+	// those of the response it received.
+	for _, c := range in.Calls() {
+		if answered(in, c.ID) {
+			continue
+		}
+		if r, ok := s.CallResult(c.ID); ok {
+			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		} else if r := committedResult(s, c); r != nil {
+			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		}
+	}
+	for _, c := range s.Calls() {
+		if in.HasCall(c.ID) {
+			continue
+		}
+		if r, ok := s.CallResult(c.ID); ok {
+			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		}
+	}
+	return out
+}
+
+// committedResult returns the result of call c from the history of s, the
+// tool_result the step committed for it, or nil if s has no history (the
+// workers keep it in a Store).
+func committedResult(s *toolrun.State, c toolrun.ToolCall) *toolrun.ToolResult {
+	msgs := s.Params.Messages
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i].OfUser
+		if m == nil {
+			continue
+		}
+		for _, b := range m.Content {
+			tr := b.OfToolResult
+			if tr == nil || tr.ToolUseID != c.ID {
+				continue
+			}
+			return &toolrun.ToolResult{Call: c, Content: slices.Clone(tr.Content), IsError: tr.IsError.Value}
+		}
+	}
+	return nil
+}
+
+// plannedOf returns the planned call of tool activity input in: from the
+// last step's planned calls, or the call in the input's state.
+func plannedOf(in ToolInput, planned []toolrun.PlannedCall) toolrun.PlannedCall {
+	if i := slices.IndexFunc(planned, func(p toolrun.PlannedCall) bool { return p.Call.ID == in.ToolUseID }); i >= 0 {
+		return planned[i]
+	}
+	return toolrun.PlannedCall{Call: callIn(in)}
+}
+
+// callOf returns the call of tool activity input in.
+func callOf(in ToolInput, planned []toolrun.PlannedCall) toolrun.ToolCall {
+	return plannedOf(in, planned).Call
+}
+
+// callIn returns the call of tool activity input in from its state.
+func callIn(in ToolInput) toolrun.ToolCall {
+	if in.State != nil {
+		for _, c := range in.State.Calls() {
+			if c.ID == in.ToolUseID {
+				return c
+			}
+		}
+	}
+	return toolrun.ToolCall{ID: in.ToolUseID}
+}
+
+// withCall returns r with its call set to c.
+func withCall(r *toolrun.ToolResult, c toolrun.ToolCall) *toolrun.ToolResult {
+	r.Call = c
+	return r
+}
+
+// withInputs returns calls with the inputs the memo left out put back
+// from s, the state of the step that made them.
+func withInputs(calls []toolrun.PendingCall, s *toolrun.State) []toolrun.PendingCall {
+	out := slices.Clone(calls)
+	if s == nil {
+		return out
+	}
+	all := s.Calls()
+	for i, p := range out {
+		if p.Call.Input != nil {
+			continue
+		}
+		if j := slices.IndexFunc(all, func(c toolrun.ToolCall) bool { return c.ID == p.Call.ID }); j >= 0 {
+			out[i].Call.Input = all[j].Input
+		}
+	}
+	return out
+}
