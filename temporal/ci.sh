@@ -19,7 +19,14 @@
 #      histories replayed): with CI set they fail rather than skip when
 #      the server or the go command is missing. Worker versioning needs no
 #      dynamic config on this server;
-#   4. stops the server, whatever happened.
+#   4. runs, against the same server, the tests of "toolrun serve
+#      --temporal" in cmd/toolrun (go test -race -run TestServeTemporal):
+#      the Node AG-UI client's every scenario (drive.mjs, with @ag-ui/client
+#      that .ci/serve.sh installs) and the approval inbox in headless
+#      Chromium, a call listed and approved while no worker runs; with CI
+#      set they fail rather than skip when node, the client or Chromium is
+#      missing;
+#   5. stops the server, whatever happened.
 #
 # Run from anywhere: bash temporal/ci.sh
 set -euo pipefail
@@ -96,3 +103,5 @@ echo "== temporal: go test -race ./..."
 # The race detector and a busy machine slow the tests against the server;
 # the default 10-minute timeout is too tight for them.
 go test -race -timeout 20m ./...
+echo "== temporal: toolrun serve --temporal (cmd/toolrun: go test -race -run TestServeTemporal)"
+(cd ../cmd/toolrun && go test -race -timeout 15m -run 'TestServeTemporal' .)

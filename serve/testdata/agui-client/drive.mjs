@@ -5,12 +5,18 @@
 // cancelled run, and a reconnect with Last-Event-ID. It exits non-zero on
 // the first scenario that goes wrong.
 //
-// Usage: node drive.mjs http://127.0.0.1:PORT
+// Usage: node drive.mjs http://127.0.0.1:PORT [PREFIX]
+//
+// PREFIX, if given, starts every thread and run id the program makes, so
+// that it can run again against a server that keeps what it ran before
+// (a Temporal namespace, where a thread is a workflow and its id stays
+// taken until the namespace forgets it).
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
 
 const base = process.argv[2];
+const prefix = process.argv[3] ?? "";
 if (!base) {
-  console.error("usage: node drive.mjs URL");
+  console.error("usage: node drive.mjs URL [PREFIX]");
   process.exit(2);
 }
 
@@ -34,7 +40,7 @@ async function run(agent, params = {}) {
 }
 
 function agent(threadId) {
-  return new HttpAgent({ url: base + "/", threadId });
+  return new HttpAgent({ url: base + "/", threadId: prefix + threadId });
 }
 
 function user(a, id, content) {
@@ -140,7 +146,7 @@ await scenario("parallel approvals answered in the opposite order", async () => 
 await scenario("cancelled run", async () => {
   const a = agent("cancel");
   user(a, "u1", "slow");
-  const runId = "cancel-run-1";
+  const runId = prefix + "cancel-run-1";
   const seen = { finished: null };
   await a.runAgent({ runId }, {
     onRunStartedEvent: async () => {
@@ -155,7 +161,7 @@ await scenario("cancelled run", async () => {
 await scenario("reconnect with Last-Event-ID", async () => {
   const a = agent("reconnect");
   user(a, "u1", "list then wait");
-  const runId = "reconnect-run-1";
+  const runId = prefix + "reconnect-run-1";
   let got = 0;
   // The first connection goes away after the first turn: the run goes on.
   await a.runAgent({ runId }, {
