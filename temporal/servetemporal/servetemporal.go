@@ -39,9 +39,9 @@ import (
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 )
