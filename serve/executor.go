@@ -203,10 +203,12 @@ func (b execBackend) cancel(run, owner string) bool {
 	if lr == nil || lr.owner != owner {
 		return false
 	}
+	// The stream stops following first, so that the run ends cancelled
+	// here rather than with the executor's report of the cancellation.
+	lr.cancel()
 	if err := b.ex.Cancel(context.WithoutCancel(b.h.base), lr.thread); err != nil {
 		b.h.log.Error("serve: cancelling a thread's run", "thread", lr.thread, "err", err)
 	}
-	lr.cancel()
 	return true
 }
 

@@ -8,7 +8,10 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/toolrun/toolrun v0.1.0
+	github.com/toolrun/toolrun/temporal v0.1.0
+	go.temporal.io/sdk v1.51.0
 	golang.org/x/term v0.48.0
+	google.golang.org/grpc v1.83.2
 	modernc.org/sqlite v1.62.0
 )
 

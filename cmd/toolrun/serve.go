@@ -22,7 +22,13 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/fstools"
 	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/temporal/servetemporal"
 	"github.com/toolrun/toolrun/toolruntest"
+	temporalclient "go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 )
 
 var serveCommand = &command{
@@ -55,7 +61,20 @@ Tools and approval are as for "toolrun run": --workdir, --mcp, --mcp-url,
 TOOL for any tool of the server. --script FILE answers with a scripted
 model: JSON Lines of replies as "toolrun run --script" takes them, where a
 reply with "scene": "TEXT" starts the replies for conversations whose
-latest user text is TEXT, and "delay_ms" holds a reply back.`,
+latest user text is TEXT, and "delay_ms" holds a reply back.
+
+Temporal. With --temporal ADDRESS each thread is a workflow of the
+temporal module (toolrun.Run) on the Temporal server at ADDRESS, in
+--temporal-namespace, run by the workers of --temporal-queue: its workflow id
+is the thread id. The server still keeps threads, runs, events and
+decisions in --db; the runs' states are the workflows'. Pending calls are
+listed from the workflows' search attributes and memo and decided by signal,
+so the JSON API and the inbox work while no worker runs; the namespace needs
+the search attributes of "temporal server start-dev --search-attribute"
+(see temporal/ci.sh). With --temporal-worker (the default) this process is
+also a worker, with the server's tools and approval rules; without it,
+start workers elsewhere with the same tools. Client tools are not yet
+supported with --temporal.`,
 	exits: []exitStatus{
 		{exitOK, "ok", "the server stopped on a signal, after draining"},
 		{exitError, "error", "the server could not start or failed"},
@@ -83,6 +102,10 @@ latest user text is TEXT, and "delay_ms" holds a reply back.`,
 		fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM, let runs in flight finish for `duration`")
 		fs.DurationVar(&f.approvalTTL, "approval-ttl", 24*time.Hour, "let an interrupt be answered for `duration`")
 		fs.StringVar(&f.record, "record", "", "record each run as a JSON Lines transcript in `dir`, for toolrun view and replay")
+		fs.StringVar(&f.temporal, "temporal", "", "run each thread as a workflow on the Temporal server at `host:port`")
+		fs.StringVar(&f.temporalNamespace, "temporal-namespace", "default", "the Temporal `namespace` of --temporal")
+		fs.StringVar(&f.temporalQueue, "temporal-queue", "toolrun", "the task `queue` of the workers of --temporal")
+		fs.BoolVar(&f.temporalWorker, "temporal-worker", true, "with --temporal, also run a worker of --temporal-queue in this process, with the server's tools")
 		fs.StringVar(&f.script, "script", "", "answer with the scripted model of `replies.jsonl` on a local fake server: offline, no API key")
 		return func(ctx context.Context, c *cli, args []string) int {
 			if len(args) > 0 {
@@ -112,6 +135,9 @@ type serveFlags struct {
 	toolTimeout, grace     time.Duration
 	approvalTTL            time.Duration
 	script, record         string
+	// temporal is the Temporal server's address, "" to run in process.
+	temporal, temporalNamespace, temporalQueue string
+	temporalWorker                             bool
 }
 
 // serve runs the server until ctx ends, then drains it.
@@ -222,9 +248,34 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 			origins = append(origins, o)
 		}
 	}
+	var executor serve.Executor
+	where := "in process"
+	if f.temporal != "" {
+		tc, err := temporalclient.DialContext(ctx, temporalclient.Options{
+			HostPort: f.temporal, Namespace: f.temporalNamespace,
+			Logger: temporallog.NewStructuredLogger(log), ConnectionOptions: temporalclient.ConnectionOptions{DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}},
+		})
+		if err != nil {
+			c.errorf("serve", "--temporal %s: %v", f.temporal, err)
+			return exitError
+		}
+		defer tc.Close()
+		executor = servetemporal.New(servetemporal.Config{Client: tc, TaskQueue: f.temporalQueue})
+		where = fmt.Sprintf("on Temporal at %s, namespace %s, task queue %s", f.temporal, f.temporalNamespace, f.temporalQueue)
+		if f.temporalWorker {
+			w := temporal.NewWorker(tc, f.temporalQueue, temporal.NewActivities(client, tools, &opts), worker.Options{})
+			if err := w.Start(); err != nil {
+				c.errorf("serve", "--temporal-worker: %v", err)
+				return exitError
+			}
+			defer w.Stop()
+			where += ", with a worker here"
+		}
+	}
 	h, err := serve.New(ctx, serve.Config{
 		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
 		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log, RecordDir: f.record,
+		Executor: executor,
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
@@ -236,7 +287,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		return exitError
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(c.stdout, "toolrun serve: listening on http://%s (state in %s)\n", ln.Addr(), dbPath)
+	fmt.Fprintf(c.stdout, "toolrun serve: listening on http://%s (state in %s, runs %s)\n", ln.Addr(), dbPath, where)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

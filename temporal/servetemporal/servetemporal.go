@@ -1,0 +1,432 @@
+// Package servetemporal runs the runs of a toolrun server (package
+// github.com/toolrun/toolrun/serve, "toolrun serve --temporal") as
+// Temporal workflows: each thread is an execution of the temporal
+// module's [temporal.Workflow], run by the workers of a task queue, which
+// may be on other machines, or not running at all.
+//
+// [Executor] is the server's [serve.Executor]. A thread is a workflow
+// whose id is the thread's id (after [Config.WorkflowIDPrefix]). A run
+// that answers calls awaiting a person follows the workflow that waits
+// for them; a run that brings a new user message once the thread's last
+// workflow has ended starts the next one, with the same id, from the
+// previous one's final state and the new message. The run's events are
+// read from the workflow's history with [temporal.Follow], so they need
+// no worker, and the server turns them into AG-UI events as it does a
+// run in process. The calls awaiting a person are listed from the
+// workflows' search attributes and memo ([temporal.ListAwaitingApproval],
+// [temporal.Pending]) and decided with [temporal.DecideBySignal]: all
+// three with no worker running.
+//
+//	c, _ := client.Dial(client.Options{HostPort: "127.0.0.1:7233"})
+//	ex := servetemporal.New(servetemporal.Config{Client: c, TaskQueue: "toolrun"})
+//	h, err := serve.New(ctx, serve.Config{Client: model, Params: params, DB: db, Executor: ex})
+//
+// The workers run [temporal.NewWorker] on the same task queue with the
+// server's tools and options (approval policy included): the workers
+// decide the calls, the server records and sends a person's decisions.
+package servetemporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/temporal"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+)
+
+// Config configures an [Executor]. Client and TaskQueue are required;
+// every other field's zero value is its default.
+type Config struct {
+	// Client reaches the Temporal server.
+	Client client.Client
+	// TaskQueue is the task queue of the workers that run the workflows.
+	TaskQueue string
+	// WorkflowIDPrefix goes before a thread's id to make its workflow's
+	// id. Empty means none: the workflow id is the thread id.
+	WorkflowIDPrefix string
+	// RunOptions schedule each workflow's activities (see
+	// [temporal.RunOptions]); MaxTurns is the server's, per run.
+	RunOptions temporal.RunOptions
+	// DataConverter is the converter the workers encode payloads with (a
+	// codec that encrypts them, say); nil means the SDK's default.
+	DataConverter converter.DataConverter
+	// Store is the workers' [toolrun.Store], if they keep states in one
+	// (see [temporal.NewActivities]): a thread's next workflow starts
+	// from its last one's state, which is there. Nil means the states
+	// travel whole through Temporal.
+	Store toolrun.Store
+}
+
+// Executor is a [serve.Executor] whose runs are Temporal workflows. Build
+// it with [New]; it is safe for concurrent use, and keeps nothing of its
+// own: what a thread's next run needs is in the server's database (its
+// cursor) and in Temporal.
+type Executor struct {
+	cfg  Config
+	opts []temporal.ClientOption
+}
+
+// New returns the executor for cfg.
+func New(cfg Config) *Executor {
+	return &Executor{cfg: cfg, opts: []temporal.ClientOption{temporal.WithDataConverter(cfg.DataConverter)}}
+}
+
+var _ serve.Executor = (*Executor)(nil)
+
+// cursor is where a thread's last run stopped reading its workflow: the
+// workflow's first execution, the last event read, the last turn shown
+// and the thread's usage then.
+type cursor struct {
+	Run   string        `json:"run"`
+	Seq   int64         `json:"seq"`
+	Turn  int           `json:"turn"`
+	Usage toolrun.Usage `json:"usage"`
+	// Text is the text the last step that received a response reported.
+	Text string `json:"text,omitempty"`
+}
+
+func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
+
+// ErrThreadRunning is the error of a run that brings a new user message
+// while the thread's workflow is still running, not waiting for a person:
+// the message would race the turn in flight.
+var ErrThreadRunning = errors.New("servetemporal: the thread's workflow is still running")
+
+// Run starts or follows the thread's workflow, as [serve.Executor]
+// describes: a workflow that is running is given the decisions on the
+// calls it awaits and followed from the cursor; otherwise, with new
+// messages, a new execution of the workflow id starts from the last one's
+// final state. It returns when the workflow ends, or waits for calls no
+// decision of r answers.
+func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Result, error) {
+	var cur cursor
+	if r.Cursor != "" {
+		if err := json.Unmarshal([]byte(r.Cursor), &cur); err != nil {
+			return nil, fmt.Errorf("servetemporal: the thread's cursor: %w", err)
+		}
+	}
+	id := e.workflowID(r.Thread)
+	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		desc = nil
+	case err != nil:
+		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+	}
+	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	switch {
+	case running && len(r.Messages) > 0:
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		if err != nil {
+			return nil, err
+		}
+		if len(pending) == 0 {
+			return nil, fmt.Errorf("%w: its turn in flight ends first", ErrThreadRunning)
+		}
+		return nil, fmt.Errorf("%w: it awaits decisions on %d calls; answer them first", ErrThreadRunning, len(pending))
+	case running:
+		info := desc.GetWorkflowExecutionInfo()
+		if first := info.GetFirstRunId(); first != "" && first != cur.Run {
+			cur = cursor{Run: first, Usage: cur.Usage, Turn: cur.Turn}
+		}
+		if err := e.sendDecisions(ctx, id, r.Decisions, nil); err != nil {
+			return nil, err
+		}
+	case len(r.Messages) == 0:
+		return nil, errors.New("servetemporal: the run brings no message and the thread's workflow is not running: nothing to run")
+	default:
+		in, err := e.nextInput(ctx, id, desc, r)
+		if err != nil {
+			return nil, err
+		}
+		run, err := e.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       id,
+			TaskQueue:                e.cfg.TaskQueue,
+			WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			Memo:                     map[string]any{temporal.PendingMemo: temporal.PendingApprovals{Calls: []toolrun.PendingCall{}}},
+		}, temporal.WorkflowName, in)
+		if err != nil {
+			return nil, fmt.Errorf("servetemporal: starting the thread's workflow %s: %w", id, err)
+		}
+		cur = cursor{Run: run.GetRunID(), Turn: in.State.Turns, Usage: in.State.Usage}
+		if err := e.save(r, cur); err != nil {
+			return nil, err
+		}
+	}
+	return e.follow(ctx, id, r, cur)
+}
+
+// nextInput returns the input of the thread's next workflow: the last
+// one's final state, or a new one's, with the run's messages.
+func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservice.DescribeWorkflowExecutionResponse, r *serve.ExecutorRun) (temporal.Input, error) {
+	opts := e.cfg.RunOptions
+	opts.MaxTurns = 0
+	var st *toolrun.State
+	if info := desc.GetWorkflowExecutionInfo(); info != nil {
+		var err error
+		if st, err = e.lastState(ctx, id, info); err != nil {
+			return temporal.Input{}, err
+		}
+	}
+	if st == nil {
+		params := r.Params
+		params.Messages = r.Messages
+		o := opts
+		o.MaxTurns = r.MaxTurns
+		return temporal.NewInput(params, &o), nil
+	}
+	runner, err := toolrun.Resume(anthropic.Client{}, st, nil, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return temporal.Input{}, fmt.Errorf("servetemporal: the thread's last state: %w", err)
+	}
+	runner.AppendMessages(r.Messages...)
+	runner.SetMaxTurns(st.Turns + r.MaxTurns)
+	return temporal.Input{State: runner.State(), Options: opts}, nil
+}
+
+// lastState returns the final state of the thread's last workflow,
+// which ended as info says: its Outcome's, or, for one that ended without
+// (cancelled, failed, terminated, timed out), the state its last step
+// returned, or the one it started from.
+func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.WorkflowExecutionInfo) (*toolrun.State, error) {
+	runID := info.GetExecution().GetRunId()
+	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		var out temporal.Outcome
+		if err := e.cfg.Client.GetWorkflow(ctx, id, runID).Get(ctx, &out); err != nil {
+			return nil, fmt.Errorf("servetemporal: the outcome of the thread's last workflow %s: %w", id, err)
+		}
+		return e.load(ctx, out.State, out.Ref)
+	}
+	dc := e.dataConverter()
+	var st *toolrun.State
+	var ref string
+	steps := map[int64]bool{} // the scheduled events of steps
+	it := e.cfg.Client.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("servetemporal: the history of the thread's last workflow %s: %w", id, err)
+		}
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			var in temporal.Input
+			if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
+				return nil, fmt.Errorf("servetemporal: the input of workflow %s: %w", id, err)
+			}
+			st, ref = in.State, in.Ref
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.StepActivity {
+			steps[ev.GetEventId()] = true
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && steps[a.GetScheduledEventId()] {
+			var res temporal.StepResult
+			if err := dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return nil, fmt.Errorf("servetemporal: a step's result in workflow %s: %w", id, err)
+			}
+			st, ref = res.State, res.Ref
+		}
+	}
+	if st == nil {
+		return nil, fmt.Errorf("servetemporal: the thread's last workflow %s has no state", id)
+	}
+	return e.load(ctx, st, ref)
+}
+
+// load returns the whole state of st, whose history is in the Store
+// under ref if ref is set.
+func (e *Executor) load(ctx context.Context, st *toolrun.State, ref string) (*toolrun.State, error) {
+	if ref != "" && e.cfg.Store == nil {
+		return nil, fmt.Errorf("servetemporal: the thread's state is in the workers' Store (%s), and the executor has none (Config.Store)", ref)
+	}
+	return temporal.LoadState(ctx, e.cfg.Store, &temporal.Outcome{State: st, Ref: ref})
+}
+
+func (e *Executor) dataConverter() converter.DataConverter {
+	if e.cfg.DataConverter != nil {
+		return e.cfg.DataConverter
+	}
+	return converter.GetDefaultDataConverter()
+}
+
+// sendDecisions gives the workflow id the decisions on the calls it
+// awaits, save those sent already (by call id), which it adds to.
+func (e *Executor) sendDecisions(ctx context.Context, id string, decisions map[string]toolrun.Decision, sent map[string]bool) error {
+	if len(decisions) == 0 {
+		return nil
+	}
+	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+	if err != nil {
+		return err
+	}
+	for _, pc := range pending {
+		d, ok := decisions[pc.Call.ID]
+		if !ok || sent[pc.Call.ID] {
+			continue
+		}
+		if err := temporal.DecideBySignal(ctx, e.cfg.Client, id, pc.Call.ID, d); err != nil {
+			return fmt.Errorf("servetemporal: sending the decision on call %s: %w", pc.Call.ID, err)
+		}
+		if sent != nil {
+			sent[pc.Call.ID] = true
+		}
+	}
+	return nil
+}
+
+// save records cur as the thread's cursor.
+func (e *Executor) save(r *serve.ExecutorRun, cur cursor) error {
+	if r.SetCursor == nil {
+		return nil
+	}
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return err
+	}
+	return r.SetCursor(string(b))
+}
+
+// follow reads the workflow's events after cur and reports them to r as
+// toolrun's events, until the workflow ends or waits for calls that r
+// has no decision for.
+func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, cur cursor) (*toolrun.Result, error) {
+	var res *toolrun.Result
+	var ferr error
+	sent := map[string]bool{}
+	emit := func(ev toolrun.Event) {
+		if r.OnEvent != nil {
+			r.OnEvent(ctx, ev)
+		}
+	}
+	err := temporal.Follow(ctx, e.cfg.Client, id, cur.Run, cur.Seq, func(ev temporal.RunEvent) bool {
+		switch ev.Kind {
+		case temporal.StepFinished:
+			cur.Usage = ev.Usage
+			if ev.Turn > cur.Turn {
+				cur.Turn = ev.Turn
+				msg := &anthropic.BetaMessage{ID: fmt.Sprintf("turn_%d", ev.Turn), Role: "assistant"}
+				// A step's Text is its state's last committed answer: for a
+				// turn with calls, not committed until they are answered,
+				// that is the turn before's, shown already.
+				text := ev.Text
+				if len(ev.Calls) > 0 && text == cur.Text {
+					text = ""
+				}
+				cur.Text = ev.Text
+				if text != "" {
+					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "text", Text: text})
+				}
+				for _, c := range ev.Calls {
+					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "tool_use", ID: c.Call.ID, Name: c.Call.Name, Input: c.Call.Input})
+				}
+				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1})
+				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg})
+			}
+		case temporal.ToolFinished:
+			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: ev.Result})
+		case temporal.Awaiting:
+			var waiting []toolrun.PendingCall
+			for _, pc := range ev.Pending {
+				if _, ok := r.Decisions[pc.Call.ID]; !ok {
+					waiting = append(waiting, pc)
+				}
+			}
+			if err := e.sendDecisions(ctx, id, r.Decisions, sent); err != nil {
+				ferr = err
+				return false
+			}
+			if len(waiting) > 0 {
+				res = &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: waiting, Usage: cur.Usage, Turns: cur.Turn}
+			}
+		case temporal.Finished:
+			if ev.Err != nil {
+				ferr = ev.Err
+				res = nil
+				break
+			}
+			o := ev.Outcome
+			res = &toolrun.Result{StopReason: o.StopReason, Detail: o.Detail, Usage: cur.Usage, Turns: cur.Turn}
+			if o.State != nil {
+				res.Usage, res.Turns = o.State.Usage, o.State.Turns
+			}
+			if o.Text != "" {
+				res.Message = &anthropic.BetaMessage{Role: "assistant", Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: o.Text}}}
+			}
+		}
+		cur.Seq = ev.Seq
+		if err := e.save(r, cur); err != nil {
+			ferr = err
+			return false
+		}
+		return res == nil && ferr == nil
+	}, e.opts...)
+	if ferr != nil {
+		return nil, ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, fmt.Errorf("servetemporal: the thread's workflow %s ended without an outcome", id)
+	}
+	return res, nil
+}
+
+// Pending lists the calls awaiting a person: of thread's workflow, or,
+// for thread "", of every running workflow with the prefix that the
+// namespace's visibility store finds awaiting approval (which lags a
+// moment behind the workflows). No worker is needed.
+func (e *Executor) Pending(ctx context.Context, thread string) ([]serve.ThreadCall, error) {
+	var ids []string
+	if thread != "" {
+		ids = []string{e.workflowID(thread)}
+	} else {
+		runs, err := temporal.ListAwaitingApproval(ctx, e.cfg.Client)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			if strings.HasPrefix(r.WorkflowID, e.cfg.WorkflowIDPrefix) {
+				ids = append(ids, r.WorkflowID)
+			}
+		}
+	}
+	var out []serve.ThreadCall
+	for _, id := range ids {
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range pending {
+			out = append(out, serve.ThreadCall{Thread: strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix), Call: pc})
+		}
+	}
+	return out, nil
+}
+
+// Decide sends d for callID to thread's workflow by signal: recorded by
+// the Temporal server at once, applied when a worker next runs the
+// workflow.
+func (e *Executor) Decide(ctx context.Context, thread, callID string, d toolrun.Decision) error {
+	return temporal.DecideBySignal(ctx, e.cfg.Client, e.workflowID(thread), callID, d)
+}
+
+// Cancel cancels thread's workflow.
+func (e *Executor) Cancel(ctx context.Context, thread string) error {
+	return e.cfg.Client.CancelWorkflow(ctx, e.workflowID(thread), "")
+}
