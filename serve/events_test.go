@@ -217,8 +217,9 @@ func textAndCalls() map[string][]toolruntest.Reply {
 }
 
 // The events one toolrun event makes (a response's text and tool calls,
-// a tool's result) are written in one commit, not one commit each, and
-// the streams get them all, in order.
+// a tool's result) are written in one commit, not one commit each, a
+// step's end with what follows it, and the streams get them all, in
+// order.
 func TestEventsOfAResponseInOneCommit(t *testing.T) {
 	f, l := eventFixture(t, textAndCalls(), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
@@ -238,11 +239,9 @@ func TestEventsOfAResponseInOneCommit(t *testing.T) {
 		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"},
 		{"TOOL_CALL_RESULT"},
 		{"TOOL_CALL_RESULT"},
-		{"STEP_FINISHED"},
-		{"STEP_STARTED"},
+		{"STEP_FINISHED", "STEP_STARTED"},
 		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"},
-		{"STEP_FINISHED"},
-		{"RUN_FINISHED"},
+		{"STEP_FINISHED", "RUN_FINISHED"},
 	}
 	if diff := cmp.Diff(want, l.got()); diff != "" {
 		t.Errorf("the commits' events (-want +got):\n%s", diff)

@@ -768,7 +768,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		if lr.unlock != nil {
 			lr.unlock()
 		}
-		lr.emit(e)
+		m.write(nil, e) // with the last step's STEP_FINISHED
 		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
 			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
 		}
@@ -913,6 +913,10 @@ type mapper struct {
 	lr     *liveRun
 	client map[string]bool
 	step   int // the turn of the open step, 0 if none
+	// out are events made and not written yet: a STEP_FINISHED waits for
+	// what the run writes next (the next step's start, the run's end),
+	// so that the two are one commit.
+	out []event
 }
 
 func (m *mapper) openStep(turn int) {
@@ -921,19 +925,30 @@ func (m *mapper) openStep(turn int) {
 	}
 	m.closeStep()
 	m.step = turn
-	m.lr.emit(event{"type": "STEP_STARTED", "stepName": "turn " + strconv.Itoa(turn)})
+	m.out = append(m.out, event{"type": "STEP_STARTED", "stepName": "turn " + strconv.Itoa(turn)})
 }
 
 func (m *mapper) closeStep() {
 	if m.step != 0 {
-		m.lr.emit(event{"type": "STEP_FINISHED", "stepName": "turn " + strconv.Itoa(m.step)})
+		m.out = append(m.out, event{"type": "STEP_FINISHED", "stepName": "turn " + strconv.Itoa(m.step)})
 		m.step = 0
+	}
+}
+
+// write records the events made so far and then evs, with the message
+// ids known, as one commit, and sends them.
+func (m *mapper) write(known []string, evs ...event) {
+	all := append(m.out, evs...)
+	m.out = nil
+	if len(all) > 0 || len(known) > 0 {
+		m.lr.emitKnown(known, all...)
 	}
 }
 
 // on is the runner's OnEvent. The events of a response are sent once it
 // has arrived whole, so nothing of a failed stream attempt reaches the
-// client.
+// client. Each toolrun event's AG-UI events are one commit, a step's
+// STEP_FINISHED with the events after it.
 func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 	h := m.lr.h
 	switch e := e.(type) {
@@ -941,6 +956,7 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 		if !e.Compaction && e.Attempt <= 1 {
 			m.openStep(e.Turn)
 		}
+		m.write(nil) // before the request, which may take long
 	case toolrun.ResponseReceived:
 		if e.Compaction || e.Message == nil {
 			return
@@ -977,17 +993,19 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 		}
 		// The response's events and ids are one write: one commit, and
 		// all of them or none.
-		m.lr.emitKnown(ids, evs...)
+		m.write(ids, evs...)
 	case toolrun.ToolStarted:
 		m.openStep(e.Turn)
+		m.write(nil)
 	case toolrun.ToolFinished:
 		m.openStep(e.Turn)
 		res := e.Result
 		if m.client[res.Call.Name] && res.Decision.Kind == toolrun.Skip {
+			m.write(nil)
 			return // the client's own result: it has it
 		}
 		id := "result_" + res.Call.ID
-		m.lr.emitKnown([]string{id}, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
+		m.write([]string{id}, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
 	case toolrun.TurnFinished:
 		if m.step == e.Turn {
 			m.closeStep()
