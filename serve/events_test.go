@@ -248,7 +248,18 @@ func TestEventsOfAResponseInOneCommit(t *testing.T) {
 	}
 	// The message ids the thread has are known: sent back, they add no
 	// message to the thread.
-	msgs := []map[string]any{user("u1", "pay both"), {"id": evs[2]["messageId"], "role": "assistant", "content": "paying"}}
+	var result map[string]any
+	for _, e := range evs {
+		if e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_pay" {
+			result = e
+		}
+	}
+	msgs := []map[string]any{
+		user("u1", "pay both"),
+		{"id": evs[2]["messageId"], "role": "assistant", "content": "paying"},
+		{"id": result["messageId"], "role": "tool", "toolCallId": "call_pay", "content": result["content"]},
+		user("u2", "thanks"),
+	}
 	if _, evs, body := post(t, f.url, input("t1", "r2", msgs, nil)); evs == nil || outcome(evs)["type"] != "success" {
 		t.Fatalf("the thread again with its own messages: %s %v", body, types(evs))
 	}
