@@ -117,6 +117,29 @@ func (b execBackend) pending(ctx context.Context, thread string) ([]*interrupt, 
 	if err != nil {
 		return nil, fmt.Errorf("listing the pending calls: %w", err)
 	}
+	if thread == "" {
+		// A list of every thread's may come from an index that lags
+		// behind the runs (Temporal's visibility store): the threads the
+		// database has calls pending for are asked one by one too.
+		listed := map[string]bool{}
+		for _, tc := range calls {
+			listed[tc.Thread] = true
+		}
+		threads, err := b.pendingThreads(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range threads {
+			if listed[t] {
+				continue
+			}
+			more, err := b.ex.Pending(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("listing the pending calls of thread %q: %w", t, err)
+			}
+			calls = append(calls, more...)
+		}
+	}
 	var out []*interrupt
 	for _, tc := range calls {
 		its, err := queryInterrupts(ctx, b.h.cfg.DB, `thread_id = ? AND tool_call_id = ?`, tc.Thread, tc.Call.Call.ID)
@@ -146,6 +169,25 @@ func (b execBackend) pending(ctx context.Context, thread string) ([]*interrupt, 
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out, nil
+}
+
+// pendingThreads returns the threads with approvals pending in the
+// database.
+func (b execBackend) pendingThreads(ctx context.Context) ([]string, error) {
+	rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT DISTINCT thread_id FROM serve_interrupts WHERE status = ? AND kind = ? ORDER BY thread_id`, statusPending, kindApproval)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }
 
 // record records a call the executor lists and the database lacks, under

@@ -93,8 +93,6 @@ type cursor struct {
 	Seq   int64         `json:"seq"`
 	Turn  int           `json:"turn"`
 	Usage toolrun.Usage `json:"usage"`
-	// Text is the text the last step that received a response reported.
-	Text string `json:"text,omitempty"`
 }
 
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
@@ -316,14 +314,14 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			if ev.Turn > cur.Turn {
 				cur.Turn = ev.Turn
 				msg := &anthropic.BetaMessage{ID: fmt.Sprintf("turn_%d", ev.Turn), Role: "assistant"}
-				// A step's Text is its state's last committed answer: for a
-				// turn with calls, not committed until they are answered,
-				// that is the turn before's, shown already.
+				// A step's Text is the last answer its state committed: for
+				// a turn with calls, which is committed only once they are
+				// answered, that is an earlier turn's, so only a turn
+				// without calls shows its text.
 				text := ev.Text
-				if len(ev.Calls) > 0 && text == cur.Text {
+				if len(ev.Calls) > 0 {
 					text = ""
 				}
-				cur.Text = ev.Text
 				if text != "" {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "text", Text: text})
 				}
