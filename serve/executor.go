@@ -55,6 +55,16 @@ type Executor interface {
 	Cancel(ctx context.Context, thread string) error
 }
 
+// StateLoader is implemented by an [Executor] that can read a thread's
+// [toolrun.State] as its run last recorded it, so that the inbox shows
+// the conversation, turns and cost of a call's thread. An Executor
+// without it leaves those out of the inbox.
+type StateLoader interface {
+	// LoadState returns thread's State, or an error wrapping
+	// fs.ErrNotExist if the thread has none yet.
+	LoadState(ctx context.Context, thread string) (*toolrun.State, error)
+}
+
 // ExecutorRun is one run of a thread, as the server hands it to an
 // [Executor].
 type ExecutorRun struct {

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 
@@ -83,7 +84,10 @@ func New(cfg Config) *Executor {
 	return &Executor{cfg: cfg, opts: []temporal.ClientOption{temporal.WithDataConverter(cfg.DataConverter)}}
 }
 
-var _ serve.Executor = (*Executor)(nil)
+var (
+	_ serve.Executor    = (*Executor)(nil)
+	_ serve.StateLoader = (*Executor)(nil)
+)
 
 // cursor is where a thread's last run stopped reading its workflow: the
 // workflow's first execution, the last event read, the last turn shown
@@ -195,10 +199,10 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	return temporal.Input{State: runner.State(), Options: opts}, nil
 }
 
-// lastState returns the final state of the thread's last workflow,
-// which ended as info says: its Outcome's, or, for one that ended without
-// (cancelled, failed, terminated, timed out), the state its last step
-// returned, or the one it started from.
+// lastState returns the state of the thread's last workflow execution,
+// as info describes it: its Outcome's if it completed, or otherwise
+// (running, cancelled, failed, terminated, timed out) the state its last
+// step returned, or the one it started from.
 func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.WorkflowExecutionInfo) (*toolrun.State, error) {
 	runID := info.GetExecution().GetRunId()
 	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
@@ -427,4 +431,21 @@ func (e *Executor) Decide(ctx context.Context, thread, callID string, d toolrun.
 // Cancel cancels thread's workflow.
 func (e *Executor) Cancel(ctx context.Context, thread string) error {
 	return e.cfg.Client.CancelWorkflow(ctx, e.workflowID(thread), "")
+}
+
+// LoadState returns the State of thread's workflow as its history last
+// records it (the last step's, or the one its execution started from; a
+// workflow that ended, its Outcome's), read with no worker. It returns an
+// error wrapping fs.ErrNotExist for a thread with no workflow.
+func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State, error) {
+	id := e.workflowID(thread)
+	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil, fmt.Errorf("servetemporal: thread %q: %w", thread, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+	}
+	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
 }

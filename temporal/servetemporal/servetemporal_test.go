@@ -12,9 +12,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -459,5 +462,92 @@ func TestServeOnTemporalNoWorker(t *testing.T) {
 	status, body = request(t, http.MethodGet, f.url+"/api/pending", nil)
 	if status != http.StatusOK || strings.Contains(string(body), id) {
 		t.Errorf("GET /api/pending after the run = %d %s, want %s gone", status, body, id)
+	}
+}
+
+// TestInboxOnTemporal: the approval inbox lists a call of a thread whose
+// run is a workflow, with the model's text and the run's turns read from
+// the workflow's history, and decides it, all while no worker runs; the
+// run finishes once a worker starts.
+func TestInboxOnTemporal(t *testing.T) {
+	f := newFixture(t)
+	thread := newName("thread")
+	evs := f.run(t, input(thread, "r1", []map[string]any{user("m1", "pay")}, nil))
+	id := interruptID(t, evs)
+	f.stopWorker()
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(f.url + "/inbox/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`<input type="hidden" name="csrf" value="([0-9a-f]+)">`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login form has no CSRF token: %s", page)
+	}
+	resp, err = c.PostForm(f.url+"/inbox/login", url.Values{"token": {""}, "csrf": {string(m[1])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`).FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("logging in: %d %s", resp.StatusCode, page)
+	}
+	csrf := string(m[1])
+
+	resp, err = c.Get(f.url + "/inbox/api/pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var list struct {
+		Pending []struct {
+			ID, ToolName, ModelText string
+			RunTurns                int
+		}
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatalf("the inbox's list %s: %v", body, err)
+	}
+	if len(list.Pending) != 1 || list.Pending[0].ID != id || list.Pending[0].ToolName != "pay" {
+		t.Fatalf("the inbox lists %s, want interrupt %s of pay", body, id)
+	}
+	if got := list.Pending[0]; got.ModelText != "paying" || got.RunTurns != 1 {
+		t.Errorf("the inbox shows the model's text %q and %d turns, want %q and 1", got.ModelText, got.RunTurns, "paying")
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(`{"decision":"approve"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", csrf)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var answer struct{ NextRun string }
+	json.Unmarshal(body, &answer)
+	if resp.StatusCode != http.StatusOK || answer.NextRun == "" {
+		t.Fatalf("the inbox's decision = %d %s, want 200 with a next run", resp.StatusCode, body)
+	}
+	if got := f.calls.got(); len(got) != 0 {
+		t.Fatalf("the tool ran with no worker: %v", got)
+	}
+	f.startWorker(t)
+	status, body := request(t, http.MethodGet, f.url+"/runs/"+answer.NextRun+"/events", nil)
+	if status != http.StatusOK {
+		t.Fatalf("the next run's events = %d %s", status, body)
+	}
+	if got := outcome(events(t, body))["type"]; got != "success" {
+		t.Fatalf("the next run's outcome %v, want success: %s", got, body)
+	}
+	if diff := cmp.Diff([]string{`{"amount":5}`}, f.calls.got()); diff != "" {
+		t.Errorf("the tool's calls (-want +got):\n%s", diff)
 	}
 }
