@@ -73,6 +73,11 @@ type ExecutorRun struct {
 	Thread string
 	// Run is the AG-UI run's id.
 	Run string
+	// NewThread is set on a thread's first run: whatever the executor
+	// holds under the thread's id is not this server's thread (another
+	// server's, or one whose database was lost) and must not be
+	// continued.
+	NewThread bool
 	// Params are the request params of [Config.Params], without messages.
 	Params anthropic.BetaMessageNewParams
 	// Messages are the user messages the run brings, the client's
@@ -295,7 +300,7 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 
 // runExecutor runs lr on the executor and writes the run's end, as run
 // does in process.
-func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
+func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newThread bool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
 	var cursor string
 	var base toolrun.Usage
@@ -327,7 +332,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, onEve
 		maxTurns = 25
 	}
 	er := &ExecutorRun{
-		Thread: lr.thread, Run: lr.id, Params: params, Messages: userMsgs,
+		Thread: lr.thread, Run: lr.id, NewThread: newThread, Params: params, Messages: userMsgs,
 		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)

@@ -129,6 +129,12 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
 	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if r.NewThread {
+		if running {
+			return nil, fmt.Errorf("%w: workflow %s runs under the id of this new thread: it is not this server's; give the thread another id", ErrThreadRunning, id)
+		}
+		desc = nil // a workflow that ended under this id is another thread's
+	}
 	switch {
 	case running && len(r.Messages) > 0:
 		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
@@ -148,7 +154,9 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 			return nil, err
 		}
 	case len(r.Messages) == 0:
-		return nil, errors.New("servetemporal: the run brings no message and the thread's workflow is not running: nothing to run")
+		// Nothing new for a thread that ended: as in process, the run
+		// ends as the thread did, with nothing sent.
+		return &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: cur.Usage, Turns: cur.Turn}, nil
 	default:
 		in, err := e.nextInput(ctx, id, desc, r)
 		if err != nil {
