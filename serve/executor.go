@@ -55,6 +55,16 @@ type Executor interface {
 	Cancel(ctx context.Context, thread string) error
 }
 
+// StateLoader is implemented by an [Executor] that can read a thread's
+// [toolrun.State] as its run last recorded it, so that the inbox shows
+// the conversation, turns and cost of a call's thread. An Executor
+// without it leaves those out of the inbox.
+type StateLoader interface {
+	// LoadState returns thread's State, or an error wrapping
+	// fs.ErrNotExist if the thread has none yet.
+	LoadState(ctx context.Context, thread string) (*toolrun.State, error)
+}
+
 // ExecutorRun is one run of a thread, as the server hands it to an
 // [Executor].
 type ExecutorRun struct {
@@ -63,6 +73,11 @@ type ExecutorRun struct {
 	Thread string
 	// Run is the AG-UI run's id.
 	Run string
+	// NewThread is set on a thread's first run: whatever the executor
+	// holds under the thread's id is not this server's thread (another
+	// server's, or one whose database was lost) and must not be
+	// continued.
+	NewThread bool
 	// Params are the request params of [Config.Params], without messages.
 	Params anthropic.BetaMessageNewParams
 	// Messages are the user messages the run brings, the client's
@@ -117,6 +132,29 @@ func (b execBackend) pending(ctx context.Context, thread string) ([]*interrupt, 
 	if err != nil {
 		return nil, fmt.Errorf("listing the pending calls: %w", err)
 	}
+	if thread == "" {
+		// A list of every thread's may come from an index that lags
+		// behind the runs (Temporal's visibility store): the threads the
+		// database has calls pending for are asked one by one too.
+		listed := map[string]bool{}
+		for _, tc := range calls {
+			listed[tc.Thread] = true
+		}
+		threads, err := b.pendingThreads(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range threads {
+			if listed[t] {
+				continue
+			}
+			more, err := b.ex.Pending(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("listing the pending calls of thread %q: %w", t, err)
+			}
+			calls = append(calls, more...)
+		}
+	}
 	var out []*interrupt
 	for _, tc := range calls {
 		its, err := queryInterrupts(ctx, b.h.cfg.DB, `thread_id = ? AND tool_call_id = ?`, tc.Thread, tc.Call.Call.ID)
@@ -146,6 +184,25 @@ func (b execBackend) pending(ctx context.Context, thread string) ([]*interrupt, 
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out, nil
+}
+
+// pendingThreads returns the threads with approvals pending in the
+// database.
+func (b execBackend) pendingThreads(ctx context.Context) ([]string, error) {
+	rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT DISTINCT thread_id FROM serve_interrupts WHERE status = ? AND kind = ? ORDER BY thread_id`, statusPending, kindApproval)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }
 
 // record records a call the executor lists and the database lacks, under
@@ -243,7 +300,7 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 
 // runExecutor runs lr on the executor and writes the run's end, as run
 // does in process.
-func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
+func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newThread bool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
 	var cursor string
 	var base toolrun.Usage
@@ -275,7 +332,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, onEve
 		maxTurns = 25
 	}
 	er := &ExecutorRun{
-		Thread: lr.thread, Run: lr.id, Params: params, Messages: userMsgs,
+		Thread: lr.thread, Run: lr.id, NewThread: newThread, Params: params, Messages: userMsgs,
 		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)

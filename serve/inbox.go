@@ -367,12 +367,30 @@ func (ib *inbox) loadThread(ctx context.Context, thread string) (*threadView, er
 	}
 	json.Unmarshal([]byte(tools), &tv.clientTools)
 	var data []byte
-	err = ib.h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_states WHERE id = ?`, thread).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return tv, nil
-	}
-	if err != nil {
-		return nil, err
+	if ex := ib.h.cfg.Executor; ex != nil {
+		// The State is the executor's, if it can read it.
+		sl, ok := ex.(StateLoader)
+		if !ok {
+			return tv, nil
+		}
+		st, err := sl.LoadState(ctx, thread)
+		if errors.Is(err, fs.ErrNotExist) {
+			return tv, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+		}
+		if data, err = json.Marshal(st); err != nil {
+			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+		}
+	} else {
+		err = ib.h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_states WHERE id = ?`, thread).Scan(&data)
+		if errors.Is(err, sql.ErrNoRows) {
+			return tv, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	var st struct {
 		Params struct {

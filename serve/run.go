@@ -652,7 +652,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if h.cfg.Executor != nil {
-		h.runExecutor(ctx, lr, m, opts.OnEvent, userMsgs)
+		h.runExecutor(ctx, lr, m, p.newThread, opts.OnEvent, userMsgs)
 		return
 	}
 	if p.newThread {

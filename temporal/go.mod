@@ -11,6 +11,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (

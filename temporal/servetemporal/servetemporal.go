@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 
@@ -83,7 +84,10 @@ func New(cfg Config) *Executor {
 	return &Executor{cfg: cfg, opts: []temporal.ClientOption{temporal.WithDataConverter(cfg.DataConverter)}}
 }
 
-var _ serve.Executor = (*Executor)(nil)
+var (
+	_ serve.Executor    = (*Executor)(nil)
+	_ serve.StateLoader = (*Executor)(nil)
+)
 
 // cursor is where a thread's last run stopped reading its workflow: the
 // workflow's first execution, the last event read, the last turn shown
@@ -93,8 +97,6 @@ type cursor struct {
 	Seq   int64         `json:"seq"`
 	Turn  int           `json:"turn"`
 	Usage toolrun.Usage `json:"usage"`
-	// Text is the text the last step that received a response reported.
-	Text string `json:"text,omitempty"`
 }
 
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
@@ -127,6 +129,12 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
 	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if r.NewThread {
+		if running {
+			return nil, fmt.Errorf("%w: workflow %s runs under the id of this new thread: it is not this server's; give the thread another id", ErrThreadRunning, id)
+		}
+		desc = nil // a workflow that ended under this id is another thread's
+	}
 	switch {
 	case running && len(r.Messages) > 0:
 		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
@@ -146,7 +154,9 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 			return nil, err
 		}
 	case len(r.Messages) == 0:
-		return nil, errors.New("servetemporal: the run brings no message and the thread's workflow is not running: nothing to run")
+		// Nothing new for a thread that ended: as in process, the run
+		// ends as the thread did, with nothing sent.
+		return &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: cur.Usage, Turns: cur.Turn}, nil
 	default:
 		in, err := e.nextInput(ctx, id, desc, r)
 		if err != nil {
@@ -197,10 +207,10 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	return temporal.Input{State: runner.State(), Options: opts}, nil
 }
 
-// lastState returns the final state of the thread's last workflow,
-// which ended as info says: its Outcome's, or, for one that ended without
-// (cancelled, failed, terminated, timed out), the state its last step
-// returned, or the one it started from.
+// lastState returns the state of the thread's last workflow execution,
+// as info describes it: its Outcome's if it completed, or otherwise
+// (running, cancelled, failed, terminated, timed out) the state its last
+// step returned, or the one it started from.
 func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.WorkflowExecutionInfo) (*toolrun.State, error) {
 	runID := info.GetExecution().GetRunId()
 	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
@@ -316,14 +326,14 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			if ev.Turn > cur.Turn {
 				cur.Turn = ev.Turn
 				msg := &anthropic.BetaMessage{ID: fmt.Sprintf("turn_%d", ev.Turn), Role: "assistant"}
-				// A step's Text is its state's last committed answer: for a
-				// turn with calls, not committed until they are answered,
-				// that is the turn before's, shown already.
+				// A step's Text is the last answer its state committed: for
+				// a turn with calls, which is committed only once they are
+				// answered, that is an earlier turn's, so only a turn
+				// without calls shows its text.
 				text := ev.Text
-				if len(ev.Calls) > 0 && text == cur.Text {
+				if len(ev.Calls) > 0 {
 					text = ""
 				}
-				cur.Text = ev.Text
 				if text != "" {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "text", Text: text})
 				}
@@ -429,4 +439,21 @@ func (e *Executor) Decide(ctx context.Context, thread, callID string, d toolrun.
 // Cancel cancels thread's workflow.
 func (e *Executor) Cancel(ctx context.Context, thread string) error {
 	return e.cfg.Client.CancelWorkflow(ctx, e.workflowID(thread), "")
+}
+
+// LoadState returns the State of thread's workflow as its history last
+// records it (the last step's, or the one its execution started from; a
+// workflow that ended, its Outcome's), read with no worker. It returns an
+// error wrapping fs.ErrNotExist for a thread with no workflow.
+func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State, error) {
+	id := e.workflowID(thread)
+	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil, fmt.Errorf("servetemporal: thread %q: %w", thread, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+	}
+	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
 }
