@@ -227,6 +227,29 @@ func TestServeTemporalInboxInChromium(t *testing.T) {
 	if !strings.Contains(input, `"amount": 30`) {
 		t.Errorf("the call's input reads %q, want pay's amount", input)
 	}
+	// The call's context comes from the workflow's state, read with no
+	// worker: the model's text and the conversation.
+	for sel, want := range map[string]string{"#d-text": "The invoice says 30; paying it.", "#d-turns": "pay the invoice"} {
+		got, err := chromedp.Run(page, chromedp.TextContent(sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, want) {
+			t.Errorf("%s reads %q, want %q in it", sel, got, want)
+		}
+	}
+	if dir := os.Getenv("TOOLRUN_SCREENSHOTS"); dir != "" {
+		png, err := chromedp.Run(page, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "inbox-temporal.png"), png, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := chromedp.Do(page, chromedp.KeyEvent("a")); err != nil {
 		t.Fatal(err)
 	}
