@@ -251,10 +251,12 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	var executor serve.Executor
 	where := "in process"
 	if f.temporal != "" {
-		tc, err := temporalclient.DialContext(ctx, temporalclient.Options{
+		dialCtx, cancelDial := context.WithTimeout(ctx, 15*time.Second)
+		tc, err := temporalclient.DialContext(dialCtx, temporalclient.Options{
 			HostPort: f.temporal, Namespace: f.temporalNamespace,
 			Logger: temporallog.NewStructuredLogger(log), ConnectionOptions: temporalclient.ConnectionOptions{DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}},
 		})
+		cancelDial()
 		if err != nil {
 			c.errorf("serve", "--temporal %s: %v", f.temporal, err)
 			return exitError
