@@ -49,6 +49,29 @@
 // next run brings their results as tool messages. They are validated,
 // decided and logged as the server's own tools are.
 //
+// # Runs elsewhere: Temporal
+//
+// [Config.Executor] hands the runs to an [Executor] instead of running
+// them in process; package github.com/toolrun/toolrun/temporal/servetemporal
+// ("toolrun serve --temporal") runs each thread as a Temporal workflow,
+// on workers that may be on other machines. The API stays the same. The
+// server keeps its database in every mode, for threads, runs, the events
+// it sent (so Last-Event-ID works as always), interrupts and decisions
+// (where the first decision wins, with its identity); what moves is who
+// runs a run and where its State lives. That split is why the seam is
+// small: an Executor runs a thread's run from its new messages and the
+// decisions recorded, reports its progress as toolrun's own events (so
+// one mapper makes the AG-UI events, in process or not), lists the calls
+// awaiting a person and takes a decision. It knows nothing of HTTP,
+// AG-UI, tokens or the server's tables, and the server knows nothing of
+// Temporal. A decision is recorded first and then sent, and every run of
+// a thread sends again the decisions its run still awaits, so one
+// recorded before a crash is never lost. The calls awaiting a person are
+// the executor's to list (servetemporal reads the workflows' search
+// attributes and memo, with no worker running), and the database's
+// records of them are matched by call: a call the database lacks is
+// recorded, one it has decided is not listed while the run catches up.
+//
 // # Safe to expose
 //
 // Without [Config.Tokens] only loopback clients are served. Tokens carry

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -84,10 +83,16 @@ type ExecutorRun struct {
 	// preamble included: a new thread's first messages, or the ones
 	// that continue a thread.
 	Messages []anthropic.BetaMessageParam
+	// ClientTools are the tools the thread's client declared, which the
+	// client runs: every call of one is deferred with the reason
+	// temporal.ClientToolReason ("a client tool: the client runs it"),
+	// and answered by a decision of Decisions that carries the client's
+	// result (toolrun.SkipCall). Their functions never run.
+	ClientTools []toolrun.Tool
 	// Decisions are the decisions recorded for the thread's calls, by the
 	// tool_use id of the call: the executor gives those its run still
 	// awaits (a decision it may have received already, as one recorded
-	// before a crash may not have).
+	// before a crash may not have): a person's, or a client tool's result.
 	Decisions map[string]toolrun.Decision
 	// MaxTurns is how many turns the run may take: [Config.Options]'s
 	// MaxTurns, or 25 by default.
@@ -207,8 +212,12 @@ func (b execBackend) pendingThreads(ctx context.Context) ([]string, error) {
 
 // record records a call the executor lists and the database lacks, under
 // the thread's last run; a call of a thread the server does not have is
-// not the server's, and left out.
+// not the server's, and a client tool's call is its client's: both are
+// left out.
 func (b execBackend) record(ctx context.Context, tc ThreadCall) (*interrupt, error) {
+	if tc.Call.Reason == clientReason {
+		return nil, nil
+	}
 	var run string
 	err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT id FROM serve_runs WHERE thread_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`, tc.Thread).Scan(&run)
 	if err != nil {
@@ -235,15 +244,6 @@ func (b execBackend) decide(ctx context.Context, it *interrupt, d toolrun.Decisi
 		b.h.log.Warn("serve: a decision recorded was not sent to its run yet; the thread's next run sends it", "thread", it.Thread, "interrupt", it.ID, "err", err)
 	}
 	return nil
-}
-
-// start refuses client tools, which an executor's workers cannot hand to
-// the client yet, and starts the run as sqlBackend does.
-func (b execBackend) start(ctx context.Context, in *runInput, id identity) (bool, error) {
-	if len(in.Tools) > 0 {
-		return false, refuse(http.StatusBadRequest, "bad_tool", "this server runs its runs on an executor (toolrun serve --temporal), which does not take client tools yet: declare no tools in the RunAgentInput")
-	}
-	return b.sqlBackend.start(ctx, in, id)
 }
 
 // goOn starts the run that follows thread once no call of it waits for
@@ -300,7 +300,7 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 
 // runExecutor runs lr on the executor and writes the run's end, as run
 // does in process.
-func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newThread bool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
+func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newThread bool, clientTools []toolrun.Tool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
 	var cursor string
 	var base toolrun.Usage
@@ -312,7 +312,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newTh
 	}
 	json.Unmarshal(usage, &base)
 	decisions := map[string]toolrun.Decision{}
-	decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status = ? AND kind = ?`, lr.thread, statusDecided, kindApproval)
+	decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
 	if err != nil {
 		h.finish(ctx, lr, m, nil, base, err)
 		return
@@ -332,7 +332,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newTh
 		maxTurns = 25
 	}
 	er := &ExecutorRun{
-		Thread: lr.thread, Run: lr.id, NewThread: newThread, Params: params, Messages: userMsgs,
+		Thread: lr.thread, Run: lr.id, NewThread: newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
 		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)

@@ -25,7 +25,8 @@ import (
 )
 
 // clientReason is the reason of the deferral that hands a client tool's
-// call to the client.
+// call to the client. It is temporal.ClientToolReason too, with which the
+// workers of an [Executor] on Temporal defer a client tool's call.
 const clientReason = "a client tool: the client runs it"
 
 // liveRun is a run in flight, or one whose events are being written: its
@@ -652,7 +653,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if h.cfg.Executor != nil {
-		h.runExecutor(ctx, lr, m, p.newThread, opts.OnEvent, userMsgs)
+		h.runExecutor(ctx, lr, m, p.newThread, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
 		return
 	}
 	if p.newThread {

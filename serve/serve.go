@@ -101,8 +101,7 @@ type Config struct {
 	// of a Temporal task queue, with
 	// github.com/toolrun/toolrun/temporal/servetemporal. Nil runs them in
 	// this process, with their State in DB. Either way DB keeps the
-	// threads, runs, events, interrupts and decisions. Client tools
-	// (RunAgentInput.tools) are refused with an Executor.
+	// threads, runs, events, interrupts and decisions.
 	Executor Executor
 }
 

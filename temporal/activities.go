@@ -27,6 +27,8 @@ type Activities struct {
 	tools  []toolrun.Tool
 	opts   toolrun.Options
 	store  toolrun.Store // nil: whole states travel through Temporal
+	// deferClient makes stand-ins for client tools (clienttools.go).
+	deferClient bool
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -151,7 +153,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	// default) each step's request creates a new thread with the whole
 	// history: the same turn as without one, and no bytes saved, since the
 	// thread does not outlive the step. Options.NoThread leaves it out.
-	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
+	r, err := toolrun.Resume(a.client, s, a.toolsFor(s), &a.opts)
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
@@ -242,7 +244,7 @@ func limitOr(n int) int {
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, error) {
 	ctx = withProgress(ctx)
 	defer heartbeat(ctx)()
-	r, err := toolrun.Resume(a.client, in.State, a.tools, &a.opts)
+	r, err := toolrun.Resume(a.client, in.State, a.toolsFor(in.State), &a.opts)
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}

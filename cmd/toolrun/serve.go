@@ -73,8 +73,8 @@ so the JSON API and the inbox work while no worker runs; the namespace needs
 the search attributes of "temporal server start-dev --search-attribute"
 (see temporal/ci.sh). With --temporal-worker (the default) this process is
 also a worker, with the server's tools and approval rules; without it,
-start workers elsewhere with the same tools. Client tools are not yet
-supported with --temporal.`,
+start workers elsewhere with the same tools, whose activities defer client
+tools (temporal.Activities.DeferClientTools).`,
 	exits: []exitStatus{
 		{exitOK, "ok", "the server stopped on a signal, after draining"},
 		{exitError, "error", "the server could not start or failed"},
@@ -251,10 +251,12 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	var executor serve.Executor
 	where := "in process"
 	if f.temporal != "" {
-		tc, err := temporalclient.DialContext(ctx, temporalclient.Options{
+		dialCtx, cancelDial := context.WithTimeout(ctx, 15*time.Second)
+		tc, err := temporalclient.DialContext(dialCtx, temporalclient.Options{
 			HostPort: f.temporal, Namespace: f.temporalNamespace,
 			Logger: temporallog.NewStructuredLogger(log), ConnectionOptions: temporalclient.ConnectionOptions{DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}},
 		})
+		cancelDial()
 		if err != nil {
 			c.errorf("serve", "--temporal %s: %v", f.temporal, err)
 			return exitError
@@ -263,7 +265,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		executor = servetemporal.New(servetemporal.Config{Client: tc, TaskQueue: f.temporalQueue})
 		where = fmt.Sprintf("on Temporal at %s, namespace %s, task queue %s", f.temporal, f.temporalNamespace, f.temporalQueue)
 		if f.temporalWorker {
-			w := temporal.NewWorker(tc, f.temporalQueue, temporal.NewActivities(client, tools, &opts), worker.Options{})
+			w := temporal.NewWorker(tc, f.temporalQueue, temporal.NewActivities(client, tools, &opts).DeferClientTools(), worker.Options{})
 			if err := w.Start(); err != nil {
 				c.errorf("serve", "--temporal-worker: %v", err)
 				return exitError

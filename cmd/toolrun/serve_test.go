@@ -323,3 +323,20 @@ func TestServeRefusesExposedAddrWithoutTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTemporalUnreachable: --temporal with no Temporal server there
+// is an error naming the flag and the address, and nothing listens.
+func TestServeTemporalUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(script, []byte(`{"content":[{"type":"text","text":"hi"}]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCLI(t, noEnv, "", "serve", "--db", filepath.Join(dir, "serve.db"), "--script", script, "--addr", "127.0.0.1:0", "--temporal", "127.0.0.1:1")
+	if got.code != exitError || !strings.Contains(got.stderr, "--temporal 127.0.0.1:1") {
+		t.Errorf("exit %d, stderr %q; want %d naming --temporal 127.0.0.1:1", got.code, got.stderr, exitError)
+	}
+	if strings.Contains(got.stdout, "listening") {
+		t.Errorf("the server started: %s", got.stdout)
+	}
+}

@@ -26,6 +26,7 @@ func TestServeConfigRefused(t *testing.T) {
 		{"bad duration", `{"tool-timeout": "soon"}`, `"tool-timeout"`},
 		{"bad number", `{"max-turns": "many"}`, `"max-turns"`},
 		{"bad approve mode", `{"approve": "sometimes"}`, `"approve"`},
+		{"bad temporal-worker", `{"temporal": "127.0.0.1:1", "temporal-worker": "maybe"}`, `"temporal-worker"`},
 		{"text after", `{"addr": "127.0.0.1:1"} {}`, "text after"},
 		{"cut short", `{"addr": "127.0.0.1:1"`, "not JSON"},
 		{"too large", `{"system": "` + strings.Repeat("x", maxConfigBytes) + `"}`, "larger than"},

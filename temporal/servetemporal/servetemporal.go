@@ -22,8 +22,14 @@
 //	h, err := serve.New(ctx, serve.Config{Client: model, Params: params, DB: db, Executor: ex})
 //
 // The workers run [temporal.NewWorker] on the same task queue with the
-// server's tools and options (approval policy included): the workers
-// decide the calls, the server records and sends a person's decisions.
+// server's tools and options (approval policy included), and activities
+// that defer client tools ([temporal.Activities.DeferClientTools]): the
+// workers decide the calls, the server records and sends a person's
+// decisions and a client's results. The tools a client declares join its
+// thread's run with [toolrun.Runner.AddTools], so that the workflow's
+// State carries their definitions to every worker; a call of one waits
+// as a call awaiting approval does, and the client's result is sent as a
+// decision ([toolrun.SkipCall]).
 package servetemporal
 
 import (
@@ -191,19 +197,52 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 			return temporal.Input{}, err
 		}
 	}
+	// The runner is built only for its State: it sends nothing and logs
+	// nothing.
+	quiet := &toolrun.Options{Logger: slog.New(slog.DiscardHandler)}
+	// The client's tools join the run with AddTools, so that the State
+	// holds their definitions for the workers, which defer their calls
+	// (temporal.Activities.DeferClientTools). Those added before are given
+	// to Resume, which needs them; the server keeps every tool its
+	// client declared, so it has them all.
+	added := map[string]bool{}
+	if st != nil {
+		for _, d := range st.AddedTools() {
+			if d.OfTool != nil {
+				added[d.OfTool.Name] = true
+			}
+		}
+	}
+	var had, tools []toolrun.Tool
+	for _, t := range r.ClientTools {
+		if added[t.Name()] {
+			had = append(had, t)
+		} else {
+			tools = append(tools, t)
+		}
+	}
+	var runner *toolrun.Runner
 	if st == nil {
 		params := r.Params
 		params.Messages = r.Messages
-		o := opts
-		o.MaxTurns = r.MaxTurns
-		return temporal.NewInput(params, &o), nil
+		runner = toolrun.New(anthropic.Client{}, params, nil, quiet)
+	} else {
+		var err error
+		if runner, err = toolrun.Resume(anthropic.Client{}, st, had, quiet); err != nil {
+			return temporal.Input{}, fmt.Errorf("servetemporal: the thread's last state: %w", err)
+		}
+		runner.AppendMessages(r.Messages...)
 	}
-	runner, err := toolrun.Resume(anthropic.Client{}, st, nil, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return temporal.Input{}, fmt.Errorf("servetemporal: the thread's last state: %w", err)
+	if len(tools) > 0 {
+		if err := runner.AddTools(tools...); err != nil {
+			return temporal.Input{}, fmt.Errorf("servetemporal: the client's tools: %w", err)
+		}
 	}
-	runner.AppendMessages(r.Messages...)
-	runner.SetMaxTurns(st.Turns + r.MaxTurns)
+	turns := 0
+	if st != nil {
+		turns = st.Turns
+	}
+	runner.SetMaxTurns(turns + r.MaxTurns)
 	return temporal.Input{State: runner.State(), Options: opts}, nil
 }
 

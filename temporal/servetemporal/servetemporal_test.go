@@ -107,6 +107,7 @@ type fixture struct {
 	queue string
 	acts  *temporal.Activities
 	calls *counter
+	model *toolruntest.Server
 	db    *sql.DB
 	mu    sync.Mutex
 	w     worker.Worker
@@ -141,13 +142,26 @@ var script = map[string][]toolruntest.Reply{
 		toolruntest.Message(toolruntest.Text("paying"), toolruntest.ToolUse("call_pay", "pay", map[string]int{"amount": 5})),
 		toolruntest.Message(toolruntest.Text("paid")),
 	},
+	"where am i": {
+		toolruntest.Message(toolruntest.ToolUse("call_loc", "get_location", map[string]bool{"precise": true})),
+		toolruntest.Message(toolruntest.Text("you are in Paris")),
+	},
+	"slow": {slowReply()},
+}
+
+// slowReply is a reply held back long enough for its run to be
+// cancelled first.
+func slowReply() toolruntest.Reply {
+	r := toolruntest.Message(toolruntest.Text("too late"))
+	r.Fault.EventDelay = 3 * time.Second
+	return r
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	c := dialTemporal(t)
 	model := scenes(t, script)
-	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}}
+	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model}
 	tools := []toolrun.Tool{f.calls.tool(t)}
 	opts := toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		if call.Name == "pay" {
@@ -155,7 +169,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return toolrun.AllowCall()
 	}}
-	f.acts = temporal.NewActivities(model.Client(), tools, &opts)
+	f.acts = temporal.NewActivities(model.Client(), tools, &opts).DeferClientTools()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "serve.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
@@ -549,5 +563,121 @@ func TestInboxOnTemporal(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{`{"amount":5}`}, f.calls.got()); diff != "" {
 		t.Errorf("the tool's calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestClientToolOnTemporal: a tool the client declares is the client's to
+// run over Temporal too: the run stops with success and the call in
+// pendingToolCallIds, and the next run brings the client's result as a
+// tool message, which the model answers from. A result for a call that is
+// not pending, or answered already, is refused.
+func TestClientToolOnTemporal(t *testing.T) {
+	f := newFixture(t)
+	thread := newName("thread")
+	tools := []map[string]any{{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
+	msgs := []map[string]any{user("u1", "where am i")}
+	evs := f.run(t, input(thread, "r1", msgs, map[string]any{"tools": tools}))
+	o := outcome(evs)
+	if o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+		t.Fatalf("outcome %v, want success with call_loc pending", o)
+	}
+	status, body := request(t, http.MethodGet, f.url+"/api/pending?thread="+thread, nil)
+	if status != http.StatusOK || strings.Contains(string(body), "call_loc") {
+		t.Errorf("GET /api/pending = %d %s, want no client call among the approvals", status, body)
+	}
+
+	wrong := append(msgs, map[string]any{"id": "t0", "role": "tool", "toolCallId": "call_nope", "content": "Rome"})
+	status, body = request(t, http.MethodPost, f.url+"/", input(thread, "r2", wrong, map[string]any{"tools": tools}))
+	if status != http.StatusConflict || !strings.Contains(string(body), "not_pending") {
+		t.Errorf("a result for a call not pending: %d %s, want 409 not_pending", status, body)
+	}
+
+	msgs = append(msgs, map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_loc", "content": "Paris"})
+	evs = f.run(t, input(thread, "r3", msgs, map[string]any{"tools": tools}))
+	if o := outcome(evs); o["type"] != "success" {
+		t.Fatalf("the run with the client's result: outcome %v, want success: %v", o, types(evs))
+	}
+	if got := evs[len(evs)-1]["result"]; got != "you are in Paris" {
+		t.Errorf("the answer %q, want %q", got, "you are in Paris")
+	}
+	again := append(msgs, map[string]any{"id": "t2", "role": "tool", "toolCallId": "call_loc", "content": "Rome"})
+	status, body = request(t, http.MethodPost, f.url+"/", input(thread, "r4", again, map[string]any{"tools": tools}))
+	if status != http.StatusConflict || !strings.Contains(string(body), "already_answered") {
+		t.Errorf("a second result for the call: %d %s, want 409 already_answered", status, body)
+	}
+}
+
+// TestCancelOnTemporal: POST /runs/{run}/cancel ends the run with the
+// outcome cancelled and cancels its workflow; the thread's next run
+// starts a new workflow from the state the cancelled one had.
+func TestCancelOnTemporal(t *testing.T) {
+	f := newFixture(t)
+	thread := newName("thread")
+	b, _ := json.Marshal(input(thread, "r1", []map[string]any{user("u1", "slow")}, nil))
+	resp, err := http.Post(f.url+"/", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var evs []map[string]any
+	cancelled := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e map[string]any
+		json.Unmarshal([]byte(data), &e)
+		evs = append(evs, e)
+		if !cancelled {
+			cancelled = true
+			// The run's workflow is started once its first event is out:
+			// wait for it, so that the cancel meets a workflow.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, err := f.c.DescribeWorkflowExecution(t.Context(), f.queue+"/"+thread, "")
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the run's workflow did not start: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond) // polling the Temporal server, not timing the code
+			}
+			status, body := request(t, http.MethodPost, f.url+"/runs/r1/cancel", nil)
+			if status != http.StatusAccepted {
+				t.Fatalf("the cancel = %d %s, want 202", status, body)
+			}
+		}
+	}
+	if o := outcome(evs); o["type"] != "cancelled" {
+		t.Fatalf("outcome %v, want cancelled: %v", o, types(evs))
+	}
+	run := f.c.GetWorkflow(t.Context(), f.queue+"/"+thread, "")
+	if err := run.Get(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Fatalf("the workflow ended with %v, want it cancelled", err)
+	}
+
+	evs = f.run(t, input(thread, "r2", []map[string]any{user("u1", "slow"), user("u2", "hi")}, nil))
+	if o := outcome(evs); o["type"] != "success" {
+		t.Fatalf("the next run: outcome %v, want success: %v", o, evs)
+	}
+	if got := evs[len(evs)-1]["result"]; got != "hello" {
+		t.Errorf("the next run's answer %q, want %q", got, "hello")
+	}
+	// The new workflow went on from the cancelled one's state: its
+	// request has the first message too.
+	reqs := f.model.Requests()
+	var texts []string
+	for _, m := range reqs[len(reqs)-1].Conversation {
+		for _, b := range m.Content {
+			if m.Role == "user" && b.Type == "text" {
+				texts = append(texts, b.Text)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"slow", "hi"}, texts); diff != "" {
+		t.Errorf("the next run's request's user texts (-want +got):\n%s", diff)
 	}
 }
