@@ -553,7 +553,7 @@ func withInputs(calls []toolrun.PendingCall, s *toolrun.State) []toolrun.Pending
 	}
 	all := s.Calls()
 	for i, p := range out {
-		if p.Call.Input != nil {
+		if len(p.Call.Input) != 0 && string(p.Call.Input) != "null" {
 			continue
 		}
 		if j := slices.IndexFunc(all, func(c toolrun.ToolCall) bool { return c.ID == p.Call.ID }); j >= 0 {
