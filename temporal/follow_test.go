@@ -440,3 +440,52 @@ func TestFollowCanceled(t *testing.T) {
 		t.Errorf("Follow with a cancelled context returned %v, want %v", err, context.Canceled)
 	}
 }
+
+// TestFollowInterrupted follows a run whose call's activity times out (the
+// tool runs past its timeout): Follow reports the call answered as
+// interrupted, with the very result the model then receives.
+func TestFollowInterrupted(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-follow-interrupted")
+	model := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("s1", "stuck", map[string]any{})),
+		toolruntest.Message(toolruntest.Text("Done."))))
+	// The tool returns only once the test ends: its activity times out.
+	release := make(chan struct{})
+	stuck := toolrun.NewTool("stuck", "Never returns in time", func(ctx context.Context, _ struct{}) (string, error) {
+		<-release
+		return "too late", nil
+	})
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{stuck}, &toolrun.Options{Logger: discard()}))
+	t.Cleanup(func() { close(release) }) // before the worker stops
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), &temporal.RunOptions{ToolTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := follow(ctx, c, queue, run.GetRunID(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, e := range events {
+		if e.Kind == temporal.ToolFinished {
+			results = append(results, strings.TrimPrefix(describe(e), "ToolFinished "))
+		}
+	}
+	var seen []string
+	for _, r := range seenResults(model) {
+		id, rest, _ := strings.Cut(r, " ")
+		seen = append(seen, id+":stuck "+rest)
+	}
+	if len(seen) != 1 || !strings.Contains(seen[0], "interrupted") {
+		t.Fatalf("the model saw %q, want one interrupted call", seen)
+	}
+	if diff := cmp.Diff(seen, results); diff != "" {
+		t.Errorf("ToolFinished results (-what the model saw +Follow's):\n%s", diff)
+	}
+	if last := events[len(events)-1]; describe(last) != `Finished end_turn "Done."` {
+		t.Errorf("the last event is %s, want the run's end", describe(last))
+	}
+}
