@@ -21,7 +21,8 @@ type RunEventKind int
 // The kinds of [RunEvent], in the order a turn shows them.
 const (
 	// StepStarted: a Step activity was scheduled. Turn is the number the
-	// response it requests will have: the run's turns so far, plus one.
+	// response it requests, if it sends a request, will have: the run's
+	// turns so far, plus one.
 	StepStarted RunEventKind = iota + 1
 	// StepFinished: a Step completed. Turn is the run's turns after it,
 	// Usage the run's total so far. If the step received a response (its
@@ -29,7 +30,10 @@ const (
 	// Calls are the response's calls in its order: those to run with their
 	// tool's settings, the others (deferred to a person, denied) with
 	// their Call alone. A step that only took decisions has no Text and no
-	// Calls.
+	// Calls. The calls a step answers itself (denied or skipped) are
+	// ToolFinished events around it: those of the turn it began with
+	// before it, since the model receives them with the step's request,
+	// and those of the response it received after it.
 	StepFinished
 	// ToolFinished: a call was answered. Result holds the call (ID, name,
 	// input), its content and IsError: a tool's result, a call denied or
@@ -448,8 +452,9 @@ func (f *follower) payloadError(run string, eventID int64, what string, err erro
 }
 
 // stepFinished returns the events of a step that went from state in to
-// res: StepFinished, and a ToolFinished for each call the step answered
-// (denied or skipped, by a policy or a person's decision).
+// res: a ToolFinished for each call the step answered (denied or skipped,
+// by a policy or a person's decision), in the order the model receives
+// them, around the StepFinished.
 func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 	s := res.State
 	ev := RunEvent{Kind: StepFinished, Turn: s.Turns, Usage: s.Usage}
@@ -463,13 +468,14 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 			ev.Calls = append(ev.Calls, p)
 		}
 	}
-	out := []RunEvent{ev}
+	var out []RunEvent
 	answered := func(st *toolrun.State, id string) bool {
 		_, ok := st.CallResult(id)
 		return ok
 	}
-	// The calls of the turn the step began with that it answered, then
-	// those of the response it received.
+	// The calls of the turn the step began with that it answered come
+	// before the step's end, since they were answered before its request;
+	// those of the response it received, after.
 	for _, c := range in.Calls() {
 		if answered(in, c.ID) {
 			continue
@@ -480,6 +486,7 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
 		}
 	}
+	out = append(out, ev)
 	for _, c := range s.Calls() {
 		if in.HasCall(c.ID) {
 			continue

@@ -325,8 +325,8 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 	want := append(waiting,
 		fmt.Sprintf("Awaiting [t2:write_file:%d bytes of input:writes change files] more=0", longInput),
 		"StepStarted turn=2",
-		`StepFinished turn=1 text="" calls=[]`,
 		"ToolFinished t2:write_file error=true tool call denied: no",
+		`StepFinished turn=1 text="" calls=[]`,
 		"ToolFinished t1:write_file error=false wrote /a",
 		"StepStarted turn=2",
 		`StepFinished turn=2 text="Done." calls=[]`,
@@ -487,5 +487,57 @@ func TestFollowInterrupted(t *testing.T) {
 	}
 	if last := events[len(events)-1]; describe(last) != `Finished end_turn "Done."` {
 		t.Errorf("the last event is %s, want the run's end", describe(last))
+	}
+}
+
+// TestFollowDeniedThenAnswered follows a run whose one call a person
+// denies: the step that takes the denial answers the call and sends the
+// next request at once, so the call's result is read from the history the
+// step committed.
+func TestFollowDeniedThenAnswered(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-follow-denied")
+	model := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.Text("Let me write."), toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
+		toolruntest.Message(toolruntest.Text("Not written."))))
+	calls := &counter{}
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []temporal.RunEvent
+	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
+		got = append(got, e)
+		if e.Kind == temporal.Awaiting {
+			if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.DenyCall("not now")); err != nil {
+				t.Error(err)
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"StepStarted turn=1",
+		`StepFinished turn=1 text="Let me write." calls=[t1:write_file:{"path":"/a"}]`,
+		"Awaiting [t1:write_file:13 bytes of input:writes change files] more=0",
+		"StepStarted turn=2",
+		"ToolFinished t1:write_file error=true tool call denied: not now",
+		`StepFinished turn=2 text="Not written." calls=[]`,
+		`Finished end_turn "Not written."`,
+	}
+	if diff := cmp.Diff(want, describeAll(got)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"t1 error=true tool call denied: not now"}, seenResults(model)); diff != "" {
+		t.Errorf("results the model saw (-want +got):\n%s", diff)
+	}
+	if n := len(calls.all()); n != 0 {
+		t.Errorf("the denied tool ran %d times", n)
 	}
 }
