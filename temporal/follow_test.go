@@ -373,6 +373,11 @@ func TestFollowEnds(t *testing.T) {
 		}
 	}
 
+	// A run that does not exist is an error, at once.
+	if _, err := follow(ctx, c, queue+"-none", "", 0, nil); err == nil {
+		t.Error("Follow of a workflow that does not exist returned no error")
+	}
+
 	// An input with no state fails the workflow.
 	failed, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-failed", TaskQueue: queue}, temporal.WorkflowName, temporal.Input{})
 	if err != nil {
@@ -539,5 +544,73 @@ func TestFollowDeniedThenAnswered(t *testing.T) {
 	}
 	if n := len(calls.all()); n != 0 {
 		t.Errorf("the denied tool ran %d times", n)
+	}
+}
+
+// TestFollowManyAwaiting follows a run with more calls awaiting approval
+// than the memo lists: the first Awaiting lists MemoMaxCalls of them and
+// counts the other; as the listed ones are decided, each Awaiting shows
+// fewer calls waiting, until the one left out is listed alone.
+func TestFollowManyAwaiting(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-follow-many")
+	n := temporal.MemoMaxCalls + 1
+	id := func(i int) string { return fmt.Sprintf("w%02d", i) }
+	var uses []toolruntest.Block
+	for i := range n {
+		uses = append(uses, toolruntest.ToolUse(id(i), "write_file", writeIn{Path: fmt.Sprintf("/%d", i)}))
+	}
+	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(uses...), toolruntest.Message(toolruntest.Text("Done."))))
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&counter{}, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := func(i int) bool {
+		if err := temporal.DecideBySignal(ctx, c, queue, id(i), toolrun.DenyCall("no")); err != nil {
+			t.Error(err)
+			return false
+		}
+		return true
+	}
+	var waits []temporal.RunEvent
+	var last *temporal.RunEvent
+	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
+		switch {
+		case e.Kind == temporal.Finished:
+			last = &e
+		case e.Kind != temporal.Awaiting:
+		case len(waits) == 0:
+			// The listed calls, not the one beyond.
+			for i := range n - 1 {
+				if !deny(i) {
+					return false
+				}
+			}
+		case len(e.Pending) == 1 && e.Pending[0].Call.ID == id(n-1) && e.More == 0:
+			if !deny(n - 1) {
+				return false
+			}
+		}
+		if e.Kind == temporal.Awaiting {
+			waits = append(waits, e)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last == nil || last.Outcome == nil || last.Outcome.Text != "Done." {
+		t.Fatalf("the run did not end with its answer: %v", last)
+	}
+	if first := waits[0]; len(first.Pending) != temporal.MemoMaxCalls || first.More != 1 || first.Pending[0].Call.ID != id(0) {
+		t.Errorf("the first Awaiting lists %d calls from %s and counts %d more, want %d from %s and 1 more", len(first.Pending), first.Pending[0].Call.ID, first.More, temporal.MemoMaxCalls, id(0))
+	}
+	for i := 1; i < len(waits); i++ {
+		if now, before := len(waits[i].Pending)+waits[i].More, len(waits[i-1].Pending)+waits[i-1].More; now >= before {
+			t.Errorf("Awaiting %d shows %d calls waiting, not fewer than the %d before", i, now, before)
+		}
 	}
 }
