@@ -79,8 +79,10 @@ func (k RunEventKind) String() string {
 // client: give the last one a reader had to [Follow] as after, and it gets
 // the rest, nothing twice.
 type RunEvent struct {
-	Seq   int64
-	Kind  RunEventKind
+	Seq  int64
+	Kind RunEventKind
+	// Turn, Text, Calls and Usage are a step's, for StepStarted (Turn
+	// alone) and StepFinished: see each kind for what they hold.
 	Turn  int
 	Text  string
 	Calls []toolrun.PlannedCall
@@ -234,16 +236,22 @@ type scheduled struct {
 	step  *StepInput // decoded input, once needed
 }
 
+// execution is what Follow keeps while it reads one execution's history.
+type execution struct {
+	*follower
+	exec    int    // the execution's index in the chain
+	run     string // its run id
+	acts    map[int64]*scheduled
+	memoKey string                // what the memo showed last, as pendingKey gives it
+	planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
+	last    *toolrun.State        // the state of the last step
+}
+
 // execution reads the history of execution exec of the chain, run, with
 // long polls, and yields its events above f.after. It returns the next
 // execution's run id, or done once the run ended or the caller stopped.
 func (f *follower) execution(ctx context.Context, exec int, run string) (next string, done bool, err error) {
-	acts := map[int64]*scheduled{}
-	var (
-		memoKey string
-		planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
-		last    *toolrun.State        // the state of the last step
-	)
+	x := &execution{follower: f, exec: exec, run: run, acts: map[int64]*scheduled{}}
 	it := f.c.GetWorkflowHistory(ctx, f.workflowID, run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
@@ -254,133 +262,12 @@ func (f *follower) execution(ctx context.Context, exec int, run string) (next st
 		if id >= 1<<seqEventBits {
 			return "", true, fmt.Errorf("toolrun: follow %s/%s: event %d is past the last one Follow numbers", f.workflowID, run, id)
 		}
-		var out []RunEvent
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			a := e.GetWorkflowExecutionStartedEventAttributes()
-			if raw, ok := a.GetMemo().GetFields()[PendingMemo]; ok {
-				var p PendingApprovals
-				if err := f.decode(raw, &p); err != nil {
-					return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
-				}
-				memoKey = pendingKey(p)
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
-			acts[id] = s
-			if s.name != StepActivity || seqOf(exec, id, 0) <= f.after {
-				break
-			}
-			in, err := f.stepInput(s)
-			if err != nil {
-				return "", true, f.payloadError(run, id, "a step's input", err)
-			}
-			out = append(out, RunEvent{Kind: StepStarted, Turn: in.State.Turns + 1})
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			s := acts[a.GetScheduledEventId()]
-			if s == nil {
-				break
-			}
-			switch s.name {
-			case StepActivity:
-				// The step's result is decoded even below after: the
-				// calls that follow need its planned calls and state.
-				var res StepResult
-				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
-					return "", true, f.payloadError(run, id, "a step's result", err)
-				}
-				if res.State == nil {
-					return "", true, f.payloadError(run, id, "a step's result", errors.New("it has no state"))
-				}
-				planned, last = res.Calls, res.State
-				if seqOf(exec, id, 0) <= f.after {
-					break
-				}
-				in, err := f.stepInput(s)
-				if err != nil {
-					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a step's input", err)
-				}
-				out = stepFinished(in.State, &res)
-			case ToolActivity:
-				if seqOf(exec, id, 0) <= f.after {
-					break
-				}
-				var in ToolInput
-				if err := f.decodePayloads(s.input, &in); err != nil {
-					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a tool call's input", err)
-				}
-				var res ToolOutput
-				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
-					return "", true, f.payloadError(run, id, "a tool call's result", err)
-				}
-				if res.Result == nil {
-					break
-				}
-				r := *res.Result
-				r.Call = callOf(in, planned)
-				out = append(out, RunEvent{Kind: ToolFinished, Result: &r})
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			var sched int64
-			var failure error
-			if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
-				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
-			} else {
-				a := e.GetActivityTaskTimedOutEventAttributes()
-				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
-			}
-			s := acts[sched]
-			if s == nil || s.name != ToolActivity || seqOf(exec, id, 0) <= f.after || notRun(failure) {
-				break
-			}
-			var in ToolInput
-			if err := f.decodePayloads(s.input, &in); err != nil {
-				return "", true, f.payloadError(run, sched, "a tool call's input", err)
-			}
-			p := plannedOf(in, planned)
-			out = append(out, RunEvent{Kind: ToolFinished, Result: withCall(interrupted(p, failure), p.Call)})
-		case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-			raw, ok := e.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[PendingMemo]
-			if !ok {
-				break
-			}
-			var p PendingApprovals
-			if err := f.decode(raw, &p); err != nil {
-				return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
-			}
-			key := pendingKey(p)
-			if key == memoKey {
-				break
-			}
-			memoKey = key
-			if len(p.Calls) == 0 && p.More == 0 {
-				break
-			}
-			out = append(out, RunEvent{Kind: Awaiting, Pending: withInputs(p.Calls, last), More: p.More})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-			return e.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId(), false, nil
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			ev := RunEvent{Kind: Finished}
-			if seqOf(exec, id, 0) > f.after {
-				var o Outcome
-				if err := f.decodePayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &o); err != nil {
-					return "", true, f.payloadError(run, id, "the run's outcome", err)
-				}
-				ev.Outcome = &o
-			}
-			out = append(out, ev)
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-			err := FromFailure(f.fc.FailureToError(e.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s failed: %w", f.workflowID, err)})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-			a := e.GetWorkflowExecutionTerminatedEventAttributes()
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was terminated (%q, by %q)", f.workflowID, a.GetReason(), a.GetIdentity())})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was cancelled: %w", f.workflowID, sdktemporal.NewCanceledError())})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s timed out: %w", f.workflowID, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))})
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			return a.GetNewExecutionRunId(), false, nil
+		}
+		out, err := x.events(e, seqOf(exec, id, 0) <= f.after)
+		if err != nil {
+			return "", true, err
 		}
 		for n, ev := range out {
 			if n >= 1<<seqSubBits {
@@ -402,6 +289,147 @@ func (f *follower) execution(ctx context.Context, exec int, run string) (next st
 		return "", true, err
 	}
 	return "", true, fmt.Errorf("toolrun: follow %s/%s: the history ended without the run's end", f.workflowID, run)
+}
+
+// events returns the events history event e records; seen says that the
+// caller had them already (they are at or below after), so that only what
+// later events need is decoded.
+func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, error) {
+	id := e.GetEventId()
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+		if raw, ok := e.GetWorkflowExecutionStartedEventAttributes().GetMemo().GetFields()[PendingMemo]; ok {
+			var p PendingApprovals
+			if err := x.decode(raw, &p); err != nil {
+				return nil, x.payloadError(x.run, id, "the memo "+PendingMemo, err)
+			}
+			x.memoKey = pendingKey(p)
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		a := e.GetActivityTaskScheduledEventAttributes()
+		s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
+		x.acts[id] = s
+		if s.name != StepActivity || seen {
+			return nil, nil
+		}
+		in, err := x.stepInput(s)
+		if err != nil {
+			return nil, x.payloadError(x.run, id, "a step's input", err)
+		}
+		return []RunEvent{{Kind: StepStarted, Turn: in.State.Turns + 1}}, nil
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		a := e.GetActivityTaskCompletedEventAttributes()
+		s := x.acts[a.GetScheduledEventId()]
+		switch {
+		case s == nil:
+		case s.name == StepActivity:
+			return x.stepCompleted(s, a.GetScheduledEventId(), id, a.GetResult(), seen)
+		case s.name == ToolActivity && !seen:
+			return x.toolCompleted(s, a.GetScheduledEventId(), id, a.GetResult())
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		var sched int64
+		var failure error
+		if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
+			sched, failure = a.GetScheduledEventId(), x.fc.FailureToError(a.GetFailure())
+		} else {
+			a := e.GetActivityTaskTimedOutEventAttributes()
+			sched, failure = a.GetScheduledEventId(), x.fc.FailureToError(a.GetFailure())
+		}
+		s := x.acts[sched]
+		if s == nil || s.name != ToolActivity || seen || notRun(failure) {
+			// A step that failed ends the run, which Finished reports;
+			// a call the worker refused to run stays unanswered.
+			return nil, nil
+		}
+		var in ToolInput
+		if err := x.decodePayloads(s.input, &in); err != nil {
+			return nil, x.payloadError(x.run, sched, "a tool call's input", err)
+		}
+		// The workflow answers the call so (see run.finish).
+		p := plannedOf(in, x.planned)
+		return []RunEvent{{Kind: ToolFinished, Result: withCall(interrupted(p, failure), p.Call)}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+		raw, ok := e.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[PendingMemo]
+		if !ok {
+			return nil, nil
+		}
+		var p PendingApprovals
+		if err := x.decode(raw, &p); err != nil {
+			return nil, x.payloadError(x.run, id, "the memo "+PendingMemo, err)
+		}
+		key := pendingKey(p)
+		if key == x.memoKey {
+			return nil, nil
+		}
+		x.memoKey = key
+		if len(p.Calls) == 0 && p.More == 0 {
+			return nil, nil
+		}
+		return []RunEvent{{Kind: Awaiting, Pending: withInputs(p.Calls, x.last), More: p.More}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		ev := RunEvent{Kind: Finished}
+		if !seen {
+			var o Outcome
+			if err := x.decodePayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &o); err != nil {
+				return nil, x.payloadError(x.run, id, "the run's outcome", err)
+			}
+			ev.Outcome = &o
+		}
+		return []RunEvent{ev}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+		err := FromFailure(x.fc.FailureToError(e.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s failed: %w", x.workflowID, err)}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+		a := e.GetWorkflowExecutionTerminatedEventAttributes()
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was terminated (%q, by %q)", x.workflowID, a.GetReason(), a.GetIdentity())}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was cancelled: %w", x.workflowID, sdktemporal.NewCanceledError())}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s timed out: %w", x.workflowID, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))}}, nil
+	}
+	return nil, nil
+}
+
+// stepCompleted returns the events of step s, scheduled as event sched,
+// completed as event id with result. The result is decoded even when seen:
+// the calls that follow need its planned calls and its state.
+func (x *execution) stepCompleted(s *scheduled, sched, id int64, result *commonpb.Payloads, seen bool) ([]RunEvent, error) {
+	var res StepResult
+	if err := x.decodePayloads(result, &res); err != nil {
+		return nil, x.payloadError(x.run, id, "a step's result", err)
+	}
+	if res.State == nil {
+		return nil, x.payloadError(x.run, id, "a step's result", errors.New("it has no state"))
+	}
+	x.planned, x.last = res.Calls, res.State
+	if seen {
+		return nil, nil
+	}
+	in, err := x.stepInput(s)
+	if err != nil {
+		return nil, x.payloadError(x.run, sched, "a step's input", err)
+	}
+	return stepFinished(in.State, &res), nil
+}
+
+// toolCompleted returns the ToolFinished of tool activity s, scheduled as
+// event sched, completed as event id with result.
+func (x *execution) toolCompleted(s *scheduled, sched, id int64, result *commonpb.Payloads) ([]RunEvent, error) {
+	var in ToolInput
+	if err := x.decodePayloads(s.input, &in); err != nil {
+		return nil, x.payloadError(x.run, sched, "a tool call's input", err)
+	}
+	var out ToolOutput
+	if err := x.decodePayloads(result, &out); err != nil {
+		return nil, x.payloadError(x.run, id, "a tool call's result", err)
+	}
+	if out.Result == nil {
+		return nil, nil
+	}
+	r := *out.Result
+	r.Call = callOf(in, x.planned)
+	return []RunEvent{{Kind: ToolFinished, Result: &r}}, nil
 }
 
 // isClose reports whether e ends an execution with the run's end.
