@@ -190,9 +190,22 @@ func (f *follower) fail(ctx context.Context, err error) error {
 }
 
 // first returns the run id of the first execution of the chain runID (or
-// the latest execution of the workflow, if empty) belongs to.
+// the latest execution of the workflow, if empty) belongs to, with one
+// request that reads no payload of the history.
 func (f *follower) first(ctx context.Context, runID string) (string, error) {
-	it := f.c.GetWorkflowHistory(ctx, f.workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	desc, err := f.c.DescribeWorkflowExecution(ctx, f.workflowID, runID)
+	if err != nil {
+		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if name := info.GetType().GetName(); name != WorkflowName {
+		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, name, WorkflowName)
+	}
+	if first := info.GetFirstRunId(); first != "" {
+		return first, nil
+	}
+	// A server that does not say: the start event does.
+	it := f.c.GetWorkflowHistory(ctx, f.workflowID, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return "", fmt.Errorf("toolrun: follow %s: the history is empty", f.workflowID)
 	}
@@ -200,17 +213,10 @@ func (f *follower) first(ctx context.Context, runID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
 	}
-	a := e.GetWorkflowExecutionStartedEventAttributes()
-	if a == nil {
-		return "", fmt.Errorf("toolrun: follow %s: the history starts with %s, not the workflow's start", f.workflowID, e.GetEventType())
-	}
-	if a.GetWorkflowType().GetName() != WorkflowName {
-		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, a.GetWorkflowType().GetName(), WorkflowName)
-	}
-	if first := a.GetFirstExecutionRunId(); first != "" {
+	if first := e.GetWorkflowExecutionStartedEventAttributes().GetFirstExecutionRunId(); first != "" {
 		return first, nil
 	}
-	return runID, nil
+	return info.GetExecution().GetRunId(), nil
 }
 
 // nextRun returns the run id the execution run continued as, from its last
