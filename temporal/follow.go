@@ -249,6 +249,7 @@ type execution struct {
 	run     string // its run id
 	acts    map[int64]*scheduled
 	memoKey string                // what the memo showed last, as pendingKey gives it
+	cancel  bool                  // the run's cancellation was requested
 	planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
 	last    *toolrun.State        // the state of the last step
 }
@@ -311,6 +312,8 @@ func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, er
 			}
 			x.memoKey = pendingKey(p)
 		}
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+		x.cancel = true
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 		a := e.GetActivityTaskScheduledEventAttributes()
 		s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
@@ -343,9 +346,10 @@ func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, er
 			sched, failure = a.GetScheduledEventId(), x.fc.FailureToError(a.GetFailure())
 		}
 		s := x.acts[sched]
-		if s == nil || s.name != ToolActivity || seen || notRun(failure) {
-			// A step that failed ends the run, which Finished reports;
-			// a call the worker refused to run stays unanswered.
+		if s == nil || s.name != ToolActivity || seen || notRun(failure) || x.cancel {
+			// A step that failed ends the run, which Finished reports; a
+			// call the worker refused to run stays unanswered, and so
+			// does one that fails once the run is being cancelled.
 			return nil, nil
 		}
 		var in ToolInput

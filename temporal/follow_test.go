@@ -17,6 +17,37 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
+// ExampleFollow streams a run's events as they are recorded, from the
+// start (after 0); a reader that reconnects passes the last Seq it had.
+func ExampleFollow() {
+	c, err := client.Dial(client.Options{})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer c.Close()
+	err = temporal.Follow(context.Background(), c, "run-1", "", 0, func(e temporal.RunEvent) bool {
+		switch e.Kind {
+		case temporal.StepFinished:
+			fmt.Printf("%d: turn %d: %s\n", e.Seq, e.Turn, e.Text)
+		case temporal.ToolFinished:
+			fmt.Printf("%d: %s answered (error: %v)\n", e.Seq, e.Result.Call.Name, e.Result.IsError)
+		case temporal.Awaiting:
+			fmt.Printf("%d: %d calls await a decision\n", e.Seq, len(e.Pending)+e.More)
+		case temporal.Finished:
+			if e.Err != nil {
+				fmt.Printf("%d: ended: %v\n", e.Seq, e.Err)
+			} else {
+				fmt.Printf("%d: ended: %s\n", e.Seq, e.Outcome.StopReason)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+	}
+}
+
 // describe is what a test compares of a RunEvent: every field its kind
 // sets, as text.
 func describe(e temporal.RunEvent) string {
