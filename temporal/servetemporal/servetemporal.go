@@ -333,15 +333,7 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			if ev.Turn > cur.Turn {
 				cur.Turn = ev.Turn
 				msg := &anthropic.BetaMessage{ID: fmt.Sprintf("turn_%d", ev.Turn), Role: "assistant"}
-				// A step's Text is the last answer its state committed: for
-				// a turn with calls, which is committed only once they are
-				// answered, that is an earlier turn's, so only a turn
-				// without calls shows its text.
-				text := ev.Text
-				if len(ev.Calls) > 0 {
-					text = ""
-				}
-				if text != "" {
+				if text := ev.Text; text != "" {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "text", Text: text})
 				}
 				for _, c := range ev.Calls {

@@ -308,7 +308,7 @@ func interruptID(t *testing.T, evs []map[string]any) string {
 
 var (
 	plainEvents    = []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"}
-	interruptEvent = []string{"RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"}
+	interruptEvent = []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"}
 	resumedEvents  = []string{"RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"}
 )
 
@@ -335,7 +335,10 @@ func TestServeOnTemporal(t *testing.T) {
 	if diff := cmp.Diff(interruptEvent, types(evs)); diff != "" {
 		t.Fatalf("the run to approve: events (-want +got):\n%s", diff)
 	}
-	if got := evs[3]["delta"]; got != `{"amount":5}` {
+	if got := evs[3]["delta"]; got != "paying" {
+		t.Errorf("text %q, want %q", got, "paying")
+	}
+	if got := evs[6]["delta"]; got != `{"amount":5}` {
 		t.Errorf("the call's input %q, want %q", got, `{"amount":5}`)
 	}
 	id := interruptID(t, evs)
