@@ -31,6 +31,7 @@ import (
 	"github.com/toolrun/toolrun/temporal/servetemporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	_ "modernc.org/sqlite"
@@ -41,7 +42,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // dialTemporal connects to the dev server at TEMPORAL_ADDRESS (default
 // 127.0.0.1:7233), or skips the test if there is none, unless CI is set:
 // CI starts one (temporal/ci.sh), so there it is a failure.
-func dialTemporal(t *testing.T) client.Client {
+func dialTemporal(t *testing.T, dc converter.DataConverter) client.Client {
 	t.Helper()
 	addr := os.Getenv("TEMPORAL_ADDRESS")
 	if addr == "" {
@@ -49,7 +50,7 @@ func dialTemporal(t *testing.T) client.Client {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: log.NewStructuredLogger(discard())})
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: log.NewStructuredLogger(discard()), DataConverter: dc})
 	if err == nil {
 		if _, err = c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 			c.Close()
@@ -157,9 +158,13 @@ func slowReply() toolruntest.Reply {
 	return r
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with dc as the clients', the workers' and
+// the executor's data converter (nil for the SDK's default).
+func newFixtureWith(t *testing.T, dc converter.DataConverter) *fixture {
 	t.Helper()
-	c := dialTemporal(t)
+	c := dialTemporal(t, dc)
 	model := scenes(t, script)
 	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model}
 	tools := []toolrun.Tool{f.calls.tool(t)}
@@ -183,7 +188,7 @@ func newFixture(t *testing.T) *fixture {
 		Options:  opts,
 		DB:       db,
 		Logger:   discard(),
-		Executor: servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/"}),
+		Executor: servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: dc}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +391,16 @@ type pendingList struct {
 // the call, as one stopped before writing it would have. The run goes on
 // once a worker starts, and the tool runs once.
 func TestServeOnTemporalNoWorker(t *testing.T) {
-	f := newFixture(t)
+	t.Run("default converter", func(t *testing.T) { testNoWorker(t, nil) })
+	// A codec on the clients and workers: the executor reads the memo and
+	// the history with it.
+	t.Run("codec", func(t *testing.T) {
+		testNoWorker(t, converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true})))
+	})
+}
+
+func testNoWorker(t *testing.T, dc converter.DataConverter) {
+	f := newFixtureWith(t, dc)
 	thread := newName("thread")
 	evs := f.run(t, input(thread, "r1", []map[string]any{user("m1", "pay")}, nil))
 	lost := interruptID(t, evs)
