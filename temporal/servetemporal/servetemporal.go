@@ -339,7 +339,10 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				for _, c := range ev.Calls {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "tool_use", ID: c.Call.ID, Name: c.Call.Name, Input: c.Call.Input})
 				}
-				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1})
+				// The request's params are the server's: the conversation
+				// is the workflow's, in its history, not here.
+				params := r.Params
+				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1, Params: &params})
 				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg})
 			}
 		case temporal.ToolFinished:

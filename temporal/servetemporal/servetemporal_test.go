@@ -110,8 +110,10 @@ type fixture struct {
 	calls *counter
 	model *toolruntest.Server
 	db    *sql.DB
-	mu    sync.Mutex
-	w     worker.Worker
+	// records is the server's RecordDir.
+	records string
+	mu      sync.Mutex
+	w       worker.Worker
 }
 
 // scenes is a scripted model: the reply is chosen by the conversation's
@@ -166,7 +168,7 @@ func newFixtureWith(t *testing.T, dc converter.DataConverter) *fixture {
 	t.Helper()
 	c := dialTemporal(t, dc)
 	model := scenes(t, script)
-	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model}
+	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model, records: t.TempDir()}
 	tools := []toolrun.Tool{f.calls.tool(t)}
 	opts := toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		if call.Name == "pay" {
@@ -182,13 +184,15 @@ func newFixtureWith(t *testing.T, dc converter.DataConverter) *fixture {
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	h, err := serve.New(t.Context(), serve.Config{
-		Client:   model.Client(),
-		Params:   anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
-		Tools:    tools,
-		Options:  opts,
-		DB:       db,
-		Logger:   discard(),
-		Executor: servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: dc}),
+		Client:  model.Client(),
+		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
+		Tools:   tools,
+		Options: opts,
+		DB:      db,
+		Logger:  discard(),
+		// Transcripts are recorded from the events the executor reports.
+		RecordDir: f.records,
+		Executor:  servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: dc}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +378,22 @@ func TestServeOnTemporal(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{`{"amount":5}`}, f.calls.got()); diff != "" {
 		t.Errorf("the tool's calls after the refused resumes (-want +got):\n%s", diff)
+	}
+	// Each run was recorded as a transcript, its responses and results
+	// included.
+	files, _ := filepath.Glob(filepath.Join(f.records, "*.jsonl"))
+	if len(files) != 3 {
+		t.Fatalf("transcripts %v, want one for each of the 3 runs", files)
+	}
+	var all []byte
+	for _, name := range files {
+		b, _ := os.ReadFile(name)
+		all = append(all, b...)
+	}
+	for _, want := range []string{`"type":"request"`, `"type":"response"`, `"type":"tool_finished"`, "paid {"} {
+		if !bytes.Contains(all, []byte(want)) {
+			t.Errorf("the transcripts lack %s:\n%s", want, all)
+		}
 	}
 }
 
