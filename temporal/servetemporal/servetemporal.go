@@ -329,6 +329,7 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 	err := temporal.Follow(ctx, e.cfg.Client, id, cur.Run, cur.Seq, func(ev temporal.RunEvent) bool {
 		switch ev.Kind {
 		case temporal.StepFinished:
+			prev := cur.Usage
 			cur.Usage = ev.Usage
 			if ev.Turn > cur.Turn {
 				cur.Turn = ev.Turn
@@ -343,7 +344,13 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				// is the workflow's, in its history, not here.
 				params := r.Params
 				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1, Params: &params})
-				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg})
+				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Usage: toolrun.Usage{
+					InputTokens:              ev.Usage.InputTokens - prev.InputTokens,
+					OutputTokens:             ev.Usage.OutputTokens - prev.OutputTokens,
+					CacheCreationInputTokens: ev.Usage.CacheCreationInputTokens - prev.CacheCreationInputTokens,
+					CacheReadInputTokens:     ev.Usage.CacheReadInputTokens - prev.CacheReadInputTokens,
+					UnreportedOutputTokens:   ev.Usage.UnreportedOutputTokens - prev.UnreportedOutputTokens,
+				}})
 			}
 		case temporal.ToolFinished:
 			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: ev.Result})
