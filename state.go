@@ -396,6 +396,25 @@ func (s *State) Calls() []ToolCall {
 	return out
 }
 
+// ResponseText returns the text of the response of the turn in progress
+// (its text blocks, in order), and whether a turn is in progress: the
+// response whose calls [State.Calls] lists, which is in Params.Messages
+// only once the turn is committed. A driver that reports each response as
+// it arrives reads it here. A state without its history
+// ([State.Skeleton]) has no response text.
+func (s *State) ResponseText() (string, bool) {
+	if s.pending == nil || s.pending.Message.OfAssistant == nil {
+		return "", s.pending != nil
+	}
+	var text string
+	for _, c := range s.pending.Message.OfAssistant.Content {
+		if c.OfText != nil {
+			text += c.OfText.Text
+		}
+	}
+	return text, true
+}
+
 // CallResult returns the result of the pending call toolUseID, with its
 // call and decision, if it has one. The result is a copy: changing it
 // does not change s.

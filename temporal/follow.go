@@ -21,7 +21,8 @@ type RunEventKind int
 // The kinds of [RunEvent], in the order a turn shows them.
 const (
 	// StepStarted: a Step activity was scheduled. Turn is the number the
-	// response it requests will have: the run's turns so far, plus one.
+	// response it requests, if it sends a request, will have: the run's
+	// turns so far, plus one.
 	StepStarted RunEventKind = iota + 1
 	// StepFinished: a Step completed. Turn is the run's turns after it,
 	// Usage the run's total so far. If the step received a response (its
@@ -29,7 +30,10 @@ const (
 	// Calls are the response's calls in its order: those to run with their
 	// tool's settings, the others (deferred to a person, denied) with
 	// their Call alone. A step that only took decisions has no Text and no
-	// Calls.
+	// Calls. The calls a step answers itself (denied or skipped) are
+	// ToolFinished events around it: those of the turn it began with
+	// before it, since the model receives them with the step's request,
+	// and those of the response it received after it.
 	StepFinished
 	// ToolFinished: a call was answered. Result holds the call (ID, name,
 	// input), its content and IsError: a tool's result, a call denied or
@@ -75,8 +79,10 @@ func (k RunEventKind) String() string {
 // client: give the last one a reader had to [Follow] as after, and it gets
 // the rest, nothing twice.
 type RunEvent struct {
-	Seq   int64
-	Kind  RunEventKind
+	Seq  int64
+	Kind RunEventKind
+	// Turn, Text, Calls and Usage are a step's, for StepStarted (Turn
+	// alone) and StepFinished: see each kind for what they hold.
 	Turn  int
 	Text  string
 	Calls []toolrun.PlannedCall
@@ -184,9 +190,22 @@ func (f *follower) fail(ctx context.Context, err error) error {
 }
 
 // first returns the run id of the first execution of the chain runID (or
-// the latest execution of the workflow, if empty) belongs to.
+// the latest execution of the workflow, if empty) belongs to, with one
+// request that reads no payload of the history.
 func (f *follower) first(ctx context.Context, runID string) (string, error) {
-	it := f.c.GetWorkflowHistory(ctx, f.workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	desc, err := f.c.DescribeWorkflowExecution(ctx, f.workflowID, runID)
+	if err != nil {
+		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if name := info.GetType().GetName(); name != WorkflowName {
+		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, name, WorkflowName)
+	}
+	if first := info.GetFirstRunId(); first != "" {
+		return first, nil
+	}
+	// A server that does not say: the start event does.
+	it := f.c.GetWorkflowHistory(ctx, f.workflowID, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return "", fmt.Errorf("toolrun: follow %s: the history is empty", f.workflowID)
 	}
@@ -194,17 +213,10 @@ func (f *follower) first(ctx context.Context, runID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
 	}
-	a := e.GetWorkflowExecutionStartedEventAttributes()
-	if a == nil {
-		return "", fmt.Errorf("toolrun: follow %s: the history starts with %s, not the workflow's start", f.workflowID, e.GetEventType())
-	}
-	if a.GetWorkflowType().GetName() != WorkflowName {
-		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, a.GetWorkflowType().GetName(), WorkflowName)
-	}
-	if first := a.GetFirstExecutionRunId(); first != "" {
+	if first := e.GetWorkflowExecutionStartedEventAttributes().GetFirstExecutionRunId(); first != "" {
 		return first, nil
 	}
-	return runID, nil
+	return info.GetExecution().GetRunId(), nil
 }
 
 // nextRun returns the run id the execution run continued as, from its last
@@ -230,16 +242,23 @@ type scheduled struct {
 	step  *StepInput // decoded input, once needed
 }
 
+// execution is what Follow keeps while it reads one execution's history.
+type execution struct {
+	*follower
+	exec    int    // the execution's index in the chain
+	run     string // its run id
+	acts    map[int64]*scheduled
+	memoKey string                // what the memo showed last, as pendingKey gives it
+	cancel  bool                  // the run's cancellation was requested
+	planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
+	last    *toolrun.State        // the state of the last step
+}
+
 // execution reads the history of execution exec of the chain, run, with
 // long polls, and yields its events above f.after. It returns the next
 // execution's run id, or done once the run ended or the caller stopped.
 func (f *follower) execution(ctx context.Context, exec int, run string) (next string, done bool, err error) {
-	acts := map[int64]*scheduled{}
-	var (
-		memoKey string
-		planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
-		last    *toolrun.State        // the state of the last step
-	)
+	x := &execution{follower: f, exec: exec, run: run, acts: map[int64]*scheduled{}}
 	it := f.c.GetWorkflowHistory(ctx, f.workflowID, run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
@@ -250,133 +269,12 @@ func (f *follower) execution(ctx context.Context, exec int, run string) (next st
 		if id >= 1<<seqEventBits {
 			return "", true, fmt.Errorf("toolrun: follow %s/%s: event %d is past the last one Follow numbers", f.workflowID, run, id)
 		}
-		var out []RunEvent
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			a := e.GetWorkflowExecutionStartedEventAttributes()
-			if raw, ok := a.GetMemo().GetFields()[PendingMemo]; ok {
-				var p PendingApprovals
-				if err := f.decode(raw, &p); err != nil {
-					return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
-				}
-				memoKey = pendingKey(p)
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
-			acts[id] = s
-			if s.name != StepActivity || seqOf(exec, id, 0) <= f.after {
-				break
-			}
-			in, err := f.stepInput(s)
-			if err != nil {
-				return "", true, f.payloadError(run, id, "a step's input", err)
-			}
-			out = append(out, RunEvent{Kind: StepStarted, Turn: in.State.Turns + 1})
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			s := acts[a.GetScheduledEventId()]
-			if s == nil {
-				break
-			}
-			switch s.name {
-			case StepActivity:
-				// The step's result is decoded even below after: the
-				// calls that follow need its planned calls and state.
-				var res StepResult
-				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
-					return "", true, f.payloadError(run, id, "a step's result", err)
-				}
-				if res.State == nil {
-					return "", true, f.payloadError(run, id, "a step's result", errors.New("it has no state"))
-				}
-				planned, last = res.Calls, res.State
-				if seqOf(exec, id, 0) <= f.after {
-					break
-				}
-				in, err := f.stepInput(s)
-				if err != nil {
-					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a step's input", err)
-				}
-				out = stepFinished(in.State, &res)
-			case ToolActivity:
-				if seqOf(exec, id, 0) <= f.after {
-					break
-				}
-				var in ToolInput
-				if err := f.decodePayloads(s.input, &in); err != nil {
-					return "", true, f.payloadError(run, a.GetScheduledEventId(), "a tool call's input", err)
-				}
-				var res ToolOutput
-				if err := f.decodePayloads(a.GetResult(), &res); err != nil {
-					return "", true, f.payloadError(run, id, "a tool call's result", err)
-				}
-				if res.Result == nil {
-					break
-				}
-				r := *res.Result
-				r.Call = callOf(in, planned)
-				out = append(out, RunEvent{Kind: ToolFinished, Result: &r})
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			var sched int64
-			var failure error
-			if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
-				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
-			} else {
-				a := e.GetActivityTaskTimedOutEventAttributes()
-				sched, failure = a.GetScheduledEventId(), f.fc.FailureToError(a.GetFailure())
-			}
-			s := acts[sched]
-			if s == nil || s.name != ToolActivity || seqOf(exec, id, 0) <= f.after || notRun(failure) {
-				break
-			}
-			var in ToolInput
-			if err := f.decodePayloads(s.input, &in); err != nil {
-				return "", true, f.payloadError(run, sched, "a tool call's input", err)
-			}
-			p := plannedOf(in, planned)
-			out = append(out, RunEvent{Kind: ToolFinished, Result: withCall(interrupted(p, failure), p.Call)})
-		case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-			raw, ok := e.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[PendingMemo]
-			if !ok {
-				break
-			}
-			var p PendingApprovals
-			if err := f.decode(raw, &p); err != nil {
-				return "", true, f.payloadError(run, id, "the memo "+PendingMemo, err)
-			}
-			key := pendingKey(p)
-			if key == memoKey {
-				break
-			}
-			memoKey = key
-			if len(p.Calls) == 0 && p.More == 0 {
-				break
-			}
-			out = append(out, RunEvent{Kind: Awaiting, Pending: withInputs(p.Calls, last), More: p.More})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-			return e.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId(), false, nil
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			ev := RunEvent{Kind: Finished}
-			if seqOf(exec, id, 0) > f.after {
-				var o Outcome
-				if err := f.decodePayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &o); err != nil {
-					return "", true, f.payloadError(run, id, "the run's outcome", err)
-				}
-				ev.Outcome = &o
-			}
-			out = append(out, ev)
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-			err := FromFailure(f.fc.FailureToError(e.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s failed: %w", f.workflowID, err)})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-			a := e.GetWorkflowExecutionTerminatedEventAttributes()
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was terminated (%q, by %q)", f.workflowID, a.GetReason(), a.GetIdentity())})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was cancelled: %w", f.workflowID, sdktemporal.NewCanceledError())})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			out = append(out, RunEvent{Kind: Finished, Err: fmt.Errorf("toolrun: run %s timed out: %w", f.workflowID, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))})
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			return a.GetNewExecutionRunId(), false, nil
+		}
+		out, err := x.events(e, seqOf(exec, id, 0) <= f.after)
+		if err != nil {
+			return "", true, err
 		}
 		for n, ev := range out {
 			if n >= 1<<seqSubBits {
@@ -398,6 +296,150 @@ func (f *follower) execution(ctx context.Context, exec int, run string) (next st
 		return "", true, err
 	}
 	return "", true, fmt.Errorf("toolrun: follow %s/%s: the history ended without the run's end", f.workflowID, run)
+}
+
+// events returns the events history event e records; seen says that the
+// caller had them already (they are at or below after), so that only what
+// later events need is decoded.
+func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, error) {
+	id := e.GetEventId()
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+		if raw, ok := e.GetWorkflowExecutionStartedEventAttributes().GetMemo().GetFields()[PendingMemo]; ok {
+			var p PendingApprovals
+			if err := x.decode(raw, &p); err != nil {
+				return nil, x.payloadError(x.run, id, "the memo "+PendingMemo, err)
+			}
+			x.memoKey = pendingKey(p)
+		}
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+		x.cancel = true
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		a := e.GetActivityTaskScheduledEventAttributes()
+		s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
+		x.acts[id] = s
+		if s.name != StepActivity || seen {
+			return nil, nil
+		}
+		in, err := x.stepInput(s)
+		if err != nil {
+			return nil, x.payloadError(x.run, id, "a step's input", err)
+		}
+		return []RunEvent{{Kind: StepStarted, Turn: in.State.Turns + 1}}, nil
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		a := e.GetActivityTaskCompletedEventAttributes()
+		s := x.acts[a.GetScheduledEventId()]
+		switch {
+		case s == nil:
+		case s.name == StepActivity:
+			return x.stepCompleted(s, a.GetScheduledEventId(), id, a.GetResult(), seen)
+		case s.name == ToolActivity && !seen:
+			return x.toolCompleted(s, a.GetScheduledEventId(), id, a.GetResult())
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		var sched int64
+		var failure error
+		if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
+			sched, failure = a.GetScheduledEventId(), x.fc.FailureToError(a.GetFailure())
+		} else {
+			a := e.GetActivityTaskTimedOutEventAttributes()
+			sched, failure = a.GetScheduledEventId(), x.fc.FailureToError(a.GetFailure())
+		}
+		s := x.acts[sched]
+		if s == nil || s.name != ToolActivity || seen || notRun(failure) || x.cancel {
+			// A step that failed ends the run, which Finished reports; a
+			// call the worker refused to run stays unanswered, and so
+			// does one that fails once the run is being cancelled.
+			return nil, nil
+		}
+		var in ToolInput
+		if err := x.decodePayloads(s.input, &in); err != nil {
+			return nil, x.payloadError(x.run, sched, "a tool call's input", err)
+		}
+		// The workflow answers the call so (see run.finish).
+		p := plannedOf(in, x.planned)
+		return []RunEvent{{Kind: ToolFinished, Result: withCall(interrupted(p, failure), p.Call)}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+		raw, ok := e.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[PendingMemo]
+		if !ok {
+			return nil, nil
+		}
+		var p PendingApprovals
+		if err := x.decode(raw, &p); err != nil {
+			return nil, x.payloadError(x.run, id, "the memo "+PendingMemo, err)
+		}
+		key := pendingKey(p)
+		if key == x.memoKey {
+			return nil, nil
+		}
+		x.memoKey = key
+		if len(p.Calls) == 0 && p.More == 0 {
+			return nil, nil
+		}
+		return []RunEvent{{Kind: Awaiting, Pending: withInputs(p.Calls, x.last), More: p.More}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		ev := RunEvent{Kind: Finished}
+		if !seen {
+			var o Outcome
+			if err := x.decodePayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &o); err != nil {
+				return nil, x.payloadError(x.run, id, "the run's outcome", err)
+			}
+			ev.Outcome = &o
+		}
+		return []RunEvent{ev}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+		err := FromFailure(x.fc.FailureToError(e.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s failed: %w", x.workflowID, err)}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+		a := e.GetWorkflowExecutionTerminatedEventAttributes()
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was terminated (%q, by %q)", x.workflowID, a.GetReason(), a.GetIdentity())}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s was cancelled: %w", x.workflowID, sdktemporal.NewCanceledError())}}, nil
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		return []RunEvent{{Kind: Finished, Err: fmt.Errorf("toolrun: run %s timed out: %w", x.workflowID, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))}}, nil
+	}
+	return nil, nil
+}
+
+// stepCompleted returns the events of step s, scheduled as event sched,
+// completed as event id with result. The result is decoded even when seen:
+// the calls that follow need its planned calls and its state.
+func (x *execution) stepCompleted(s *scheduled, sched, id int64, result *commonpb.Payloads, seen bool) ([]RunEvent, error) {
+	var res StepResult
+	if err := x.decodePayloads(result, &res); err != nil {
+		return nil, x.payloadError(x.run, id, "a step's result", err)
+	}
+	if res.State == nil {
+		return nil, x.payloadError(x.run, id, "a step's result", errors.New("it has no state"))
+	}
+	x.planned, x.last = res.Calls, res.State
+	if seen {
+		return nil, nil
+	}
+	in, err := x.stepInput(s)
+	if err != nil {
+		return nil, x.payloadError(x.run, sched, "a step's input", err)
+	}
+	return stepFinished(in.State, &res), nil
+}
+
+// toolCompleted returns the ToolFinished of tool activity s, scheduled as
+// event sched, completed as event id with result.
+func (x *execution) toolCompleted(s *scheduled, sched, id int64, result *commonpb.Payloads) ([]RunEvent, error) {
+	var in ToolInput
+	if err := x.decodePayloads(s.input, &in); err != nil {
+		return nil, x.payloadError(x.run, sched, "a tool call's input", err)
+	}
+	var out ToolOutput
+	if err := x.decodePayloads(result, &out); err != nil {
+		return nil, x.payloadError(x.run, id, "a tool call's result", err)
+	}
+	if out.Result == nil {
+		return nil, nil
+	}
+	r := *out.Result
+	r.Call = callOf(in, x.planned)
+	return []RunEvent{{Kind: ToolFinished, Result: &r}}, nil
 }
 
 // isClose reports whether e ends an execution with the run's end.
@@ -448,8 +490,9 @@ func (f *follower) payloadError(run string, eventID int64, what string, err erro
 }
 
 // stepFinished returns the events of a step that went from state in to
-// res: StepFinished, and a ToolFinished for each call the step answered
-// (denied or skipped, by a policy or a person's decision).
+// res: a ToolFinished for each call the step answered (denied or skipped,
+// by a policy or a person's decision), in the order the model receives
+// them, around the StepFinished.
 func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 	s := res.State
 	ev := RunEvent{Kind: StepFinished, Turn: s.Turns, Usage: s.Usage}
@@ -463,13 +506,14 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 			ev.Calls = append(ev.Calls, p)
 		}
 	}
-	out := []RunEvent{ev}
+	var out []RunEvent
 	answered := func(st *toolrun.State, id string) bool {
 		_, ok := st.CallResult(id)
 		return ok
 	}
-	// The calls of the turn the step began with that it answered, then
-	// those of the response it received.
+	// The calls of the turn the step began with that it answered come
+	// before the step's end, since they were answered before its request;
+	// those of the response it received, after.
 	for _, c := range in.Calls() {
 		if answered(in, c.ID) {
 			continue
@@ -480,6 +524,7 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
 		}
 	}
+	out = append(out, ev)
 	for _, c := range s.Calls() {
 		if in.HasCall(c.ID) {
 			continue
@@ -553,7 +598,7 @@ func withInputs(calls []toolrun.PendingCall, s *toolrun.State) []toolrun.Pending
 	}
 	all := s.Calls()
 	for i, p := range out {
-		if p.Call.Input != nil {
+		if len(p.Call.Input) != 0 && string(p.Call.Input) != "null" {
 			continue
 		}
 		if j := slices.IndexFunc(all, func(c toolrun.ToolCall) bool { return c.ID == p.Call.ID }); j >= 0 {

@@ -80,8 +80,13 @@ func summarize(s *toolrun.State) summary {
 	return summary{status: status, awaiting: awaiting, model: string(s.Params.Model), turns: s.Turns, cost: s.CostUSD}
 }
 
-// lastText returns the text of the last assistant message of s.
+// lastText returns the text of the last response of s: the turn in
+// progress, whose response is not in the history until it is committed,
+// or else the last assistant message of the history.
 func lastText(s *toolrun.State) string {
+	if text, ok := s.ResponseText(); ok {
+		return text
+	}
 	msgs := s.Params.Messages
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i].OfAssistant

@@ -1,35 +1,3 @@
-// Package servetemporal runs the runs of a toolrun server (package
-// github.com/toolrun/toolrun/serve, "toolrun serve --temporal") as
-// Temporal workflows: each thread is an execution of the temporal
-// module's [temporal.Workflow], run by the workers of a task queue, which
-// may be on other machines, or not running at all.
-//
-// [Executor] is the server's [serve.Executor]. A thread is a workflow
-// whose id is the thread's id (after [Config.WorkflowIDPrefix]). A run
-// that answers calls awaiting a person follows the workflow that waits
-// for them; a run that brings a new user message once the thread's last
-// workflow has ended starts the next one, with the same id, from the
-// previous one's final state and the new message. The run's events are
-// read from the workflow's history with [temporal.Follow], so they need
-// no worker, and the server turns them into AG-UI events as it does a
-// run in process. The calls awaiting a person are listed from the
-// workflows' search attributes and memo ([temporal.ListAwaitingApproval],
-// [temporal.Pending]) and decided with [temporal.DecideBySignal]: all
-// three with no worker running.
-//
-//	c, _ := client.Dial(client.Options{HostPort: "127.0.0.1:7233"})
-//	ex := servetemporal.New(servetemporal.Config{Client: c, TaskQueue: "toolrun"})
-//	h, err := serve.New(ctx, serve.Config{Client: model, Params: params, DB: db, Executor: ex})
-//
-// The workers run [temporal.NewWorker] on the same task queue with the
-// server's tools and options (approval policy included), and activities
-// that defer client tools ([temporal.Activities.DeferClientTools]): the
-// workers decide the calls, the server records and sends a person's
-// decisions and a client's results. The tools a client declares join its
-// thread's run with [toolrun.Runner.AddTools], so that the workflow's
-// State carries their definitions to every worker; a call of one waits
-// as a call awaiting approval does, and the client's result is sent as a
-// decision ([toolrun.SkipCall]).
 package servetemporal
 
 import (
@@ -361,26 +329,28 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 	err := temporal.Follow(ctx, e.cfg.Client, id, cur.Run, cur.Seq, func(ev temporal.RunEvent) bool {
 		switch ev.Kind {
 		case temporal.StepFinished:
+			prev := cur.Usage
 			cur.Usage = ev.Usage
 			if ev.Turn > cur.Turn {
 				cur.Turn = ev.Turn
 				msg := &anthropic.BetaMessage{ID: fmt.Sprintf("turn_%d", ev.Turn), Role: "assistant"}
-				// A step's Text is the last answer its state committed: for
-				// a turn with calls, which is committed only once they are
-				// answered, that is an earlier turn's, so only a turn
-				// without calls shows its text.
-				text := ev.Text
-				if len(ev.Calls) > 0 {
-					text = ""
-				}
-				if text != "" {
+				if text := ev.Text; text != "" {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "text", Text: text})
 				}
 				for _, c := range ev.Calls {
 					msg.Content = append(msg.Content, anthropic.BetaContentBlockUnion{Type: "tool_use", ID: c.Call.ID, Name: c.Call.Name, Input: c.Call.Input})
 				}
-				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1})
-				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg})
+				// The request's params are the server's: the conversation
+				// is the workflow's, in its history, not here.
+				params := r.Params
+				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1, Params: &params})
+				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Usage: toolrun.Usage{
+					InputTokens:              ev.Usage.InputTokens - prev.InputTokens,
+					OutputTokens:             ev.Usage.OutputTokens - prev.OutputTokens,
+					CacheCreationInputTokens: ev.Usage.CacheCreationInputTokens - prev.CacheCreationInputTokens,
+					CacheReadInputTokens:     ev.Usage.CacheReadInputTokens - prev.CacheReadInputTokens,
+					UnreportedOutputTokens:   ev.Usage.UnreportedOutputTokens - prev.UnreportedOutputTokens,
+				}})
 			}
 		case temporal.ToolFinished:
 			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: ev.Result})
@@ -433,22 +403,17 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 }
 
 // Pending lists the calls awaiting a person: of thread's workflow, or,
-// for thread "", of every running workflow with the prefix that the
-// namespace's visibility store finds awaiting approval (which lags a
-// moment behind the workflows). No worker is needed.
+// for thread "", of every workflow of the executor's task queue and
+// prefix that the namespace's visibility store finds awaiting approval
+// (which lags a moment behind the workflows). No worker is needed.
 func (e *Executor) Pending(ctx context.Context, thread string) ([]serve.ThreadCall, error) {
 	var ids []string
 	if thread != "" {
 		ids = []string{e.workflowID(thread)}
 	} else {
-		runs, err := temporal.ListAwaitingApproval(ctx, e.cfg.Client)
-		if err != nil {
+		var err error
+		if ids, err = e.awaiting(ctx); err != nil {
 			return nil, err
-		}
-		for _, r := range runs {
-			if strings.HasPrefix(r.WorkflowID, e.cfg.WorkflowIDPrefix) {
-				ids = append(ids, r.WorkflowID)
-			}
 		}
 	}
 	var out []serve.ThreadCall
@@ -495,4 +460,36 @@ func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
 	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
+}
+
+// awaiting returns the ids of the running workflows of the executor's
+// task queue and prefix with a call awaiting approval: the query of
+// [temporal.ListAwaitingApproval], narrowed to this server's workflows,
+// so that a namespace shared with other task queues costs nothing here.
+func (e *Executor) awaiting(ctx context.Context) ([]string, error) {
+	query := fmt.Sprintf("%s AND TaskQueue = %s", temporal.AwaitingApprovalQuery, quote(e.cfg.TaskQueue))
+	if e.cfg.WorkflowIDPrefix != "" {
+		query += " AND WorkflowId STARTS_WITH " + quote(e.cfg.WorkflowIDPrefix)
+	}
+	var ids []string
+	var token []byte
+	for {
+		resp, err := e.cfg.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("servetemporal: listing the workflows awaiting approval: %w", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			if id := ex.GetExecution().GetWorkflowId(); strings.HasPrefix(id, e.cfg.WorkflowIDPrefix) {
+				ids = append(ids, id)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return ids, nil
+		}
+	}
+}
+
+// quote returns s as a string of a visibility query.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/toolrun/toolrun/temporal/servetemporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	_ "modernc.org/sqlite"
@@ -41,7 +42,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // dialTemporal connects to the dev server at TEMPORAL_ADDRESS (default
 // 127.0.0.1:7233), or skips the test if there is none, unless CI is set:
 // CI starts one (temporal/ci.sh), so there it is a failure.
-func dialTemporal(t *testing.T) client.Client {
+func dialTemporal(t *testing.T, dc converter.DataConverter) client.Client {
 	t.Helper()
 	addr := os.Getenv("TEMPORAL_ADDRESS")
 	if addr == "" {
@@ -49,7 +50,7 @@ func dialTemporal(t *testing.T) client.Client {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: log.NewStructuredLogger(discard())})
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: log.NewStructuredLogger(discard()), DataConverter: dc})
 	if err == nil {
 		if _, err = c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 			c.Close()
@@ -109,8 +110,10 @@ type fixture struct {
 	calls *counter
 	model *toolruntest.Server
 	db    *sql.DB
-	mu    sync.Mutex
-	w     worker.Worker
+	// records is the server's RecordDir.
+	records string
+	mu      sync.Mutex
+	w       worker.Worker
 }
 
 // scenes is a scripted model: the reply is chosen by the conversation's
@@ -157,11 +160,15 @@ func slowReply() toolruntest.Reply {
 	return r
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with dc as the clients', the workers' and
+// the executor's data converter (nil for the SDK's default).
+func newFixtureWith(t *testing.T, dc converter.DataConverter) *fixture {
 	t.Helper()
-	c := dialTemporal(t)
+	c := dialTemporal(t, dc)
 	model := scenes(t, script)
-	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model}
+	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model, records: t.TempDir()}
 	tools := []toolrun.Tool{f.calls.tool(t)}
 	opts := toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		if call.Name == "pay" {
@@ -177,13 +184,15 @@ func newFixture(t *testing.T) *fixture {
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	h, err := serve.New(t.Context(), serve.Config{
-		Client:   model.Client(),
-		Params:   anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
-		Tools:    tools,
-		Options:  opts,
-		DB:       db,
-		Logger:   discard(),
-		Executor: servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/"}),
+		Client:  model.Client(),
+		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
+		Tools:   tools,
+		Options: opts,
+		DB:      db,
+		Logger:  discard(),
+		// Transcripts are recorded from the events the executor reports.
+		RecordDir: f.records,
+		Executor:  servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: dc}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +317,7 @@ func interruptID(t *testing.T, evs []map[string]any) string {
 
 var (
 	plainEvents    = []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"}
-	interruptEvent = []string{"RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"}
+	interruptEvent = []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"}
 	resumedEvents  = []string{"RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"}
 )
 
@@ -335,7 +344,10 @@ func TestServeOnTemporal(t *testing.T) {
 	if diff := cmp.Diff(interruptEvent, types(evs)); diff != "" {
 		t.Fatalf("the run to approve: events (-want +got):\n%s", diff)
 	}
-	if got := evs[3]["delta"]; got != `{"amount":5}` {
+	if got := evs[3]["delta"]; got != "paying" {
+		t.Errorf("text %q, want %q", got, "paying")
+	}
+	if got := evs[6]["delta"]; got != `{"amount":5}` {
 		t.Errorf("the call's input %q, want %q", got, `{"amount":5}`)
 	}
 	id := interruptID(t, evs)
@@ -367,6 +379,22 @@ func TestServeOnTemporal(t *testing.T) {
 	if diff := cmp.Diff([]string{`{"amount":5}`}, f.calls.got()); diff != "" {
 		t.Errorf("the tool's calls after the refused resumes (-want +got):\n%s", diff)
 	}
+	// Each run was recorded as a transcript, its responses and results
+	// included.
+	files, _ := filepath.Glob(filepath.Join(f.records, "*.jsonl"))
+	if len(files) != 3 {
+		t.Fatalf("transcripts %v, want one for each of the 3 runs", files)
+	}
+	var all []byte
+	for _, name := range files {
+		b, _ := os.ReadFile(name)
+		all = append(all, b...)
+	}
+	for _, want := range []string{`"type":"request"`, `"type":"response"`, `"type":"tool_finished"`, "paid {"} {
+		if !bytes.Contains(all, []byte(want)) {
+			t.Errorf("the transcripts lack %s:\n%s", want, all)
+		}
+	}
 }
 
 // pendingList is GET /api/pending's answer.
@@ -383,7 +411,16 @@ type pendingList struct {
 // the call, as one stopped before writing it would have. The run goes on
 // once a worker starts, and the tool runs once.
 func TestServeOnTemporalNoWorker(t *testing.T) {
-	f := newFixture(t)
+	t.Run("default converter", func(t *testing.T) { testNoWorker(t, nil) })
+	// A codec on the clients and workers: the executor reads the memo and
+	// the history with it.
+	t.Run("codec", func(t *testing.T) {
+		testNoWorker(t, converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true})))
+	})
+}
+
+func testNoWorker(t *testing.T, dc converter.DataConverter) {
+	f := newFixtureWith(t, dc)
 	thread := newName("thread")
 	evs := f.run(t, input(thread, "r1", []map[string]any{user("m1", "pay")}, nil))
 	lost := interruptID(t, evs)
