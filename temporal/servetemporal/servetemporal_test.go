@@ -573,6 +573,30 @@ func TestInboxOnTemporal(t *testing.T) {
 		t.Errorf("the inbox shows the model's text %q and %d turns, want %q and 1", got.ModelText, got.RunTurns, "paying")
 	}
 
+	// The inbox's event stream says "changed" once at the start, and again
+	// when the decision below takes the call off the list.
+	evctx, stopEvents := context.WithCancel(t.Context())
+	defer stopEvents()
+	evreq, _ := http.NewRequestWithContext(evctx, http.MethodGet, f.url+"/inbox/api/events", nil)
+	evresp, err := c.Do(evreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evresp.Body.Close()
+	changes := make(chan struct{}, 8)
+	go func() {
+		sc := bufio.NewScanner(evresp.Body)
+		for sc.Scan() {
+			if sc.Text() == "event: changed" {
+				changes <- struct{}{}
+			}
+		}
+		close(changes)
+	}()
+	if _, ok := <-changes; !ok {
+		t.Fatal("the inbox's event stream ended before its first change")
+	}
+
 	req, _ := http.NewRequest(http.MethodPost, f.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(`{"decision":"approve"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-CSRF-Token", csrf)
@@ -590,6 +614,15 @@ func TestInboxOnTemporal(t *testing.T) {
 	if got := f.calls.got(); len(got) != 0 {
 		t.Fatalf("the tool ran with no worker: %v", got)
 	}
+	select {
+	case _, ok := <-changes:
+		if !ok {
+			t.Fatal("the inbox's event stream ended before the decision's change")
+		}
+	case <-time.After(30 * time.Second): // a bound on a hang, not a timing
+		t.Fatal("the inbox's event stream said nothing of the decision")
+	}
+	stopEvents()
 	f.startWorker(t)
 	status, body := request(t, http.MethodGet, f.url+"/runs/"+answer.NextRun+"/events", nil)
 	if status != http.StatusOK {
