@@ -139,6 +139,9 @@ func seqOf(exec int, eventID int64, n int) int64 {
 // then sent the next request, has its result only in the Store, and Follow
 // reports no ToolFinished for it.
 func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts ...ClientOption) error {
+	if yield == nil {
+		return errors.New("toolrun: follow: yield is nil")
+	}
 	o := clientOptionsOf(opts)
 	f := &follower{c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
 	first, err := f.first(ctx, runID)

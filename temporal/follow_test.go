@@ -404,6 +404,9 @@ func TestFollowEnds(t *testing.T) {
 		}
 	}
 
+	if err := temporal.Follow(ctx, c, queue, "", 0, nil); err == nil {
+		t.Error("Follow with a nil yield returned no error")
+	}
 	// A run that does not exist is an error, at once.
 	if _, err := follow(ctx, c, queue+"-none", "", 0, nil); err == nil {
 		t.Error("Follow of a workflow that does not exist returned no error")
