@@ -157,6 +157,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
+	before := unanswered(s) // the calls the step may answer and commit
 	calls, err := r.Advance(ctx)
 	// A limit the caller set (the turn limit, a budget), an answer cut
 	// short (max_tokens) and a hook's failure
@@ -171,7 +172,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		}
 	}
 	whole := r.State()
-	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls}
+	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
 	if a.store != nil {
 		key, err := stateKey(ctx)
 		if err != nil {

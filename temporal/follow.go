@@ -134,11 +134,14 @@ func seqOf(exec int, eventID int64, n int) int64 {
 // from the step that made the call. A run started by a toolrun older than
 // the memo reports no Awaiting.
 //
-// With workers that keep states in a [toolrun.Store], the history holds
-// no conversation: a call that a person denied or skipped, in a step that
-// then sent the next request, has its result only in the Store, and Follow
-// reports no ToolFinished for it.
+// Every call's answer is reported once, with workers that keep states in
+// a [toolrun.Store] too: the history holds what Follow reports, and only
+// that (a call a person denied, in a step that then sent the next request,
+// is in [StepResult.Committed]).
 func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts ...ClientOption) error {
+	if yield == nil {
+		return errors.New("toolrun: follow: yield is nil")
+	}
 	o := clientOptionsOf(opts)
 	f := &follower{c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
 	first, err := f.first(ctx, runID)
@@ -520,7 +523,10 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 		}
 		if r, ok := s.CallResult(c.ID); ok {
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		} else if r := res.Committed[c.ID]; r != nil {
+			out = append(out, RunEvent{Kind: ToolFinished, Result: withCall(r, c)})
 		} else if r := committedResult(s, c); r != nil {
+			// A step of a worker that did not fill Committed.
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
 		}
 	}
@@ -531,6 +537,40 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 		}
 		if r, ok := s.CallResult(c.ID); ok {
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		}
+	}
+	return out
+}
+
+// unanswered returns the calls of the turn in progress of s that have no
+// result yet.
+func unanswered(s *toolrun.State) []toolrun.ToolCall {
+	var out []toolrun.ToolCall
+	for _, c := range s.Calls() {
+		if _, ok := s.CallResult(c.ID); !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// committedResults returns, by tool_use id, the results of the calls of
+// before (those of the turn a step began with that had no result, see
+// unanswered) that the step answered and committed
+// with its request, read from the history of whole, the state after the
+// step, for [StepResult.Committed]: the calls whose results whole's turn in
+// progress no longer shows.
+func committedResults(before []toolrun.ToolCall, whole *toolrun.State) map[string]*toolrun.ToolResult {
+	var out map[string]*toolrun.ToolResult
+	for _, c := range before {
+		if whole.HasCall(c.ID) {
+			continue // still in the turn in progress, with its result if it has one
+		}
+		if r := committedResult(whole, c); r != nil {
+			if out == nil {
+				out = map[string]*toolrun.ToolResult{}
+			}
+			out[c.ID] = r
 		}
 	}
 	return out

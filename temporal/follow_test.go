@@ -12,6 +12,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
@@ -198,6 +199,32 @@ func TestFollowContinueAsNew(t *testing.T) {
 			}
 			if diff := cmp.Diff(map[string]int{"weather Paris": 1, "weather Rome": 1, "weather Oslo": 1, "weather Lima": 1}, calls.all()); diff != "" {
 				t.Errorf("tool runs (-want +got):\n%s", diff)
+			}
+
+			// A step's result carries no copy of the results the tools
+			// gave, which the history holds already.
+			it := c.GetWorkflowHistory(ctx, queue, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			steps := 0
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := e.GetActivityTaskCompletedEventAttributes()
+				if a == nil {
+					continue
+				}
+				var res temporal.StepResult
+				if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &res); err != nil || res.State == nil {
+					continue // a tool's
+				}
+				steps++
+				if len(res.Committed) != 0 {
+					t.Errorf("a step's result holds %d committed results, want none: the tools' results are in the history already", len(res.Committed))
+				}
+			}
+			if steps == 0 {
+				t.Error("no step in the last execution's history")
 			}
 
 			// Again, from the start: the same events with the same Seqs.
@@ -404,6 +431,9 @@ func TestFollowEnds(t *testing.T) {
 		}
 	}
 
+	if err := temporal.Follow(ctx, c, queue, "", 0, nil); err == nil {
+		t.Error("Follow with a nil yield returned no error")
+	}
 	// A run that does not exist is an error, at once.
 	if _, err := follow(ctx, c, queue+"-none", "", 0, nil); err == nil {
 		t.Error("Follow of a workflow that does not exist returned no error")
@@ -528,16 +558,27 @@ func TestFollowInterrupted(t *testing.T) {
 
 // TestFollowDeniedThenAnswered follows a run whose one call a person
 // denies: the step that takes the denial answers the call and sends the
-// next request at once, so the call's result is read from the history the
-// step committed.
+// next request at once, and Follow reports the call's result before the
+// reply to it, with and without a Store (where the history holds no
+// conversation).
 func TestFollowDeniedThenAnswered(t *testing.T) {
 	c := dialTemporal(t)
+	for _, withStore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store=%v", withStore), func(t *testing.T) { testFollowDenied(t, c, withStore) })
+	}
+}
+
+func testFollowDenied(t *testing.T, c client.Client, withStore bool) {
 	queue := newQueue("toolrun-follow-denied")
 	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.Text("Let me write."), toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.Text("Not written."))))
 	calls := &counter{}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	opts := &toolrun.Options{Logger: discard()}
+	if withStore {
+		opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+	}
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, opts))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)

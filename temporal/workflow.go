@@ -233,6 +233,11 @@ type StepResult struct {
 	Text string `json:"text,omitempty"`
 	// Calls are the calls to run before the next step.
 	Calls []toolrun.PlannedCall `json:"calls,omitempty"`
+	// Committed holds, by tool_use id, the results of the calls this step
+	// answered (denied or skipped) and committed with its request, which
+	// State no longer shows: with a Store, they are nowhere else in the
+	// history, and [Follow] reports them from here.
+	Committed map[string]*toolrun.ToolResult `json:"committed,omitempty"`
 	// Size is the size of this result in JSON, as the activity measured it,
 	// so that the workflow need not encode the state to know it.
 	Size int `json:"size,omitempty"`
