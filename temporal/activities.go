@@ -27,6 +27,7 @@ type Activities struct {
 	tools  []toolrun.Tool
 	opts   toolrun.Options
 	store  toolrun.Store // nil: whole states travel through Temporal
+	cache  *stateCache   // the runners of the runs this worker stepped last
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -63,7 +64,35 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
 	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
+	a.cache = &stateCache{max: DefaultStateCacheRuns}
 	return a
+}
+
+// SetStateCacheRuns sets how many runs the worker keeps in its state
+// cache: 0 means [DefaultStateCacheRuns], a negative n none. Call it
+// before the worker starts.
+//
+// The cache keeps, for each run the worker stepped last, the runner of
+// that step: the run's state decoded and the request JSON of its
+// messages, so that the run's next step on the same worker neither loads
+// the state from the Store nor decodes it, and encodes only the messages
+// that are new, rather than the whole conversation each turn. It holds a
+// run's entry only while the run goes on (an ended run's is dropped) and
+// at most n runs, dropping the least recently stepped: its memory is
+// bounded by n runs' histories, each about twice its JSON (decoded, and
+// encoded for requests). A step uses an entry only if it is exactly the
+// state the workflow gives it (with a Store, the key of the state the
+// step before saved; without one, the same turn, calls and last
+// messages), with the results the workflow recorded since; a person's
+// decision since, a step on another worker, a restart or anything else is
+// a miss, and the step loads and resumes the state as it would without a
+// cache, so no run depends on it. On a hit, the runner's message thread
+// (toolrun.Options.NoThread) goes on from the step before, as in process.
+func (a *Activities) SetStateCacheRuns(n int) {
+	if n == 0 {
+		n = DefaultStateCacheRuns
+	}
+	a.cache = &stateCache{max: n}
 }
 
 // Registry is where [Register] registers the workflow and its activities:
@@ -131,29 +160,37 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if s == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
 	}
-	if in.Ref != "" {
-		if a.store == nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
-		}
-		stored, err := loadState(ctx, a.store, in.Ref)
-		if err != nil {
-			return nil, err // retried: the Store may be back
-		}
-		s = merge(s, stored)
-		if in.Superseded != "" && in.Superseded != in.Ref {
-			// Best effort: a state left behind costs room, not correctness.
-			if err := a.store.Delete(ctx, in.Superseded); err != nil {
-				a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+	if in.Ref != "" && a.store == nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
+	}
+	id := workflowID(ctx)
+	var r *toolrun.Runner
+	if e := a.cache.take(id); e != nil {
+		r = e.resume(s, in.Ref) // nil: a miss, and the entry is dropped
+	}
+	if r == nil {
+		if in.Ref != "" {
+			stored, err := loadState(ctx, a.store, in.Ref)
+			if err != nil {
+				return nil, err // retried: the Store may be back
 			}
+			s = merge(s, stored)
+		}
+		// A step resumed from its state is a new Runner, so on a message
+		// thread (toolrun's default) its request creates a new thread with
+		// the whole history: the same turn as without one. A step that
+		// found its run's runner in the cache goes on with its thread.
+		var err error
+		r, err = toolrun.Resume(a.client, s, a.tools, &a.opts)
+		if err != nil {
+			return nil, activityError(err, "toolrun.InvalidState", true, 0)
 		}
 	}
-	// A step is a resumed Runner, so on a message thread (toolrun's
-	// default) each step's request creates a new thread with the whole
-	// history: the same turn as without one, and no bytes saved, since the
-	// thread does not outlive the step. Options.NoThread leaves it out.
-	r, err := toolrun.Resume(a.client, s, a.tools, &a.opts)
-	if err != nil {
-		return nil, activityError(err, "toolrun.InvalidState", true, 0)
+	if in.Ref != "" && in.Superseded != "" && in.Superseded != in.Ref {
+		// Best effort: a state left behind costs room, not correctness.
+		if err := a.store.Delete(ctx, in.Superseded); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+		}
 	}
 	calls, err := r.Advance(ctx)
 	// A limit the caller set (the turn limit, a budget), an answer cut
@@ -192,7 +229,21 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		n, _ = overLimit(res, 0)
 	}
 	res.Size = n
+	if !over && (whole.StopReason == "" || whole.StopReason == toolrun.StopAwaitingApproval) {
+		// The run goes on: its next step may find the runner here.
+		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
+			a.cache.put(e)
+		}
+	}
 	return res, nil
+}
+
+// workflowID returns the id of the workflow whose activity ctx is, or "".
+func workflowID(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	return activity.GetInfo(ctx).WorkflowExecution.ID
 }
 
 // stateKey returns the Store key of the state a step attempt saves: one
