@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"time"
 
@@ -48,11 +49,10 @@ type Activities struct {
 // conversation. Every worker of the task queue must reach the same Store
 // (a database, a shared file system): [toolrun.FileStore] on one machine,
 // sqlitestore, or your own. A run keeps at most its last two states in
-// the Store: each step deletes the state its predecessor started from,
-// and the earlier attempts of its own; the one before the last stays
-// until the next step, because a step whose result is not recorded yet
-// may be retried and read it again. A run that ended keeps those two: the
-// last under [Outcome.Ref], and the one before it, which nothing deletes. With opts.Store nil, the whole state travels
+// the Store while it goes on, and one, its last, under [Outcome.Ref], once
+// a step ended it (see the package doc's "What the Store costs"). Each
+// worker also keeps a bounded cache of the runs it stepped
+// ([Activities.SetStateCacheRuns]). With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.
@@ -148,7 +148,10 @@ func Register(r Registry, a *Activities) {
 // most one request once every call is answered. It returns the new state
 // and the calls to run. With a Store, it loads the whole state from
 // in.Ref, saves the new one under a key of its own and returns that key
-// with the state without its history.
+// with the state without its history. A step that finds the runner of the
+// run's last step in the worker's state cache, holding exactly in.State
+// (see [Activities.SetStateCacheRuns]), goes on with it instead of
+// loading and resuming the state.
 //
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
@@ -171,6 +174,11 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if r == nil {
 		if in.Ref != "" {
 			stored, err := loadState(ctx, a.store, in.Ref)
+			if errors.Is(err, fs.ErrNotExist) {
+				if res := a.endedEarlier(ctx); res != nil {
+					return res, nil
+				}
+			}
 			if err != nil {
 				return nil, err // retried: the Store may be back
 			}
@@ -229,7 +237,16 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		n, _ = overLimit(res, 0)
 	}
 	res.Size = n
-	if !over && (whole.StopReason == "" || whole.StopReason == toolrun.StopAwaitingApproval) {
+	if a.store != nil && !over && len(calls) == 0 && ended(whole) && in.Ref != "" && in.Ref != res.Ref {
+		// The run ends with this result: no step reads the state it
+		// started from again, but a retry of this step after its result
+		// was lost, which finds the result under this attempt's key
+		// (endedEarlier).
+		if err := a.store.Delete(ctx, in.Ref); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", in.Ref, "error", err)
+		}
+	}
+	if !over && !ended(whole) {
 		// The run goes on: its next step may find the runner here.
 		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
 			a.cache.put(e)
@@ -254,7 +271,42 @@ func stateKey(ctx context.Context) (string, error) {
 		return "", sdktemporal.NewNonRetryableApplicationError("toolrun: a step with a Store runs only as an activity", "toolrun.NotActivity", nil)
 	}
 	info := activity.GetInfo(ctx)
-	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), nil
+	return attemptKey(info, info.Attempt), nil
+}
+
+// attemptKey returns the Store key of the state that attempt n of the
+// step activity info saves.
+func attemptKey(info activity.Info, n int32) string {
+	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+}
+
+// ended reports whether a step's state s ends the run: stopped, and not
+// to await a decision.
+func ended(s *toolrun.State) bool {
+	return s.StopReason != "" && s.StopReason != toolrun.StopAwaitingApproval
+}
+
+// endedEarlier returns the result of an earlier attempt of this step that
+// ended the run, or nil if there is none. Such an attempt deleted the
+// state the step starts from, and its result reached the workflow only if
+// the attempt was recorded; a step whose state is gone looks for it, so
+// that its retry ends the run as that attempt did, with no new request.
+func (a *Activities) endedEarlier(ctx context.Context) *StepResult {
+	if !activity.IsActivity(ctx) {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	for n := info.Attempt - 1; n >= 1; n-- {
+		key := attemptKey(info, n)
+		st, err := loadState(ctx, a.store, key)
+		if err != nil || !ended(st) {
+			continue
+		}
+		res := &StepResult{State: skeleton(st), Ref: key, Text: lastText(st)}
+		res.Size, _ = overLimit(res, 0)
+		return res
+	}
+	return nil
 }
 
 // deleteEarlierAttempts deletes the states that the earlier attempts of
@@ -264,7 +316,7 @@ func stateKey(ctx context.Context) (string, error) {
 func (a *Activities) deleteEarlierAttempts(ctx context.Context, key string) {
 	info := activity.GetInfo(ctx)
 	for n := int32(1); n < info.Attempt; n++ {
-		old := fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+		old := attemptKey(info, n)
 		if err := a.store.Delete(ctx, old); err != nil {
 			a.logger().Warn("toolrun: superseded state not deleted", "key", old, "error", err)
 		}
