@@ -2,10 +2,12 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -138,7 +140,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 func Register(r Registry, a *Activities) {
 	warnStopTimeout(a.logger(), r)
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
-	r.RegisterActivityWithOptions(a.Step, activity.RegisterOptions{Name: StepActivity})
+	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 }
 
@@ -158,13 +160,31 @@ func Register(r Registry, a *Activities) {
 // the run, in the state. A result over in.PayloadLimit stops the run with
 // [toolrun.StopPayloadTooLarge].
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
+	res, _, err := a.step(ctx, in)
+	return res, err
+}
+
+// stepJSON is the step activity that [Register] registers: [Activities.Step],
+// with its result encoded once, as the step measured it against the
+// payload limit, rather than once to measure it and again by the data
+// converter: a state without a Store is the whole conversation.
+func (a *Activities) stepJSON(ctx context.Context, in StepInput) (json.RawMessage, error) {
+	_, b, err := a.step(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// step is [Activities.Step], which also returns its result's JSON.
+func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byte, error) {
 	defer heartbeat(ctx)()
 	s := in.State
 	if s == nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
+		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
 	}
 	if in.Ref != "" && a.store == nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
+		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
 	}
 	id := workflowID(ctx)
 	var r *toolrun.Runner
@@ -176,11 +196,12 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 			stored, err := loadState(ctx, a.store, in.Ref)
 			if errors.Is(err, fs.ErrNotExist) {
 				if res := a.endedEarlier(ctx); res != nil {
-					return res, nil
+					b, err := encodeStep(res)
+					return res, b, err
 				}
 			}
 			if err != nil {
-				return nil, err // retried: the Store may be back
+				return nil, nil, err // retried: the Store may be back
 			}
 			s = merge(s, stored)
 		}
@@ -191,7 +212,7 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		var err error
 		r, err = toolrun.Resume(a.client, s, a.tools, &a.opts)
 		if err != nil {
-			return nil, activityError(err, "toolrun.InvalidState", true, 0)
+			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
 		}
 	}
 	if in.Ref != "" && in.Superseded != "" && in.Superseded != in.Ref {
@@ -208,9 +229,9 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		var he *toolrun.HookError
 		if !errors.As(err, &he) {
 			if ctx.Err() != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return nil, modelError(err)
+			return nil, nil, modelError(err)
 		}
 	}
 	whole := r.State()
@@ -218,15 +239,19 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if a.store != nil {
 		key, err := stateKey(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := saveState(ctx, a.store, key, whole); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
 	}
-	n, over := overLimit(res, limitOr(in.PayloadLimit))
+	b, err := encodeStep(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, over := len(b), len(b) > limitOr(in.PayloadLimit)
 	if over {
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
@@ -234,7 +259,10 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
 		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
 		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
-		n, _ = overLimit(res, 0)
+		if b, err = encodeStep(res); err != nil {
+			return nil, nil, err
+		}
+		n = len(b)
 	}
 	res.Size = n
 	if a.store != nil && !over && len(calls) == 0 && ended(whole) && in.Ref != "" && in.Ref != res.Ref {
@@ -252,7 +280,20 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 			a.cache.put(e)
 		}
 	}
-	return res, nil
+	return res, b, nil
+}
+
+// encodeStep returns the JSON of res with its Size, which is the size of
+// that JSON without it, as the workflow counts it; res.Size is set.
+func encodeStep(res *StepResult) ([]byte, error) {
+	res.Size = 0
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
+	}
+	res.Size = len(b)
+	// The object has its "state", and Size, zero, was left out: add it.
+	return append(append(b[:len(b)-1], `,"size":`...), strconv.Itoa(res.Size)+"}"...), nil
 }
 
 // workflowID returns the id of the workflow whose activity ctx is, or "".
