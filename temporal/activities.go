@@ -90,6 +90,8 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 // a miss, and the step loads and resumes the state as it would without a
 // cache, so no run depends on it. On a hit, the runner's message thread
 // (toolrun.Options.NoThread) goes on from the step before, as in process.
+// With toolrun.Options.StateKey set, no step uses the cache: each checks
+// the signature of the state it resumes.
 func (a *Activities) SetStateCacheRuns(n int) {
 	if n == 0 {
 		n = DefaultStateCacheRuns
@@ -187,6 +189,11 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
 	}
 	id := workflowID(ctx)
+	if len(a.opts.StateKey) > 0 {
+		// A resumed state's signature is checked (toolrun.Resume); a
+		// cached runner's state would not be.
+		id = ""
+	}
 	var r *toolrun.Runner
 	if e := a.cache.take(id); e != nil {
 		r = e.resume(s, in.Ref) // nil: a miss, and the entry is dropped
