@@ -2,9 +2,12 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
+	"strconv"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -27,6 +30,7 @@ type Activities struct {
 	tools  []toolrun.Tool
 	opts   toolrun.Options
 	store  toolrun.Store // nil: whole states travel through Temporal
+	cache  *stateCache   // the runners of the runs this worker stepped last
 	// deferClient makes stand-ins for client tools (clienttools.go).
 	deferClient bool
 }
@@ -49,11 +53,10 @@ type Activities struct {
 // conversation. Every worker of the task queue must reach the same Store
 // (a database, a shared file system): [toolrun.FileStore] on one machine,
 // sqlitestore, or your own. A run keeps at most its last two states in
-// the Store: each step deletes the state its predecessor started from,
-// and the earlier attempts of its own; the one before the last stays
-// until the next step, because a step whose result is not recorded yet
-// may be retried and read it again. A run that ended keeps those two: the
-// last under [Outcome.Ref], and the one before it, which nothing deletes. With opts.Store nil, the whole state travels
+// the Store while it goes on, and one, its last, under [Outcome.Ref], once
+// a step ended it (see the package doc's "What the Store costs"). Each
+// worker also keeps a bounded cache of the runs it stepped
+// ([Activities.SetStateCacheRuns]). With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
 // opts.RunID is not used: the keys are the workflow's.
@@ -65,7 +68,37 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
 	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
+	a.cache = &stateCache{max: DefaultStateCacheRuns}
 	return a
+}
+
+// SetStateCacheRuns sets how many runs the worker keeps in its state
+// cache: 0 means [DefaultStateCacheRuns], a negative n none. Call it
+// before the worker starts.
+//
+// The cache keeps, for each run the worker stepped last, the runner of
+// that step: the run's state decoded and the request JSON of its
+// messages, so that the run's next step on the same worker neither loads
+// the state from the Store nor decodes it, and encodes only the messages
+// that are new, rather than the whole conversation each turn. It holds a
+// run's entry only while the run goes on (an ended run's is dropped) and
+// at most n runs, dropping the least recently stepped: its memory is
+// bounded by n runs' histories, each about twice its JSON (decoded, and
+// encoded for requests). A step uses an entry only if it is exactly the
+// state the workflow gives it (with a Store, the key of the state the
+// step before saved; without one, the same turn, calls and last
+// messages), with the results the workflow recorded since; a person's
+// decision since, a step on another worker, a restart or anything else is
+// a miss, and the step loads and resumes the state as it would without a
+// cache, so no run depends on it. On a hit, the runner's message thread
+// (toolrun.Options.NoThread) goes on from the step before, as in process.
+// With toolrun.Options.StateKey set, no step uses the cache: each checks
+// the signature of the state it resumes.
+func (a *Activities) SetStateCacheRuns(n int) {
+	if n == 0 {
+		n = DefaultStateCacheRuns
+	}
+	a.cache = &stateCache{max: n}
 }
 
 // Registry is where [Register] registers the workflow and its activities:
@@ -111,7 +144,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 func Register(r Registry, a *Activities) {
 	warnStopTimeout(a.logger(), r)
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
-	r.RegisterActivityWithOptions(a.Step, activity.RegisterOptions{Name: StepActivity})
+	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 }
 
@@ -121,41 +154,81 @@ func Register(r Registry, a *Activities) {
 // most one request once every call is answered. It returns the new state
 // and the calls to run. With a Store, it loads the whole state from
 // in.Ref, saves the new one under a key of its own and returns that key
-// with the state without its history.
+// with the state without its history. A step that finds the runner of the
+// run's last step in the worker's state cache, holding exactly in.State
+// (see [Activities.SetStateCacheRuns]), goes on with it instead of
+// loading and resuming the state.
 //
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
 // the run, in the state. A result over in.PayloadLimit stops the run with
 // [toolrun.StopPayloadTooLarge].
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
+	res, _, err := a.step(ctx, in)
+	return res, err
+}
+
+// stepJSON is the step activity that [Register] registers: [Activities.Step],
+// with its result encoded once, as the step measured it against the
+// payload limit, rather than once to measure it and again by the data
+// converter: a state without a Store is the whole conversation.
+func (a *Activities) stepJSON(ctx context.Context, in StepInput) (json.RawMessage, error) {
+	_, b, err := a.step(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// step is [Activities.Step], which also returns its result's JSON.
+func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byte, error) {
 	defer heartbeat(ctx)()
 	s := in.State
 	if s == nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
+		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
 	}
-	if in.Ref != "" {
-		if a.store == nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
-		}
-		stored, err := loadState(ctx, a.store, in.Ref)
-		if err != nil {
-			return nil, err // retried: the Store may be back
-		}
-		s = merge(s, stored)
-		if in.Superseded != "" && in.Superseded != in.Ref {
-			// Best effort: a state left behind costs room, not correctness.
-			if err := a.store.Delete(ctx, in.Superseded); err != nil {
-				a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+	if in.Ref != "" && a.store == nil {
+		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
+	}
+	id := workflowID(ctx)
+	if len(a.opts.StateKey) > 0 {
+		// A resumed state's signature is checked (toolrun.Resume); a
+		// cached runner's state would not be.
+		id = ""
+	}
+	var r *toolrun.Runner
+	if e := a.cache.take(id); e != nil {
+		r = e.resume(s, in.Ref) // nil: a miss, and the entry is dropped
+	}
+	if r == nil {
+		if in.Ref != "" {
+			stored, err := loadState(ctx, a.store, in.Ref)
+			if errors.Is(err, fs.ErrNotExist) {
+				if res := a.endedEarlier(ctx); res != nil {
+					b, err := encodeStep(res)
+					return res, b, err
+				}
 			}
+			if err != nil {
+				return nil, nil, err // retried: the Store may be back
+			}
+			s = merge(s, stored)
+		}
+		// A step resumed from its state is a new Runner, so on a message
+		// thread (toolrun's default) its request creates a new thread with
+		// the whole history: the same turn as without one. A step that
+		// found its run's runner in the cache goes on with its thread.
+		var err error
+		r, err = toolrun.Resume(a.client, s, a.toolsFor(s), &a.opts)
+		if err != nil {
+			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
 		}
 	}
-	// A step is a resumed Runner, so on a message thread (toolrun's
-	// default) each step's request creates a new thread with the whole
-	// history: the same turn as without one, and no bytes saved, since the
-	// thread does not outlive the step. Options.NoThread leaves it out.
-	r, err := toolrun.Resume(a.client, s, a.toolsFor(s), &a.opts)
-	if err != nil {
-		return nil, activityError(err, "toolrun.InvalidState", true, 0)
+	if in.Ref != "" && in.Superseded != "" && in.Superseded != in.Ref {
+		// Best effort: a state left behind costs room, not correctness.
+		if err := a.store.Delete(ctx, in.Superseded); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", in.Superseded, "error", err)
+		}
 	}
 	before := unanswered(s) // the calls the step may answer and commit
 	calls, err := r.Advance(ctx)
@@ -166,9 +239,9 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		var he *toolrun.HookError
 		if !errors.As(err, &he) {
 			if ctx.Err() != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return nil, modelError(err)
+			return nil, nil, modelError(err)
 		}
 	}
 	whole := r.State()
@@ -176,15 +249,19 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if a.store != nil {
 		key, err := stateKey(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := saveState(ctx, a.store, key, whole); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
 	}
-	n, over := overLimit(res, limitOr(in.PayloadLimit))
+	b, err := encodeStep(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, over := len(b), len(b) > limitOr(in.PayloadLimit)
 	if over {
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
@@ -192,10 +269,49 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
 		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
 		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
-		n, _ = overLimit(res, 0)
+		if b, err = encodeStep(res); err != nil {
+			return nil, nil, err
+		}
+		n = len(b)
 	}
 	res.Size = n
-	return res, nil
+	if a.store != nil && !over && len(calls) == 0 && ended(whole) && in.Ref != "" && in.Ref != res.Ref {
+		// The run ends with this result: no step reads the state it
+		// started from again, but a retry of this step after its result
+		// was lost, which finds the result under this attempt's key
+		// (endedEarlier).
+		if err := a.store.Delete(ctx, in.Ref); err != nil {
+			a.logger().Warn("toolrun: superseded state not deleted", "key", in.Ref, "error", err)
+		}
+	}
+	if !over && !ended(whole) {
+		// The run goes on: its next step may find the runner here.
+		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
+			a.cache.put(e)
+		}
+	}
+	return res, b, nil
+}
+
+// encodeStep returns the JSON of res with its Size, which is the size of
+// that JSON without it, as the workflow counts it; res.Size is set.
+func encodeStep(res *StepResult) ([]byte, error) {
+	res.Size = 0
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, activityError(err, "toolrun.InvalidState", true, 0)
+	}
+	res.Size = len(b)
+	// The object has its "state", and Size, zero, was left out: add it.
+	return append(append(b[:len(b)-1], `,"size":`...), strconv.Itoa(res.Size)+"}"...), nil
+}
+
+// workflowID returns the id of the workflow whose activity ctx is, or "".
+func workflowID(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	return activity.GetInfo(ctx).WorkflowExecution.ID
 }
 
 // stateKey returns the Store key of the state a step attempt saves: one
@@ -206,7 +322,42 @@ func stateKey(ctx context.Context) (string, error) {
 		return "", sdktemporal.NewNonRetryableApplicationError("toolrun: a step with a Store runs only as an activity", "toolrun.NotActivity", nil)
 	}
 	info := activity.GetInfo(ctx)
-	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), nil
+	return attemptKey(info, info.Attempt), nil
+}
+
+// attemptKey returns the Store key of the state that attempt n of the
+// step activity info saves.
+func attemptKey(info activity.Info, n int32) string {
+	return fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+}
+
+// ended reports whether a step's state s ends the run: stopped, and not
+// to await a decision.
+func ended(s *toolrun.State) bool {
+	return s.StopReason != "" && s.StopReason != toolrun.StopAwaitingApproval
+}
+
+// endedEarlier returns the result of an earlier attempt of this step that
+// ended the run, or nil if there is none. Such an attempt deleted the
+// state the step starts from, and its result reached the workflow only if
+// the attempt was recorded; a step whose state is gone looks for it, so
+// that its retry ends the run as that attempt did, with no new request.
+func (a *Activities) endedEarlier(ctx context.Context) *StepResult {
+	if !activity.IsActivity(ctx) {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	for n := info.Attempt - 1; n >= 1; n-- {
+		key := attemptKey(info, n)
+		st, err := loadState(ctx, a.store, key)
+		if err != nil || !ended(st) {
+			continue
+		}
+		res := &StepResult{State: skeleton(st), Ref: key, Text: lastText(st)}
+		res.Size, _ = overLimit(res, 0)
+		return res
+	}
+	return nil
 }
 
 // deleteEarlierAttempts deletes the states that the earlier attempts of
@@ -216,7 +367,7 @@ func stateKey(ctx context.Context) (string, error) {
 func (a *Activities) deleteEarlierAttempts(ctx context.Context, key string) {
 	info := activity.GetInfo(ctx)
 	for n := int32(1); n < info.Attempt; n++ {
-		old := fmt.Sprintf("%s/%s/step-%s.%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, n)
+		old := attemptKey(info, n)
 		if err := a.store.Delete(ctx, old); err != nil {
 			a.logger().Warn("toolrun: superseded state not deleted", "key", old, "error", err)
 		}

@@ -1,16 +1,23 @@
 package temporal_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -19,7 +26,14 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-var benchMarkdown = flag.String("bench-md", "", "with BenchmarkCostPerTurn: rewrite the section between the temporal-bench markers of this file (BENCHMARKS.md) with the table")
+var (
+	benchMarkdown = flag.String("bench-md", "", "with BenchmarkCostPerTurn: rewrite the section between the temporal-bench markers of this file (BENCHMARKS.md) with the table")
+	costProfile   = flag.String("cost-cpuprofile", "", "with BenchmarkCostPerTurn: write a CPU profile of each case's worker process to this prefix + the case's name + .prof")
+)
+
+// costModelEnv, set to a number of turns, makes TestCostModelServer serve
+// the fake Messages API of BenchmarkCostPerTurn in this process.
+const costModelEnv = "TOOLRUN_COST_MODEL_TURNS"
 
 // costCase is one side of BenchmarkCostPerTurn: runs of turns turns
 // each, with or without a Store on the workers.
@@ -29,9 +43,17 @@ type costCase struct {
 	runs  int
 }
 
+func (cc costCase) name() string {
+	if cc.store {
+		return fmt.Sprintf("store-%d", cc.turns)
+	}
+	return fmt.Sprintf("nostore-%d", cc.turns)
+}
+
 // costResult is what a costCase measured, per turn.
 type costResult struct {
-	cpuPerTurn     time.Duration // this process's user+system CPU
+	cpuPerTurn     time.Duration // the worker process's user+system CPU: the worker and its client
+	modelPerTurn   time.Duration // the fake Messages API's, in its own process
 	historyPerTurn int           // bytes of history events, every execution of each run
 }
 
@@ -41,9 +63,16 @@ type costResult struct {
 // turn and the history bytes per turn, and the ratio of the 100-turn
 // figure to the 10-turn one, which should stay within 1.5. Both sides run
 // the same number of turns (ten runs of 10, one of 100), with the
-// default RunOptions (continue-as-new every 20 turns) but a turn limit past the run. The CPU is this
-// process's: the worker, its client and the fake Messages API, which
-// reads the whole conversation of each request, as the real API does.
+// default RunOptions (continue-as-new every 20 turns) but a turn limit
+// past the run.
+//
+// The worker's CPU is this process's: the worker and its Temporal client,
+// which run the workflow's tasks and the activities. The fake Messages
+// API runs in a child process, as the real API runs on another machine:
+// it decodes the whole conversation of every request, which a worker
+// does not pay for, so its CPU is a column of its own. The worker still
+// pays for encoding each request, which carries the whole conversation.
+// With -cost-cpuprofile, each case writes a CPU profile of this process.
 //
 //	TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md
 func BenchmarkCostPerTurn(b *testing.B) {
@@ -56,12 +85,12 @@ func BenchmarkCostPerTurn(b *testing.B) {
 		}
 	}
 	var t strings.Builder
-	fmt.Fprintf(&t, "| workers | turns a run | runs | CPU per turn | history bytes per turn |\n| --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&t, "| workers | turns a run | runs | worker CPU per turn | history bytes per turn | fake API CPU per turn |\n| --- | --- | --- | --- | --- | --- |\n")
 	for i, cc := range cases {
 		r := results[i]
-		fmt.Fprintf(&t, "| %s | %d | %d | %.2f ms | %d |\n", storeName(cc.store), cc.turns, cc.runs, float64(r.cpuPerTurn.Microseconds())/1000, r.historyPerTurn)
+		fmt.Fprintf(&t, "| %s | %d | %d | %.2f ms | %d | %.2f ms |\n", storeName(cc.store), cc.turns, cc.runs, ms(r.cpuPerTurn), r.historyPerTurn, ms(r.modelPerTurn))
 	}
-	fmt.Fprintf(&t, "\n| workers | CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- |\n")
+	fmt.Fprintf(&t, "\n| workers | worker CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- |\n")
 	for i := 0; i < len(cases); i += 2 {
 		short, long := results[i], results[i+1]
 		fmt.Fprintf(&t, "| %s | %.2fx | %.2fx |\n", storeName(cases[i].store),
@@ -75,6 +104,8 @@ func BenchmarkCostPerTurn(b *testing.B) {
 	}
 }
 
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 func storeName(store bool) string {
 	if store {
 		return "with a Store (FileStore)"
@@ -82,25 +113,32 @@ func storeName(store bool) string {
 	return "no Store"
 }
 
-// measureCost runs cc's runs one after another on a worker of its own and
-// returns the cost per turn.
+// measureCost runs cc's runs one after another on a worker of its own,
+// against a fake Messages API in a child process, and returns the cost
+// per turn.
 func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
 	b.Helper()
 	queue := newQueue("toolrun-cost")
-	var replies []toolruntest.Reply
-	for i := range cc.turns - 1 {
-		replies = append(replies, toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", i), "write_file", writeIn{Path: fmt.Sprintf("/%d", i)})))
-	}
-	replies = append(replies, toolruntest.Message(toolruntest.Text("Done.")))
 	opts := &toolrun.Options{Logger: discard()}
 	if cc.store {
 		opts.Store = &toolrun.FileStore{Dir: b.TempDir()}
 	}
+	model, modelCPU := startCostModel(b, cc.turns)
+	if *costProfile != "" {
+		f, err := os.Create(*costProfile + cc.name() + ".prof")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var calls counter
 	var total costResult
 	for range cc.runs {
-		model := toolruntest.New(b, toolruntest.Script(replies...))
-		w := temporal.NewWorker(c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, nil)}, opts), worker.Options{WorkerStopTimeout: 5 * time.Second})
+		w := temporal.NewWorker(c, queue, temporal.NewActivities(model, []toolrun.Tool{writeTool(&calls, nil)}, opts), worker.Options{WorkerStopTimeout: 5 * time.Second})
 		if err := w.Start(); err != nil {
 			b.Fatal(err)
 		}
@@ -123,7 +161,74 @@ func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
 		w.Stop()
 	}
 	n := cc.turns * cc.runs
-	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), historyPerTurn: total.historyPerTurn / n}
+	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), modelPerTurn: modelCPU() / time.Duration(n), historyPerTurn: total.historyPerTurn / n}
+}
+
+// startCostModel starts the fake Messages API of a costCase of turns
+// turns a run in a child process (TestCostModelServer), and returns a
+// client for it and a func that stops it and returns its CPU time. The
+// child fails, and so does the benchmark, if it rejected a request.
+func startCostModel(b *testing.B, turns int) (anthropic.Client, func() time.Duration) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCostModelServer$", "-test.count=1")
+	cmd.Env = append(os.Environ(), costModelEnv+"="+strconv.Itoa(turns))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "url ")
+	if err != nil || !ok {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b.Fatalf("the fake Messages API did not start: %q, %v", line, err)
+	}
+	stopped := false
+	stop := func() time.Duration {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		stdin.Close()
+		rest, _ := io.ReadAll(out)
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("the fake Messages API failed: %v\n%s", err, rest)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	b.Cleanup(func() { stop() })
+	return anthropic.NewClient(option.WithBaseURL(url), option.WithAPIKey(toolruntest.TestAPIKey)), stop
+}
+
+// TestCostModelServer is not a test: with costModelEnv set, it is the
+// child process of BenchmarkCostPerTurn that serves the fake Messages API,
+// and it prints the server's URL and serves until its standard input
+// closes. Each run's n-th request gets a call of write_file, the last
+// turn's the text "Done.": the turn is known by the length of the
+// conversation, so that one server serves every run of a case.
+func TestCostModelServer(t *testing.T) {
+	turns, err := strconv.Atoi(os.Getenv(costModelEnv))
+	if err != nil {
+		t.Skip("the child process of BenchmarkCostPerTurn; runs only with " + costModelEnv + " set")
+	}
+	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		turn := len(r.Conversation) / 2 // user, then assistant and tool results a turn
+		if turn >= turns-1 {
+			return toolruntest.Message(toolruntest.Text("Done."))
+		}
+		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", turn), "write_file", writeIn{Path: fmt.Sprintf("/%d", turn)}))
+	}})
+	fmt.Printf("url %s\n", model.URL)
+	io.Copy(io.Discard, os.Stdin)
 }
 
 // historyBytes returns the size of the history events of every execution
@@ -169,7 +274,7 @@ func writeSection(path, table string) error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
 	}
-	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), one tool call a turn, the fake Messages API in the worker's process.\n"
+	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), one tool call a turn, the workers' state cache on (the default). Worker CPU is the worker process's (the worker and its Temporal client, which runs the workflow's tasks too); the fake Messages API runs in a child process of its own, as the real API runs elsewhere, and its CPU, which reads each request's whole conversation, is the last column. Without a Store each step's input and result carry the whole state, so a turn's history bytes, and the CPU to encode and decode them, grow with the conversation by design; with a Store neither does, but for writing the state. The machine was shared with other work while it ran.\n"
 	var out bytes.Buffer
 	out.Write(old[:i])
 	out.WriteString(section)

@@ -109,14 +109,44 @@
 //
 // # What the Store costs
 //
-// With a Store, each step reads and writes the whole state once (a 2 MB
-// conversation is 2 MB read and 2 MB written per turn), under a key of its
-// own, <workflow id>/<run id>/step-<activity id>.<attempt>, written once so
-// that a retried or zombie attempt never overwrites another. One blob per
-// step stays in the Store until you delete the workflow's keys. Without a
-// Store the whole state travels in each step's input and result: fine for
-// short runs. A call's activity times out at its tool's timeout plus 30 s,
-// or 24 hours for a tool with none: give your tools a timeout.
+// With a Store, each step writes the whole state once (a 2 MB
+// conversation is 2 MB written per turn), under a key of its own,
+// <workflow id>/<run id>/step-<activity id>.<attempt>, written once so
+// that a retried or zombie attempt never overwrites another, and reads it
+// only on a miss of the worker's state cache (below). A run keeps at most
+// its last two states in the Store while it goes on: each step deletes
+// the state its predecessor started from, and the earlier attempts of its
+// own; the one before the last stays until the next step, since a step
+// whose result is not recorded yet may be retried and read it again. The
+// step that ends the run (the model's last answer, a limit, a hook's
+// failure) deletes the state it started from too, so that an ended run
+// keeps one state, its last, under [Outcome.Ref], until you delete it; a
+// retry of that step whose state is gone takes the result its earlier
+// attempt saved. A run that ends otherwise (a tool's AfterTool, a step
+// that failed for good, a cancellation, the payload guard) keeps its last
+// two. Without a Store the whole state travels in each step's input and
+// result: fine for short runs. A call's activity times out at its tool's
+// timeout plus 30 s, or 24 hours for a tool with none: give your tools a
+// timeout.
+//
+// # What a turn costs
+//
+// Each worker keeps a state cache ([Activities.SetStateCacheRuns]): the
+// runner of each run's last step on that worker, so that the run's next
+// step there neither loads nor decodes nor resumes the whole state, and
+// encodes for the request only the messages that are new. A step on
+// another worker, after a restart or after a person's decision is a miss
+// and loads the state as it would without the cache. With a Store, what
+// is left of a turn's cost that grows with the conversation is writing
+// the state, and on the history side nothing: the workflow holds the
+// state without its history. Without a Store, each step's input and
+// result carry the whole state, so a turn's history bytes, and the
+// worker's CPU to decode and encode them (in the activity and in the
+// workflow), grow with the conversation by design; continue-as-new
+// (every [RunOptions.ContinueAsNewAfter] turns, or when the server
+// suggests it as the history grows) bounds one execution's history, not
+// a turn's cost. Use a Store for long runs. BENCHMARKS.md has the
+// figures at 10 and 100 turns.
 //
 // # Search attributes
 //

@@ -1,0 +1,184 @@
+package temporal
+
+import (
+	"container/list"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+)
+
+// DefaultStateCacheRuns is how many runs a worker keeps in its state cache
+// unless [Activities.SetStateCacheRuns] says otherwise.
+const DefaultStateCacheRuns = 128
+
+// stateCache is a worker's cache of the runners of the runs it stepped:
+// the runner of a run's last step, which holds the run's state decoded and
+// the request JSON of its messages encoded (the runner's own cache of
+// them), so that the next step of the run on this worker neither loads,
+// decodes nor resumes the whole state, and encodes only the messages that
+// are new. It is keyed by workflow id, and an entry is used only if it
+// is the state the step is given (see cachedRun.resume); anything else
+// is a miss, and the step loads the state as it would without the cache:
+// correctness never depends on it. An entry is taken out while its step
+// runs and put back when the step succeeds, so that no two steps share a
+// runner, and a failed step leaves no entry. It holds at most max runs,
+// dropping the least recently used.
+type stateCache struct {
+	max int
+	mu  sync.Mutex // guards runs, order
+	// runs maps a workflow id to its element of order, whose value is a
+	// *cachedRun; order runs from the most recently put.
+	runs  map[string]*list.Element
+	order list.List
+}
+
+// cachedRun is the runner of a run's last step on this worker and what
+// identifies the state it holds.
+type cachedRun struct {
+	workflowID string
+	runner     *toolrun.Runner
+	// ref is the Store key the step saved the runner's state under, unique
+	// to the step's attempt; "" without a Store.
+	ref string
+	// Without a Store, the state the step returned as the workflow holds
+	// it: its turns, stop, number of messages, the JSON of its last two
+	// messages (the earlier ones were checked when they were last, or
+	// decoded from the step's input on a miss).
+	turns int
+	stop  toolrun.StopReason
+	msgs  int
+	tail  []byte
+	// calls are the pending turn's calls, answered those of them with a
+	// result, awaiting those awaiting a person's decision.
+	calls    []toolrun.ToolCall
+	answered map[string]bool
+	awaiting []string
+}
+
+// take removes and returns the entry of workflow id, or nil.
+func (c *stateCache) take(id string) *cachedRun {
+	if c == nil || id == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.runs[id]
+	if !ok {
+		return nil
+	}
+	delete(c.runs, id)
+	c.order.Remove(e)
+	return e.Value.(*cachedRun)
+}
+
+// put keeps r as the entry of its workflow, dropping the least recently
+// used entries over max.
+func (c *stateCache) put(r *cachedRun) {
+	if c == nil || c.max <= 0 || r.workflowID == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]*list.Element{}
+	}
+	if old, ok := c.runs[r.workflowID]; ok {
+		c.order.Remove(old)
+	}
+	c.runs[r.workflowID] = c.order.PushFront(r)
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.runs, last.Value.(*cachedRun).workflowID)
+	}
+}
+
+// len returns the number of runs cached.
+func (c *stateCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// newCachedRun returns the entry of runner r of workflow id, whose state
+// whole was saved under ref (or "" without a Store).
+func newCachedRun(id string, r *toolrun.Runner, whole *toolrun.State, ref string) *cachedRun {
+	e := &cachedRun{workflowID: id, runner: r, ref: ref, turns: whole.Turns, stop: whole.StopReason, calls: whole.Calls(), answered: map[string]bool{}}
+	for _, c := range e.calls {
+		if _, ok := whole.CallResult(c.ID); ok {
+			e.answered[c.ID] = true
+		}
+	}
+	e.awaiting = awaitingIDs(whole)
+	if ref == "" {
+		e.msgs = len(whole.Params.Messages)
+		tail, err := lastMessages(whole.Params.Messages)
+		if err != nil {
+			return nil
+		}
+		e.tail = tail
+	}
+	return e
+}
+
+// resume returns the entry's runner brought up to s, the state the
+// workflow gives the step (with ref, the key of the whole state in the
+// Store), or nil if s is not the state the runner holds with what the
+// workflow recorded since: the results of the pending calls, which it
+// sets on the runner. A person's decision since, or anything else the
+// runner does not hold, is a miss. On nil, the runner may have been
+// changed, and the caller drops it.
+func (e *cachedRun) resume(s *toolrun.State, ref string) *toolrun.Runner {
+	if ref != e.ref || s.Turns != e.turns || s.StopReason != e.stop {
+		return nil
+	}
+	if ref == "" {
+		if len(s.Params.Messages) != e.msgs {
+			return nil
+		}
+		tail, err := lastMessages(s.Params.Messages)
+		if err != nil || string(tail) != string(e.tail) {
+			return nil
+		}
+	}
+	if !slices.Equal(awaitingIDs(s), e.awaiting) || !sameCalls(s.Calls(), e.calls) {
+		return nil
+	}
+	for _, c := range e.calls {
+		res, ok := s.CallResult(c.ID)
+		switch {
+		case e.answered[c.ID]:
+			if !ok {
+				return nil
+			}
+		case ok:
+			if err := e.runner.SetResult(c.ID, res); err != nil {
+				return nil
+			}
+		}
+	}
+	return e.runner
+}
+
+// awaitingIDs returns the ids of the calls of s awaiting a decision.
+func awaitingIDs(s *toolrun.State) []string {
+	var ids []string
+	for _, p := range s.AwaitingApproval() {
+		ids = append(ids, p.Call.ID)
+	}
+	return ids
+}
+
+func sameCalls(a, b []toolrun.ToolCall) bool {
+	return slices.EqualFunc(a, b, func(x, y toolrun.ToolCall) bool {
+		return x.ID == y.ID && x.Name == y.Name && string(x.Input) == string(y.Input)
+	})
+}
+
+// lastMessages returns the JSON of the last two of msgs.
+func lastMessages(msgs []anthropic.BetaMessageParam) ([]byte, error) {
+	return json.Marshal(msgs[max(0, len(msgs)-2):])
+}

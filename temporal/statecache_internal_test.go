@@ -1,0 +1,131 @@
+package temporal
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+type pathIn struct {
+	Path string `json:"path"`
+}
+
+// advanced returns a runner of a run whose first message is prompt and
+// whose first response calls write_file with path, advanced once, and its
+// state; with deferred, the call awaits a person's decision.
+func advanced(t *testing.T, prompt, path string, deferred bool) (*toolrun.Runner, *toolrun.State) {
+	t.Helper()
+	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "write_file", pathIn{Path: path}))))
+	tool := toolrun.NewTool("write_file", "Write a file", func(ctx context.Context, in pathIn) (string, error) { return "wrote " + in.Path, nil })
+	if deferred {
+		tool.Policy = toolrun.RequireApproval("writes change files")
+	}
+	params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))}}
+	r := toolrun.New(model.Client(), params, []toolrun.Tool{tool}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	if _, err := r.Advance(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return r, r.State()
+}
+
+func wrote(t *testing.T, s *toolrun.State) *toolrun.State {
+	t.Helper()
+	if err := s.SetResult("t1", &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text("wrote")}, Ran: true}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCachedRunResume checks which states a cached runner is used for: the
+// state its step returned, with the results the workflow recorded since,
+// and nothing else: another run's state of the same shape (same turn,
+// same call id), a call with other input, a person's decision, another
+// Store key. Each of those is a miss, so that no stale runner sends a
+// request.
+func TestCachedRunResume(t *testing.T) {
+	plain := func(t *testing.T) (*toolrun.Runner, *toolrun.State) { return advanced(t, "go", "/a", false) }
+	awaiting := func(t *testing.T) (*toolrun.Runner, *toolrun.State) { return advanced(t, "go", "/a", true) }
+	tests := []struct {
+		name string
+		step func(t *testing.T) (*toolrun.Runner, *toolrun.State) // the step before, and what it returned
+		ref  string                                               // the key the step saved its state under
+		// in is what the next step is given, from what the step before returned.
+		in    func(t *testing.T, whole *toolrun.State) *toolrun.State
+		inRef string
+		hit   bool
+	}{
+		{name: "the state returned", step: plain, in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole }, hit: true},
+		{name: "with the call's result", step: plain, in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return wrote(t, whole) }, hit: true},
+		{name: "another conversation of the same shape", step: plain, in: func(t *testing.T, _ *toolrun.State) *toolrun.State {
+			_, other := advanced(t, "stop", "/a", false)
+			return wrote(t, other)
+		}, hit: false},
+		{name: "a call with other input", step: plain, in: func(t *testing.T, _ *toolrun.State) *toolrun.State {
+			_, other := advanced(t, "go", "/b", false)
+			return wrote(t, other)
+		}, hit: false},
+		{name: "awaiting, as returned", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole.Skeleton() }, inRef: "k1", hit: true},
+		{name: "a person's decision", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State {
+			s := whole.Skeleton()
+			if err := s.Decide("t1", toolrun.AllowCall()); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, inRef: "k1", hit: false},
+		{name: "another Store key", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole.Skeleton() }, inRef: "k2", hit: false},
+		{name: "a whole state for a stored one", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole }, hit: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, whole := tt.step(t)
+			e := newCachedRun("wf", r, whole, tt.ref)
+			if e == nil {
+				t.Fatal("no entry")
+			}
+			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef)
+			if hit := got != nil; hit != tt.hit {
+				t.Fatalf("got hit %v, want %v", hit, tt.hit)
+			}
+		})
+	}
+	t.Run("the result reaches the runner", func(t *testing.T) {
+		r, whole := plain(t)
+		e := newCachedRun("wf", r, whole, "")
+		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), ""); got == nil {
+			t.Fatal("got a miss, want a hit")
+		}
+		if res, ok := r.State().CallResult("t1"); !ok || res.IsError {
+			t.Errorf("got result %+v, %v on the runner; want the result the workflow recorded", res, ok)
+		}
+	})
+}
+
+// TestStateCacheBound checks that the cache holds at most its bound of
+// runs, dropping the least recently put, and that a taken entry is gone.
+func TestStateCacheBound(t *testing.T) {
+	c := &stateCache{max: 2}
+	for _, id := range []string{"a", "b", "c"} {
+		c.put(&cachedRun{workflowID: id})
+	}
+	if n := c.len(); n != 2 {
+		t.Errorf("got %d runs, want 2", n)
+	}
+	if e := c.take("a"); e != nil {
+		t.Error("the least recently put run is still cached")
+	}
+	if e := c.take("c"); e == nil || e.workflowID != "c" {
+		t.Errorf("got %v for c, want its entry", e)
+	}
+	if e := c.take("c"); e != nil {
+		t.Error("a taken run is still cached")
+	}
+	off := &stateCache{max: -1}
+	off.put(&cachedRun{workflowID: "a"})
+	if e := off.take("a"); e != nil {
+		t.Error("a cache turned off keeps a run")
+	}
+}
