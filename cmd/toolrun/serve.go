@@ -45,6 +45,8 @@ client. See package github.com/toolrun/toolrun/serve for the protocol.
 Everything lasts in the SQLite file --db: a killed server loses no
 decision and runs no call twice. SIGTERM drains: no new run starts, runs in
 flight get --grace to finish, then are stopped with their state saved.
+With --temporal-worker, the worker here also stops polling and lets the
+polls under way end (up to a minute), so no task given to it is lost.
 
 Safety. The server listens on loopback unless --addr names another
 address, which needs --tokens: a JSON file of
@@ -250,6 +252,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	}
 	var executor serve.Executor
 	where := "in process"
+	var stopWorker func() // the worker this process runs, if any
 	if f.temporal != "" {
 		dialCtx, cancelDial := context.WithTimeout(ctx, 15*time.Second)
 		tc, err := temporalclient.DialContext(dialCtx, temporalclient.Options{
@@ -265,12 +268,15 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		executor = servetemporal.New(servetemporal.Config{Client: tc, TaskQueue: f.temporalQueue})
 		where = fmt.Sprintf("on Temporal at %s, namespace %s, task queue %s", f.temporal, f.temporalNamespace, f.temporalQueue)
 		if f.temporalWorker {
-			w := temporal.NewWorker(tc, f.temporalQueue, temporal.NewActivities(client, tools, &opts).DeferClientTools(), worker.Options{})
+			// The worker's stop timeout is the grace period: a tool call
+			// still running after it is cancelled, and answered
+			// "interrupted", as in process.
+			w := temporal.NewWorker(tc, f.temporalQueue, temporal.NewActivities(client, tools, &opts).DeferClientTools(), worker.Options{WorkerStopTimeout: f.grace})
 			if err := w.Start(); err != nil {
 				c.errorf("serve", "--temporal-worker: %v", err)
 				return exitError
 			}
-			defer w.Stop()
+			stopWorker = w.Stop
 			where += ", with a worker here"
 		}
 	}
@@ -298,7 +304,19 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		return exitError
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s)\n", f.grace)
+	workerStopped := make(chan struct{})
+	if stopWorker != nil {
+		// The worker drains beside the server's runs: it stops polling,
+		// lets the polls under way end (temporal.DrainOnShutdown: up to
+		// the Temporal server's long-poll timeout, about a minute, on a
+		// server that does not end them itself), so that no task handed to
+		// it is lost, and gives the activities it runs the grace period.
+		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s; the worker here also lets its polls end, up to a minute more)\n", f.grace)
+		go func() { defer close(workerStopped); stopWorker() }()
+	} else {
+		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s)\n", f.grace)
+		close(workerStopped)
+	}
 	grace, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()
 	if err := h.Shutdown(grace); err != nil {
@@ -308,6 +326,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	closing, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
 	srv.Shutdown(closing)
+	<-workerStopped
 	fmt.Fprintln(c.stdout, "toolrun serve: stopped")
 	return exitOK
 }
