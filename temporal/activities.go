@@ -102,7 +102,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity] and [ToolActivity] with r. If r is a worker whose
+// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r is a worker whose
 // WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
 // a's logger: such a worker cancels its running tools when it is asked to
 // stop; [NewWorker] sets one.
@@ -111,6 +111,7 @@ func Register(r Registry, a *Activities) {
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.Step, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
+	r.RegisterActivityWithOptions(a.DeleteClaims, activity.RegisterOptions{Name: DeleteClaimsActivity})
 }
 
 // Step takes the run one step: on a runner resumed from the state, it
@@ -131,6 +132,12 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 	if s == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: step input has no state", "toolrun.InvalidState", nil)
 	}
+	c := a.claimsOf(workflowID(ctx), in.ClaimThreshold)
+	s, err := c.restore(ctx, s)
+	if err != nil {
+		return nil, claimError(err)
+	}
+	a.deleteSpent(ctx, c, in.Spent)
 	if in.Ref != "" {
 		if a.store == nil {
 			return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
@@ -180,15 +187,23 @@ func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error
 		}
 		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
+		if err := c.stashStep(ctx, res); err != nil {
+			return nil, err // retried: the Store may be back
+		}
 	}
 	n, over := overLimit(res, limitOr(in.PayloadLimit))
 	if over {
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
 		st := skeleton(whole)
+		if res.Ref != "" {
+			if stashed, err := c.stash(ctx, st); err == nil {
+				st = stashed
+			}
+		}
 		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
 		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
-		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
+		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text, Claims: c.referred()}
 		n, _ = overLimit(res, 0)
 	}
 	res.Size = n
@@ -242,7 +257,12 @@ func limitOr(n int) int {
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, error) {
 	ctx = withProgress(ctx)
 	defer heartbeat(ctx)()
-	r, err := toolrun.Resume(a.client, in.State, a.tools, &a.opts)
+	c := a.claimsOf(workflowID(ctx), in.ClaimThreshold)
+	st, err := c.restore(ctx, in.State)
+	if err != nil {
+		return claimStop(in.ToolUseID, err), nil
+	}
+	r, err := toolrun.Resume(a.client, st, a.tools, &a.opts)
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
@@ -259,7 +279,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	// The result is cut here to what the model receives of it, as in
 	// process: the text past the tool's MaxResultBytes never reaches the
 	// model, so it does not travel through the history either.
-	out := &ToolOutput{Result: r.CutResult(res)}
+	// One over the claim threshold travels through the Store.
+	placed, key := a.resultClaim(ctx, c, st, in.ToolUseID, r.CutResult(res))
+	out := &ToolOutput{Result: placed}
+	if key != "" {
+		out.Claims = []string{key}
+	}
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
 	}
