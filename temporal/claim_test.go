@@ -1,0 +1,219 @@
+package temporal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// payloadSizes returns the size of the data of every payload in m, with
+// where it is, walking every message field, list and map of m.
+func payloadSizes(m protoreflect.Message, where string, out map[string]int) {
+	if p, ok := m.Interface().(*commonpb.Payload); ok {
+		out[where] = max(out[where], len(p.GetData()))
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := where + "." + string(fd.Name())
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len(); i++ {
+				payloadSizes(v.List().Get(i).Message(), name, out)
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				payloadSizes(mv.Message(), name, out)
+				return true
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			payloadSizes(v.Message(), name, out)
+		}
+		return true
+	})
+}
+
+// largePayloads returns the payloads of workflow id's history (every
+// execution of it) over limit bytes, as "event type field: size", and
+// how many events it read.
+func largePayloads(t *testing.T, c client.Client, id string, limit int) ([]string, int) {
+	t.Helper()
+	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var large []string
+	events := 0
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events++
+		sizes := map[string]int{}
+		payloadSizes(proto.Clone(e).ProtoReflect(), "", sizes)
+		for where, n := range sizes {
+			if n > limit {
+				large = append(large, fmt.Sprintf("event %d %s%s: %d bytes", e.GetEventId(), e.GetEventType(), where, n))
+			}
+		}
+	}
+	return large, events
+}
+
+// blobs lists the claims a FileStore in dir holds.
+func blobs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".blob") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+type bigIn struct {
+	Path string `json:"path"`
+	Text string `json:"text"`
+}
+
+// TestClaimCheckOnServer runs values of 1 MB through a run on a real
+// server, with the workers' Store a FileStore: a tool result (the
+// workers' MaxResultBytes raised), a person's edited input and a deny
+// reason. Each reaches the model or the tool whole, no payload of the
+// workflow's history is over the claim threshold, and the Store holds no
+// claim once the run has ended. The same decisions with no Store on the
+// client are refused with ErrDecisionTooLarge.
+func TestClaimCheckOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	big := strings.Repeat("x", 1<<20)
+	tests := []struct {
+		name string
+		// approval makes the tool need one, and decide gives it.
+		approval bool
+		decide   func(ctx context.Context, id string, opts ...temporal.ClientOption) error
+		result   string // what the tool returns
+		wantSeen string // the result the model sees
+		wantRun  string // what the tool ran with, "" for not run
+	}{
+		{
+			name:     "1 MB tool result",
+			result:   big,
+			wantSeen: "b1 error=false " + big,
+			wantRun:  "/a 0",
+		},
+		{
+			name:     "1 MB edited input",
+			approval: true,
+			decide: func(ctx context.Context, id string, opts ...temporal.ClientOption) error {
+				in := fmt.Sprintf(`{"path":"/edited","text":%q}`, big)
+				return temporal.Decide(ctx, c, id, "b1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(in)}, opts...)
+			},
+			result:   "ok",
+			wantSeen: "b1 error=false ok",
+			wantRun:  fmt.Sprintf("/edited %d", len(big)),
+		},
+		{
+			name:     "1 MB deny reason by signal",
+			approval: true,
+			decide: func(ctx context.Context, id string, opts ...temporal.ClientOption) error {
+				return temporal.DecideBySignal(ctx, c, id, "b1", toolrun.DenyCall(big), opts...)
+			},
+			wantSeen: "b1 error=true tool call denied: " + big,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var ran []string
+			tool := toolrun.NewTool("put", "Puts a file", func(ctx context.Context, in bigIn) (string, error) {
+				mu.Lock()
+				ran = append(ran, fmt.Sprintf("%s %d", in.Path, len(in.Text)))
+				mu.Unlock()
+				return tt.result, nil
+			})
+			if tt.approval {
+				tool.Policy = toolrun.RequireApproval("puts need a person")
+			}
+			model := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("b1", "put", bigIn{Path: "/a"})),
+				toolruntest.Message(toolruntest.Text("Done."))))
+			dir := filepath.Join(t.TempDir(), "store")
+			store := &toolrun.FileStore{Dir: dir}
+			queue := newQueue("toolrun-claim")
+			inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{tool},
+				&toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 2 << 20}))
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.approval {
+				waitFor(t, 30*time.Second, "b1 in Pending", func() bool {
+					p, err := temporal.Pending(ctx, c, queue)
+					return err == nil && len(p) == 1
+				})
+				// Without the Store, the decision is refused before it
+				// is sent, and says what would let it through.
+				err := tt.decide(ctx, queue)
+				if !errors.Is(err, temporal.ErrDecisionTooLarge) || !strings.Contains(err.Error(), "WithStore") {
+					t.Fatalf("without a Store: got %v, want ErrDecisionTooLarge naming WithStore", err)
+				}
+				if err := tt.decide(ctx, queue, temporal.WithStore(store)); err != nil {
+					t.Fatalf("with the Store: %v", err)
+				}
+			}
+			var out temporal.Outcome
+			if err := run.Get(ctx, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.StopReason != toolrun.StopEndTurn || out.Text != "Done." {
+				t.Fatalf("got outcome %q (%s) %q, want end_turn %q", out.StopReason, out.Detail, out.Text, "Done.")
+			}
+			seen := seenResults(model)
+			if len(seen) != 1 || seen[0] != tt.wantSeen {
+				t.Errorf("the model saw %d results, %.200q…; want %.200q…", len(seen), seen, tt.wantSeen)
+			}
+			mu.Lock()
+			gotRan := strings.Join(ran, ",")
+			mu.Unlock()
+			if gotRan != tt.wantRun {
+				t.Errorf("the tool ran with %q, want %q", gotRan, tt.wantRun)
+			}
+			large, events := largePayloads(t, c, queue, temporal.DefaultClaimThreshold)
+			if events == 0 {
+				t.Fatal("no history read")
+			}
+			if len(large) > 0 {
+				t.Errorf("payloads over the claim threshold of %d bytes:\n%s", temporal.DefaultClaimThreshold, strings.Join(large, "\n"))
+			}
+			if left := blobs(t, dir); len(left) > 0 {
+				t.Errorf("claims left in the Store after the run ended: %q", left)
+			}
+			whole, err := temporal.LoadState(ctx, store, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(whole.Params.Messages); got != 4 {
+				t.Errorf("got a final state of %d messages, want 4", got)
+			}
+		})
+	}
+}
