@@ -16,6 +16,7 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -216,4 +217,131 @@ func TestClaimCheckOnServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blobStore is a toolrun.Store in memory that keeps blobs too, and
+// records the most blobs it held at once. With lose set, it keeps no
+// blob it is given.
+type blobStore struct {
+	memStore
+	lose  bool
+	mu    sync.Mutex // guards blobs, most
+	blobs map[string][]byte
+	most  int
+}
+
+func (b *blobStore) PutBlob(ctx context.Context, key string, data []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lose {
+		return nil
+	}
+	if b.blobs == nil {
+		b.blobs = map[string][]byte{}
+	}
+	b.blobs[key] = append([]byte(nil), data...)
+	b.most = max(b.most, len(b.blobs))
+	return nil
+}
+
+func (b *blobStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	data, ok := b.blobs[key]
+	if !ok {
+		return nil, fmt.Errorf("blob %q: %w", key, os.ErrNotExist)
+	}
+	return data, nil
+}
+
+func (b *blobStore) DeleteBlob(ctx context.Context, key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.blobs, key)
+	return nil
+}
+
+func (b *blobStore) count() (now, most int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.blobs), b.most
+}
+
+// TestClaimsDeletedAsTheRunGoes runs 6 turns of 100 KB results through
+// the claim check: every activity's input and result stays under the
+// threshold, the model sees each page whole, each claim is deleted by
+// the step after the one that read it (so the Store never holds more
+// than the claims of two turns), and none is left at the end.
+func TestClaimsDeletedAsTheRunGoes(t *testing.T) {
+	const turns = 6
+	s := toolruntest.New(t, toolruntest.Options{Func: bigRun(turns)})
+	store := &blobStore{}
+	var p payloads
+	env := measuredEnv(t, temporal.NewActivities(s.Client(), []toolrun.Tool{fetchTool()}, &toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 1 << 20}), &p)
+	env.RegisterActivityWithOptions(temporal.NewActivities(s.Client(), nil, &toolrun.Options{Logger: discard(), Store: store}).DeleteClaims,
+		activity.RegisterOptions{Name: temporal.DeleteClaimsActivity})
+	ro := fastRetries
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &ro))
+	out := outcome(t, env)
+	if out.StopReason != toolrun.StopEndTurn || out.Text != "Read them all." {
+		t.Fatalf("got %q (%s) %q, want end_turn", out.StopReason, out.Detail, out.Text)
+	}
+	if p.max > temporal.DefaultClaimThreshold {
+		t.Errorf("got a payload of %d bytes, want at most the claim threshold, %d", p.max, temporal.DefaultClaimThreshold)
+	}
+	seen := seenResults(s)
+	if len(seen) != turns {
+		t.Fatalf("the model saw %d results, want %d", len(seen), turns)
+	}
+	for i, r := range seen {
+		if !strings.HasPrefix(r, fmt.Sprintf("f%d error=false page %d: lorem", i, i)) || len(r) < 100<<10 {
+			t.Errorf("result %d: got %d bytes %.60q…, want page %d whole", i, len(r), r, i)
+		}
+	}
+	now, most := store.count()
+	if now != 0 || most > 2 {
+		t.Errorf("the Store holds %d claims at the end and held %d at most; want 0, and at most 2", now, most)
+	}
+}
+
+// TestClaimMissing: a claim gone from the Store when a step or a call
+// needs it stops the run with StopError and an Outcome whose Detail
+// names ErrClaimMissing: no panic, no workflow task failing again and
+// again, no call run.
+func TestClaimMissing(t *testing.T) {
+	t.Run("a tool result", func(t *testing.T) {
+		s := toolruntest.New(t, toolruntest.Options{Func: bigRun(1)})
+		store := &blobStore{lose: true}
+		env := newEnv(t, s, []toolrun.Tool{fetchTool()}, &toolrun.Options{Store: store})
+		env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &fastRetries))
+		out := outcome(t, env)
+		if out.StopReason != toolrun.StopError || !strings.Contains(out.Detail, temporal.ErrClaimMissing.Error()) {
+			t.Errorf("got %q (%s), want error naming %q", out.StopReason, out.Detail, temporal.ErrClaimMissing)
+		}
+		if n := len(s.Requests()); n != 1 {
+			t.Errorf("got %d requests, want 1: the step that lacks the result sends none", n)
+		}
+	})
+	t.Run("an edited input", func(t *testing.T) {
+		s := toolruntest.New(t, toolruntest.Script(
+			toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
+			toolruntest.Message(toolruntest.Text("Done."))))
+		var calls counter
+		env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Store: &blobStore{}})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "claim-missing"})
+		// A decision whose input is a claim of this run that the Store
+		// does not hold.
+		lost := toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`"\u0000toolrun-claim:claim-missing/claim-gone"`)}
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: lost})
+		}, time.Hour)
+		env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &fastRetries))
+		out := outcome(t, env)
+		if out.StopReason != toolrun.StopError || !strings.Contains(out.Detail, temporal.ErrClaimMissing.Error()) {
+			t.Errorf("got %q (%s), want error naming %q", out.StopReason, out.Detail, temporal.ErrClaimMissing)
+		}
+		if got := calls.all(); len(got) != 0 {
+			t.Errorf("the tool ran: %v", got)
+		}
+	})
 }
