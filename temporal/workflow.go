@@ -144,7 +144,10 @@ type RunOptions struct {
 	// you delete the workflow's keys as its states under Ref do. A claim
 	// whose activity's result is lost (its worker died after saving it)
 	// stays too. A claim missing when an activity needs it stops the run
-	// with [ErrClaimMissing].
+	// with [ErrClaimMissing]. [Pending] and [StateQuery] show the mark
+	// where a value is in the Store. Every worker of the task queue must
+	// run a release with the claim check before a run uses it: see the
+	// package's doc, "Values of any size".
 	ClaimThreshold int `json:"claim_threshold,omitempty"`
 
 	// NoSearchAttributes turns off the search attributes ([StatusAttribute]
