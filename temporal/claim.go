@@ -520,23 +520,17 @@ func claimStop(id string, err error) *ToolOutput {
 // to are spent.
 func (w *run) drop(ctx workflow.Context, a Approval, why error) {
 	workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", why.Error())
-	keys := approvalClaims(a, w.claimPrefix)
+	keys := approvalClaims(a, "")
 	w.spent = union(w.spent, without(keys, w.claims))
 }
 
-// addClaims records keys, of this run's claims, as referred to.
+// addClaims records keys as referred to.
 func (w *run) addClaims(keys ...string) {
-	var ours []string
-	for _, k := range keys {
-		if strings.HasPrefix(k, w.claimPrefix) {
-			ours = append(ours, k)
-		}
-	}
-	if len(ours) == 0 {
+	if len(keys) == 0 {
 		return
 	}
-	w.claims = union(w.claims, ours)
-	w.spent = without(w.spent, ours)
+	w.claims = union(w.claims, keys)
+	w.spent = without(w.spent, keys)
 }
 
 // afterStep takes what step in returned: the claims its result and the
@@ -546,7 +540,7 @@ func (w *run) addClaims(keys ...string) {
 func (w *run) afterStep(in StepInput, res *StepResult) {
 	live := slices.Clone(res.Claims)
 	for _, a := range w.buffered {
-		live = append(live, approvalClaims(a, w.claimPrefix)...)
+		live = append(live, approvalClaims(a, "")...)
 	}
 	live = union(nil, live)
 	w.spent = union(without(w.spent, in.Spent), without(w.claims, live))
@@ -563,7 +557,7 @@ func (w *run) releaseClaims(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, versionClaims, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	keep := stateClaims(w.state, w.claimPrefix)
+	keep := stateClaims(w.state, "")
 	del := union(w.spent, without(w.claims, keep))
 	w.claims, w.spent = keep, nil
 	if len(del) == 0 {

@@ -105,7 +105,8 @@ func TestClaimCheckOnServer(t *testing.T) {
 	c := dialTemporal(t)
 	big := strings.Repeat("x", 1<<20)
 	tests := []struct {
-		name string
+		name    string
+		history string // the golden history to record it as, if any
 		// approval makes the tool need one, and decide gives it.
 		approval bool
 		decide   func(ctx context.Context, id string, opts ...temporal.ClientOption) error
@@ -115,12 +116,14 @@ func TestClaimCheckOnServer(t *testing.T) {
 	}{
 		{
 			name:     "1 MB tool result",
+			history:  "claim-result",
 			result:   big,
 			wantSeen: "b1 error=false " + big,
 			wantRun:  "/a 0",
 		},
 		{
 			name:     "1 MB edited input",
+			history:  "claim-decision",
 			approval: true,
 			decide: func(ctx context.Context, id string, opts ...temporal.ClientOption) error {
 				in := fmt.Sprintf(`{"path":"/edited","text":%q}`, big)
@@ -204,6 +207,9 @@ func TestClaimCheckOnServer(t *testing.T) {
 			}
 			if len(large) > 0 {
 				t.Errorf("payloads over the claim threshold of %d bytes:\n%s", temporal.DefaultClaimThreshold, strings.Join(large, "\n"))
+			}
+			if tt.history != "" {
+				recordHistory(t, c, queue, tt.history)
 			}
 			if left := blobs(t, dir); len(left) > 0 {
 				t.Errorf("claims left in the Store after the run ended: %q", left)

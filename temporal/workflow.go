@@ -387,7 +387,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
 	}
 	w := &run{state: in.State, ref: in.Ref, superseded: in.Superseded, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions,
-		claims: in.Claims, spent: in.Spent, claimPrefix: claimKeyPrefix(workflow.GetInfo(ctx).WorkflowExecution.ID)}
+		claims: in.Claims, spent: in.Spent}
 	if in.Ref == "" {
 		w.text = lastText(in.State)
 	}
@@ -487,8 +487,10 @@ type run struct {
 	memoKey    string  // the calls the memo lists, as pendingKey gives them
 	// claims are the keys of the claims state and buffered refer to;
 	// spent those no step reads again, for the next step to delete
+	// (the workflow keeps any key it is given: the activities delete
+	// only those of the run's own workflow id, which a replay need not
+	// have)
 	claims, spent []string
-	claimPrefix   string // the keys of this run's claims start with it
 	ending        string // the status the execution ends with, once it ends; "" while it runs
 }
 
@@ -571,7 +573,7 @@ func (w *run) receive(ctx workflow.Context, a Approval) {
 			return
 		}
 	}
-	w.addClaims(approvalClaims(a, w.claimPrefix)...)
+	w.addClaims(approvalClaims(a, "")...)
 	w.buffered = append(w.buffered, a)
 	if !w.stepping {
 		w.applyBuffered(ctx)
