@@ -351,3 +351,43 @@ func TestClaimMissing(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimWhileAnotherCallWaits: a 100 KB result of one call of a turn
+// whose other call awaits a person stays in the Store through the steps
+// that wait (each refers to it, none holds it), reaches the model whole
+// once the person decides, and is deleted when the run ends.
+func TestClaimWhileAnotherCallWaits(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(
+			toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}),
+			toolruntest.ToolUse("f0", "fetch", map[string]any{"page": 0})),
+		toolruntest.Message(toolruntest.Text("Done."))))
+	store := &blobStore{}
+	var calls counter
+	var p payloads
+	acts := temporal.NewActivities(s.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files")), fetchTool()},
+		&toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 1 << 20})
+	env := measuredEnv(t, acts, &p)
+	env.RegisterActivityWithOptions(acts.DeleteClaims, activity.RegisterOptions{Name: temporal.DeleteClaimsActivity})
+	env.RegisterDelayedCallback(func() {
+		if now, _ := store.count(); now != 1 {
+			t.Errorf("while t1 waits, the Store holds %d claims, want 1 (f0's result)", now)
+		}
+		env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.AllowCall()})
+	}, time.Hour)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &fastRetries))
+	out := outcome(t, env)
+	if out.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("got %q (%s), want end_turn", out.StopReason, out.Detail)
+	}
+	if p.max > temporal.DefaultClaimThreshold {
+		t.Errorf("got a payload of %d bytes, want at most %d", p.max, temporal.DefaultClaimThreshold)
+	}
+	seen := seenResults(s)
+	if len(seen) != 2 || seen[0] != "t1 error=false wrote /a" || !strings.HasPrefix(seen[1], "f0 error=false page 0: lorem") || len(seen[1]) < 100<<10 {
+		t.Errorf("the model saw %.200q, want t1's result and f0's whole", seen)
+	}
+	if now, _ := store.count(); now != 0 {
+		t.Errorf("the Store holds %d claims at the end, want 0", now)
+	}
+}
