@@ -62,10 +62,11 @@ func (w *run) decisionTooLarge(a Approval) error {
 // cannot be kept, or nil.
 func (w *run) roomForEarly(a Approval) error {
 	count, size := 0, decisionSize(a)
-	for _, b := range w.buffered {
+	sizes := w.sizes()
+	for i, b := range w.buffered {
 		if !w.state.HasCall(b.ToolUseID) {
 			count++
-			size += decisionSize(b)
+			size += sizes[i]
 		}
 	}
 	switch {
@@ -83,4 +84,18 @@ func truncID(id string) string {
 		return id[:100] + "…"
 	}
 	return id
+}
+
+// sizes returns the size of each decision of w.buffered, each measured
+// once: a flood of signals delivered in one workflow task would otherwise
+// encode every decision kept for each one received, and hold the task
+// past the SDK's deadlock detector.
+func (w *run) sizes() []int {
+	if len(w.bufSizes) != len(w.buffered) {
+		w.bufSizes = make([]int, len(w.buffered), len(w.buffered)+1)
+		for i, b := range w.buffered {
+			w.bufSizes[i] = decisionSize(b)
+		}
+	}
+	return w.bufSizes
 }

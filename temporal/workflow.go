@@ -477,6 +477,7 @@ type run struct {
 	opts       RunOptions // with defaults
 	stepping   bool       // a step is in flight: its result will replace state
 	buffered   []Approval // decisions not applied yet
+	bufSizes   []int      // the size of each of buffered (decisionSize), once known: see sizes
 	signals    workflow.ReceiveChannel
 	size       int     // about the size of state in JSON: the last step's result and the results since
 	attrs      bool    // upsert the search attributes
@@ -575,6 +576,9 @@ func (w *run) receive(ctx workflow.Context, a Approval) {
 	}
 	w.addClaims(approvalClaims(a, "")...)
 	w.buffered = append(w.buffered, a)
+	if w.bufSizes != nil {
+		w.bufSizes = append(w.bufSizes, decisionSize(a))
+	}
 	if !w.stepping {
 		w.applyBuffered(ctx)
 	}
@@ -586,17 +590,20 @@ func (w *run) receive(ctx workflow.Context, a Approval) {
 // (answered, not deferred). Decisions for calls not seen yet are kept.
 func (w *run) applyBuffered(ctx workflow.Context) {
 	kept := w.buffered[:0]
-	for _, a := range w.buffered {
+	sizes := w.sizes()
+	keptSizes := sizes[:0]
+	for i, a := range w.buffered {
 		err := decide(w.state, a.ToolUseID, a.Decision)
 		switch {
 		case err == nil:
 		case errors.Is(err, errUnknownCall):
 			kept = append(kept, a)
+			keptSizes = append(keptSizes, sizes[i])
 		default:
 			w.drop(ctx, a, err)
 		}
 	}
-	w.buffered = kept
+	w.buffered, w.bufSizes = kept, keptSizes
 	w.upsert(ctx)
 }
 
