@@ -102,8 +102,8 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r is a worker whose
-// WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
+// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r
+// is a worker whose WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
 // a's logger: such a worker cancels its running tools when it is asked to
 // stop; [NewWorker] sets one.
 func Register(r Registry, a *Activities) {
@@ -125,7 +125,11 @@ func Register(r Registry, a *Activities) {
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
 // the run, in the state. A result over in.PayloadLimit stops the run with
-// [toolrun.StopPayloadTooLarge].
+// [toolrun.StopPayloadTooLarge]. With a Store that keeps blobs, the
+// claims in.State refers to are read back first (a missing one fails the
+// step, not retried, with [ErrClaimMissing]), in.Spent are deleted, and
+// the values of the result over in.ClaimThreshold are put in the Store
+// (see [RunOptions.ClaimThreshold]).
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
 	defer heartbeat(ctx)()
 	s := in.State
@@ -250,7 +254,12 @@ func limitOr(n int) int {
 // without running it ([toolrun.ErrNotRun]: the run is stopped, say) fails
 // it with the error type "toolrun.CallNotRun", and the workflow leaves
 // that call unanswered. A result over in.PayloadLimit is replaced by an
-// error and stops the run with [toolrun.StopPayloadTooLarge].
+// error and stops the run with [toolrun.StopPayloadTooLarge]. With a
+// Store that keeps blobs, a result over in.ClaimThreshold is put in it
+// and the output carries a mark and its key (see
+// [RunOptions.ClaimThreshold]), and the values of in.State in the Store
+// are read back before the call runs; one that is missing answers the
+// call, unrun, and stops the run with [toolrun.StopError] ([ErrClaimMissing]).
 //
 // While the tool runs, the activity heartbeats, with the last progress the
 // tool reported with [ReportProgress] as the heartbeat's details.
