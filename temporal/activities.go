@@ -54,6 +54,10 @@ type Activities struct {
 // last under [Outcome.Ref], and the one before it, which nothing deletes. With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// A Store that keeps blobs too ([BlobStore]: FileStore and sqlitestore's
+// do) also carries the run's values over [RunOptions.ClaimThreshold]
+// (results, a decision's edited input or reason), so that none goes
+// through the history.
 // opts.RunID is not used: the keys are the workflow's.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}

@@ -132,7 +132,8 @@ func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 // approval.
 //
 // A dropped decision's values in the Store are deleted by the workers as
-// they drop it; those of a signal sent to a run that has ended stay.
+// they drop it; those of a signal that failed, or was sent to a run that
+// has ended, stay.
 func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
 	o := clientOptionsOf(opts)
 	d, cl, err := claimDecision(ctx, o, workflowID, d)
@@ -143,11 +144,10 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 		cl.undo(ctx)
 		return err
 	}
-	if err := c.SignalWorkflow(ctx, workflowID, "", DecideSignal, Approval{ToolUseID: toolUseID, Decision: d}); err != nil {
-		cl.undo(ctx)
-		return err
-	}
-	return nil
+	// A failed signal may have been recorded still (a timeout, a dropped
+	// connection), so its values stay in the Store: better room lost
+	// than a decision whose values are gone.
+	return c.SignalWorkflow(ctx, workflowID, "", DecideSignal, Approval{ToolUseID: toolUseID, Decision: d})
 }
 
 // Pending returns the calls of run workflowID awaiting approval, from the
