@@ -391,3 +391,31 @@ func TestClaimWhileAnotherCallWaits(t *testing.T) {
 		t.Errorf("the Store holds %d claims at the end, want 0", now)
 	}
 }
+
+// TestClaimKeptByTheOutcome: a run that stops in a turn (AfterTool's
+// StopRun after a 100 KB result) keeps the claim its Outcome's State
+// refers to, and only that one, and LoadState reads the result back.
+func TestClaimKeptByTheOutcome(t *testing.T) {
+	s := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("f0", "fetch", map[string]any{"page": 0})),
+		toolruntest.Message(toolruntest.Text("never"))))
+	store := &blobStore{}
+	env := newEnv(t, s, []toolrun.Tool{fetchTool()}, &toolrun.Options{Store: store, MaxResultBytes: 1 << 20,
+		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error { return toolrun.StopRun("enough") }})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &fastRetries))
+	out := outcome(t, env)
+	if out.StopReason != toolrun.StopHook {
+		t.Fatalf("got %q (%s), want hook", out.StopReason, out.Detail)
+	}
+	if now, _ := store.count(); now != 1 {
+		t.Errorf("the Store holds %d claims, want 1: the result the Outcome refers to", now)
+	}
+	whole, err := temporal.LoadState(t.Context(), store, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := whole.CallResult("f0")
+	if !ok || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].OfText.Text, "page 0: lorem") || len(res.Content[0].OfText.Text) < 100<<10 {
+		t.Errorf("LoadState: got f0's result %v, want page 0 whole", ok)
+	}
+}
