@@ -224,6 +224,60 @@ func (f *FileStore) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// blobPath returns the file of blob key: the suffix keeps blobs apart
+// from the states, the locks and the temporary files.
+func (f *FileStore) blobPath(key string) string { return f.name(key) + ".blob" }
+
+// PutBlob saves b under key, replacing what was there, atomically: it is
+// written to a temporary file of its own, synced, and renamed into place,
+// so that a reader sees the old bytes or the new ones, and concurrent
+// PutBlobs of one key leave one of them whole. Blobs are bytes a driver
+// keeps next to the states it saves, such as the large values the temporal
+// module's claim check keeps out of a workflow's history; they share Dir
+// with the states, and no key of a blob is ever a state's.
+func (f *FileStore) PutBlob(ctx context.Context, key string, b []byte) error {
+	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	t, err := os.CreateTemp(f.Dir, ".blob-*.tmp")
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	tmp := t.Name()
+	t.Close()
+	if err := writeSynced(tmp, b); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("toolrun: file store: writing blob %q: %w", key, err)
+	}
+	if err := os.Rename(tmp, f.blobPath(key)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	return nil
+}
+
+// GetBlob returns the bytes [FileStore.PutBlob] saved under key, or an
+// error wrapping [fs.ErrNotExist] if there are none.
+func (f *FileStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
+	b, err := os.ReadFile(f.blobPath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("toolrun: file store: no blob %q: %w", key, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: file store: %w", err)
+	}
+	return b, nil
+}
+
+// DeleteBlob removes the blob under key; it is not an error if there is
+// none.
+func (f *FileStore) DeleteBlob(ctx context.Context, key string) error {
+	if err := os.Remove(f.blobPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	return nil
+}
+
 // Open returns the runner of run opts.RunID: resumed from its state in
 // opts.Store if one is saved, otherwise new with params. Either way the
 // runner saves its state to the store as it goes. Calls that started before

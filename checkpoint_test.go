@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -596,5 +597,52 @@ func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
 			continue
 		}
 		checkHistory(t, got.Messages)
+	}
+}
+
+// TestFileStoreBlobs checks the blobs a FileStore keeps next to its
+// states: saved and read back whole under any key, replaced by a later
+// save, apart from a state of the same id, and gone once deleted.
+func TestFileStoreBlobs(t *testing.T) {
+	ctx := context.Background()
+	f := &toolrun.FileStore{Dir: filepath.Join(t.TempDir(), "store")}
+	st := toolrun.New(anthropic.Client{}, anthropic.BetaMessageNewParams{Model: "m", MaxTokens: 1}, nil, nil).State()
+	st.Version = 1
+	if err := f.Save(ctx, "run/1", st, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	for _, key := range []string{"run/1", "../escape", "a b/ü", ".hidden", "k"} {
+		if err := f.PutBlob(ctx, key, []byte("old")); err != nil {
+			t.Fatalf("PutBlob(%q): %v", key, err)
+		}
+		if err := f.PutBlob(ctx, key, big); err != nil {
+			t.Fatalf("PutBlob(%q): %v", key, err)
+		}
+		got, err := f.GetBlob(ctx, key)
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("GetBlob(%q): got %d bytes, %v; want the %d bytes saved", key, len(got), err, len(big))
+		}
+		if err := f.DeleteBlob(ctx, key); err != nil {
+			t.Fatalf("DeleteBlob(%q): %v", key, err)
+		}
+		if _, err := f.GetBlob(ctx, key); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("GetBlob(%q) after DeleteBlob: got %v, want fs.ErrNotExist", key, err)
+		}
+		if err := f.DeleteBlob(ctx, key); err != nil {
+			t.Fatalf("DeleteBlob(%q) of no blob: %v", key, err)
+		}
+	}
+	if _, err := f.Load(ctx, "run/1"); err != nil {
+		t.Fatalf("the state of a blob's key: %v", err)
+	}
+	entries, err := os.ReadDir(f.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") || strings.HasSuffix(e.Name(), ".blob") {
+			t.Errorf("left behind: %s", e.Name())
+		}
 	}
 }

@@ -60,6 +60,13 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlitestore: creating the table: %w", err)
 	}
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS toolrun_blob (
+		key  TEXT PRIMARY KEY,
+		data BLOB NOT NULL
+	)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitestore: creating the blob table: %w", err)
+	}
 	return &Store{db: db}, nil
 }
 
@@ -143,6 +150,44 @@ func (s *Store) Load(ctx context.Context, id string) (*toolrun.State, error) {
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM toolrun_state WHERE run_id = ?`, id); err != nil {
 		return fmt.Errorf("sqlitestore: deleting the state of %q: %w", id, err)
+	}
+	return nil
+}
+
+// PutBlob saves b under key, replacing what was there, in one statement.
+// Blobs are bytes a driver keeps next to the states it saves, such as the
+// large values the temporal module's claim check keeps out of a
+// workflow's history; they are in a table of their own, toolrun_blob.
+func (s *Store) PutBlob(ctx context.Context, key string, b []byte) error {
+	if b == nil {
+		b = []byte{} // the column is NOT NULL
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO toolrun_blob (key, data) VALUES (?, ?)
+		ON CONFLICT(key) DO UPDATE SET data = excluded.data`, key, b); err != nil {
+		return fmt.Errorf("sqlitestore: saving blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// GetBlob returns the bytes [Store.PutBlob] saved under key, or an error
+// wrapping [fs.ErrNotExist] if there are none.
+func (s *Store) GetBlob(ctx context.Context, key string) ([]byte, error) {
+	var b []byte
+	err := s.db.QueryRowContext(ctx, `SELECT data FROM toolrun_blob WHERE key = ?`, key).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlitestore: no blob %q: %w", key, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: loading blob %q: %w", key, err)
+	}
+	return b, nil
+}
+
+// DeleteBlob removes the blob under key; it is not an error if there is
+// none.
+func (s *Store) DeleteBlob(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM toolrun_blob WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("sqlitestore: deleting blob %q: %w", key, err)
 	}
 	return nil
 }

@@ -1,10 +1,15 @@
 package sqlitestore_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/sqlitestore"
@@ -108,5 +113,47 @@ func TestTwoResumersRunACallOnce(t *testing.T) {
 	}
 	if err := storetest.RunResumers(t.Context(), t.TempDir(), openStore); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBlobs checks the blobs a Store keeps next to its states: saved and
+// read back whole under any key, replaced by a later save, apart from a
+// state of the same id, and gone once deleted.
+func TestBlobs(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := toolrun.New(anthropic.Client{}, anthropic.BetaMessageNewParams{Model: "m", MaxTokens: 1}, nil, nil).State()
+	st.Version = 1
+	if err := s.Save(ctx, "run/1", st, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	for _, key := range []string{"run/1", "a b/ü", "k", ""} {
+		if err := s.PutBlob(ctx, key, []byte("old")); err != nil {
+			t.Fatalf("PutBlob(%q): %v", key, err)
+		}
+		if err := s.PutBlob(ctx, key, big); err != nil {
+			t.Fatalf("PutBlob(%q): %v", key, err)
+		}
+		got, err := s.GetBlob(ctx, key)
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("GetBlob(%q): got %d bytes, %v; want the %d bytes saved", key, len(got), err, len(big))
+		}
+		if err := s.DeleteBlob(ctx, key); err != nil {
+			t.Fatalf("DeleteBlob(%q): %v", key, err)
+		}
+		if _, err := s.GetBlob(ctx, key); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("GetBlob(%q) after DeleteBlob: got %v, want fs.ErrNotExist", key, err)
+		}
+		if err := s.DeleteBlob(ctx, key); err != nil {
+			t.Fatalf("DeleteBlob(%q) of no blob: %v", key, err)
+		}
+	}
+	if _, err := s.Load(ctx, "run/1"); err != nil {
+		t.Fatalf("the state of a blob's key: %v", err)
 	}
 }

@@ -59,6 +59,10 @@ type Activities struct {
 // ([Activities.SetStateCacheRuns]). With opts.Store nil, the whole state travels
 // in every step's input and result, and a run stops with
 // [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// A Store that keeps blobs too ([BlobStore]: FileStore and sqlitestore's
+// do) also carries the run's values over [RunOptions.ClaimThreshold]
+// (results, a decision's edited input or reason), so that none goes
+// through the history.
 // opts.RunID is not used: the keys are the workflow's.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}
@@ -137,8 +141,8 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity] and [ToolActivity] with r. If r is a worker whose
-// WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
+// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r
+// is a worker whose WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
 // a's logger: such a worker cancels its running tools when it is asked to
 // stop; [NewWorker] sets one.
 func Register(r Registry, a *Activities) {
@@ -146,6 +150,7 @@ func Register(r Registry, a *Activities) {
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
+	r.RegisterActivityWithOptions(a.DeleteClaims, activity.RegisterOptions{Name: DeleteClaimsActivity})
 }
 
 // Step takes the run one step: on a runner resumed from the state, it
@@ -162,7 +167,11 @@ func Register(r Registry, a *Activities) {
 // A failed request is returned as an error for Temporal to retry, unless
 // it is one that would fail again (see [retryable]); a failed hook stops
 // the run, in the state. A result over in.PayloadLimit stops the run with
-// [toolrun.StopPayloadTooLarge].
+// [toolrun.StopPayloadTooLarge]. With a Store that keeps blobs, the
+// claims in.State refers to are read back first (a missing one fails the
+// step, not retried, with [ErrClaimMissing]), in.Spent are deleted, and
+// the values of the result over in.ClaimThreshold are put in the Store
+// (see [RunOptions.ClaimThreshold]).
 func (a *Activities) Step(ctx context.Context, in StepInput) (*StepResult, error) {
 	res, _, err := a.step(ctx, in)
 	return res, err
@@ -190,6 +199,12 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	if in.Ref != "" && a.store == nil {
 		return nil, nil, sdktemporal.NewNonRetryableApplicationError("toolrun: the run's state is in a Store, and this worker has none (toolrun.Options.Store)", "toolrun.NoStore", nil)
 	}
+	c := a.claimsOf(workflowID(ctx), in.ClaimThreshold)
+	s, err := c.restore(ctx, s)
+	if err != nil {
+		return nil, nil, claimError(err)
+	}
+	a.deleteSpent(ctx, c, in.Spent)
 	id := workflowID(ctx)
 	if len(a.opts.StateKey) > 0 {
 		// A resumed state's signature is checked (toolrun.Resume); a
@@ -256,6 +271,9 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		}
 		a.deleteEarlierAttempts(ctx, key)
 		res.State, res.Ref = skeleton(whole), key
+		if err := c.stashStep(ctx, res); err != nil {
+			return nil, nil, err // retried: the Store may be back
+		}
 	}
 	b, err := encodeStep(res)
 	if err != nil {
@@ -266,9 +284,14 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// Stop with what fits: the state without its history; with a
 		// Store, the whole state is under Ref.
 		st := skeleton(whole)
+		if res.Ref != "" {
+			if stashed, err := c.stash(ctx, st); err == nil {
+				st = stashed
+			}
+		}
 		// Stop refuses no StopPayloadTooLarge, so its error is always nil.
 		_ = st.Stop(toolrun.StopPayloadTooLarge, payloadDetail("the result of a step", n, limitOr(in.PayloadLimit)))
-		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text}
+		res = &StepResult{State: st, Ref: res.Ref, Text: res.Text, Claims: c.referred()}
 		if b, err = encodeStep(res); err != nil {
 			return nil, nil, err
 		}
@@ -389,14 +412,24 @@ func limitOr(n int) int {
 // without running it ([toolrun.ErrNotRun]: the run is stopped, say) fails
 // it with the error type "toolrun.CallNotRun", and the workflow leaves
 // that call unanswered. A result over in.PayloadLimit is replaced by an
-// error and stops the run with [toolrun.StopPayloadTooLarge].
+// error and stops the run with [toolrun.StopPayloadTooLarge]. With a
+// Store that keeps blobs, a result over in.ClaimThreshold is put in it
+// and the output carries a mark and its key (see
+// [RunOptions.ClaimThreshold]), and the values of in.State in the Store
+// are read back before the call runs; one that is missing answers the
+// call, unrun, and stops the run with [toolrun.StopError] ([ErrClaimMissing]).
 //
 // While the tool runs, the activity heartbeats, with the last progress the
 // tool reported with [ReportProgress] as the heartbeat's details.
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, error) {
 	ctx = withProgress(ctx)
 	defer heartbeat(ctx)()
-	r, err := toolrun.Resume(a.client, in.State, a.toolsFor(in.State), &a.opts)
+	c := a.claimsOf(workflowID(ctx), in.ClaimThreshold)
+	st, err := c.restore(ctx, in.State)
+	if err != nil {
+		return claimStop(in.ToolUseID, err), nil
+	}
+	r, err := toolrun.Resume(a.client, st, a.toolsFor(st), &a.opts)
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
@@ -413,7 +446,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	// The result is cut here to what the model receives of it, as in
 	// process: the text past the tool's MaxResultBytes never reaches the
 	// model, so it does not travel through the history either.
-	out := &ToolOutput{Result: r.CutResult(res)}
+	// One over the claim threshold travels through the Store.
+	placed, key := a.resultClaim(ctx, c, st, in.ToolUseID, r.CutResult(res))
+	out := &ToolOutput{Result: placed}
+	if key != "" {
+		out.Claims = []string{key}
+	}
 	if stop := r.Result(); stop != nil { // AfterTool ended the run
 		out.StopReason, out.Detail = stop.StopReason, stop.Detail
 	}

@@ -15,7 +15,9 @@ import (
 // the worker's log) and the run goes on.
 const (
 	// MaxDecisionBytes bounds one decision as its JSON: the tool_use id,
-	// the reason of a Deny, the input of an Allow, the result of a Skip.
+	// the reason of a Deny, the input of an Allow, the result of a Skip,
+	// as the workflow receives it (with a value in the Store, the mark
+	// that stands for it: see [WithStore]).
 	MaxDecisionBytes = 64 << 10
 	// MaxEarlyDecisions bounds the decisions a run keeps for calls that do
 	// not exist yet (a signal sent before the model asked for the call).
@@ -29,7 +31,11 @@ const (
 // through the workflow's history, which the server bounds. Such a decision
 // is refused whole (nothing of it is applied), the call still awaits a
 // decision, and the run goes on; [Decide] returns the refusal, and
-// errors.Is(err, ErrDecisionTooLarge) holds on the client.
+// errors.Is(err, ErrDecisionTooLarge) holds on the client. Give the client
+// the workers' Store with [WithStore], and a decision of any size goes
+// through: its large values travel through the Store (see
+// [RunOptions.ClaimThreshold]), and Decide and DecideBySignal refuse it
+// only if what is left is over the limit still.
 var ErrDecisionTooLarge = errors.New("toolrun: decision too large")
 
 // decisionSize is the size of a's JSON.
@@ -56,10 +62,11 @@ func (w *run) decisionTooLarge(a Approval) error {
 // cannot be kept, or nil.
 func (w *run) roomForEarly(a Approval) error {
 	count, size := 0, decisionSize(a)
-	for _, b := range w.buffered {
+	sizes := w.sizes()
+	for i, b := range w.buffered {
 		if !w.state.HasCall(b.ToolUseID) {
 			count++
-			size += decisionSize(b)
+			size += sizes[i]
 		}
 	}
 	switch {
@@ -77,4 +84,18 @@ func truncID(id string) string {
 		return id[:100] + "…"
 	}
 	return id
+}
+
+// sizes returns the size of each decision of w.buffered, each measured
+// once: a flood of signals delivered in one workflow task would otherwise
+// encode every decision kept for each one received, and hold the task
+// past the SDK's deadlock detector.
+func (w *run) sizes() []int {
+	if len(w.bufSizes) != len(w.buffered) {
+		w.bufSizes = make([]int, len(w.buffered), len(w.buffered)+1)
+		for i, b := range w.buffered {
+			w.bufSizes[i] = decisionSize(b)
+		}
+	}
+	return w.bufSizes
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,10 @@ import (
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 )
 
 // TestDecisionFloodOnServer: what a client can send does not get the run
@@ -95,5 +101,85 @@ func TestDecisionFloodOnServer(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"write /a": 1, "write /b": 1}, calls.n); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
+
+// countingHandler counts the log records with a message.
+type countingHandler struct {
+	mu    sync.Mutex // guards count
+	count map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.count == nil {
+		h.count = map[string]int{}
+	}
+	h.count[r.Message]++
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingHandler) n(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count[msg]
+}
+
+// TestEarlyDecisionBounds checks both bounds on the decisions kept for
+// calls that do not exist: a flood of small ones stops at
+// MaxEarlyDecisions, and one of 10 KB ones at MaxEarlyDecisionBytes; each
+// decision beyond is dropped with a log record, and what the execution
+// carries into its continue-as-new input stays within the bounds.
+func TestEarlyDecisionBounds(t *testing.T) {
+	// At most 900 signals: the test environment queues the signals a
+	// callback sends in a channel of 1000, and blocks beyond.
+	tests := []struct {
+		name   string
+		n      int
+		reason string
+	}{
+		{name: "900 small", n: 900, reason: "no"},
+		{name: "300 of 10 KB", n: 300, reason: strings.Repeat("r", 10<<10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(
+				toolruntest.Message(toolruntest.ToolUse("w1", "get_weather", cityIn{City: "Paris"})),
+				toolruntest.Message(toolruntest.Text("Done."))))
+			logs := &countingHandler{}
+			var suite testsuite.WorkflowTestSuite
+			suite.SetLogger(log.NewStructuredLogger(slog.New(logs)))
+			env := suite.NewTestWorkflowEnvironment()
+			env.SetTestTimeout(time.Minute)
+			var calls counter
+			temporal.Register(env, temporal.NewActivities(s.Client(), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()}))
+			env.RegisterDelayedCallback(func() {
+				for i := range tt.n {
+					env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: fmt.Sprintf("bogus-%d", i), Decision: toolrun.DenyCall(tt.reason)})
+				}
+			}, 0)
+			ro := fastRetries
+			ro.ContinueAsNewAfter = 1
+			env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &ro))
+			var can *workflow.ContinueAsNewError
+			if err := env.GetWorkflowError(); !errors.As(err, &can) {
+				t.Fatalf("got %v, want the run continued as new after its first turn", err)
+			}
+			var in temporal.Input
+			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(in.Decisions)
+			if len(in.Decisions) > temporal.MaxEarlyDecisions || len(b) > temporal.MaxEarlyDecisionBytes || len(in.Decisions) == 0 {
+				t.Errorf("carried %d decisions, %d bytes; want 1 to %d, at most %d bytes", len(in.Decisions), len(b), temporal.MaxEarlyDecisions, temporal.MaxEarlyDecisionBytes)
+			}
+			if got, want := logs.n("toolrun: decision dropped"), tt.n-len(in.Decisions); got != want {
+				t.Errorf("got %d records of a dropped decision, want %d", got, want)
+			}
+		})
 	}
 }

@@ -2,15 +2,19 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	sdktemporal "go.temporal.io/sdk/temporal"
 )
 
 // NewInput returns the input of [Workflow] for a new run of params (model,
@@ -51,16 +55,30 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // approval, with [DecideUpdate]. It returns once the workflow has applied
 // it, or an error if the call has a decision already or does not await
 // one: errors.Is(err, [toolrun.ErrNotAwaitingApproval]) holds for it, as
-// for [toolrun.State.Decide]'s; a decision over [MaxDecisionBytes] is
-// refused before it is sent, with [ErrDecisionTooLarge]; errors.As finds the update's
+// for [toolrun.State.Decide]'s; errors.As finds the update's
 // *temporal.ApplicationError (see [FromFailure]).
+//
+// A decision of any size goes through with a Store ([WithStore]): its
+// edited input, reason or Skip result over the claim threshold
+// ([WithClaimThreshold], [DefaultClaimThreshold] by default) is put in
+// the Store first, and the update carries a mark that stands for it,
+// which the workers read back from the same Store; a refused decision's
+// values are deleted again. Without a Store, a decision over
+// [MaxDecisionBytes] is refused before it is sent, with
+// [ErrDecisionTooLarge].
 //
 // An update needs a worker: the server hands it to one to validate and
 // apply, and with no worker of the run's task queue running, Decide blocks
 // until ctx is done. Give ctx a deadline, or use [DecideBySignal], which
 // the server accepts with no worker running.
-func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
-	if err := sendable(toolUseID, d); err != nil {
+func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
+	o := clientOptionsOf(opts)
+	d, cl, err := claimDecision(ctx, o, workflowID, d)
+	if err != nil {
+		return err
+	}
+	if err := sendable(toolUseID, d, o); err != nil {
+		cl.undo(ctx)
 		return err
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -69,27 +87,40 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 		Args:         []any{Approval{ToolUseID: toolUseID, Decision: d}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
 	if err != nil {
+		var ae *sdktemporal.ApplicationError
+		if errors.As(err, &ae) {
+			// Refused by the workflow, which never kept the decision.
+			cl.undo(ctx)
+		}
 		return FromFailure(err)
 	}
-	return FromFailure(h.Get(ctx, nil))
+	return nil
 }
 
 // sendable refuses, before it is sent, a decision that the workflow would
 // refuse for its size: one large enough would not reach the workflow at
 // all, since the server fails the workflow task that carries a payload
 // over its limit.
-func sendable(toolUseID string, d toolrun.Decision) error {
+func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 	a := Approval{ToolUseID: toolUseID, Decision: d}
 	if n := decisionSize(a); n > MaxDecisionBytes {
-		return fmt.Errorf("%w: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason, input or result", ErrDecisionTooLarge, truncID(toolUseID), n, MaxDecisionBytes)
+		hint := "give the client the workers' Store with temporal.WithStore, so that the large values travel through it, or give a shorter reason, input or result"
+		if o.store != nil {
+			hint = "what is over the claim threshold travels through the Store, and the rest is too large still: give a shorter reason or tool_use id"
+		}
+		return fmt.Errorf("%w: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): %s", ErrDecisionTooLarge, truncID(toolUseID), n, MaxDecisionBytes, hint)
 	}
 	return nil
 }
 
 // DecideBySignal gives a person's decision for a call of run workflowID
-// with [DecideSignal] (refusing one over [MaxDecisionBytes] with
-// [ErrDecisionTooLarge], as Decide does), and returns as soon as the server has recorded the
+// with [DecideSignal] (a large one through the Store given with
+// [WithStore], or refused with [ErrDecisionTooLarge] without one, as
+// Decide does), and returns as soon as the server has recorded the
 // signal in the run's history: it does not wait for a worker. A signal is
 // durable: the workflow applies it when a worker next runs it, even one
 // started days later, and a decision for a call that does not exist yet is
@@ -99,10 +130,23 @@ func sendable(toolUseID string, d toolrun.Decision) error {
 // where no worker may be running (an approval page, a chat command) and
 // [Pending] to see, once a worker has run, that the call no longer awaits
 // approval.
-func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision) error {
-	if err := sendable(toolUseID, d); err != nil {
+//
+// A dropped decision's values in the Store are deleted by the workers as
+// they drop it; those of a signal that failed, or was sent to a run that
+// has ended, stay.
+func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
+	o := clientOptionsOf(opts)
+	d, cl, err := claimDecision(ctx, o, workflowID, d)
+	if err != nil {
 		return err
 	}
+	if err := sendable(toolUseID, d, o); err != nil {
+		cl.undo(ctx)
+		return err
+	}
+	// A failed signal may have been recorded still (a timeout, a dropped
+	// connection), so its values stay in the Store: better room lost
+	// than a decision whose values are gone.
 	return c.SignalWorkflow(ctx, workflowID, "", DecideSignal, Approval{ToolUseID: toolUseID, Decision: d})
 }
 
@@ -164,6 +208,10 @@ func pendingByQuery(ctx context.Context, c client.Client, workflowID string) ([]
 // store (see [NewActivities]), by the key an [Outcome] (Ref) or the
 // [StateQuery] gave: the state with its history, as [toolrun.Resume]
 // takes it.
+//
+// With a Store that keeps blobs ([BlobStore]), the values the state holds
+// in it (see [RunOptions.ClaimThreshold]) are read back in their place; a
+// missing one is an error wrapping [ErrClaimMissing].
 func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.State, error) {
 	if o.Ref == "" {
 		return o.State, nil
@@ -172,16 +220,43 @@ func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.S
 	if err != nil {
 		return nil, err
 	}
-	return merge(o.State, stored), nil
+	blobs, _ := store.(BlobStore)
+	skel, err := (&claims{store: blobs, prefix: claimKeyPrefix(refWorkflow(o.Ref))}).restore(ctx, o.State)
+	if err != nil {
+		return nil, err
+	}
+	return merge(skel, stored), nil
 }
 
 // ClientOption is an option of the functions of this package that read
-// what a run shows with a client ([Pending]).
+// what a run shows or send it a decision with a client ([Pending],
+// [Decide], [DecideBySignal]).
 type ClientOption func(*clientOptions)
 
 // clientOptions are the options a ClientOption sets.
 type clientOptions struct {
-	dc converter.DataConverter
+	dc        converter.DataConverter
+	store     BlobStore
+	threshold int
+}
+
+// WithStore gives [Decide] and [DecideBySignal] the Store the workers
+// keep their states in (their [toolrun.Options.Store], which must keep
+// blobs too: [BlobStore]), so that a decision's edited input, reason or
+// Skip result over the claim threshold travels through it rather than
+// through the workflow's history, and a decision of any size goes
+// through. Without it, a decision over [MaxDecisionBytes] is refused
+// with [ErrDecisionTooLarge].
+func WithStore(store BlobStore) ClientOption {
+	return func(o *clientOptions) { o.store = store }
+}
+
+// WithClaimThreshold sets the size, in bytes of JSON, above which a
+// decision's value travels through the Store given with [WithStore]:
+// zero means [DefaultClaimThreshold], and a negative value sends every
+// value whole, as without a Store.
+func WithClaimThreshold(n int) ClientOption {
+	return func(o *clientOptions) { o.threshold = n }
 }
 
 // WithDataConverter decodes what a run shows (the memo [PendingMemo])
@@ -206,4 +281,89 @@ func clientOptionsOf(opts []ClientOption) clientOptions {
 		}
 	}
 	return o
+}
+
+// claimDecision puts the values of d over the claim threshold in o's
+// Store and returns d with marks in their place, and the claims it made,
+// to undo if the decision is not sent or refused.
+func claimDecision(ctx context.Context, o clientOptions, workflowID string, d toolrun.Decision) (toolrun.Decision, *claims, error) {
+	c := &claims{store: o.store, prefix: claimKeyPrefix(workflowID), threshold: thresholdOf(o.threshold), unique: true}
+	if c.store == nil || c.threshold <= 0 {
+		return d, c, nil
+	}
+	put := func(raw []byte) (string, bool, error) {
+		if len(raw) <= c.threshold {
+			return "", false, nil
+		}
+		key, err := c.put(ctx, raw)
+		if err != nil {
+			return "", false, err
+		}
+		c.keys = append(c.keys, key)
+		return key, true, nil
+	}
+	fail := func(err error) (toolrun.Decision, *claims, error) {
+		c.undo(ctx)
+		return d, c, fmt.Errorf("toolrun: decision for run %s: %w", workflowID, err)
+	}
+	if d.Reason != "" {
+		raw, err := json.Marshal(d.Reason)
+		if err != nil {
+			return fail(err)
+		}
+		if key, ok, err := put(raw); err != nil {
+			return fail(err)
+		} else if ok {
+			d.Reason = markText(key)
+		}
+	}
+	if len(d.Input) > 0 {
+		raw, err := json.Marshal(d.Input) // compact, as the State keeps it
+		if err != nil {
+			return fail(fmt.Errorf("the decision's Input is not JSON: %w", err))
+		}
+		if key, ok, err := put(raw); err != nil {
+			return fail(err)
+		} else if ok {
+			d.Input = markJSON(fieldValue, key)
+		}
+	}
+	if len(d.Result) > 0 {
+		raw, err := json.Marshal(d.Result)
+		if err != nil {
+			return fail(err)
+		}
+		if key, ok, err := put(raw); err != nil {
+			return fail(err)
+		} else if ok {
+			d.Result = []toolrun.Content{toolrun.Text(markText(key))}
+		}
+	}
+	return d, c, nil
+}
+
+// undo deletes the claims c made: best effort, as a value left behind
+// costs room, not correctness.
+func (c *claims) undo(ctx context.Context) {
+	if c == nil || c.store == nil {
+		return
+	}
+	for _, key := range c.keys {
+		_ = c.store.DeleteBlob(ctx, key)
+	}
+	c.keys = nil
+}
+
+// refWorkflow returns the workflow id of ref, a state's key in the Store
+// (<workflow id>/<run id>/step-…), whose claims are <workflow id>/claim-….
+func refWorkflow(ref string) string {
+	i := strings.LastIndex(ref, "/")
+	if i < 0 {
+		return ref
+	}
+	j := strings.LastIndex(ref[:i], "/")
+	if j < 0 {
+		return ref[:i]
+	}
+	return ref[:j]
 }

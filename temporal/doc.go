@@ -39,6 +39,29 @@
 // stops the run with [toolrun.StopPayloadTooLarge] rather than letting the server
 // terminate it.
 //
+// # Values of any size
+//
+// A tool's result is cut to its MaxResultBytes on the worker, as in
+// process. With a Store on the workers that keeps blobs ([BlobStore]:
+// [toolrun.FileStore] and sqlitestore's do), what is left of it over
+// [RunOptions.ClaimThreshold] (16 KiB by default) goes through the Store
+// as a claim check, never through the history: [Activities.RunTool] puts
+// it in the Store and returns a mark, and the step that sends it to the
+// model reads it back. So does a decision's edited input, reason or Skip
+// result over the threshold, if the client is given the same Store
+// ([WithStore]): [Decide] and [DecideBySignal] put it in the Store and
+// send a mark; without one, a decision over [MaxDecisionBytes] is refused
+// before it is sent ([ErrDecisionTooLarge]). A claim is deleted by the
+// step after the last one that read it, and the claims left when an
+// execution ends are deleted then (but those its Outcome's State still
+// refers to, which [LoadState] reads); a claim missing when it is needed
+// stops the run with [ErrClaimMissing]. The marks are plain text
+// ("\x00toolrun-claim:<key>"): [Pending] and [StateQuery] show a mark where
+// a value is in the Store. Workers older than the claim check read a mark
+// as the value itself, so roll the claim check out as a new Worker
+// Deployment Version (see below), or with every worker of the task queue
+// on this release, or set RunOptions.ClaimThreshold to -1 until then.
+//
 // # Retries, crashes and shutdown
 //
 // A streamed response that fails after it began is retried within the

@@ -33,6 +33,7 @@ var sentinels = []struct {
 	{"toolrun.ErrRunBusy", toolrun.ErrRunBusy},
 	{"toolrun.ErrInvalidSchema", toolrun.ErrInvalidSchema},
 	{"toolrun.temporal.ErrDecisionTooLarge", ErrDecisionTooLarge},
+	{"toolrun.temporal.ErrClaimMissing", ErrClaimMissing},
 }
 
 // typedError returns err as a non-retryable *temporal.ApplicationError

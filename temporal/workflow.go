@@ -21,6 +21,8 @@ const (
 	StepActivity = "toolrun.Step"
 	// ToolActivity is the name of [Activities.RunTool].
 	ToolActivity = "toolrun.Tool"
+	// DeleteClaimsActivity is the name of [Activities.DeleteClaims].
+	DeleteClaimsActivity = "toolrun.DeleteClaims"
 	// DecideSignal is the signal that carries an [Approval]; the workflow
 	// applies it once its call awaits approval.
 	DecideSignal = "toolrun.decide"
@@ -119,6 +121,35 @@ type RunOptions struct {
 	// being terminated by the server. Zero means [DefaultPayloadLimit].
 	PayloadLimit int `json:"payload_limit,omitempty"`
 
+	// ClaimThreshold is the size, in bytes of JSON, above which a value
+	// of the run travels through the workers' Store rather than through
+	// the workflow's history (the claim check): a tool's result (after
+	// its cut to MaxResultBytes), and a decision's edited input, reason
+	// or Skip result. The value is put in the Store, under a key of the
+	// run (<workflow id>/claim-…), and the workflow holds a mark that
+	// stands for it, which the activity that needs the value replaces
+	// with it. Zero means [DefaultClaimThreshold], 16 KiB; a negative
+	// value turns the claim check off. It needs a Store on the workers
+	// that keeps blobs ([BlobStore]; [toolrun.FileStore] and
+	// sqlitestore's do); without one, every value travels whole, within
+	// [RunOptions.PayloadLimit]. The decisions a client sends are the
+	// client's: see [WithStore].
+	//
+	// A claim is deleted once no step can read it again: the step after
+	// the one that read it last deletes it (a step is retried with its
+	// input, so the step that read it may read it again until its result
+	// is recorded), and when the execution ends, the workflow deletes the
+	// claims left, but those its Outcome's State refers to (a run that
+	// stopped in a turn), which [LoadState] reads, and which stay until
+	// you delete the workflow's keys as its states under Ref do. A claim
+	// whose activity's result is lost (its worker died after saving it)
+	// stays too. A claim missing when an activity needs it stops the run
+	// with [ErrClaimMissing]. [Pending] and [StateQuery] show the mark
+	// where a value is in the Store. Every worker of the task queue must
+	// run a release with the claim check before a run uses it: see the
+	// package's doc, "Values of any size".
+	ClaimThreshold int `json:"claim_threshold,omitempty"`
+
 	// NoSearchAttributes turns off the search attributes ([StatusAttribute]
 	// and the others), for a namespace where they are not registered.
 	NoSearchAttributes bool `json:"no_search_attributes,omitempty"`
@@ -181,6 +212,11 @@ type Input struct {
 	// Decisions holds decisions received but not applied yet, carried over
 	// when the workflow continues as new.
 	Decisions []Approval `json:"decisions,omitempty"`
+	// Claims are the keys of the claims (see [RunOptions.ClaimThreshold])
+	// that State and Decisions refer to, and Spent those no step reads
+	// again, which the next step deletes.
+	Claims []string `json:"claims,omitempty"`
+	Spent  []string `json:"spent_claims,omitempty"`
 }
 
 // Approval is a person's decision on a call awaiting approval, sent with
@@ -221,6 +257,10 @@ type StepInput struct {
 	Superseded string `json:"superseded,omitempty"`
 	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
 	PayloadLimit int `json:"payload_limit,omitempty"`
+	// ClaimThreshold is [RunOptions.ClaimThreshold].
+	ClaimThreshold int `json:"claim_threshold,omitempty"`
+	// Spent are claims no step reads again, which this step deletes.
+	Spent []string `json:"spent_claims,omitempty"`
 }
 
 // StepResult is the result of [Activities.Step].
@@ -241,6 +281,8 @@ type StepResult struct {
 	// Size is the size of this result in JSON, as the activity measured it,
 	// so that the workflow need not encode the state to know it.
 	Size int `json:"size,omitempty"`
+	// Claims are the keys of the claims State and Calls refer to.
+	Claims []string `json:"claims,omitempty"`
 }
 
 // ToolInput is the input of [Activities.RunTool]: the run's state without
@@ -250,6 +292,8 @@ type ToolInput struct {
 	ToolUseID string         `json:"tool_use_id"`
 	// PayloadLimit is [RunOptions.PayloadLimit] with its default.
 	PayloadLimit int `json:"payload_limit,omitempty"`
+	// ClaimThreshold is [RunOptions.ClaimThreshold].
+	ClaimThreshold int `json:"claim_threshold,omitempty"`
 }
 
 // ToolOutput is the result of [Activities.RunTool].
@@ -259,6 +303,9 @@ type ToolOutput struct {
 	// the run, or the result was over the payload limit.
 	StopReason toolrun.StopReason `json:"stop_reason,omitempty"`
 	Detail     string             `json:"detail,omitempty"`
+	// Claims are the keys of the claims Result refers to: a result over
+	// [RunOptions.ClaimThreshold] is in the Store, and Result is a mark.
+	Claims []string `json:"claims,omitempty"`
 }
 
 // The change ids of [workflow.GetVersion]: each guards a change to the
@@ -289,6 +336,11 @@ const (
 	// meets a call not started yet, so an execution that never does
 	// records no marker.
 	versionStopCalls = "toolrun.stop-calls"
+	// versionClaims guards the activity that deletes the claims left when
+	// an execution ends (see [RunOptions.ClaimThreshold]). It is asked only
+	// when there are claims to delete, so an execution without claims (every
+	// execution recorded before them) records no marker.
+	versionClaims = "toolrun.claims"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -339,7 +391,8 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.State == nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: workflow input has no state", "toolrun.InvalidInput", nil)
 	}
-	w := &run{state: in.State, ref: in.Ref, superseded: in.Superseded, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions}
+	w := &run{state: in.State, ref: in.Ref, superseded: in.Superseded, input: in.Options, opts: in.Options.withDefaults(), buffered: in.Decisions,
+		claims: in.Claims, spent: in.Spent}
 	if in.Ref == "" {
 		w.text = lastText(in.State)
 	}
@@ -369,7 +422,8 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
 			return w.continueAsNew(ctx)
 		}
-		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit}
+		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit,
+			ClaimThreshold: w.opts.ClaimThreshold, Spent: w.spent}
 		if w.tooLarge("the input of a step", w.size) {
 			return w.end(ctx), nil
 		}
@@ -386,6 +440,7 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if res.Ref != w.ref {
 			w.superseded = in.Ref
 		}
+		w.afterStep(in, res)
 		w.state, w.ref, w.size = res.State, res.Ref, res.Size
 		if res.Text != "" {
 			w.text = res.Text
@@ -427,6 +482,7 @@ type run struct {
 	opts       RunOptions // with defaults
 	stepping   bool       // a step is in flight: its result will replace state
 	buffered   []Approval // decisions not applied yet
+	bufSizes   []int      // the size of each of buffered (decisionSize), once known: see sizes
 	signals    workflow.ReceiveChannel
 	size       int     // about the size of state in JSON: the last step's result and the results since
 	attrs      bool    // upsert the search attributes
@@ -435,7 +491,13 @@ type run struct {
 	bounded    bool    // decisions are bounded (decisionBounds)
 	memoSet    bool    // the memo was upserted in this execution
 	memoKey    string  // the calls the memo lists, as pendingKey gives them
-	ending     string  // the status the execution ends with, once it ends; "" while it runs
+	// claims are the keys of the claims state and buffered refer to;
+	// spent those no step reads again, for the next step to delete
+	// (the workflow keeps any key it is given: the activities delete
+	// only those of the run's own workflow id, which a replay need not
+	// have)
+	claims, spent []string
+	ending        string // the status the execution ends with, once it ends; "" while it runs
 }
 
 // handle registers the queries, the update and the signal.
@@ -503,21 +565,25 @@ func (w *run) decidable(a Approval) error {
 // decided already, or that does not await approval).
 func (w *run) receive(ctx workflow.Context, a Approval) {
 	if err := w.decisionTooLarge(a); err != nil {
-		workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+		w.drop(ctx, a, err)
 		return
 	}
 	err := w.decidable(a)
 	if err != nil && !errors.Is(err, errUnknownCall) {
-		workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+		w.drop(ctx, a, err)
 		return
 	}
 	if err != nil && w.bounded {
 		if err := w.roomForEarly(a); err != nil {
-			workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+			w.drop(ctx, a, err)
 			return
 		}
 	}
+	w.addClaims(approvalClaims(a, "")...)
 	w.buffered = append(w.buffered, a)
+	if w.bufSizes != nil {
+		w.bufSizes = append(w.bufSizes, decisionSize(a))
+	}
 	if !w.stepping {
 		w.applyBuffered(ctx)
 	}
@@ -529,17 +595,20 @@ func (w *run) receive(ctx workflow.Context, a Approval) {
 // (answered, not deferred). Decisions for calls not seen yet are kept.
 func (w *run) applyBuffered(ctx workflow.Context) {
 	kept := w.buffered[:0]
-	for _, a := range w.buffered {
+	sizes := w.sizes()
+	keptSizes := sizes[:0]
+	for i, a := range w.buffered {
 		err := decide(w.state, a.ToolUseID, a.Decision)
 		switch {
 		case err == nil:
 		case errors.Is(err, errUnknownCall):
 			kept = append(kept, a)
+			keptSizes = append(keptSizes, sizes[i])
 		default:
-			workflow.GetLogger(ctx).Warn("toolrun: decision dropped", "tool_use_id", a.ToolUseID, "error", err.Error())
+			w.drop(ctx, a, err)
 		}
 	}
-	w.buffered = kept
+	w.buffered, w.bufSizes = kept, keptSizes
 	w.upsert(ctx)
 }
 
@@ -583,7 +652,7 @@ func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 				break
 			}
 			p, _ := q.Start()
-			in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit}
+			in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit, ClaimThreshold: w.opts.ClaimThreshold}
 			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
 			sel.AddFuture(f, func(f workflow.Future) {
 				q.Done(p.Call.ID)
@@ -656,6 +725,7 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		out = ToolOutput{Result: interrupted(p, err)}
 		workflow.GetLogger(ctx).Error("toolrun: tool call interrupted", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", err.Error())
 	}
+	w.addClaims(out.Claims...)
 	if w.size > 0 {
 		n, _ := overLimit(out.Result, 0) // one call's result: small next to the state
 		w.size += n
@@ -752,7 +822,7 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		}
 		w.receive(ctx, a)
 	}
-	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered}
+	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent}
 	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}
@@ -768,6 +838,7 @@ func (w *run) end(ctx workflow.Context) *Outcome {
 		w.ending = string(w.state.StopReason)
 	}
 	w.upsert(ctx)
+	w.releaseClaims(ctx)
 	return &Outcome{StopReason: w.state.StopReason, Detail: w.state.Detail, Text: w.text, State: w.state, Ref: w.ref}
 }
 
@@ -778,6 +849,7 @@ func (w *run) end(ctx workflow.Context) *Outcome {
 // a disconnected context, since ctx is done.
 func (w *run) canceled(ctx workflow.Context) {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	w.releaseClaims(ctx)
 	if workflow.GetVersion(ctx, versionEndStatus, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
