@@ -2,9 +2,11 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolrun/toolrun"
 	commonpb "go.temporal.io/api/common/v1"
@@ -143,7 +145,7 @@ func Follow(ctx context.Context, c client.Client, workflowID, runID string, afte
 		return errors.New("toolrun: follow: yield is nil")
 	}
 	o := clientOptionsOf(opts)
-	f := &follower{c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
+	f := &follower{ctx: ctx, store: o.store, c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
 	first, err := f.first(ctx, runID)
 	if err != nil {
 		return f.fail(ctx, err)
@@ -175,6 +177,8 @@ func Follow(ctx context.Context, c client.Client, workflowID, runID string, afte
 
 // follower is the state of one [Follow].
 type follower struct {
+	ctx        context.Context // Follow's: for the claims read from store
+	store      BlobStore       // WithStore's, or nil
 	c          client.Client
 	dc         converter.DataConverter
 	fc         converter.FailureConverter
@@ -423,7 +427,16 @@ func (x *execution) stepCompleted(s *scheduled, sched, id int64, result *commonp
 	if err != nil {
 		return nil, x.payloadError(x.run, sched, "a step's input", err)
 	}
-	return stepFinished(in.State, &res), nil
+	evs := stepFinished(in.State, &res)
+	for i := range evs {
+		for j := range evs[i].Calls {
+			evs[i].Calls[j].Call.Input = x.claimed(fieldValue, evs[i].Calls[j].Call.Input)
+		}
+		if evs[i].Result != nil {
+			evs[i].Result = x.claimedResult(evs[i].Result)
+		}
+	}
+	return evs, nil
 }
 
 // toolCompleted returns the ToolFinished of tool activity s, scheduled as
@@ -440,9 +453,49 @@ func (x *execution) toolCompleted(s *scheduled, sched, id int64, result *commonp
 	if out.Result == nil {
 		return nil, nil
 	}
-	r := *out.Result
+	r := *x.claimedResult(out.Result)
 	r.Call = callOf(in, x.planned)
 	return []RunEvent{{Kind: ToolFinished, Result: &r}}, nil
+}
+
+// claimed returns the value that raw, a field of shape fld, stands for if
+// it is a claim's mark of this run ([RunOptions.ClaimThreshold]) and the
+// follower has the workers' Store (WithStore); raw otherwise, a claim
+// deleted already included: a claim lasts until no step reads it again,
+// so a reader that comes long after the step sees the mark.
+func (f *follower) claimed(fld claimField, raw json.RawMessage) json.RawMessage {
+	if f.store == nil {
+		return raw
+	}
+	key, ok := markKey(fld, raw)
+	if !ok || !strings.HasPrefix(key, claimKeyPrefix(f.workflowID)) {
+		return raw
+	}
+	b, err := f.store.GetBlob(f.ctx, key)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// claimedResult returns r, or the whole result r's claim mark stands for.
+func (f *follower) claimedResult(r *toolrun.ToolResult) *toolrun.ToolResult {
+	if f.store == nil {
+		return r
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return r
+	}
+	b := f.claimed(fieldResult, raw)
+	if len(b) == len(raw) && string(b) == string(raw) {
+		return r
+	}
+	var whole toolrun.ToolResult
+	if json.Unmarshal(b, &whole) != nil {
+		return r
+	}
+	return &whole
 }
 
 // isClose reports whether e ends an execution with the run's end.
