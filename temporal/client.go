@@ -246,7 +246,8 @@ type clientOptions struct {
 // Skip result over the claim threshold travels through it rather than
 // through the workflow's history, and a decision of any size goes
 // through. Without it, a decision over [MaxDecisionBytes] is refused
-// with [ErrDecisionTooLarge].
+// with [ErrDecisionTooLarge]. [Follow] reads the values of the run's
+// claims from it, so that a large result or input is reported whole.
 func WithStore(store BlobStore) ClientOption {
 	return func(o *clientOptions) { o.store = store }
 }
