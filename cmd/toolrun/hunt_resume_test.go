@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestResumeForgedDecision edits a saved run that awaits approval so that
@@ -82,5 +83,47 @@ func TestResumeFromStateShowsEnv(t *testing.T) {
 	got, _ := bin{dir: dir, args: []string{"resume", "--tools-from-state", "--approve", "deny", state}}.run(t)
 	if want := "--mcp-env ANTHROPIC_API_KEY"; !strings.Contains(got.stderr, want) {
 		t.Errorf("stderr does not show %q before the server starts; got:\n%s", want, got.stderr)
+	}
+}
+
+// TestResumeNamesMCPTimeout: a saved run whose servers were given longer
+// to start (--mcp-timeout) names that flag with the others when a resume
+// is refused for want of tools, so the command line it prints starts them
+// as the first process did.
+func TestResumeNamesMCPTimeout(t *testing.T) {
+	_, crash := binaries(t)
+	dir := t.TempDir()
+	state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+	editSaved(t, state, func(m map[string]any) {
+		m["tools"].(map[string]any)["mcp_timeout"] = int64(2 * time.Minute)
+	})
+	got, _ := bin{dir: dir, args: []string{"resume", state}}.run(t)
+	if got.code != exitUsage {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", got.code, exitUsage, got.stderr)
+	}
+	if want := "the saved run names the tools: --mcp " + shellQuote("tracker="+crash) + " --mcp-timeout 2m0s\n"; !strings.Contains(got.stderr, want) {
+		t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
+	}
+}
+
+// TestToolFlagsCommandLine: the command line of a tool flag set names
+// every flag that changes how its tools start, --mcp-timeout only when it
+// is not the default.
+func TestToolFlagsCommandLine(t *testing.T) {
+	tests := []struct {
+		name string
+		f    toolFlags
+		want string
+	}{
+		{"default timeout", toolFlags{MCP: listFlag{"a=srv"}, mcpFlags: mcpFlags{MCPTimeout: mcpConnectTimeout}}, " --mcp a=srv"},
+		{"no timeout saved", toolFlags{MCP: listFlag{"a=srv"}}, " --mcp a=srv"},
+		{"longer timeout", toolFlags{MCPURL: listFlag{"b=http://h/"}, mcpFlags: mcpFlags{MCPTimeout: 90 * time.Second}}, " --mcp-url b=http://h/ --mcp-timeout 1m30s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.commandLine(); got != tt.want {
+				t.Errorf("commandLine() = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
