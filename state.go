@@ -76,8 +76,10 @@ type State struct {
 	ToolCalls int `json:"tool_calls"`
 	// ToolFailures counts the calls answered with is_error that were not
 	// denied or skipped: a decision is not a failure.
-	ToolFailures int   `json:"tool_failures"`
-	Usage        Usage `json:"usage"`
+	ToolFailures int `json:"tool_failures"`
+	// ToolDenials counts the calls answered as denied.
+	ToolDenials int   `json:"tool_denials,omitempty"`
+	Usage       Usage `json:"usage"`
 	// CostUSD is what the run's responses cost so far; CostIncomplete
 	// reports that a response's model had no price.
 	CostUSD        float64 `json:"cost_usd,omitempty"`
