@@ -659,6 +659,9 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 				return nil, fmt.Errorf("toolrun: resume: %w", err)
 			}
 		}
+		if err := p.check(); err != nil {
+			return nil, fmt.Errorf("toolrun: resume: %w", err)
+		}
 	}
 	if err := r.checkAddedTools(); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
@@ -671,6 +674,48 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 		r.setStop(reason, r.st.Detail, r.st.Budget, nil)
 	}
 	return r, nil
+}
+
+// check reports a turn in progress whose calls could not each get the one
+// tool_result the API wants: a call without an id, two calls of one id,
+// or calls that are not the tool_use blocks of the turn's response, in
+// their order, by id and name. Such a State (edited by hand, or forged)
+// would make every later request fail, or leave a call that can never be
+// decided. A skeleton's response has no content ([State.Skeleton]): its
+// calls are checked for their ids alone.
+func (p *turnState) check() error {
+	ids := make(map[string]bool, len(p.Calls))
+	for _, c := range p.Calls {
+		switch {
+		case c.Call.ID == "":
+			return fmt.Errorf("a call of tool %q of turn %d has no id", c.Call.Name, p.Turn)
+		case ids[c.Call.ID]:
+			return fmt.Errorf("two calls of turn %d share the id %q", p.Turn, c.Call.ID)
+		}
+		ids[c.Call.ID] = true
+	}
+	a := p.Message.OfAssistant
+	if a == nil {
+		return fmt.Errorf("the response of turn %d is not an assistant message", p.Turn)
+	}
+	if len(a.Content) == 0 {
+		return nil
+	}
+	i := 0
+	for _, b := range a.Content {
+		tu := b.OfToolUse
+		if tu == nil {
+			continue
+		}
+		if i >= len(p.Calls) || p.Calls[i].Call.ID != tu.ID || p.Calls[i].Call.Name != tu.Name {
+			return fmt.Errorf("the calls of turn %d are not the tool_use blocks of its response (tool_use %q of %q)", p.Turn, tu.ID, tu.Name)
+		}
+		i++
+	}
+	if i != len(p.Calls) {
+		return fmt.Errorf("turn %d has %d calls for %d tool_use blocks of its response", p.Turn, len(p.Calls), i)
+	}
+	return nil
 }
 
 // check reports a call whose phase and data disagree.
