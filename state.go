@@ -53,12 +53,6 @@ type State struct {
 	Betas []anthropic.AnthropicBeta `json:"betas,omitempty"`
 	// pending is the turn handed out and not yet committed, if any.
 	pending *turnState
-	// edited reports that the caller changed the history after pending was
-	// handed out, so pending will be left out.
-	edited bool
-	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
-	// compaction it asks for is made.
-	compactNext bool
 	// tools are the tools added during the run and the changes not sent
 	// yet (addtools.go); read through [State.AddedTools].
 	tools *toolChanges
@@ -84,6 +78,14 @@ type State struct {
 	// reports that a response's model had no price.
 	CostUSD        float64 `json:"cost_usd,omitempty"`
 	CostIncomplete bool    `json:"cost_incomplete,omitempty"`
+	// edited reports that the caller changed the history after pending was
+	// handed out, so pending will be left out. It and compactNext sit
+	// beside CostIncomplete, in the padding after it: a State held by the
+	// thousand stays in its size class (TestRunnerSizeClasses).
+	edited bool
+	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
+	// compaction it asks for is made.
+	compactNext bool
 	// StopReason and Detail are how the run stopped, if it had; Budget
 	// names the bound of a [StopBudget] stop, as [Result.Budget] does, so
 	// that a resumed run stops as the run that saved it did: with the same
