@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,32 @@ func TestToolFlagsCommandLine(t *testing.T) {
 				t.Errorf("commandLine() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestResumeUnboundedStateIsBounded edits a saved run to have no turn
+// limit (max_turns -1), which toolrun run never saves. A resume with its
+// own tools does not take the file's word for it: it says so and stops
+// after the default number of further turns, as it would have saved.
+func TestResumeUnboundedStateIsBounded(t *testing.T) {
+	_, crash := binaries(t)
+	dir := t.TempDir()
+	state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+	editSaved(t, state, func(m map[string]any) {
+		m["state"].(map[string]any)["max_turns"] = -1
+	})
+	got, _ := bin{dir: dir, args: []string{"resume", "--mcp", "tracker=" + crash, "--deny", "toolu_01=no", state}}.run(t)
+	if got.code != exitOK {
+		t.Errorf("exit status %d, want 0; stderr:\n%s", got.code, got.stderr)
+	}
+	if want := "the saved run has no turn limit; this resume stops after 25 more model requests"; !strings.Contains(got.stderr, want) {
+		t.Errorf("stderr does not contain %q; got:\n%s", want, got.stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(mustRead(t, state), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m["state"].(map[string]any)["max_turns"]; got != float64(1+25) {
+		t.Errorf("the saved run's max_turns after the resume = %v, want 26", got)
 	}
 }
