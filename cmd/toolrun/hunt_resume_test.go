@@ -155,3 +155,26 @@ func TestResumeUnboundedStateIsBounded(t *testing.T) {
 		t.Errorf("the saved run's max_turns after the resume = %v, want 26", got)
 	}
 }
+
+// TestResumeMaxTurnsOverStateLimit: a saved run whose State holds a turn
+// limit of its own (as a resume that bounded it leaves) still takes the
+// limit --max-turns gives: the State's limit would otherwise win.
+func TestResumeMaxTurnsOverStateLimit(t *testing.T) {
+	_, crash := binaries(t)
+	dir := t.TempDir()
+	state, _ := suspended(t, dir, toolUseReply("Filing it.", "tracker__echo"), textReply("Filed."))
+	editSaved(t, state, func(m map[string]any) {
+		m["state"].(map[string]any)["max_turns"] = 3
+	})
+	got, _ := bin{dir: dir, args: []string{"resume", "--mcp", "tracker=" + crash, "--deny", "toolu_01=no", "--max-turns", "10", state}}.run(t)
+	if got.code != exitOK {
+		t.Errorf("exit status %d, want 0; stderr:\n%s", got.code, got.stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(mustRead(t, state), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m["state"].(map[string]any)["max_turns"]; got != float64(1+10) {
+		t.Errorf("the saved run's max_turns after the resume = %v, want 11", got)
+	}
+}

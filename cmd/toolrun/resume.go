@@ -207,7 +207,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		fmt.Fprintf(c.stdout, "record: %s (appending)\n", printable(saved.Record))
 	}
 
-	maxTurns, bounded := saved.State.MaxTurns, false
+	maxTurns := saved.State.MaxTurns
 	switch {
 	case f.maxTurns > 0:
 		maxTurns = saved.State.Turns + f.maxTurns
@@ -215,7 +215,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		// toolrun run never saves a run without a turn limit (its
 		// --max-turns is at least 1): a file that says so was changed,
 		// and its word is data, as its approvals are.
-		maxTurns, bounded = saved.State.Turns+toolrun.DefaultMaxTurns, true
+		maxTurns = saved.State.Turns + toolrun.DefaultMaxTurns
 		c.errorf("resume", "the saved run has no turn limit; this resume stops after %d more model requests: give --max-turns for more, or --tools-from-state to run as saved", toolrun.DefaultMaxTurns)
 	}
 	opts := s.options(maxTurns)
@@ -230,8 +230,10 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if bounded {
-		r.SetMaxTurns(maxTurns) // the State's limit is the one in force
+	if saved.State.MaxTurns != 0 && maxTurns != saved.State.MaxTurns {
+		// A limit the State holds (set by an earlier resume, or in the
+		// file) wins over Options.MaxTurns: the one chosen here is set.
+		r.SetMaxTurns(maxTurns)
 	}
 	// The calls answered in the first process were shown there.
 	s.d.answeredBefore(saved.State)
