@@ -1,6 +1,7 @@
 package toolrun
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,13 @@ type toolChanges struct {
 	// Queued are the tool_addition and tool_removal blocks that go, as one
 	// role "system" message, ahead of the next request (inline-tools beta).
 	Queued []anthropic.BetaSystemMessageParamContentUnion `json:"queued,omitempty"`
+	// AddedOnly names the client tools the run has had only through
+	// AddTools, never among the tools it began with. Given to Resume, such
+	// a tool is only the function of its added definition: while it is
+	// not added (removed since) the run leaves it out, and it is never in
+	// the tool list of the inline-tools beta, whose history's blocks tell
+	// the model of it.
+	AddedOnly []string `json:"added_only,omitempty"`
 }
 
 // addedDefs returns the definitions added to the run, not to be written.
@@ -60,13 +68,28 @@ func (s *State) AddedTools() []anthropic.BetaToolUnionParam {
 	return deepcopy.Copy(s.addedDefs())
 }
 
-// setToolChanges replaces the run's tool changes with added and queued.
+// addedOnly returns the names of the client tools the run has had only
+// through AddTools, not to be written.
+func (s *State) addedOnly() []string {
+	if s.tools == nil {
+		return nil
+	}
+	return s.tools.AddedOnly
+}
+
+// setToolChanges replaces the run's tool changes with added and queued,
+// and keeps the names of the tools it has had only as added.
 func (s *State) setToolChanges(added []anthropic.BetaToolUnionParam, queued []anthropic.BetaSystemMessageParamContentUnion) {
-	if len(added) == 0 && len(queued) == 0 {
+	s.setToolState(added, queued, s.addedOnly())
+}
+
+// setToolState replaces the run's tool changes.
+func (s *State) setToolState(added []anthropic.BetaToolUnionParam, queued []anthropic.BetaSystemMessageParamContentUnion, only []string) {
+	if len(added) == 0 && len(queued) == 0 && len(only) == 0 {
 		s.tools = nil
 		return
 	}
-	s.tools = &toolChanges{Added: added, Queued: queued}
+	s.tools = &toolChanges{Added: added, Queued: queued, AddedOnly: only}
 }
 
 // inlineTools reports whether the run's requests carry the inline-tools
@@ -100,6 +123,12 @@ func (r *Runner) inlineTools() bool {
 // are not, and a run resumed from it needs them again among the tools
 // given to [Resume], which refuses the State otherwise (wrapping
 // [ErrAddedToolMissing]).
+//
+// With Options.Store, the State is saved before AddTools returns, so that
+// a crash before the next turn does not lose the tools. If that save
+// fails, the tools are added all the same, AddTools returns the save's
+// error, and the run stops with it at its next step, as it does for any
+// failed save.
 func (r *Runner) AddTools(tools ...Tool) error {
 	taken := r.toolNameSet()
 	entries := make([]toolEntry, 0, len(tools))
@@ -130,8 +159,43 @@ func (r *Runner) AddTools(tools ...Tool) error {
 		defs = append(defs, def)
 	}
 	r.tools = append(slices.Clip(r.tools), entries...)
+	r.markAddedOnly(entries)
 	r.addDefs(defs)
-	return nil
+	return r.saveToolChange()
+}
+
+// markAddedOnly records the names of entries that are none of the tools
+// the run began with.
+func (r *Runner) markAddedOnly(entries []toolEntry) {
+	only := r.st.addedOnly()
+	grown := false
+	for _, e := range entries {
+		name := e.tool.Name()
+		if _, began := r.set.index[name]; began || slices.Contains(only, name) {
+			continue
+		}
+		if !grown {
+			only, grown = slices.Clone(only), true
+		}
+		only = append(only, name)
+	}
+	if grown {
+		var queued []anthropic.BetaSystemMessageParamContentUnion
+		if r.st.tools != nil {
+			queued = r.st.tools.Queued
+		}
+		r.st.setToolState(r.st.addedDefs(), queued, only)
+	}
+}
+
+// saveToolChange saves the State after a change of the run's tools, with
+// Options.Store: the change is the State's, and a crash before the next
+// turn's save would lose it. A failure is kept, as every save's is, and
+// stops the run at its next step.
+func (r *Runner) saveToolChange() error {
+	// No caller's context: the change is made, and its save must not be
+	// cut short by one.
+	return r.save(context.Background())
 }
 
 // AddToolParams gives the model definitions that the API runs, such as
@@ -142,7 +206,8 @@ func (r *Runner) AddTools(tools ...Tool) error {
 // the runner would have nothing to run its calls with; give it with its
 // function through AddTools(NewSDKToolParam(p, fn)) instead. A name the
 // run has already is refused as by AddTools (wrapping [ErrToolExists]).
-// The inline-tools beta changes how they are sent as it does for AddTools.
+// The inline-tools beta changes how they are sent as it does for AddTools,
+// and a Store saves them as it does for AddTools.
 func (r *Runner) AddToolParams(defs ...anthropic.BetaToolUnionParam) error {
 	taken := r.toolNameSet()
 	for _, def := range defs {
@@ -162,7 +227,7 @@ func (r *Runner) AddToolParams(defs ...anthropic.BetaToolUnionParam) error {
 		}
 	}
 	r.addDefs(deepcopy.Copy(defs))
-	return nil
+	return r.saveToolChange()
 }
 
 // addDefs records defs as added, queues their blocks under the

@@ -346,7 +346,7 @@ func (r *Runner) save(ctx context.Context) error {
 	s.Version, s.RunID = prev+1, r.opts.RunID
 	err := s.sign(r.opts.StateKey)
 	if err == nil {
-		err = r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s, prev)
+		err = r.storeSave(ctx, s, prev)
 	}
 	if err == nil {
 		r.version, r.claimed = s.Version, true

@@ -250,7 +250,10 @@ func (r *Runner) appendTurn(ctx context.Context) {
 			r.st.ToolCalls++
 			// A denial or a skip is a decision, not a failure.
 			decided := c.Decision != nil && (c.Decision.Kind == Deny || c.Decision.Kind == Skip)
-			if c.Result.IsError && !decided {
+			switch {
+			case decided && c.Decision.Kind == Deny:
+				r.st.ToolDenials++
+			case c.Result.IsError && !decided:
 				r.st.ToolFailures++
 			}
 		}

@@ -149,12 +149,19 @@ func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *Too
 		// The tool is the caller's code: a panic in it must not take the
 		// process down, so it is recovered here and sent to the model and the
 		// log as a failure of that one call.
+		returned := false
 		defer func() {
 			if v := recover(); v != nil {
 				done <- outcome{err: &PanicError{Tool: call.Name, Value: v, Stack: stack()}}
+			} else if !returned {
+				// runtime.Goexit (t.FailNow, say) ended the tool's
+				// goroutine without a return or a panic: without an
+				// answer the call would wait for ever.
+				done <- outcome{err: fmt.Errorf("tool %q ended its goroutine (runtime.Goexit) without returning", call.Name)}
 			}
 		}()
 		content, err := e.tool.Run(callCtx, call.Input)
+		returned = true
 		done <- outcome{content, err}
 	}()
 	res := &ToolResult{Call: call, Ran: true}
@@ -280,3 +287,17 @@ func (r *Runner) timeoutOf(e *toolEntry) time.Duration {
 
 // stack returns the stack of the calling goroutine, for a recovered panic.
 func stack() []byte { return debug.Stack() }
+
+// storeSave calls Options.Store.Save, turning a panic in it into an
+// error: saves are made on the goroutines that run the calls too, where a
+// panic would end the process.
+func (r *Runner) storeSave(ctx context.Context, s *State, prev uint64) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: stack()}
+			r.log.ErrorContext(ctx, "toolrun: the store panicked", "run_id", r.opts.RunID, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+			err = fmt.Errorf("the store's Save: %w", pe)
+		}
+	}()
+	return r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s, prev)
+}

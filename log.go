@@ -149,7 +149,7 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 			return
 		}
 		attrs := []any{"stop_reason", string(res.StopReason), "turns", res.Turns, "tool_calls", res.ToolCalls,
-			"tool_failures", res.ToolFailures, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens}
+			"tool_failures", res.ToolFailures, "tool_denials", res.ToolDenials, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens}
 		if res.Detail != "" {
 			attrs = append(attrs, "detail", res.Detail)
 		}

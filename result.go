@@ -227,6 +227,11 @@ type Result struct {
 	// gets a denial as an is_error result; [ToolDecided] reports each
 	// decision.
 	ToolFailures int
+	// ToolDenials counts the calls a policy, a rule or a person denied,
+	// which ToolFailures leaves out, so that an operator sees how often
+	// the model asked for what it may not do. A skipped call (answered
+	// with a result given in place of running it) is neither.
+	ToolDenials int
 }
 
 // Text returns the text blocks of the last response, joined. A runner

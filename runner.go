@@ -130,8 +130,8 @@ func (t *Template) newRunner() *Runner {
 // the history's system messages say what changed: it stays the list the
 // run began with.
 func (r *Runner) syncTools() {
-	added := r.st.addedDefs()
-	if len(r.st.Removed) == 0 && len(added) == 0 {
+	added, only := r.st.addedDefs(), r.st.addedOnly()
+	if len(r.st.Removed) == 0 && len(added) == 0 && len(only) == 0 {
 		r.tools = r.set.entries
 		if len(r.st.Params.Tools) == 0 {
 			r.toolDefs = r.set.defs
@@ -149,6 +149,13 @@ func (r *Runner) syncTools() {
 	tools := make([]toolEntry, n, n+len(added))
 	copy(tools, r.set.entries) // the set's, shared, are never written
 	for _, name := range r.st.Removed {
+		if i, ok := r.set.index[name]; ok {
+			tools[i].removed = true
+		}
+	}
+	for _, name := range only {
+		// Given to Resume as an added tool's function, and no tool of
+		// the run's otherwise.
 		if i, ok := r.set.index[name]; ok {
 			tools[i].removed = true
 		}
@@ -189,7 +196,7 @@ func (r *Runner) syncTools() {
 		// tools removed and added again; a tool given to Resume only as an
 		// added tool's function was never in the list.
 		keep := !tools[i].removed ||
-			(inline && (!names[name] || slices.Contains(r.st.Removed, name)))
+			(inline && (!names[name] || slices.Contains(r.st.Removed, name)) && !slices.Contains(only, name))
 		if keep {
 			r.toolDefs = append(r.toolDefs, r.set.defs[i])
 		}
@@ -224,20 +231,18 @@ func (r *Runner) toolNames() []string {
 // [Runner.AddToolParams] is forgotten, definition and all; one of New's
 // tools may be given again with AddTools. Under the inline-tools beta (see
 // AddTools) the tool list stays as it was, and the model is told in a
-// tool_removal block ahead of the next request.
+// tool_removal block ahead of the next request. With Options.Store the
+// State is saved before RemoveTools returns; a failed save stops the run
+// at its next step.
 func (r *Runner) RemoveTools(names ...string) {
-	wasAdded := make(map[string]bool)
-	for _, d := range r.st.addedDefs() {
-		wasAdded[definitionName(d)] = true
-	}
 	r.removeAdded(names)
 	for _, name := range names {
-		// A tool added during the run is kept out of a resumed run too when
-		// it is among the tools given to Resume.
-		_, given := r.set.index[name]
-		if (!wasAdded[name] || given) && !slices.Contains(r.st.Removed, name) {
+		// A tool added during the run is kept out of a resumed run too,
+		// though the tools given to Resume have it.
+		if !slices.Contains(r.st.Removed, name) {
 			r.st.Removed = append(r.st.Removed, name)
 		}
 	}
 	r.syncTools()
+	r.saveToolChange()
 }

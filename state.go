@@ -53,12 +53,6 @@ type State struct {
 	Betas []anthropic.AnthropicBeta `json:"betas,omitempty"`
 	// pending is the turn handed out and not yet committed, if any.
 	pending *turnState
-	// edited reports that the caller changed the history after pending was
-	// handed out, so pending will be left out.
-	edited bool
-	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
-	// compaction it asks for is made.
-	compactNext bool
 	// tools are the tools added during the run and the changes not sent
 	// yet (addtools.go); read through [State.AddedTools].
 	tools *toolChanges
@@ -76,12 +70,22 @@ type State struct {
 	ToolCalls int `json:"tool_calls"`
 	// ToolFailures counts the calls answered with is_error that were not
 	// denied or skipped: a decision is not a failure.
-	ToolFailures int   `json:"tool_failures"`
-	Usage        Usage `json:"usage"`
+	ToolFailures int `json:"tool_failures"`
+	// ToolDenials counts the calls answered as denied.
+	ToolDenials int   `json:"tool_denials,omitempty"`
+	Usage       Usage `json:"usage"`
 	// CostUSD is what the run's responses cost so far; CostIncomplete
 	// reports that a response's model had no price.
 	CostUSD        float64 `json:"cost_usd,omitempty"`
 	CostIncomplete bool    `json:"cost_incomplete,omitempty"`
+	// edited reports that the caller changed the history after pending was
+	// handed out, so pending will be left out. It and compactNext sit
+	// beside CostIncomplete, in the padding after it: a State held by the
+	// thousand stays in its size class (TestRunnerSizeClasses).
+	edited bool
+	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
+	// compaction it asks for is made.
+	compactNext bool
 	// StopReason and Detail are how the run stopped, if it had; Budget
 	// names the bound of a [StopBudget] stop, as [Result.Budget] does, so
 	// that a resumed run stops as the run that saved it did: with the same
@@ -676,6 +680,9 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 				return nil, fmt.Errorf("toolrun: resume: %w", err)
 			}
 		}
+		if err := p.check(); err != nil {
+			return nil, fmt.Errorf("toolrun: resume: %w", err)
+		}
 	}
 	if err := r.checkAddedTools(); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
@@ -688,6 +695,48 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 		r.setStop(reason, r.st.Detail, r.st.Budget, nil)
 	}
 	return r, nil
+}
+
+// check reports a turn in progress whose calls could not each get the one
+// tool_result the API wants: a call without an id, two calls of one id,
+// or calls that are not the tool_use blocks of the turn's response, in
+// their order, by id and name. Such a State (edited by hand, or forged)
+// would make every later request fail, or leave a call that can never be
+// decided. A skeleton's response has no content ([State.Skeleton]): its
+// calls are checked for their ids alone.
+func (p *turnState) check() error {
+	ids := make(map[string]bool, len(p.Calls))
+	for _, c := range p.Calls {
+		switch {
+		case c.Call.ID == "":
+			return fmt.Errorf("a call of tool %q of turn %d has no id", c.Call.Name, p.Turn)
+		case ids[c.Call.ID]:
+			return fmt.Errorf("two calls of turn %d share the id %q", p.Turn, c.Call.ID)
+		}
+		ids[c.Call.ID] = true
+	}
+	a := p.Message.OfAssistant
+	if a == nil {
+		return fmt.Errorf("the response of turn %d is not an assistant message", p.Turn)
+	}
+	if len(a.Content) == 0 {
+		return nil
+	}
+	i := 0
+	for _, b := range a.Content {
+		tu := b.OfToolUse
+		if tu == nil {
+			continue
+		}
+		if i >= len(p.Calls) || p.Calls[i].Call.ID != tu.ID || p.Calls[i].Call.Name != tu.Name {
+			return fmt.Errorf("the calls of turn %d are not the tool_use blocks of its response (tool_use %q of %q)", p.Turn, tu.ID, tu.Name)
+		}
+		i++
+	}
+	if i != len(p.Calls) {
+		return fmt.Errorf("turn %d has %d calls for %d tool_use blocks of its response", p.Turn, len(p.Calls), i)
+	}
+	return nil
 }
 
 // check reports a call whose phase and data disagree.

@@ -45,7 +45,7 @@ func (r *Runner) resultOf(history bool) *Result {
 	res := &Result{StopReason: r.st.StopReason, Detail: r.st.Detail, Err: r.stopErr, Message: r.lastMessage(),
 		Messages: msgs, Usage: r.st.Usage,
 		CostUSD: r.st.CostUSD, CostComplete: !r.st.CostIncomplete, Budget: r.st.Budget,
-		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures}
+		Turns: r.st.Turns, ToolCalls: r.st.ToolCalls, ToolFailures: r.st.ToolFailures, ToolDenials: r.st.ToolDenials}
 	if res.StopReason == StopAwaitingApproval {
 		res.Pending = r.st.AwaitingApproval()
 	}

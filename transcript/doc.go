@@ -108,7 +108,8 @@
 //   - "run_stopped": the run stopped. "stop_reason" is a
 //     [toolrun.StopReason], "detail" says more, "error" is the error for
 //     "error" and "canceled", "usage" is the run's total, and "turns",
-//     "tool_calls" and "tool_failures" are its counters. A run that is
+//     "tool_calls", "tool_failures" and "tool_denials" (the calls denied,
+//     which are no failures) are its counters. A run that is
 //     resumed and stops again writes another.
 //   - "event": an event this version does not record in full; "event" is
 //     its Go type.

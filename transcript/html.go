@@ -1081,12 +1081,57 @@ func contentBlocks(raw []json.RawMessage) []blockView {
 	return out
 }
 
+// prettyJSON returns raw indented, or as it is if it is not JSON or its
+// indented form would be far longer than the report shows: indenting
+// deeply nested JSON (a hostile transcript's) grows with the square of
+// its depth, and would cost the report seconds and hundreds of megabytes
+// a block for text it cuts anyway.
 func prettyJSON(raw json.RawMessage) string {
+	if indentedSize(raw) > 4*maxShown {
+		return string(raw)
+	}
 	var buf bytes.Buffer
 	if json.Indent(&buf, raw, "", "  ") != nil {
 		return string(raw)
 	}
 	return buf.String()
+}
+
+// indentedSize returns about how many bytes json.Indent with a two-space
+// indent makes of raw: raw less its white space, plus a newline and the
+// indent of its depth for each value in an object or array.
+func indentedSize(raw []byte) int {
+	n, depth, inString := 0, 0, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			n++
+			switch c {
+			case '\\':
+				i++
+				n++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			n += 1 + 2*depth
+		case '}', ']':
+			depth = max(0, depth-1)
+			n += 1 + 2*depth
+		case ',':
+			n += 1 + 2*depth
+		}
+		n++
+	}
+	return n
 }
 
 // shown returns s cut to maxShown bytes, saying how much was left out.

@@ -174,7 +174,7 @@ func (r *Recorder) Observe(ctx context.Context, e toolrun.Event) {
 		}
 		u := res.Usage
 		en.Usage = &u
-		en.Turns, en.ToolCalls, en.ToolFailures = res.Turns, res.ToolCalls, res.ToolFailures
+		en.Turns, en.ToolCalls, en.ToolFailures, en.ToolDenials = res.Turns, res.ToolCalls, res.ToolFailures, res.ToolDenials
 	default:
 		en.Type = TypeEvent
 		en.Event = fmt.Sprintf("%T", e)

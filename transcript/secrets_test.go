@@ -230,12 +230,21 @@ func TestRedactionEverySink(t *testing.T) {
 		{"yaml", "db:\n  user: bob\n  password: yamlPw56opQR\n", "yamlPw56opQR"},
 		{"yaml on the next line", "db:\n  password:\n    nextPw78stUV\n  user: bob", "nextPw78stUV"},
 		{"on the line after its key", "Your API token:\nlineTok90wxYZ\nKeep it safe.", "lineTok90wxYZ"},
+		{"xml attribute", `<db host="h" password="xmlAttr12abCD" port="5432"/>`, "xmlAttr12abCD"},
+		{"xml attribute in single quotes", `<db password='xmlAttr34efGH'>`, "xmlAttr34efGH"},
+		{"xml attribute html-escaped", `&lt;db password=&quot;xmlEsc56ijKL&quot;/&gt;`, "xmlEsc56ijKL"},
+		{"xml key and value pair", `<add key="DbPassword" value="xmlPair78mnOP"/>`, "xmlPair78mnOP"},
+		{"zero-width space in a key", "api\u200b_key=zwKey56ijKL", "zwKey56ijKL"},
+		{"zero-width joiner in a key", "pass\u200dword: zwPass78mnOP", "zwPass78mnOP"},
+		{"zero-width in a JSON key", "{\"pass\u200bword\":\"zwJson90qrST\"}", "zwJson90qrST"},
 		// Not secrets.
 		{"oauth provider", "oauth: google", ""},
 		{"auth mechanism", "auth: none", ""},
 		{"token counts", "max_tokens: 1024, input_tokens=5", ""},
 		{"prose bearer", "the bearer of bad news", ""},
 		{"key in prose", "the key=value pair", ""},
+		{"xml pair not secret", `<add key="Timeout" value="30"/>`, ""},
+		{"zero-width in a benign key", "max\u200b_tokens=5", ""},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +299,13 @@ func TestRedactionEverySink(t *testing.T) {
 						want = []string{template.HTMLEscapeString(tt.text)}
 					case "text log":
 						want = []string{strings.Trim(strconv.Quote(tt.text), `"`)}
+					case "JSON log":
+						// slog's JSON handler leaves '<', '>' and '&' as they are.
+						var b strings.Builder
+						enc := json.NewEncoder(&b)
+						enc.SetEscapeHTML(false)
+						enc.Encode(tt.text)
+						want = []string{strings.Trim(strings.TrimSpace(b.String()), `"`)}
 					default:
 						b, _ := json.Marshal(tt.text)
 						want = []string{strings.Trim(string(b), `"`)}

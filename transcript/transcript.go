@@ -138,6 +138,7 @@ type Entry struct {
 	Turns        int                `json:"turns,omitempty"`
 	ToolCalls    int                `json:"tool_calls,omitempty"`
 	ToolFailures int                `json:"tool_failures,omitempty"`
+	ToolDenials  int                `json:"tool_denials,omitempty"`
 
 	// Attempt, DelayMS and Discarded are a stream_retried line's: the
 	// attempt about to be made, the wait before it, and the calls of the

@@ -208,8 +208,15 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	}
 
 	maxTurns := saved.State.MaxTurns
-	if f.maxTurns > 0 {
+	switch {
+	case f.maxTurns > 0:
 		maxTurns = saved.State.Turns + f.maxTurns
+	case maxTurns < 0 && !f.fromState:
+		// toolrun run never saves a run without a turn limit (its
+		// --max-turns is at least 1): a file that says so was changed,
+		// and its word is data, as its approvals are.
+		maxTurns = saved.State.Turns + toolrun.DefaultMaxTurns
+		c.errorf("resume", "the saved run has no turn limit; this resume stops after %d more model requests: give --max-turns for more, or --tools-from-state to run as saved", toolrun.DefaultMaxTurns)
 	}
 	opts := s.options(maxTurns)
 	if sf != nil {
@@ -222,6 +229,11 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	r, err := toolrun.Resume(s.client, saved.State, s.tools, opts)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if saved.State.MaxTurns != 0 && maxTurns != saved.State.MaxTurns {
+		// A limit the State holds (set by an earlier resume, or in the
+		// file) wins over Options.MaxTurns: the one chosen here is set.
+		r.SetMaxTurns(maxTurns)
 	}
 	// The calls answered in the first process were shown there.
 	s.d.answeredBefore(saved.State)

@@ -238,6 +238,10 @@ func (f *toolFlags) commandLine() string {
 	for _, name := range f.MCPEnv.names() {
 		b.WriteString(" --mcp-env " + shellQuote(name))
 	}
+	// A server given longer than the default to start needs it again.
+	if t := f.MCPTimeout; t != 0 && t != mcpConnectTimeout {
+		b.WriteString(" --mcp-timeout " + t.String())
+	}
 	return b.String()
 }
 

@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 )
@@ -503,8 +504,17 @@ func (c *objCompiler) numVal(pname string) *big.Rat {
 
 func (c *objCompiler) intVal(pname string) *int {
 	if n := c.numVal(pname); n != nil && n.IsInt() {
-		n := int(n.Num().Int64())
-		return &n
+		// A bound past int saturates (toolrun): its low 64 bits would
+		// turn minLength 1e300 into 0, which takes every input, and
+		// maxLength 1e300 into 0, which takes none.
+		v := math.MaxInt
+		switch num := n.Num(); {
+		case num.IsInt64() && num.Int64() >= math.MinInt && num.Int64() <= math.MaxInt:
+			v = int(num.Int64())
+		case num.Sign() < 0:
+			v = math.MinInt
+		}
+		return &v
 	}
 	return nil
 }

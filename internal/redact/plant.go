@@ -7,7 +7,7 @@ import (
 )
 
 // Shapes is the number of shapes [Plant] knows.
-const Shapes = 23
+const Shapes = 26
 
 // Plant returns text with secret planted in it in shape number
 // shape%Shapes, for the fuzz tests of every place String is applied, and
@@ -77,6 +77,12 @@ func Plant(text, secret string, shape int) (planted, as string) {
 		return text + "\n[db]\npassword = \"" + secret + "\"\n", secret
 	case 21:
 		return text + "\ndb:\n  password: |\n    " + secret + "\n", secret
+	case 23:
+		return text + ` <db user="u" pass` + "\u200b" + `word="` + secret + `"/>`, secret
+	case 24:
+		return quote(map[string]string{"config": "<add key=\"ApiKey\" value=\"" + secret + "\"/>" + text}), secret
+	case 25:
+		return text + " api\u200b_key=" + secret, secret
 	default:
 		return text + " /login?next=%2Fb%3Fx%3D1%26key%3D" + url.QueryEscape(secret) + "%26y%3D2", url.QueryEscape(secret)
 	}

@@ -100,7 +100,11 @@ var (
 //     configuration files (TOML and INI "password = v", YAML "password: v",
 //     a value on the line after its key, indented or alone, and a YAML
 //     block "password: |"), the text of XML elements
-//     (<password>v</password>) and query strings, where key= and sig= are
+//     (<password>v</password>), XML attributes (password="v", also with
+//     the quotes HTML-escaped: password=&quot;v&quot;), the value of an XML
+//     name and value pair whose name or key says it is a secret (<add
+//     key="DbPassword" value="v"/>, <entry key="token">v</entry>), and
+//     query strings, where key= and sig= are
 //     redacted too, also after a '&' that JSON escapes as \u0026 and in a
 //     URL-encoded query ("%26sig%3Dv"); a short word after a name ending in
 //     auth ("oauth: google", "auth: none") names a mechanism and is kept;
@@ -116,6 +120,10 @@ var (
 //     AWS_SECRET_ACCESS_KEY, any name with SECRET, PASSWORD, TOKEN, APIKEY,
 //     CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE or PAT as one of its
 //     '_'-separated words, or KEY as its last.
+//
+// A name split by a character that shows as nothing (zero-width space,
+// non-joiner or joiner, word joiner, byte order mark, soft hyphen), as it
+// is or JSON-escaped ("api\u200b_key=v"), is read as the name it shows.
 //
 // The header, field and XML forms and the known shapes are found inside
 // JSON strings too, escaped once or more (after a "\n", with '<' written
@@ -298,13 +306,24 @@ func fields(s string) string {
 			}
 		}
 		nameEnd := j
-		for j > 0 && isNameByte(s[j-1]) {
+		hidden := false // a zero-width character splits the name
+		for j > 0 && nameEnd-j <= 128 {
+			if n := invisibleBefore(s, j); n > 0 {
+				j, hidden = j-n, true
+				continue
+			}
+			if !isNameByte(s[j-1]) {
+				break
+			}
 			j--
 		}
 		if j == nameEnd || nameEnd-j > 128 {
 			continue
 		}
 		name := strings.ToLower(s[j:nameEnd])
+		if hidden {
+			name = stripInvisible(name)
+		}
 		query := false
 		if j > 0 {
 			switch s[j-1] {
@@ -377,6 +396,54 @@ func fields(s string) string {
 // which is kept.
 var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*[ \t]+`)
 
+// invisibles are the characters that show as nothing, by which a field's
+// name may be split ("api\u200b_key") so that it reads whole to a person
+// and not to a byte scan: zero-width space, non-joiner and joiner, word
+// joiner, byte order mark and soft hyphen.
+var invisibles = []string{"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"}
+
+// invisibleEscapes are invisibles as a JSON string escapes them.
+var invisibleEscapes = []string{`\u200b`, `\u200c`, `\u200d`, `\u2060`, `\ufeff`, `\u00ad`}
+
+// invisibleBefore returns the length of the invisible character that ends
+// at s[j], as it is or JSON-escaped (with the backslashes of any level),
+// or 0 if there is none.
+func invisibleBefore(s string, j int) int {
+	if j >= 2 && s[j-1]&0x80 != 0 {
+		for _, c := range invisibles {
+			if strings.HasSuffix(s[:j], c) {
+				return len(c)
+			}
+		}
+		return 0
+	}
+	if j < 6 || s[j-5] != 'u' && s[j-5] != 'U' {
+		return 0
+	}
+	for _, e := range invisibleEscapes {
+		if strings.EqualFold(s[j-6:j], e) {
+			n := 6
+			for j-n > 0 && s[j-n-1] == '\\' {
+				n++
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// stripInvisible returns the lower-case name with its invisible
+// characters, raw or escaped, removed.
+func stripInvisible(name string) string {
+	for _, c := range invisibles {
+		name = strings.ReplaceAll(name, c, "")
+	}
+	for _, e := range invisibleEscapes {
+		name = strings.ReplaceAll(name, e, "")
+	}
+	return strings.ReplaceAll(name, `\`, "") // the backslashes of an escape escaped again
+}
+
 func isNameByte(c byte) bool {
 	return c == '_' || c == '-' || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
@@ -397,6 +464,10 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, line
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 			i++
 		}
+	}
+	if q := entityQuote(s[i:]); q != "" {
+		// An attribute of HTML-escaped XML: password=&quot;v&quot;.
+		return i + len(q), entityQuotedEnd(s, i+len(q), q), true
 	}
 	// An opening quote, with the backslashes that escape it.
 	j := i
@@ -452,6 +523,43 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, line
 		end++
 	}
 	return i, trimEnd(s, i, end), end > i
+}
+
+// entityQuotes are a quote as HTML escapes it, and as a JSON encoder
+// may, and as a JSON encoder writes the HTML form (\u0026quot;).
+var entityQuotes = []string{"&quot;", "&#34;", "&#x22;", "&#39;", "&#x27;", "&apos;", `\u0022`, `\u0027`}
+
+// entityQuote returns the escaped quote s starts with, or "".
+func entityQuote(s string) string {
+	if len(s) < 5 || s[0] != '&' && s[0] != '\\' {
+		return ""
+	}
+	for _, q := range entityQuotes {
+		if hasPrefixFold(s, q) {
+			return s[:len(q)]
+		}
+		if q[0] == '&' && hasPrefixFold(s, `\u0026`) && hasPrefixFold(s[6:], q[1:]) {
+			return s[:len(q)+5]
+		}
+	}
+	return ""
+}
+
+// entityQuotedEnd returns the end of a value that starts at i after the
+// escaped quote q: the same escaped quote, a raw quote or the end of the
+// line.
+func entityQuotedEnd(s string, i int, q string) int {
+	for j := i; j < len(s) && j-i < maxNextLine; j++ {
+		switch c := s[j]; {
+		case c == '\n' || c == '\r' || c == '"' || c == '<' || c == '>':
+			return j
+		case (c == '&' || c == '\\') && hasPrefixFold(s[j:], q):
+			return j
+		case c == '\\' && j+1 < len(s) && (s[j+1] == 'n' || s[j+1] == 'r' || s[j+1] == '"'):
+			return j
+		}
+	}
+	return min(len(s), i+maxNextLine)
 }
 
 // trimEnd returns end less the spaces before it.
@@ -731,11 +839,41 @@ func credentialWord(v string) bool {
 
 // xmlOpenRE matches an XML start tag, also with its brackets escaped as
 // JSON ("\u003c", once or more) or HTML ("&lt;") escape them.
-var xmlOpenRE = regexp.MustCompile(`(?i)(?:<|\\+u003c|&lt;)([A-Za-z_][A-Za-z0-9_.:-]{0,127})(?:(?:\s|\\+[nrt])[^<>]{0,512}?)?(?:>|\\+u003e|&gt;)`)
+var xmlOpenRE = regexp.MustCompile(`(?i)(?:<|\\+u003c|&lt;)([A-Za-z_][A-Za-z0-9_.:\x{200B}-\x{200D}\x{2060}\x{FEFF}\x{00AD}-]{0,127})(?:(?:\s|\\+[nrt])[^<>]{0,512}?)?(?:>|\\+u003e|&gt;)`)
 
 // xmlTagRE matches the start of the next tag after an element's text, and
 // its slash if it is an end tag.
 var xmlTagRE = regexp.MustCompile(`(?i)(?:<|\\+u003c|&lt;)(/?)`)
+
+// xmlAttrRE matches the start of an attribute of a pair, name, key or
+// value, and its opening quote, raw, escaped in a JSON string or in HTML.
+var xmlAttrRE = regexp.MustCompile(`(?i)(?:\s|\\+[nrt])(name|key|value)\s*=\s*(\\*"|'|&quot;|&#34;)`)
+
+// secretPair reports whether the start tag s[from:to] names a secret in a
+// name or key attribute, and returns the extent of its value attribute's
+// value, or -1, -1 if it has none.
+func secretPair(s string, from, to int) (named bool, vstart, vend int) {
+	vstart, vend = -1, -1
+	tag := s[from:to]
+	for _, a := range xmlAttrRE.FindAllStringSubmatchIndex(tag, -1) {
+		q := tag[a[4]:a[5]]
+		start := a[1]
+		n := strings.Index(tag[start:], q)
+		if n < 0 {
+			continue
+		}
+		v := tag[start : start+n]
+		if strings.EqualFold(tag[a[2]:a[3]], "value") {
+			vstart, vend = from+start, from+start+n
+			continue
+		}
+		if v = stripInvisible(strings.ToLower(strings.TrimSpace(v))); v != "" && !strings.ContainsAny(v, " \t") &&
+			kindOf(v, ':', false) != notSecret {
+			named = true
+		}
+	}
+	return named, vstart, vend
+}
 
 // xmlValues replaces the text of the XML elements whose names say they
 // hold credentials: <password>v</password>, <ns:ApiKey>v</ns:ApiKey>.
@@ -746,12 +884,25 @@ func xmlValues(s string) string {
 		if m[0] < last {
 			continue
 		}
-		name := strings.ToLower(s[m[2]:m[3]])
+		name := stripInvisible(strings.ToLower(s[m[2]:m[3]]))
 		if k := strings.LastIndexByte(name, ':'); k >= 0 {
 			name = name[k+1:]
 		}
 		if kindOf(name, ':', false) == notSecret && !strings.HasSuffix(name, "signature") {
-			continue
+			// A name and value pair: <add key="DbPassword" value="v"/>,
+			// <entry key="password">v</entry>.
+			named, vstart, vend := secretPair(s, m[0], m[1])
+			if !named {
+				continue
+			}
+			if vstart >= 0 {
+				if v := s[vstart:vend]; v != "" && !strings.HasPrefix(v, Mark) {
+					b.WriteString(s[last:vstart])
+					b.WriteString(Mark)
+					last = vend
+				}
+				continue
+			}
 		}
 		// The text runs to the next tag, which must be an end tag.
 		start := m[1]
