@@ -714,11 +714,6 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		r.SetMaxTurns(st.Turns + n)
 	}
 	res, err := r.Run(ctx)
-	if res != nil && res.StopReason == toolrun.StopAwaitingApproval {
-		// Result.Pending lists every deferred call of the turn, those a
-		// person decided since included; the State says which still wait.
-		res.Pending = r.State().AwaitingApproval()
-	}
 	h.finish(ctx, lr, m, res, base, err)
 }
 
