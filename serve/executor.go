@@ -239,6 +239,13 @@ func (b execBackend) decide(ctx context.Context, it *interrupt, d toolrun.Decisi
 	if err := decide(ctx, b.h.cfg.DB, it, d, by, now); err != nil {
 		return err
 	}
+	if it.Kind == kindApproval && d.Kind == toolrun.Allow && !b.h.serverTool(it.ToolName) {
+		// An approved call of a client tool is the client's to run: its
+		// run keeps it waiting, and the thread's next run hands it over
+		// (runExecutor), as in process. Sent, the Allow would run the
+		// worker's stand-in.
+		return nil
+	}
 	d.Who, d.At = by, now.UTC()
 	if err := b.ex.Decide(ctx, it.Thread, it.ToolCallID, d); err != nil {
 		b.h.log.Warn("serve: a decision recorded was not sent to its run yet; the thread's next run sends it", "thread", it.Thread, "interrupt", it.ID, "err", err)
@@ -317,11 +324,25 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newTh
 		h.finish(ctx, lr, m, nil, base, err)
 		return
 	}
+	client := map[string]bool{}
+	for _, t := range clientTools {
+		client[t.Name()] = true
+	}
 	for _, it := range decided {
 		var d toolrun.Decision
 		if err := json.Unmarshal(it.Decision, &d); err != nil {
 			h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
 			return
+		}
+		if it.Kind == kindApproval && d.Kind == toolrun.Allow && (client[it.ToolName] || !h.serverTool(it.ToolName)) {
+			// An approved call of a client tool is the client's to run:
+			// it stays waiting in the workflow, now for the client's
+			// result (a Skip with it) rather than a person's decision.
+			if err := h.handOver(ctx, lr, it); err != nil {
+				h.finish(ctx, lr, m, nil, base, err)
+				return
+			}
+			continue
 		}
 		decisions[it.ToolCallID] = d
 	}

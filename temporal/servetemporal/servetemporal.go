@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -126,6 +127,17 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 		if err := e.sendDecisions(ctx, id, r.Decisions, nil); err != nil {
 			return nil, err
+		}
+		// A run that brings no decision for any call the workflow waits
+		// for (a client tool's call handed over to its client, say) has
+		// nothing to follow: the workflow's history gets no new event, so
+		// the run stops at once as the thread is, as it does in process.
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		if err != nil {
+			return nil, err
+		}
+		if len(pending) > 0 && !slices.ContainsFunc(pending, func(pc toolrun.PendingCall) bool { _, ok := r.Decisions[pc.Call.ID]; return ok }) {
+			return &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: pending, Usage: cur.Usage, Turns: cur.Turn}, nil
 		}
 	case len(r.Messages) == 0:
 		// Nothing new for a thread that ended: as in process, the run

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -164,15 +165,16 @@ func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 // newFixtureWith is newFixture with dc as the clients', the workers' and
 // the executor's data converter (nil for the SDK's default).
-func newFixtureWith(t *testing.T, dc converter.DataConverter) *fixture {
+func newFixtureWith(t *testing.T, dc converter.DataConverter, needPerson ...string) *fixture {
 	t.Helper()
 	c := dialTemporal(t, dc)
 	model := scenes(t, script)
 	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model, records: t.TempDir()}
 	tools := []toolrun.Tool{f.calls.tool(t)}
+	needPerson = append(needPerson, "pay")
 	opts := toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
-		if call.Name == "pay" {
-			return toolrun.DeferCall("payments need a person")
+		if slices.Contains(needPerson, call.Name) {
+			return toolrun.DeferCall(call.Name + " needs a person")
 		}
 		return toolrun.AllowCall()
 	}}
@@ -674,6 +676,40 @@ func TestClientToolOnTemporal(t *testing.T) {
 	status, body = request(t, http.MethodPost, f.url+"/", input(thread, "r4", again, map[string]any{"tools": tools}))
 	if status != http.StatusConflict || !strings.Contains(string(body), "already_answered") {
 		t.Errorf("a second result for the call: %d %s, want 409 already_answered", status, body)
+	}
+}
+
+// TestClientToolApprovedOnTemporal: a client tool under an approval
+// policy is handed to the client only once a person approves its call, as
+// in process: the approval ends the next run with pendingToolCallIds,
+// nothing of the call runs on a worker, and the client's result answers
+// it.
+func TestClientToolApprovedOnTemporal(t *testing.T) {
+	f := newFixtureWith(t, nil, "get_location")
+	thread := newName("thread")
+	tools := []map[string]any{{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
+	msgs := []map[string]any{user("u1", "where am i")}
+	evs := f.run(t, input(thread, "r1", msgs, map[string]any{"tools": tools}))
+	o := outcome(evs)
+	its, _ := o["interrupts"].([]any)
+	if o["type"] != "interrupt" || len(its) != 1 {
+		t.Fatalf("outcome %v, want one interrupt", o)
+	}
+	id := its[0].(map[string]any)["id"].(string)
+	resume := []any{map[string]any{"interruptId": id, "status": "resolved", "payload": map[string]any{"decision": "approve"}}}
+	evs = f.run(t, input(thread, "r2", msgs, map[string]any{"tools": tools, "resume": resume}))
+	if o := outcome(evs); o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+		t.Fatalf("after the approval: outcome %v, want success with call_loc pending: %v", o, types(evs))
+	}
+	for _, e := range evs {
+		if e["type"] == "TOOL_CALL_RESULT" {
+			t.Fatalf("a result %v: the client's call was answered on a worker", e)
+		}
+	}
+	msgs = append(msgs, map[string]any{"id": "t1", "role": "tool", "toolCallId": "call_loc", "content": "Paris"})
+	evs = f.run(t, input(thread, "r3", msgs, map[string]any{"tools": tools}))
+	if o := outcome(evs); o["type"] != "success" || evs[len(evs)-1]["result"] != "you are in Paris" {
+		t.Fatalf("the run with the client's result: outcome %v, %v", o, types(evs))
 	}
 }
 
