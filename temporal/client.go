@@ -72,13 +72,8 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // until ctx is done. Give ctx a deadline, or use [DecideBySignal], which
 // the server accepts with no worker running.
 func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
-	o := clientOptionsOf(opts)
-	d, cl, err := claimDecision(ctx, o, workflowID, d)
+	d, cl, err := prepareDecision(ctx, workflowID, toolUseID, d, clientOptionsOf(opts))
 	if err != nil {
-		return err
-	}
-	if err := sendable(toolUseID, d, o); err != nil {
-		cl.undo(ctx)
 		return err
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -99,6 +94,21 @@ func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, 
 		return FromFailure(err)
 	}
 	return nil
+}
+
+// prepareDecision returns d as Decide and DecideBySignal send it: its
+// large values put in the Store as claims (claimDecision), and refused,
+// with its claims deleted again, if it is still too large to send.
+func prepareDecision(ctx context.Context, workflowID, toolUseID string, d toolrun.Decision, o clientOptions) (toolrun.Decision, *claims, error) {
+	d, cl, err := claimDecision(ctx, o, workflowID, d)
+	if err != nil {
+		return d, nil, err
+	}
+	if err := sendable(toolUseID, d, o); err != nil {
+		cl.undo(ctx)
+		return d, nil, err
+	}
+	return d, cl, nil
 }
 
 // sendable refuses, before it is sent, a decision that the workflow would
@@ -135,13 +145,8 @@ func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 // they drop it; those of a signal that failed, or was sent to a run that
 // has ended, stay.
 func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
-	o := clientOptionsOf(opts)
-	d, cl, err := claimDecision(ctx, o, workflowID, d)
+	d, _, err := prepareDecision(ctx, workflowID, toolUseID, d, clientOptionsOf(opts))
 	if err != nil {
-		return err
-	}
-	if err := sendable(toolUseID, d, o); err != nil {
-		cl.undo(ctx)
 		return err
 	}
 	// A failed signal may have been recorded still (a timeout, a dropped
