@@ -588,7 +588,7 @@ func depth(r int) int {
 // around it on its line: the closing quote, a quote that closes a string
 // around it, or the end of the line. In plain text (ctx 0) a double quote
 // inside single quotes is part of the value (password='hun"ter2'), and so
-// is a doubled quote, as SQL and YAML escape one ('it”s').
+// is a doubled quote, as SQL and YAML write a quote inside quotes.
 func quotedEnd(s string, i int, q byte, k, ctx int) int {
 	for j := i; j < len(s); {
 		if strings.HasPrefix(s[j:], Mark) {
