@@ -3,7 +3,9 @@ package serve
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -47,10 +49,14 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 	var dp decisionPayload
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&dp); err != nil {
+	if err := h.readBody(w, func() error { return dec.Decode(&dp) }); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
 			return
 		}
 		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())

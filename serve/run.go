@@ -118,11 +118,14 @@ type prepared struct {
 // handleRun starts a run from a RunAgentInput and streams its events.
 func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
 	var in runInput
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&in); err != nil {
+	if err := h.readBody(w, func() error { return json.NewDecoder(r.Body).Decode(&in) }); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
 			return
 		}
 		httpError(w, http.StatusBadRequest, "bad_input", "the body is not a RunAgentInput: "+err.Error())
@@ -1035,16 +1038,28 @@ func resultText(res *toolrun.ToolResult) string {
 
 // stream writes the events of run id after the one numbered after, as
 // server-sent events whose ids are their numbers, until the run's last.
-// The run goes on if the client goes away.
+// The run goes on if the client goes away. Each write must be taken by the
+// client within Config.StreamWriteTimeout: a client that stops reading is
+// dropped, and reconnects with Last-Event-ID, rather than hold the stream
+// for ever.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	// The deadline is the real clock's, whatever Config.Now says: it is
+	// the connection's. A writer without deadlines (a test's recorder) has
+	// none.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(h.cfg.StreamWriteTimeout)) }
+	deadline()
+	// Without a server-wide WriteTimeout, net/http leaves a handler's
+	// deadline on a kept-alive connection: the next request's would have it.
+	defer rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	var buf []byte
 	for {
 		next := h.be.follow(id)
-		done := false
+		done, failed := false, false
 		err := h.be.eventsAfter(r.Context(), id, after, func(seq int64, data []byte) bool {
 			if seq != after+1 {
 				// Events numbered one by one, and a number missing: an
@@ -1053,7 +1068,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 				done = true
 				return false
 			}
-			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
+			buf = fmt.Appendf(buf[:0], "id: %d\ndata: %s\n\n", seq, data)
+			deadline()
+			if _, err := w.Write(buf); err != nil {
+				failed = true
+				return false
+			}
 			after = seq
 			var t struct{ Type string }
 			json.Unmarshal(data, &t)
@@ -1062,11 +1082,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 			}
 			return true
 		})
-		if err != nil {
+		if err != nil || failed {
 			return
 		}
-		if flusher != nil {
-			flusher.Flush()
+		deadline()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
 		}
 		if done || next == nil {
 			return

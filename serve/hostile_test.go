@@ -1,0 +1,199 @@
+package serve_test
+
+import (
+	"database/sql"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// stuckWriter is the response of a client that stops reading: each Write
+// says it has begun on entered, then waits for release (or, with fail,
+// fails at once as a write past its deadline does). It keeps the write
+// deadlines set, as a connection does.
+type stuckWriter struct {
+	header  http.Header
+	entered chan struct{}
+	release chan struct{}
+	fail    bool
+
+	mu        sync.Mutex // guards the fields below
+	writes    int
+	deadlines []time.Time // every SetWriteDeadline, in order
+	wrote     []bool      // for each write, whether a deadline was set before it
+}
+
+func newStuckWriter(fail bool) *stuckWriter {
+	return &stuckWriter{header: http.Header{}, entered: make(chan struct{}, 100), release: make(chan struct{}), fail: fail}
+}
+
+func (w *stuckWriter) Header() http.Header { return w.header }
+func (w *stuckWriter) WriteHeader(int)     {}
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.writes++
+	set := len(w.deadlines) > 0 && !w.deadlines[len(w.deadlines)-1].IsZero()
+	w.wrote = append(w.wrote, set)
+	w.mu.Unlock()
+	w.entered <- struct{}{}
+	if w.fail {
+		return 0, os.ErrDeadlineExceeded
+	}
+	<-w.release
+	return len(p), nil
+}
+func (w *stuckWriter) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadlines = append(w.deadlines, t)
+	return nil
+}
+
+// loopback makes req look like it came from this machine, as a server
+// without tokens wants.
+func loopback(req *http.Request) *http.Request {
+	req.RemoteAddr = "127.0.0.1:40000"
+	req.Host = "127.0.0.1:8080"
+	return req
+}
+
+// finishedRun returns a fixture whose run r1 has ended, and its database.
+func finishedRun(t *testing.T) (*fixture, *sql.DB) {
+	t.Helper()
+	var db *sql.DB
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hi": {toolruntest.Message(toolruntest.Text("hello there"))},
+	}, nil, func(c *serve.Config) { db = c.DB })
+	if status, _, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "hi")}, nil)); status != 200 {
+		t.Fatalf("run: %d %s", status, body)
+	}
+	return f, db
+}
+
+// TestSlowReaderHoldsNoConnection: a client that stops reading its event
+// stream holds no connection of the database while its write waits. The
+// CLI's pool has one connection, so a stream that wrote inside its query,
+// as it did, stopped every run and request of the server.
+func TestSlowReaderHoldsNoConnection(t *testing.T) {
+	f, db := finishedRun(t)
+	w := newStuckWriter(false)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.h.ServeHTTP(w, loopback(httptest.NewRequest("GET", "/runs/r1/events", nil)))
+	}()
+	<-w.entered
+	if inUse := db.Stats().InUse; inUse != 0 {
+		t.Errorf("while the stream's write waits, %d connections of the database are in use, want 0", inUse)
+	} else {
+		// Another request goes through meanwhile.
+		resp, err := http.Get(f.url + "/api/pending")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("another request while the stream waits: %d", resp.StatusCode)
+		}
+	}
+	close(w.release)
+	<-done
+}
+
+// TestStreamWriteDeadline: each write of an event stream has a deadline,
+// and the first write that fails (a client that did not read in time) ends
+// the stream; the deadline is lifted when the stream ends, since the
+// connection may serve another request. Before, a stream had no deadline
+// and went on writing after a failed write.
+func TestStreamWriteDeadline(t *testing.T) {
+	f, _ := finishedRun(t)
+	w := newStuckWriter(true)
+	before := time.Now()
+	f.h.ServeHTTP(w, loopback(httptest.NewRequest("GET", "/runs/r1/events", nil)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writes != 1 {
+		t.Errorf("the stream wrote %d times, want it to end at its first failed write", w.writes)
+	}
+	if len(w.wrote) == 0 || !w.wrote[0] {
+		t.Errorf("the stream wrote without a write deadline")
+	}
+	if len(w.deadlines) == 0 {
+		t.Fatal("no write deadline set")
+	}
+	if d := w.deadlines[0]; !d.After(before) {
+		t.Errorf("the first write deadline %v is not after the stream began (%v)", d, before)
+	}
+	if last := w.deadlines[len(w.deadlines)-1]; !last.IsZero() {
+		t.Errorf("the stream left a write deadline of %v on the connection, want it lifted", last)
+	}
+}
+
+// slowBody is the body of a client that sends its headers and then nothing:
+// a read returns what a read past its deadline does, or, if the handler set
+// no deadline, an error that says so.
+type slowBody struct{ w *deadlineWriter }
+
+func (b slowBody) Read([]byte) (int, error) {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	if len(b.w.deadlines) == 0 || b.w.deadlines[len(b.w.deadlines)-1].IsZero() {
+		b.w.unbounded = true
+		return 0, errors.New("a read with no deadline: a slow client holds it for ever")
+	}
+	return 0, os.ErrDeadlineExceeded
+}
+
+// deadlineWriter records the read deadlines a handler sets, as a
+// connection keeps them.
+type deadlineWriter struct {
+	*httptest.ResponseRecorder
+	mu        sync.Mutex // guards deadlines, unbounded
+	deadlines []time.Time
+	unbounded bool
+}
+
+func (w *deadlineWriter) SetReadDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadlines = append(w.deadlines, t)
+	return nil
+}
+
+// TestSlowBodyTimesOut: a client that sends a request's headers and then
+// its body a byte at a time, or never, is answered 408 once the body's read
+// deadline passes, and the deadline is lifted after the body (a stream's
+// connection must stay readable). Before, the body was read with no
+// deadline at all (the CLI's server bounds only the headers).
+func TestSlowBodyTimesOut(t *testing.T) {
+	f, _ := finishedRun(t)
+	for _, path := range []string{"/", "/api/interrupts/x/decision"} {
+		t.Run(path, func(t *testing.T) {
+			w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder()}
+			req := loopback(httptest.NewRequest("POST", path, nil))
+			req.Body = io.NopCloser(slowBody{w})
+			req.Header.Set("Content-Type", "application/json")
+			f.h.ServeHTTP(w, req)
+			if w.unbounded {
+				t.Errorf("the body was read with no deadline")
+			}
+			if w.Code != http.StatusRequestTimeout || !strings.Contains(w.Body.String(), "body_timeout") {
+				t.Errorf("got %d %s, want 408 body_timeout", w.Code, w.Body.String())
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if n := len(w.deadlines); n == 0 || !w.deadlines[n-1].IsZero() {
+				t.Errorf("read deadlines %v: want one set, then lifted", w.deadlines)
+			}
+		})
+	}
+}
