@@ -1,8 +1,11 @@
 package serve_test
 
 import (
+	"bytes"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -195,5 +198,46 @@ func TestSlowBodyTimesOut(t *testing.T) {
 				t.Errorf("read deadlines %v: want one set, then lifted", w.deadlines)
 			}
 		})
+	}
+}
+
+// TestManyToolsAndMessagesOnePass: a request with hundreds of thousands
+// of client tools or messages, each with its own name or id, is read in
+// one pass. Each tool used to be merged into the thread's by a search of
+// those before it, and each message checked against the ones before it,
+// inside the request's transaction: one request of 8 MiB of tools took
+// minutes of CPU while the pool's one connection was held, and every other
+// request and run waited (without the fix this test runs past go test's
+// timeout). Both requests here are refused at their end, so what they cost
+// is the reading.
+func TestManyToolsAndMessagesOnePass(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hi": {toolruntest.Message(toolruntest.Text("hello there"))},
+	}, nil, func(c *serve.Config) { c.MaxBodyBytes = 32 << 20 })
+	if status, _, body := post(t, f.url, input("t0", "r0", []map[string]any{user("u1", "hi")}, nil)); status != 200 {
+		t.Fatalf("first run: %d %s", status, body)
+	}
+	// Tools, refused at the end because the run id is taken.
+	var b bytes.Buffer
+	b.WriteString(`{"threadId":"t1","runId":"r0","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[`)
+	for i := range 400_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"t%d"}`, i)
+	}
+	b.WriteString(`]}`)
+	if status, _, body := post(t, f.url, json.RawMessage(b.Bytes())); status != http.StatusConflict || !strings.Contains(body, "run_exists") {
+		t.Errorf("400,000 tools and a run id taken: %d %.200s, want 409 run_exists", status, body)
+	}
+	// Messages, refused at the end because the last has no id.
+	b.Reset()
+	b.WriteString(`{"threadId":"t2","runId":"r2","messages":[`)
+	for i := range 600_000 {
+		fmt.Fprintf(&b, `{"id":"m%d","role":"assistant"},`, i)
+	}
+	b.WriteString(`{"role":"user","content":"hi"}]}`)
+	if status, _, body := post(t, f.url, json.RawMessage(b.Bytes())); status != http.StatusBadRequest || !strings.Contains(body, "has no id") {
+		t.Errorf("600,000 messages, the last without an id: %d %.200s, want 400", status, body)
 	}
 }

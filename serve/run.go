@@ -229,6 +229,29 @@ func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
 	return tools, nil
 }
 
+// mergeTools returns the thread's client tools, had, with those of this
+// run, add, in their place: a tool of add replaces the one of its name,
+// which moves to the end. It takes one pass, for a request may declare
+// many tools.
+func mergeTools(had, add []clientTool) []clientTool {
+	last := make(map[string]int, len(add)) // the index in add of the last tool of each name
+	for i, ct := range add {
+		last[ct.Name] = i
+	}
+	out := make([]clientTool, 0, len(had)+len(add))
+	for _, t := range had {
+		if _, ok := last[t.Name]; !ok {
+			out = append(out, t)
+		}
+	}
+	for i, ct := range add {
+		if last[ct.Name] == i {
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
 // prepare checks a request to run against the thread and records what it
 // brings (the thread, the run, the decisions of its resume entries, the
 // results of client tools, the ids of its messages) in one transaction:
@@ -271,11 +294,8 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
 		return nil, err
 	}
-	for _, ct := range in.Tools {
-		threadTools = slices.DeleteFunc(threadTools, func(t clientTool) bool { return t.Name == ct.Name })
-		threadTools = append(threadTools, ct)
-	}
-	p.clientTools = threadTools
+	p.clientTools = mergeTools(threadTools, in.Tools)
+	threadTools = p.clientTools
 	var exists int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_runs WHERE id = ?`, in.RunID).Scan(&exists); err != nil {
 		return nil, err
@@ -360,9 +380,10 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		if m.ID == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
 		}
-		if known[m.ID] || slices.Contains(newIDs, m.ID) {
+		if known[m.ID] {
 			continue
 		}
+		known[m.ID] = true // a map, not a search of newIDs: a request may bring many
 		switch m.Role {
 		case "user":
 			text, err := m.text()
