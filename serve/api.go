@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -47,9 +48,15 @@ func (h *Handler) handlePending(w http.ResponseWriter, r *http.Request, _ identi
 // GET /runs/{run}/events streams.
 func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id identity) {
 	var dp decisionPayload
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := h.readBody(w, func() error { return dec.Decode(&dp) }); err != nil {
+	var body []byte
+	err := h.readBody(w, func() (err error) {
+		body, err = io.ReadAll(r.Body)
+		return err
+	})
+	if err == nil {
+		err = strictJSON(body, &dp)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -239,5 +240,59 @@ func TestManyToolsAndMessagesOnePass(t *testing.T) {
 	b.WriteString(`{"role":"user","content":"hi"}]}`)
 	if status, _, body := post(t, f.url, json.RawMessage(b.Bytes())); status != http.StatusBadRequest || !strings.Contains(body, "has no id") {
 		t.Errorf("600,000 messages, the last without an id: %d %.200s, want 400", status, body)
+	}
+}
+
+// TestAmbiguousDecisionRefused: a decision that could be read two ways (a
+// key given twice, or a second value after the first) is refused, over the
+// JSON API and in a resume entry, and decides nothing. encoding/json took
+// the last key and ignored what followed, so {"decision":"deny",
+// "decision":"approve"} approved a call that a reader of its first key
+// (a log, a proxy, a person) saw denied.
+func TestAmbiguousDecisionRefused(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	its := interrupts(t, evs)
+	if len(its) != 2 {
+		t.Fatalf("interrupts %v, want 2", its)
+	}
+	id := its[0]["id"].(string)
+	for _, payload := range []string{
+		`{"decision":"deny","decision":"approve"}`,
+		`{"decision":"deny"} {"decision":"approve"}`,
+		`{"decision":"approve","reason":"x","reason":"y"}`,
+	} {
+		req, _ := http.NewRequest("POST", f.url+"/api/interrupts/"+id+"/decision", strings.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("JSON API decision %s: %d %s, want 400", payload, resp.StatusCode, b)
+		}
+		if !json.Valid([]byte(payload)) {
+			continue // two values cannot be one field of a RunAgentInput
+		}
+		in := fmt.Sprintf(`{"threadId":"t1","runId":"r-%d","messages":[],"resume":[{"interruptId":%q,"status":"resolved","payload":%s}]}`, len(payload), id, payload)
+		if status, _, body := post(t, f.url, json.RawMessage(in)); status != http.StatusBadRequest || !strings.Contains(body, "bad_resume") {
+			t.Errorf("resume entry %s: %d %s, want 400 bad_resume", payload, status, body)
+		}
+	}
+	status, body := postJSON(t, f.url+"/api/pending", nil, "GET")
+	if status != 200 || !strings.Contains(body, id) {
+		t.Errorf("pending after the refusals: %d %s, want %s still pending", status, body, id)
+	}
+	if got := f.calls.got(); len(got) != 0 {
+		t.Errorf("calls ran: %v", got)
+	}
+	// The same decision written once is taken.
+	if status, body := postJSON(t, f.url+"/api/interrupts/"+id+"/decision", map[string]any{"decision": "deny", "reason": "no"}, "POST"); status != 200 {
+		t.Errorf("a plain decision: %d %s", status, body)
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -507,9 +509,48 @@ func strictJSON(b []byte, v any) error {
 	if len(b) == 0 {
 		return errors.New("no payload")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := oneObject(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// oneObject refuses a decision that could be read two ways: an object
+// whose keys are not each there once, or one followed by more JSON.
+// encoding/json takes the last of a key given twice and ignores what
+// follows the first value, so {"decision":"deny","decision":"approve"}
+// would approve what a reader of its first key takes for a denial. What
+// is not an object is left to the decoding, which refuses it.
+func oneObject(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := k.(string)
+		if seen[key] {
+			return fmt.Errorf("the key %q is given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // checkDecidable refuses a decision for it from a request on thread: one
