@@ -80,12 +80,16 @@ func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
 	return owner, err
 }
 
-// eventPage bounds the events eventsAfter reads at a time: it reads a page,
-// lets its connection go, and only then yields, so that a stream whose
-// client reads slowly, or not at all, holds no connection of the database
-// (the CLI's pool has one, which every run and request shares) and at most
-// a page of events in memory.
-const eventPage = 256
+// eventPage and eventPageBytes bound the events eventsAfter reads at a
+// time: it reads a page, lets its connection go, and only then yields, so
+// that a stream whose client reads slowly, or not at all, holds no
+// connection of the database (the CLI's pool has one, which every run and
+// request shares) and at most a page of events in memory: 256 events, or
+// as many as make 1 MiB, and one more.
+const (
+	eventPage      = 256
+	eventPageBytes = 1 << 20
+)
 
 func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error {
 	type recorded struct {
@@ -98,6 +102,7 @@ func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yi
 		if err != nil {
 			return err
 		}
+		full, size := false, 0
 		for rows.Next() {
 			var e recorded
 			if err := rows.Scan(&e.seq, &e.data); err != nil {
@@ -105,6 +110,10 @@ func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yi
 				return err
 			}
 			page = append(page, e)
+			if size += len(e.data); size >= eventPageBytes || len(page) == eventPage {
+				full = true
+				break
+			}
 		}
 		err = rows.Err()
 		rows.Close()
@@ -117,7 +126,7 @@ func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yi
 			}
 			after = e.seq
 		}
-		if len(page) < eventPage {
+		if !full {
 			return nil
 		}
 	}

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -294,5 +295,60 @@ func TestAmbiguousDecisionRefused(t *testing.T) {
 	// The same decision written once is taken.
 	if status, body := postJSON(t, f.url+"/api/interrupts/"+id+"/decision", map[string]any{"decision": "deny", "reason": "no"}, "POST"); status != 200 {
 		t.Errorf("a plain decision: %d %s", status, body)
+	}
+}
+
+// TestStreamPages: a stream reads a run's events a page at a time (by
+// count and by bytes); across the pages, from the start and from any
+// Last-Event-ID, it sends every event once, in order.
+func TestStreamPages(t *testing.T) {
+	big := toolrun.NewTool("big", "", func(_ context.Context, in struct {
+		N int `json:"n"`
+	}) (string, error) {
+		return strings.Repeat("x", 400<<10) + fmt.Sprint(in.N), nil
+	})
+	var calls []toolruntest.Block
+	for i := range 150 {
+		calls = append(calls, toolruntest.ToolUse(fmt.Sprintf("call_%d", i), "pay", map[string]any{"amount": i % 100}))
+	}
+	for i := range 6 {
+		calls = append(calls, toolruntest.ToolUse(fmt.Sprintf("big_%d", i), "big", map[string]any{"n": i}))
+	}
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"many": {toolruntest.Message(calls...), toolruntest.Message(toolruntest.Text("done"))},
+	}, nil, func(c *serve.Config) { c.Tools = append(c.Tools, big) })
+	status, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "many")}, nil))
+	if status != 200 || outcome(evs)["type"] != "success" {
+		t.Fatalf("run: %d %s %v", status, body, last(evs))
+	}
+	size := 0
+	for _, e := range evs {
+		b, _ := json.Marshal(e)
+		size += len(b)
+	}
+	if len(evs) < 600 || size < 2<<20 {
+		t.Fatalf("%d events of %d bytes, want more than two pages of each bound", len(evs), size)
+	}
+	for _, from := range []int{0, 1, 255, 256, 257, 300, len(evs) - 1, len(evs)} {
+		req, _ := http.NewRequest("GET", f.url+"/runs/r1/events", nil)
+		if from > 0 {
+			req.Header.Set("Last-Event-ID", fmt.Sprint(from))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ids := readSSE(t, resp.Body)
+		resp.Body.Close()
+		if len(got) != len(evs)-from {
+			t.Errorf("after %d: %d events, want %d", from, len(got), len(evs)-from)
+			continue
+		}
+		for i, id := range ids {
+			if id != fmt.Sprint(from+i+1) {
+				t.Errorf("after %d: event %d has id %s, want %d", from, i, id, from+i+1)
+				break
+			}
+		}
 	}
 }
