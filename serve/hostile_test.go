@@ -352,3 +352,47 @@ func TestStreamPages(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenOnlyFromTheHeader: a bearer token is taken from the
+// Authorization header, with its scheme in any case, and never from the
+// URL (access_token=, token=), where proxies' logs and browser histories
+// keep it.
+func TestTokenOnlyFromTheHeader(t *testing.T) {
+	const secret = "secret-secret-secret"
+	f := newFixture(t, nil, nil, func(c *serve.Config) {
+		c.Tokens = []serve.Token{{Name: "a", Secret: secret, Scopes: []string{"read"}}}
+	})
+	tests := []struct {
+		name, query, auth string
+		want              int
+	}{
+		{"Bearer", "", "Bearer " + secret, 200},
+		{"bearer", "", "bearer " + secret, 200},
+		{"BEARER", "", "BEARER " + secret, 200},
+		{"Basic", "", "Basic " + secret, 401},
+		{"no scheme", "", secret, 401},
+		{"access_token in the query", "?access_token=" + secret, "", 401},
+		{"token in the query", "?token=" + secret, "", 401},
+		{"bearer in the query", "?authorization=Bearer+" + secret, "", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", f.url+"/api/pending"+tt.query, nil)
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("got %d %s, want %d", resp.StatusCode, b, tt.want)
+			}
+			if strings.Contains(string(b), secret) {
+				t.Errorf("the answer shows the token: %s", b)
+			}
+		})
+	}
+}

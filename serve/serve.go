@@ -388,8 +388,11 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 		}
 		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: 64}, true
 	}
-	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || secret == "" {
+	// The scheme's case does not matter (RFC 9110); the token is only
+	// ever read from the header, never from the URL, where logs and
+	// browser histories keep it.
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return identity{}, false
 	}
 	got := sha256.Sum256([]byte(secret))
