@@ -396,3 +396,53 @@ func TestTokenOnlyFromTheHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamsPerTokenCapped: a token may have 64 event streams open at
+// once; the next is refused with 429 until one ends. Each holds a
+// connection, a goroutine and up to a page of events, so a client opening
+// them by the thousand held the server's memory. A Last-Event-ID as long
+// as the header limit is refused without being echoed whole.
+func TestStreamsPerTokenCapped(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hold": {{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}},
+	}, nil, nil)
+	b, _ := json.Marshal(input("t1", "r1", []map[string]any{user("u1", "hold")}, nil))
+	run, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Body.Close()
+	get := func(hdr map[string]string) *http.Response {
+		req, _ := http.NewRequest("GET", f.url+"/runs/r1/events", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i := range 64 {
+		resp := get(nil)
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := get(nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too_many_streams") {
+		t.Errorf("the 65th stream: %d %s, want 429 too_many_streams", resp.StatusCode, body)
+	}
+	resp = get(map[string]string{"Last-Event-ID": strings.Repeat("9", 100_000)})
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || len(body) > 1000 {
+		t.Errorf("a 100 kB Last-Event-ID: %d, %d bytes of answer, want 400 and a short one", resp.StatusCode, len(body))
+	}
+	if status, body := postJSON(t, f.url+"/runs/r1/cancel", nil, "POST"); status != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+}

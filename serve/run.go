@@ -1162,6 +1162,20 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 	}
 }
 
+// maxStreams caps the event streams a token may have open at once: each
+// holds a connection, a goroutine and up to a page of events, and a client
+// that opens them by the thousand must not hold the server's memory.
+const maxStreams = 64
+
+// oneLineID returns a client's Last-Event-ID cut to 64 bytes for an error
+// message: the header may be as long as the server's header limit.
+func oneLineID(v string) string {
+	if len(v) > 64 {
+		return strings.ToValidUTF8(v[:64], "") + "…"
+	}
+	return v
+}
+
 // handleEvents streams a run's events after Last-Event-ID.
 func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identity) {
 	runID := r.PathValue("run")
@@ -1177,10 +1191,25 @@ func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identi
 	var after int64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			httpError(w, http.StatusBadRequest, "bad_event_id", fmt.Sprintf("Last-Event-ID %q is not an event id of this server", v))
+			httpError(w, http.StatusBadRequest, "bad_event_id", fmt.Sprintf("Last-Event-ID %q is not an event id of this server", oneLineID(v)))
 			return
 		}
 	}
+	h.mu.Lock()
+	if h.streams[id.name] >= maxStreams {
+		h.mu.Unlock()
+		httpError(w, http.StatusTooManyRequests, "too_many_streams", fmt.Sprintf("the token %q has %d event streams open, its limit", id.name, maxStreams))
+		return
+	}
+	h.streams[id.name]++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		if h.streams[id.name]--; h.streams[id.name] == 0 {
+			delete(h.streams, id.name)
+		}
+		h.mu.Unlock()
+	}()
 	h.stream(w, r, runID, after)
 }
 

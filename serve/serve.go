@@ -136,6 +136,9 @@ type Handler struct {
 	runs map[string]*liveRun
 	// perToken counts the runs in flight of each token's name.
 	perToken map[string]int
+	// streams counts the GET /runs/{run}/events streams open of each
+	// token's name.
+	streams  map[string]int
 	draining bool
 
 	metrics metrics
@@ -202,6 +205,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		threads:  map[string]bool{},
 		runs:     map[string]*liveRun{},
 		perToken: map[string]int{},
+		streams:  map[string]int{},
 	}
 	h.be = sqlBackend{h}
 	if cfg.Executor != nil {
