@@ -446,3 +446,36 @@ func TestStreamsPerTokenCapped(t *testing.T) {
 		t.Fatalf("cancel: %d %s", status, body)
 	}
 }
+
+// TestResumeRepeated: a resume entry repeated 10,000 times, or 10,000
+// entries for interrupts that do not exist, are refused whole, and decide
+// nothing: the call still waits, and its tool has not run.
+func TestResumeRepeated(t *testing.T) {
+	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	id := interrupts(t, evs)[0]["id"].(string)
+	same := make([]any, 10_000)
+	for i := range same {
+		same[i] = resume(id, map[string]any{"decision": "approve"})
+	}
+	if status, _, body := post(t, f.url, input("t1", "r2", nil, map[string]any{"resume": same})); status != http.StatusBadRequest || !strings.Contains(body, "answered twice") {
+		t.Errorf("one entry 10,000 times: %d %.200s, want 400 answered twice", status, body)
+	}
+	unknown := []any{resume(id, map[string]any{"decision": "approve"})}
+	for i := range 10_000 {
+		unknown = append(unknown, resume(fmt.Sprintf("int_%d", i), map[string]any{"decision": "approve"}))
+	}
+	if status, _, body := post(t, f.url, input("t1", "r3", nil, map[string]any{"resume": unknown})); status != http.StatusConflict || !strings.Contains(body, "not_pending") {
+		t.Errorf("10,000 unknown interrupts: %d %.200s, want 409 not_pending", status, body)
+	}
+	status, body := postJSON(t, f.url+"/api/pending", nil, "GET")
+	if status != 200 || !strings.Contains(body, id) {
+		t.Errorf("pending: %d %s, want %s still waiting", status, body, id)
+	}
+	if got := f.calls.got(); len(got) != 0 {
+		t.Errorf("calls ran: %v", got)
+	}
+}
