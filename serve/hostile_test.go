@@ -479,3 +479,19 @@ func TestResumeRepeated(t *testing.T) {
 		t.Errorf("calls ran: %v", got)
 	}
 }
+
+// TestInboxAmbiguousDecisionRefused: the inbox refuses a decision with a
+// key given twice, as the JSON API does, and the call still waits.
+func TestInboxAmbiguousDecisionRefused(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	id := e.start(t, "thread-5", "pay 5")[0]
+	c, csrf := e.login(t, aliceToken)
+	for _, body := range []string{`{"decision":"deny","decision":"approve"}`, `{"decision":"deny"} {"decision":"approve"}`} {
+		if status, got := e.decideWith(t, c, id, csrf, body); status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", body, status, got)
+		}
+	}
+	if got := e.pendingIDs(t); len(got) != 1 || got[0] != id {
+		t.Errorf("pending after the refusals: %v, want [%s]", got, id)
+	}
+}
