@@ -200,12 +200,9 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 	t, err := newFuncTool(name, description, raw, func(ctx context.Context, input json.RawMessage) (Out, error) {
 		var in In
 		if len(input) > 0 {
-			if err := json.Unmarshal(input, &in); err != nil {
+			if err := decodeInput(name, input, &in); err != nil {
 				var out Out
-				return out, &ValidationError{Tool: name, Violations: []Violation{{
-					Expected: "input that decodes into " + reflect.TypeFor[In]().String(),
-					Got:      err.Error(),
-				}}}
+				return out, err
 			}
 		}
 		return fn(ctx, in)

@@ -3,7 +3,10 @@ package serve
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -45,12 +48,22 @@ func (h *Handler) handlePending(w http.ResponseWriter, r *http.Request, _ identi
 // GET /runs/{run}/events streams.
 func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id identity) {
 	var dp decisionPayload
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&dp); err != nil {
+	var body []byte
+	err := h.readBody(w, func() (err error) {
+		body, err = io.ReadAll(r.Body)
+		return err
+	})
+	if err == nil {
+		err = strictJSON(body, &dp)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
 			return
 		}
 		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())

@@ -80,23 +80,56 @@ func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
 	return owner, err
 }
 
+// eventPage and eventPageBytes bound the events eventsAfter reads at a
+// time: it reads a page, lets its connection go, and only then yields, so
+// that a stream whose client reads slowly, or not at all, holds no
+// connection of the database (the CLI's pool has one, which every run and
+// request shares) and at most a page of events in memory: 256 events, or
+// as many as make 1 MiB, and one more.
+const (
+	eventPage      = 256
+	eventPageBytes = 1 << 20
+)
+
 func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error {
-	rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq`, run, after)
-	if err != nil {
-		return err
+	type recorded struct {
+		seq  int64
+		data []byte
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		var data []byte
-		if err := rows.Scan(&seq, &data); err != nil {
+	for {
+		page := make([]recorded, 0, eventPage)
+		rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, run, after, eventPage)
+		if err != nil {
 			return err
 		}
-		if !yield(seq, data) {
+		full, size := false, 0
+		for rows.Next() {
+			var e recorded
+			if err := rows.Scan(&e.seq, &e.data); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, e)
+			if size += len(e.data); size >= eventPageBytes || len(page) == eventPage {
+				full = true
+				break
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if !yield(e.seq, e.data) {
+				return nil
+			}
+			after = e.seq
+		}
+		if !full {
 			return nil
 		}
 	}
-	return rows.Err()
 }
 
 func (b sqlBackend) follow(run string) <-chan struct{} {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -593,9 +594,15 @@ type inboxDecision struct {
 // when. Once the thread has no call left waiting, its run goes on.
 func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	var body inboxDecision
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	var raw []byte
+	err := ib.h.readBody(w, func() (err error) {
+		raw, err = io.ReadAll(r.Body)
+		return err
+	})
+	if err == nil {
+		err = strictJSON(raw, &body) // a key given twice is refused, as over the JSON API
+	}
+	if err != nil {
 		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())
 		return
 	}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,11 +120,14 @@ type prepared struct {
 // handleRun starts a run from a RunAgentInput and streams its events.
 func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
 	var in runInput
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&in); err != nil {
+	if err := h.readBody(w, func() error { return json.NewDecoder(r.Body).Decode(&in) }); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
 			return
 		}
 		httpError(w, http.StatusBadRequest, "bad_input", "the body is not a RunAgentInput: "+err.Error())
@@ -226,6 +231,29 @@ func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
 	return tools, nil
 }
 
+// mergeTools returns the thread's client tools, had, with those of this
+// run, add, in their place: a tool of add replaces the one of its name,
+// which moves to the end. It takes one pass, for a request may declare
+// many tools.
+func mergeTools(had, add []clientTool) []clientTool {
+	last := make(map[string]int, len(add)) // the index in add of the last tool of each name
+	for i, ct := range add {
+		last[ct.Name] = i
+	}
+	out := make([]clientTool, 0, len(had)+len(add))
+	for _, t := range had {
+		if _, ok := last[t.Name]; !ok {
+			out = append(out, t)
+		}
+	}
+	for i, ct := range add {
+		if last[ct.Name] == i {
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
 // prepare checks a request to run against the thread and records what it
 // brings (the thread, the run, the decisions of its resume entries, the
 // results of client tools, the ids of its messages) in one transaction:
@@ -268,11 +296,8 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
 		return nil, err
 	}
-	for _, ct := range in.Tools {
-		threadTools = slices.DeleteFunc(threadTools, func(t clientTool) bool { return t.Name == ct.Name })
-		threadTools = append(threadTools, ct)
-	}
-	p.clientTools = threadTools
+	p.clientTools = mergeTools(threadTools, in.Tools)
+	threadTools = p.clientTools
 	var exists int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_runs WHERE id = ?`, in.RunID).Scan(&exists); err != nil {
 		return nil, err
@@ -357,9 +382,10 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		if m.ID == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
 		}
-		if known[m.ID] || slices.Contains(newIDs, m.ID) {
+		if known[m.ID] {
 			continue
 		}
+		known[m.ID] = true // a map, not a search of newIDs: a request may bring many
 		switch m.Role {
 		case "user":
 			text, err := m.text()
@@ -483,9 +509,48 @@ func strictJSON(b []byte, v any) error {
 	if len(b) == 0 {
 		return errors.New("no payload")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := oneObject(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// oneObject refuses a decision that could be read two ways: an object
+// whose keys are not each there once, or one followed by more JSON.
+// encoding/json takes the last of a key given twice and ignores what
+// follows the first value, so {"decision":"deny","decision":"approve"}
+// would approve what a reader of its first key takes for a denial. What
+// is not an object is left to the decoding, which refuses it.
+func oneObject(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := k.(string)
+		if seen[key] {
+			return fmt.Errorf("the key %q is given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // checkDecidable refuses a decision for it from a request on thread: one
@@ -1035,16 +1100,28 @@ func resultText(res *toolrun.ToolResult) string {
 
 // stream writes the events of run id after the one numbered after, as
 // server-sent events whose ids are their numbers, until the run's last.
-// The run goes on if the client goes away.
+// The run goes on if the client goes away. Each write must be taken by the
+// client within Config.StreamWriteTimeout: a client that stops reading is
+// dropped, and reconnects with Last-Event-ID, rather than hold the stream
+// for ever.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	// The deadline is the real clock's, whatever Config.Now says: it is
+	// the connection's. A writer without deadlines (a test's recorder) has
+	// none.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(h.cfg.StreamWriteTimeout)) }
+	deadline()
+	// Without a server-wide WriteTimeout, net/http leaves a handler's
+	// deadline on a kept-alive connection: the next request's would have it.
+	defer rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	var buf []byte
 	for {
 		next := h.be.follow(id)
-		done := false
+		done, failed := false, false
 		err := h.be.eventsAfter(r.Context(), id, after, func(seq int64, data []byte) bool {
 			if seq != after+1 {
 				// Events numbered one by one, and a number missing: an
@@ -1053,7 +1130,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 				done = true
 				return false
 			}
-			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
+			buf = fmt.Appendf(buf[:0], "id: %d\ndata: %s\n\n", seq, data)
+			deadline()
+			if _, err := w.Write(buf); err != nil {
+				failed = true
+				return false
+			}
 			after = seq
 			var t struct{ Type string }
 			json.Unmarshal(data, &t)
@@ -1062,11 +1144,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 			}
 			return true
 		})
-		if err != nil {
+		if err != nil || failed {
 			return
 		}
-		if flusher != nil {
-			flusher.Flush()
+		deadline()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
 		}
 		if done || next == nil {
 			return
@@ -1077,6 +1160,20 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 			return
 		}
 	}
+}
+
+// maxStreams caps the event streams a token may have open at once: each
+// holds a connection, a goroutine and up to a page of events, and a client
+// that opens them by the thousand must not hold the server's memory.
+const maxStreams = 64
+
+// oneLineID returns a client's Last-Event-ID cut to 64 bytes for an error
+// message: the header may be as long as the server's header limit.
+func oneLineID(v string) string {
+	if len(v) > 64 {
+		return strings.ToValidUTF8(v[:64], "") + "…"
+	}
+	return v
 }
 
 // handleEvents streams a run's events after Last-Event-ID.
@@ -1094,10 +1191,25 @@ func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identi
 	var after int64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			httpError(w, http.StatusBadRequest, "bad_event_id", fmt.Sprintf("Last-Event-ID %q is not an event id of this server", v))
+			httpError(w, http.StatusBadRequest, "bad_event_id", fmt.Sprintf("Last-Event-ID %q is not an event id of this server", oneLineID(v)))
 			return
 		}
 	}
+	h.mu.Lock()
+	if h.streams[id.name] >= maxStreams {
+		h.mu.Unlock()
+		httpError(w, http.StatusTooManyRequests, "too_many_streams", fmt.Sprintf("the token %q has %d event streams open, its limit", id.name, maxStreams))
+		return
+	}
+	h.streams[id.name]++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		if h.streams[id.name]--; h.streams[id.name] == 0 {
+			delete(h.streams, id.name)
+		}
+		h.mu.Unlock()
+	}()
 	h.stream(w, r, runID, after)
 }
 

@@ -81,6 +81,15 @@ type Config struct {
 	Tokens []Token
 	// MaxBodyBytes bounds a request body. Zero means 8 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a client may take to send a
+	// request's body, so that one sending it a byte at a time cannot hold
+	// a connection open for ever. Zero means 1 minute.
+	BodyReadTimeout time.Duration
+	// StreamWriteTimeout bounds how long a client may take to read each
+	// write of an event stream; one that stops reading is dropped (its run
+	// goes on, and it may come back with Last-Event-ID). Zero means 1
+	// minute.
+	StreamWriteTimeout time.Duration
 	// AllowedOrigins lists the origins a browser may call the server from
 	// (CORS). Empty means none: no CORS header is ever sent.
 	AllowedOrigins []string
@@ -127,6 +136,9 @@ type Handler struct {
 	runs map[string]*liveRun
 	// perToken counts the runs in flight of each token's name.
 	perToken map[string]int
+	// streams counts the GET /runs/{run}/events streams open of each
+	// token's name.
+	streams  map[string]int
 	draining bool
 
 	metrics metrics
@@ -165,6 +177,12 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.ApprovalTTL <= 0 {
 		cfg.ApprovalTTL = 24 * time.Hour
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = time.Minute
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = time.Minute
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -187,6 +205,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		threads:  map[string]bool{},
 		runs:     map[string]*liveRun{},
 		perToken: map[string]int{},
+		streams:  map[string]int{},
 	}
 	h.be = sqlBackend{h}
 	if cfg.Executor != nil {
@@ -373,8 +392,11 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 		}
 		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: 64}, true
 	}
-	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || secret == "" {
+	// The scheme's case does not matter (RFC 9110); the token is only
+	// ever read from the header, never from the URL, where logs and
+	// browser histories keep it.
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return identity{}, false
 	}
 	got := sha256.Sum256([]byte(secret))
@@ -389,6 +411,18 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 		}
 	}
 	return identity{}, false
+}
+
+// readBody runs read, which reads r's body, with the connection's read
+// deadline BodyReadTimeout from now, and lifts the deadline after it: a
+// stream's connection must stay readable, since a client that hangs up is
+// seen by reading it.
+func (h *Handler) readBody(w http.ResponseWriter, read func() error) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) // none on a writer without deadlines
+	err := read()
+	_ = rc.SetReadDeadline(time.Time{})
+	return err
 }
 
 // httpError writes a JSON error {"error": {"code", "message"}}.

@@ -359,7 +359,7 @@ func fields(s string) string {
 		if !ok && kind != param && !nameQuoted && !encoded {
 			// The value on the lines after its key: "password:\n  v", a
 			// YAML block "password: |\n  v".
-			vstart, vend, ok = nextLineValue(s, i, indentOf(s, j))
+			vstart, vend, ok = nextLineValue(s, i, j)
 		}
 		if !ok {
 			continue
@@ -469,6 +469,7 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, line
 		// An attribute of HTML-escaped XML: password=&quot;v&quot;.
 		return i + len(q), entityQuotedEnd(s, i+len(q), q), true
 	}
+	ctx := lines.depth(s, i)
 	// An opening quote, with the backslashes that escape it.
 	j := i
 	for j < len(s) && s[j] == '\\' {
@@ -479,12 +480,11 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, line
 			return 0, 0, false
 		}
 		start = j + 1
-		return start, quotedEnd(s, start, s[j], depth(j-i)), true
+		return start, quotedEnd(s, start, s[j], depth(j-i), ctx), true
 	}
 	if nameQuoted && !bracket {
 		return 0, 0, false // a JSON value that is not a string
 	}
-	ctx := lines.depth(s, i)
 	end = i
 	for end < len(s) {
 		c := s[end]
@@ -510,14 +510,16 @@ func valueExtent(s string, i int, kind fieldKind, nameQuoted, encoded bool, line
 			end += r + 1
 			continue
 		case c == '"':
-			if ctx > 0 || kind != header {
+			// Inside a string a raw quote closes it; in plain text it is
+			// part of the value (password=hun"ter2).
+			if ctx > 0 {
 				return i, trimEnd(s, i, end), end > i
 			}
 		case c == ']' && bracket:
 			return i, trimEnd(s, i, end), end > i
 		case c == '%' && encoded && encodedEnd(s[end:]):
 			return i, end, end > i
-		case kind != header && strings.IndexByte(" \t'&,;)]}<>#|", c) >= 0:
+		case kind != header && strings.IndexByte(" \t&,;)]}<>#|", c) >= 0:
 			return i, end, end > i
 		}
 		end++
@@ -582,16 +584,22 @@ func depth(r int) int {
 }
 
 // quotedEnd returns the end of a value in quotes q that starts at i, the
-// opening quote being unescaped at string level k: the closing quote, a
-// quote that closes a string around it, or the end of the line.
-func quotedEnd(s string, i int, q byte, k int) int {
+// opening quote being unescaped at string level k, with ctx strings open
+// around it on its line: the closing quote, a quote that closes a string
+// around it, or the end of the line. In plain text (ctx 0) a double quote
+// inside single quotes is part of the value (password='hun"ter2'), and so
+// is a doubled quote, as SQL and YAML write a quote inside quotes.
+func quotedEnd(s string, i int, q byte, k, ctx int) int {
 	for j := i; j < len(s); {
 		if strings.HasPrefix(s[j:], Mark) {
 			j += len(Mark)
 			continue
 		}
 		switch c := s[j]; {
-		case c == '\n' || c == '\r' || c == '"' || c == q:
+		case c == q && ctx == 0 && k == 0 && j > i && j+1 < len(s) && s[j+1] == q:
+			j += 2
+			continue
+		case c == '\n' || c == '\r' || c == q || c == '"' && (ctx > 0 || k > 0):
 			return j
 		case c == '\\':
 			r := backslashes(s, j, len(s))
@@ -692,10 +700,14 @@ func plainWord(v string) bool {
 
 // indentOf returns the indentation of the line that holds s[j], counting
 // from the line's start: a newline, or a newline escaped in a JSON string.
+// It looks back maxIndentScan bytes at most, so that a long line of keys
+// is not read back to its start for each; a key further into its line
+// than that is taken as not indented.
 func indentOf(s string, j int) int {
-	start := strings.LastIndexAny(s[:j], "\r\n") + 1
-	if k := strings.LastIndex(s[:j], `\n`); k >= 0 && k+2 > start {
-		start = k + 2
+	from := max(0, j-maxIndentScan)
+	start := from + strings.LastIndexAny(s[from:j], "\r\n") + 1
+	if k := strings.LastIndex(s[start:j], `\n`); k >= 0 {
+		start += k + 2
 	}
 	n := 0
 	for start+n < j && (s[start+n] == ' ' || s[start+n] == '\t') {
@@ -703,6 +715,9 @@ func indentOf(s string, j int) int {
 	}
 	return n
 }
+
+// maxIndentScan bounds the bytes indentOf reads back from a key.
+const maxIndentScan = 256
 
 // maxNextLine bounds the bytes nextLineValue reads after a key.
 const maxNextLine = 4096
@@ -714,8 +729,10 @@ const maxNextLine = 4096
 // for a YAML block scalar ("password: |"), every line after it indented
 // deeper. The lines may be those of a JSON string ("\n" escaped). A line
 // that is itself a key ("user: x", "- item") is no value. ok is false if
-// there is none.
-func nextLineValue(s string, i, keyIndent int) (start, end int, ok bool) {
+// there is none. The key starts at s[key]; its indentation is measured only
+// once a line break follows it, so that a long line of keys with no value
+// (`password=\'` again and again) is not read back to its start for each.
+func nextLineValue(s string, i, key int) (start, end int, ok bool) {
 	block := false
 	if i < len(s) && (s[i] == '|' || s[i] == '>') {
 		block = true
@@ -784,6 +801,7 @@ func nextLineValue(s string, i, keyIndent int) (start, end int, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
+	keyIndent := indentOf(s, key)
 	indent, from, to, next := line(i, escaped)
 	v := s[from:to]
 	if v == "" || strings.HasPrefix(v, Mark) || strings.Contains(v, ": ") || strings.HasSuffix(v, ":") ||
