@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
@@ -356,7 +357,16 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				// is the workflow's, in its history, not here.
 				params := r.Params
 				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1, Params: &params})
-				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Usage: toolrun.Usage{
+				// The turn's latency is its step's time on a worker, as the
+				// history records it: the model request (the one a step
+				// sends) with the step's loading and saving of the state,
+				// as close as the history comes to the request's time that
+				// a run in process measures.
+				var took time.Duration
+				if !ev.Started.IsZero() && ev.Completed.After(ev.Started) {
+					took = ev.Completed.Sub(ev.Started)
+				}
+				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Duration: took, Usage: toolrun.Usage{
 					InputTokens:              ev.Usage.InputTokens - prev.InputTokens,
 					OutputTokens:             ev.Usage.OutputTokens - prev.OutputTokens,
 					CacheCreationInputTokens: ev.Usage.CacheCreationInputTokens - prev.CacheCreationInputTokens,
