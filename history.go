@@ -95,6 +95,20 @@ func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
 	r.markEdited()
 }
 
+// AppendAfterTurn is [State.AppendAfterTurn] on the run's State: the
+// messages follow the results of the turn in progress, which keeps its
+// calls, or are appended at once if there is none.
+func (r *Runner) AppendAfterTurn(messages ...anthropic.BetaMessageParam) {
+	r.mu.Lock()
+	r.st.AppendAfterTurn(messages...)
+	r.mu.Unlock()
+	r.historyIDs = nil
+	r.inputStale = true
+	if r.stopped() && r.st.StopReason != StopAwaitingApproval {
+		r.clearStop()
+	}
+}
+
 // setHistory replaces the history otherwise than by committing a turn.
 // Any message may be another now: the set of tool_use ids is built again
 // when needed, and the next request's input is estimated in full

@@ -78,8 +78,11 @@ type cursor struct {
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
 
 // ErrThreadRunning is the error of a run that brings a new user message
-// while the thread's workflow is still running, not waiting for a person:
-// the message would race the turn in flight.
+// while the thread's workflow is running and cannot take it: its turn is
+// in flight (a model request or its tools), which the message would race,
+// or it awaits decisions on calls the run does not answer. A run that
+// answers every call the workflow awaits and brings a message is not
+// refused: the message follows the calls' results, as in process.
 var ErrThreadRunning = errors.New("servetemporal: the thread's workflow is still running")
 
 // Run starts or follows the thread's workflow, as [serve.Executor]
@@ -113,6 +116,11 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 	}
 	switch {
 	case running && len(r.Messages) > 0:
+		// Messages that come with the answers to every call the workflow
+		// awaits go to it first, so that they follow the results in the
+		// request after the decisions, as in process; the decisions are
+		// sent after them (below), since a workflow whose last call is
+		// decided takes its next turn at once.
 		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
 		if err != nil {
 			return nil, err
@@ -120,7 +128,22 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(pending) == 0 {
 			return nil, fmt.Errorf("%w: its turn in flight ends first", ErrThreadRunning)
 		}
-		return nil, fmt.Errorf("%w: it awaits decisions on %d calls; answer them first", ErrThreadRunning, len(pending))
+		var open []string
+		for _, pc := range pending {
+			if _, ok := r.Decisions[pc.Call.ID]; !ok {
+				open = append(open, pc.Call.ID)
+			}
+		}
+		if len(open) > 0 {
+			return nil, fmt.Errorf("%w: it awaits decisions on calls this run does not answer (%s); answer them with the message, or first", ErrThreadRunning, strings.Join(open, ", "))
+		}
+		if err := temporal.AppendMessages(ctx, e.cfg.Client, id, r.Messages...); err != nil {
+			if errors.Is(err, temporal.ErrNotAwaiting) {
+				return nil, fmt.Errorf("%w: %w", ErrThreadRunning, err)
+			}
+			return nil, fmt.Errorf("servetemporal: giving the thread's workflow %s the run's messages: %w", id, err)
+		}
+		fallthrough
 	case running:
 		info := desc.GetWorkflowExecutionInfo()
 		if first := info.GetFirstRunId(); first != "" && first != cur.Run {
