@@ -91,6 +91,13 @@ var ErrThreadRunning = errors.New("servetemporal: the thread's workflow is still
 // messages, a new execution of the workflow id starts from the last one's
 // final state. It returns when the workflow ends, or waits for calls no
 // decision of r answers.
+//
+// New messages for a workflow that is running go to it with
+// [temporal.AppendMessages] when r answers every call it awaits: they
+// follow the calls' results in the model's next request, as in process.
+// That needs a worker to take the update (Run waits for one while ctx
+// lasts). Otherwise the run fails with [ErrThreadRunning]: the workflow's
+// turn is in flight, or it awaits calls r does not answer.
 func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Result, error) {
 	var cur cursor
 	if r.Cursor != "" {
