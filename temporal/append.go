@@ -19,6 +19,10 @@ import (
 // rejected, and the run is unchanged, unless the run awaits a decision and
 // no step is in flight ([ErrNotAwaiting]), or if the messages are not user
 // messages or are over [MaxAppendBytes] ([ErrMessagesTooLarge]).
+//
+// The messages travel in the State's turn in progress, which a worker of
+// a toolrun older than the update ignores: upgrade every worker of the
+// task queue before a client sends it.
 const AppendUpdate = "toolrun.append"
 
 // MaxAppendBytes bounds the JSON of the messages appended to one turn, by
