@@ -458,31 +458,36 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 // for thread "", of every workflow of the executor's task queue and
 // prefix that the namespace's visibility store finds awaiting approval
 // (which lags a moment behind the workflows). No worker is needed.
+//
+// The list of every thread's is read from the visibility store alone: one
+// request a page of workflows, whose memo [temporal.PendingMemo] lists
+// their calls, and no request for each workflow, so that the inbox, which
+// polls it, costs the same with a thousand threads waiting as with one.
+// Only a workflow listed without the memo (one started by a toolrun older
+// than it) is asked on its own.
 func (e *Executor) Pending(ctx context.Context, thread string) ([]serve.ThreadCall, error) {
-	var ids []string
-	if thread != "" {
-		ids = []string{e.workflowID(thread)}
-	} else {
-		var err error
-		if ids, err = e.awaiting(ctx); err != nil {
-			return nil, err
-		}
+	if thread == "" {
+		return e.awaiting(ctx)
 	}
+	id := e.workflowID(thread)
+	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.threadCalls(id, pending), nil
+}
+
+// threadCalls returns the calls of workflow id as serve lists them.
+func (e *Executor) threadCalls(id string, pending []toolrun.PendingCall) []serve.ThreadCall {
 	var out []serve.ThreadCall
-	for _, id := range ids {
-		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
-		var notFound *serviceerror.NotFound
-		if errors.As(err, &notFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, pc := range pending {
-			out = append(out, serve.ThreadCall{Thread: strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix), Call: pc})
-		}
+	for _, pc := range pending {
+		out = append(out, serve.ThreadCall{Thread: strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix), Call: pc})
 	}
-	return out, nil
+	return out
 }
 
 // Decide sends d for callID to thread's workflow by signal: recorded by
@@ -514,16 +519,18 @@ func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State
 	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
 }
 
-// awaiting returns the ids of the running workflows of the executor's
-// task queue and prefix with a call awaiting approval: the query of
-// [temporal.ListAwaitingApproval], narrowed to this server's workflows,
-// so that a namespace shared with other task queues costs nothing here.
-func (e *Executor) awaiting(ctx context.Context) ([]string, error) {
+// awaiting returns the calls of the running workflows of the executor's
+// task queue and prefix with a call awaiting approval, from their memo as
+// the list gives it: the query of [temporal.ListAwaitingApproval],
+// narrowed to this server's workflows, so that a namespace shared with
+// other task queues costs nothing here.
+func (e *Executor) awaiting(ctx context.Context) ([]serve.ThreadCall, error) {
 	query := fmt.Sprintf("%s AND TaskQueue = %s", temporal.AwaitingApprovalQuery, quote(e.cfg.TaskQueue))
 	if e.cfg.WorkflowIDPrefix != "" {
 		query += " AND WorkflowId STARTS_WITH " + quote(e.cfg.WorkflowIDPrefix)
 	}
-	var ids []string
+	dc := e.dataConverter()
+	var out []serve.ThreadCall
 	var token []byte
 	for {
 		resp, err := e.cfg.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
@@ -531,12 +538,27 @@ func (e *Executor) awaiting(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("servetemporal: listing the workflows awaiting approval: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
-			if id := ex.GetExecution().GetWorkflowId(); strings.HasPrefix(id, e.cfg.WorkflowIDPrefix) {
-				ids = append(ids, id)
+			id := ex.GetExecution().GetWorkflowId()
+			if !strings.HasPrefix(id, e.cfg.WorkflowIDPrefix) {
+				continue
 			}
+			raw, ok := ex.GetMemo().GetFields()[temporal.PendingMemo]
+			if !ok {
+				more, err := e.Pending(ctx, strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix))
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, more...)
+				continue
+			}
+			var p temporal.PendingApprovals
+			if err := dc.FromPayload(raw, &p); err != nil {
+				return nil, fmt.Errorf("servetemporal: the memo %s of workflow %s: %w", temporal.PendingMemo, id, err)
+			}
+			out = append(out, e.threadCalls(id, p.Calls)...)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return ids, nil
+			return out, nil
 		}
 	}
 }
