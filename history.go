@@ -89,7 +89,9 @@ func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 }
 
 // AppendMessages appends a copy of messages to the history, with the same
-// effect on a handed-out turn as [Runner.SetMessages].
+// effect on a handed-out turn as [Runner.SetMessages]: a turn awaiting
+// approval is left out, its calls never answered. To add messages to a run
+// that awaits approval and keep the turn, use [Runner.AppendAfterTurn].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
 	r.setHistory(append(slices.Clip(r.st.Params.Messages), deepcopy.Copy(messages)...))
 	r.markEdited()
