@@ -342,10 +342,12 @@ const (
 	// when there are claims to delete, so an execution without claims (every
 	// execution recorded before them) records no marker.
 	versionClaims = "toolrun.claims"
-	// versionAppend guards the messages [AppendUpdate] appends to the turn
-	// awaiting approval, which change the next step's input. It is asked
-	// only when an update's messages are taken, so an execution that takes
-	// none (every execution recorded before the update) records no marker.
+	// versionAppend marks the executions that took messages by
+	// [AppendUpdate] (appended to the turn awaiting approval, so in the
+	// next step's input), so that a later change to how they are taken can
+	// tell those recorded before it. It is asked only when an update's
+	// messages are taken, so an execution that takes none (every execution
+	// recorded before the update) records no marker and replays as before.
 	versionAppend = "toolrun.append"
 )
 
