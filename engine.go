@@ -259,6 +259,10 @@ func (r *Runner) appendTurn(ctx context.Context) {
 		}
 		r.st.Params.Messages = append(r.st.Params.Messages, anthropic.NewBetaUserMessage(blocks...))
 	}
+	if len(p.After) > 0 {
+		r.st.Params.Messages = append(r.st.Params.Messages, p.After...)
+		r.historyIDs, r.inputStale = nil, true
+	}
 	var msg *anthropic.BetaMessage
 	var u Usage
 	if m := r.lastMessage(); m != nil && r.st.Turns == p.Turn {

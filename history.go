@@ -89,10 +89,26 @@ func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 }
 
 // AppendMessages appends a copy of messages to the history, with the same
-// effect on a handed-out turn as [Runner.SetMessages].
+// effect on a handed-out turn as [Runner.SetMessages]: a turn awaiting
+// approval is left out, its calls never answered. To add messages to a run
+// that awaits approval and keep the turn, use [Runner.AppendAfterTurn].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
 	r.setHistory(append(slices.Clip(r.st.Params.Messages), deepcopy.Copy(messages)...))
 	r.markEdited()
+}
+
+// AppendAfterTurn is [State.AppendAfterTurn] on the run's State: the
+// messages follow the results of the turn in progress, which keeps its
+// calls, or are appended at once if there is none.
+func (r *Runner) AppendAfterTurn(messages ...anthropic.BetaMessageParam) {
+	r.mu.Lock()
+	r.st.AppendAfterTurn(messages...)
+	r.mu.Unlock()
+	r.historyIDs = nil
+	r.inputStale = true
+	if r.stopped() && r.st.StopReason != StopAwaitingApproval {
+		r.clearStop()
+	}
 }
 
 // setHistory replaces the history otherwise than by committing a turn.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun/internal/deepcopy"
 )
 
 // stateFormat is the version of the [State] format this package writes. A
@@ -144,6 +145,9 @@ type turnState struct {
 	Message    anthropic.BetaMessageParam `json:"message"`
 	StopReason anthropic.BetaStopReason   `json:"stop_reason"`
 	Calls      []callState                `json:"calls"`
+	// After are messages to append to the history after the turn's tool
+	// results, when it is committed (see State.AppendAfterTurn).
+	After []anthropic.BetaMessageParam `json:"after,omitempty"`
 }
 
 // callPhase is where a call is in its life: new → decided → started →
@@ -442,6 +446,7 @@ func (s *State) clone() *State {
 	if s.pending != nil {
 		p := *s.pending
 		p.Calls = slices.Clone(s.pending.Calls)
+		p.After = slices.Clone(s.pending.After)
 		c.pending = &p
 	}
 	return &c
@@ -793,7 +798,7 @@ func forCall(s *State, id string) *State {
 	t := skeleton(s)
 	if t.pending != nil {
 		p := *t.pending
-		p.Calls = nil
+		p.Calls, p.After = nil, nil
 		for _, c := range s.pending.Calls {
 			if c.Call.ID == id {
 				p.Calls = append(p.Calls, c)
@@ -802,4 +807,20 @@ func forCall(s *State, id string) *State {
 		t.pending = &p
 	}
 	return t
+}
+
+// AppendAfterTurn appends a copy of messages to the history after the
+// turn in progress: once each of its calls is answered, after their tool
+// results, so that the next request gives the model the results and then
+// the messages, as a client that answers the last pending calls and says
+// something more at once means. With no turn in progress, they are
+// appended at once, as by [Runner.AppendMessages]. Unlike AppendMessages,
+// it never leaves the turn out: its calls still await their decisions,
+// and those decided still run.
+func (s *State) AppendAfterTurn(messages ...anthropic.BetaMessageParam) {
+	if s.pending == nil {
+		s.Params.Messages = append(slices.Clip(s.Params.Messages), deepcopy.Copy(messages)...)
+		return
+	}
+	s.pending.After = append(slices.Clip(s.pending.After), deepcopy.Copy(messages)...)
 }

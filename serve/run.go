@@ -770,7 +770,9 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		}
 	}
 	if !p.newThread && len(userMsgs) > 0 {
-		r.AppendMessages(userMsgs...)
+		// After the results of the calls this request answered, if a turn
+		// awaited them: the model gets both in one request.
+		r.AppendAfterTurn(userMsgs...)
 	}
 	switch n := h.cfg.Options.MaxTurns; {
 	case n == 0:

@@ -97,6 +97,14 @@
 // cancelled run (which ends with Temporal's CanceledError, not an
 // [Outcome]) shows "canceled" and an empty memo; see [Workflow].
 //
+// A user who answers the last calls and says something more at once
+// sends the words with [AppendMessages] ([AppendUpdate]) before the
+// decisions: the workflow adds them after the calls' results, and the
+// model gets both in one request, as [toolrun.Runner.AppendAfterTurn] does
+// in process. The update is refused while no decision is awaited, a turn
+// being in flight ([ErrNotAwaiting]), and beyond [MaxAppendBytes] a turn
+// ([ErrMessagesTooLarge]); a refusal changes nothing.
+//
 // # Long runs
 //
 // Every [RunOptions.ContinueAsNewAfter] turns, or when the server suggests

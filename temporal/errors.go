@@ -34,6 +34,8 @@ var sentinels = []struct {
 	{"toolrun.ErrInvalidSchema", toolrun.ErrInvalidSchema},
 	{"toolrun.temporal.ErrDecisionTooLarge", ErrDecisionTooLarge},
 	{"toolrun.temporal.ErrClaimMissing", ErrClaimMissing},
+	{"toolrun.temporal.ErrMessagesTooLarge", ErrMessagesTooLarge},
+	{"toolrun.temporal.ErrNotAwaiting", ErrNotAwaiting},
 }
 
 // typedError returns err as a non-retryable *temporal.ApplicationError

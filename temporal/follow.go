@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	commonpb "go.temporal.io/api/common/v1"
@@ -89,6 +90,13 @@ type RunEvent struct {
 	Text  string
 	Calls []toolrun.PlannedCall
 	Usage toolrun.Usage
+	// Started and Completed are when the step's activity started on a
+	// worker (its last attempt, if it was retried) and completed, as the
+	// history records them, for StepFinished: Completed minus Started is
+	// the time a worker took for the step (its model request, and the
+	// loading and saving of the state around it), without the time the
+	// step waited in the task queue.
+	Started, Completed time.Time
 	// Result is the call and its answer, for ToolFinished.
 	Result *toolrun.ToolResult
 	// Pending are the calls awaiting a decision, for Awaiting: at most
@@ -247,6 +255,8 @@ type scheduled struct {
 	name  string
 	input *commonpb.Payloads
 	step  *StepInput // decoded input, once needed
+	// started is when its last attempt started, once the history says
+	started time.Time
 }
 
 // execution is what Follow keeps while it reads one execution's history.
@@ -333,13 +343,23 @@ func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, er
 			return nil, x.payloadError(x.run, id, "a step's input", err)
 		}
 		return []RunEvent{{Kind: StepStarted, Turn: in.State.Turns + 1}}, nil
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+		if s := x.acts[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()]; s != nil {
+			s.started = e.GetEventTime().AsTime()
+		}
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 		a := e.GetActivityTaskCompletedEventAttributes()
 		s := x.acts[a.GetScheduledEventId()]
 		switch {
 		case s == nil:
 		case s.name == StepActivity:
-			return x.stepCompleted(s, a.GetScheduledEventId(), id, a.GetResult(), seen)
+			evs, err := x.stepCompleted(s, a.GetScheduledEventId(), id, a.GetResult(), seen)
+			for i := range evs {
+				if evs[i].Kind == StepFinished {
+					evs[i].Started, evs[i].Completed = s.started, e.GetEventTime().AsTime()
+				}
+			}
+			return evs, err
 		case s.name == ToolActivity && !seen:
 			return x.toolCompleted(s, a.GetScheduledEventId(), id, a.GetResult())
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -341,6 +342,13 @@ const (
 	// when there are claims to delete, so an execution without claims (every
 	// execution recorded before them) records no marker.
 	versionClaims = "toolrun.claims"
+	// versionAppend marks the executions that took messages by
+	// [AppendUpdate] (appended to the turn awaiting approval, so in the
+	// next step's input), so that a later change to how they are taken can
+	// tell those recorded before it. It is asked only when an update's
+	// messages are taken, so an execution that takes none (every execution
+	// recorded before the update) records no marker and replays as before.
+	versionAppend = "toolrun.append"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -498,6 +506,9 @@ type run struct {
 	// have)
 	claims, spent []string
 	ending        string // the status the execution ends with, once it ends; "" while it runs
+	// appended is the JSON size of the messages AppendUpdate appended to
+	// the turn appendedTurn, for MaxAppendBytes
+	appended, appendedTurn int
 }
 
 // handle registers the queries, the update and the signal.
@@ -534,6 +545,9 @@ func (w *run) handle(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
+	if err := w.handleAppend(ctx); err != nil {
+		return err
+	}
 	w.signals = workflow.GetSignalChannel(ctx, DecideSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -545,6 +559,52 @@ func (w *run) handle(ctx workflow.Context) error {
 		}
 	})
 	return nil
+}
+
+// handleAppend registers [AppendUpdate]: its validator refuses messages
+// that are not user messages, over [MaxAppendBytes] with those appended
+// to the turn before, or sent while the run awaits no decision or a step
+// is in flight (whose result will replace the state); its handler
+// appends them after the results of the turn awaiting approval.
+func (w *run) handleAppend(ctx workflow.Context) error {
+	appendable := func(messages []anthropic.BetaMessageParam) (int, error) {
+		before := w.appended
+		if w.appendedTurn != w.state.Turns {
+			before = 0
+		}
+		n, err := appendSize(messages, before)
+		if err != nil {
+			return 0, err
+		}
+		if w.stepping || w.ending != "" || len(w.state.AwaitingApproval()) == 0 {
+			return 0, fmt.Errorf("%w: a turn is in flight or the run ended; send the messages when it awaits a decision, or with its next run", ErrNotAwaiting)
+		}
+		return before + n, nil
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, AppendUpdate,
+		func(ctx workflow.Context, messages []anthropic.BetaMessageParam) error {
+			total, err := appendable(messages)
+			if err != nil {
+				return appendRefusal(err)
+			}
+			workflow.GetVersion(ctx, versionAppend, workflow.DefaultVersion, 1)
+			if w.appendedTurn == w.state.Turns {
+				w.size += total - w.appended
+			} else {
+				w.size += total
+			}
+			w.state.AppendAfterTurn(messages...)
+			w.appended, w.appendedTurn = total, w.state.Turns
+			return nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, messages []anthropic.BetaMessageParam) error {
+			_, err := appendable(messages)
+			if err != nil {
+				return appendRefusal(err)
+			}
+			return nil
+		}},
+	)
 }
 
 // decidable is the one rule for a decision, by update or signal: a call

@@ -82,8 +82,8 @@ func TestServeTemporalAGUIClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("drive.mjs: %v", err)
 	}
-	if !strings.Contains(string(out), "agui-client: 8 scenarios ok") {
-		t.Fatalf("drive.mjs did not report its 8 scenarios")
+	if !strings.Contains(string(out), "agui-client: 9 scenarios ok") {
+		t.Fatalf("drive.mjs did not report its 9 scenarios")
 	}
 	// SIGTERM drains the server, then stops its worker, which lets its
 	// polls under way end first (temporal.DrainOnShutdown): on a server

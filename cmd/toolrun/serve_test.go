@@ -116,8 +116,8 @@ func TestServeAGUIClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("drive.mjs: %v", err)
 	}
-	if !strings.Contains(string(out), "agui-client: 8 scenarios ok") {
-		t.Fatalf("drive.mjs did not report its 8 scenarios")
+	if !strings.Contains(string(out), "agui-client: 9 scenarios ok") {
+		t.Fatalf("drive.mjs did not report its 9 scenarios")
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.wait(t); code != 0 {

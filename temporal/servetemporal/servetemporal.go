@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
@@ -77,8 +78,11 @@ type cursor struct {
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
 
 // ErrThreadRunning is the error of a run that brings a new user message
-// while the thread's workflow is still running, not waiting for a person:
-// the message would race the turn in flight.
+// while the thread's workflow is running and cannot take it: its turn is
+// in flight (a model request or its tools), which the message would race,
+// or it awaits decisions on calls the run does not answer. A run that
+// answers every call the workflow awaits and brings a message is not
+// refused: the message follows the calls' results, as in process.
 var ErrThreadRunning = errors.New("servetemporal: the thread's workflow is still running")
 
 // Run starts or follows the thread's workflow, as [serve.Executor]
@@ -87,6 +91,13 @@ var ErrThreadRunning = errors.New("servetemporal: the thread's workflow is still
 // messages, a new execution of the workflow id starts from the last one's
 // final state. It returns when the workflow ends, or waits for calls no
 // decision of r answers.
+//
+// New messages for a workflow that is running go to it with
+// [temporal.AppendMessages] when r answers every call it awaits: they
+// follow the calls' results in the model's next request, as in process.
+// That needs a worker to take the update (Run waits for one while ctx
+// lasts). Otherwise the run fails with [ErrThreadRunning]: the workflow's
+// turn is in flight, or it awaits calls r does not answer.
 func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Result, error) {
 	var cur cursor
 	if r.Cursor != "" {
@@ -112,6 +123,11 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 	}
 	switch {
 	case running && len(r.Messages) > 0:
+		// Messages that come with the answers to every call the workflow
+		// awaits go to it first, so that they follow the results in the
+		// request after the decisions, as in process; the decisions are
+		// sent after them (below), since a workflow whose last call is
+		// decided takes its next turn at once.
 		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
 		if err != nil {
 			return nil, err
@@ -119,7 +135,22 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(pending) == 0 {
 			return nil, fmt.Errorf("%w: its turn in flight ends first", ErrThreadRunning)
 		}
-		return nil, fmt.Errorf("%w: it awaits decisions on %d calls; answer them first", ErrThreadRunning, len(pending))
+		var open []string
+		for _, pc := range pending {
+			if _, ok := r.Decisions[pc.Call.ID]; !ok {
+				open = append(open, pc.Call.ID)
+			}
+		}
+		if len(open) > 0 {
+			return nil, fmt.Errorf("%w: it awaits decisions on calls this run does not answer (%s); answer them with the message, or first", ErrThreadRunning, strings.Join(open, ", "))
+		}
+		if err := temporal.AppendMessages(ctx, e.cfg.Client, id, r.Messages...); err != nil {
+			if errors.Is(err, temporal.ErrNotAwaiting) {
+				return nil, fmt.Errorf("%w: %w", ErrThreadRunning, err)
+			}
+			return nil, fmt.Errorf("servetemporal: giving the thread's workflow %s the run's messages: %w", id, err)
+		}
+		fallthrough
 	case running:
 		info := desc.GetWorkflowExecutionInfo()
 		if first := info.GetFirstRunId(); first != "" && first != cur.Run {
@@ -356,7 +387,16 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				// is the workflow's, in its history, not here.
 				params := r.Params
 				emit(toolrun.RequestSent{Turn: ev.Turn, Attempt: 1, Params: &params})
-				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Usage: toolrun.Usage{
+				// The turn's latency is its step's time on a worker, as the
+				// history records it: the model request (the one a step
+				// sends) with the step's loading and saving of the state,
+				// as close as the history comes to the request's time that
+				// a run in process measures.
+				var took time.Duration
+				if !ev.Started.IsZero() && ev.Completed.After(ev.Started) {
+					took = ev.Completed.Sub(ev.Started)
+				}
+				emit(toolrun.ResponseReceived{Turn: ev.Turn, Message: msg, Duration: took, Usage: toolrun.Usage{
 					InputTokens:              ev.Usage.InputTokens - prev.InputTokens,
 					OutputTokens:             ev.Usage.OutputTokens - prev.OutputTokens,
 					CacheCreationInputTokens: ev.Usage.CacheCreationInputTokens - prev.CacheCreationInputTokens,
@@ -418,31 +458,36 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 // for thread "", of every workflow of the executor's task queue and
 // prefix that the namespace's visibility store finds awaiting approval
 // (which lags a moment behind the workflows). No worker is needed.
+//
+// The list of every thread's is read from the visibility store alone: one
+// request a page of workflows, whose memo [temporal.PendingMemo] lists
+// their calls, and no request for each workflow, so that the inbox, which
+// polls it, costs the same with a thousand threads waiting as with one.
+// Only a workflow listed without the memo (one started by a toolrun older
+// than it) is asked on its own.
 func (e *Executor) Pending(ctx context.Context, thread string) ([]serve.ThreadCall, error) {
-	var ids []string
-	if thread != "" {
-		ids = []string{e.workflowID(thread)}
-	} else {
-		var err error
-		if ids, err = e.awaiting(ctx); err != nil {
-			return nil, err
-		}
+	if thread == "" {
+		return e.awaiting(ctx)
 	}
+	id := e.workflowID(thread)
+	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.threadCalls(id, pending), nil
+}
+
+// threadCalls returns the calls of workflow id as serve lists them.
+func (e *Executor) threadCalls(id string, pending []toolrun.PendingCall) []serve.ThreadCall {
 	var out []serve.ThreadCall
-	for _, id := range ids {
-		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
-		var notFound *serviceerror.NotFound
-		if errors.As(err, &notFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, pc := range pending {
-			out = append(out, serve.ThreadCall{Thread: strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix), Call: pc})
-		}
+	for _, pc := range pending {
+		out = append(out, serve.ThreadCall{Thread: strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix), Call: pc})
 	}
-	return out, nil
+	return out
 }
 
 // Decide sends d for callID to thread's workflow by signal: recorded by
@@ -474,16 +519,18 @@ func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State
 	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
 }
 
-// awaiting returns the ids of the running workflows of the executor's
-// task queue and prefix with a call awaiting approval: the query of
-// [temporal.ListAwaitingApproval], narrowed to this server's workflows,
-// so that a namespace shared with other task queues costs nothing here.
-func (e *Executor) awaiting(ctx context.Context) ([]string, error) {
+// awaiting returns the calls of the running workflows of the executor's
+// task queue and prefix with a call awaiting approval, from their memo as
+// the list gives it: the query of [temporal.ListAwaitingApproval],
+// narrowed to this server's workflows, so that a namespace shared with
+// other task queues costs nothing here.
+func (e *Executor) awaiting(ctx context.Context) ([]serve.ThreadCall, error) {
 	query := fmt.Sprintf("%s AND TaskQueue = %s", temporal.AwaitingApprovalQuery, quote(e.cfg.TaskQueue))
 	if e.cfg.WorkflowIDPrefix != "" {
 		query += " AND WorkflowId STARTS_WITH " + quote(e.cfg.WorkflowIDPrefix)
 	}
-	var ids []string
+	dc := e.dataConverter()
+	var out []serve.ThreadCall
 	var token []byte
 	for {
 		resp, err := e.cfg.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
@@ -491,12 +538,27 @@ func (e *Executor) awaiting(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("servetemporal: listing the workflows awaiting approval: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
-			if id := ex.GetExecution().GetWorkflowId(); strings.HasPrefix(id, e.cfg.WorkflowIDPrefix) {
-				ids = append(ids, id)
+			id := ex.GetExecution().GetWorkflowId()
+			if !strings.HasPrefix(id, e.cfg.WorkflowIDPrefix) {
+				continue
 			}
+			raw, ok := ex.GetMemo().GetFields()[temporal.PendingMemo]
+			if !ok {
+				more, err := e.Pending(ctx, strings.TrimPrefix(id, e.cfg.WorkflowIDPrefix))
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, more...)
+				continue
+			}
+			var p temporal.PendingApprovals
+			if err := dc.FromPayload(raw, &p); err != nil {
+				return nil, fmt.Errorf("servetemporal: the memo %s of workflow %s: %w", temporal.PendingMemo, id, err)
+			}
+			out = append(out, e.threadCalls(id, p.Calls)...)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return ids, nil
+			return out, nil
 		}
 	}
 }

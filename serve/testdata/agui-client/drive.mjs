@@ -1,6 +1,7 @@
 // drive.mjs drives "toolrun serve --script scenes.jsonl --workdir files
 // --require-approval read_file" with @ag-ui/client, as a third-party
-// client would: a plain run, a client tool, approvals approved, denied and
+// client would: a plain run, a client tool (answered alone, and with a
+// new user message in the same run), approvals approved, denied and
 // edited, two parallel approvals answered in the opposite order, a
 // cancelled run, and a reconnect with Last-Event-ID. It exits non-zero on
 // the first scenario that goes wrong.
@@ -91,6 +92,20 @@ await scenario("client tool", async () => {
   const second = await run(a, { tools });
   check(second.finished?.outcome === "success", "the run with the client's result finishes", second.finished?.outcome);
   check(lastText(a) === "you are in Paris", "the model answers from the client's result", lastText(a));
+});
+
+await scenario("client tool answered with a new message", async () => {
+  const a = agent("client-message");
+  const tools = [{ name: "get_location", description: "where the user is", parameters: { type: "object", properties: { precise: { type: "boolean" } } } }];
+  user(a, "u1", "where am i");
+  const first = await run(a, { tools });
+  check(JSON.stringify(first.finished?.pendingToolCallIds) === JSON.stringify(["call_loc"]), "pendingToolCallIds names the call", first.finished);
+  // The client's result and the user's next words, in one run.
+  a.addMessage({ id: "tool1", role: "tool", toolCallId: "call_loc", content: "Paris" });
+  user(a, "u2", "and the weather there?");
+  const second = await run(a, { tools });
+  check(second.finished?.outcome === "success", "the run with the result and a message finishes", second.finished?.outcome ?? second.error);
+  check(lastText(a) === "sunny in Paris", "the model answers the message", lastText(a));
 });
 
 // approval runs a scene whose read_file call needs approval, answers the

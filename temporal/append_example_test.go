@@ -1,0 +1,67 @@
+package temporal_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// Example_appendMessages runs the workflow in the SDK's test environment:
+// while a call awaits approval, a user message arrives with
+// [temporal.AppendUpdate] (what [temporal.AppendMessages] sends), then the
+// approval; the model's next request has the call's result and then the
+// message.
+func Example_appendMessages() {
+	model := toolruntest.New(nil, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "refund", map[string]any{"order": "A-17"})),
+		toolruntest.Message(toolruntest.Text("Refunded A-17; B-2 next?")),
+	))
+	defer model.Close()
+
+	refund := toolrun.NewTool("refund", "Refund an order", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "refunded " + in.Order, nil
+	})
+	refund.Policy = toolrun.RequireApproval("refunds need a person")
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(nopLogger)
+	env := suite.NewTestWorkflowEnvironment()
+	temporal.Register(env, temporal.NewActivities(model.Client(), []toolrun.Tool{refund}, &toolrun.Options{Logger: discard()}))
+
+	env.RegisterDelayedCallback(func() {
+		msg := anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("and refund B-2 too"))
+		env.UpdateWorkflow(temporal.AppendUpdate, "append-1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { fmt.Println("refused:", err) },
+			OnComplete: func(_ any, err error) {
+				// The messages are in; now the decision.
+				env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "toolu_1", Decision: toolrun.AllowCall()})
+			},
+		}, []anthropic.BetaMessageParam{msg})
+	}, time.Minute)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("Refund order A-17."), nil))
+
+	var out temporal.Outcome
+	if err := env.GetWorkflowResult(&out); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	conv := model.Requests()[1].Conversation
+	for _, m := range conv[len(conv)-2:] {
+		for _, b := range m.Content {
+			fmt.Println(m.Role, b.Type, b.ResultText())
+		}
+	}
+	fmt.Println(out.StopReason, out.Text)
+	// Output:
+	// user tool_result refunded A-17
+	// user text and refund B-2 too
+	// end_turn Refunded A-17; B-2 next?
+}
