@@ -149,6 +149,7 @@ func Register(r Registry, a *Activities) {
 	warnStopTimeout(a.logger(), r)
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
+	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepDeltaActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 	r.RegisterActivityWithOptions(a.DeleteClaims, activity.RegisterOptions{Name: DeleteClaimsActivity})
 }
@@ -211,11 +212,29 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// cached runner's state would not be.
 		id = ""
 	}
+	// Without a Store and with in.Deltas, the result carries only the
+	// history after prev, the history the step began with.
+	deltas := in.Deltas && a.store == nil
+	var prev []anthropic.BetaMessageParam
 	var r *toolrun.Runner
 	if e := a.cache.take(id); e != nil {
-		r = e.resume(s, in.Ref) // nil: a miss, and the entry is dropped
+		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
+		if r != nil {
+			prev = e.prev
+		}
 	}
 	if r == nil {
+		if in.Digest != "" {
+			// The state without its history, which the workflow holds.
+			got, err := a.historyOf(ctx, in)
+			if err != nil {
+				return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
+			}
+			if s, err = c.restore(ctx, merge(s, got)); err != nil {
+				return nil, nil, claimError(err)
+			}
+		}
+		prev = s.Params.Messages
 		if in.Ref != "" {
 			stored, err := loadState(ctx, a.store, in.Ref)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -261,6 +280,13 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	}
 	whole := r.State()
 	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
+	if deltas {
+		cut, d, err := deltaOf(in, prev, whole)
+		if err != nil {
+			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
+		}
+		res.State, res.Base, res.Digest, res.HistoryBytes = cut, d.base, d.digest, d.bytes
+	}
 	if a.store != nil {
 		key, err := stateKey(ctx)
 		if err != nil {
@@ -310,6 +336,9 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	if !over && !ended(whole) {
 		// The run goes on: its next step may find the runner here.
 		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
+			if deltas {
+				e.digest, e.prev = res.Digest, whole.Params.Messages
+			}
 			a.cache.put(e)
 		}
 	}

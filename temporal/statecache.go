@@ -56,6 +56,12 @@ type cachedRun struct {
 	calls    []toolrun.ToolCall
 	answered map[string]bool
 	awaiting []string
+	// digest identifies the history the step returned, as its result
+	// reported it ([StepResult.Digest]), and prev is that history, from
+	// which the next step's delta is cut; "" and nil but for a step with
+	// deltas.
+	digest string
+	prev   []anthropic.BetaMessageParam
 }
 
 // take removes and returns the entry of workflow id, or nil.
@@ -126,16 +132,21 @@ func newCachedRun(id string, r *toolrun.Runner, whole *toolrun.State, ref string
 
 // resume returns the entry's runner brought up to s, the state the
 // workflow gives the step (with ref, the key of the whole state in the
-// Store), or nil if s is not the state the runner holds with what the
+// Store; with digest, the state without its history, of msgs messages
+// of that digest, which the workflow holds), or nil if s is not the state the runner holds with what the
 // workflow recorded since: the results of the pending calls, which it
 // sets on the runner. A person's decision since, or anything else the
 // runner does not hold, is a miss. On nil, the runner may have been
 // changed, and the caller drops it.
-func (e *cachedRun) resume(s *toolrun.State, ref string) *toolrun.Runner {
+func (e *cachedRun) resume(s *toolrun.State, ref, digest string, msgs int) *toolrun.Runner {
 	if ref != e.ref || s.Turns != e.turns || s.StopReason != e.stop {
 		return nil
 	}
-	if ref == "" {
+	if digest != "" {
+		if ref != "" || digest != e.digest || msgs != e.msgs {
+			return nil
+		}
+	} else if ref == "" {
 		if len(s.Params.Messages) != e.msgs {
 			return nil
 		}

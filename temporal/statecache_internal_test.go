@@ -86,7 +86,7 @@ func TestCachedRunResume(t *testing.T) {
 			if e == nil {
 				t.Fatal("no entry")
 			}
-			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef)
+			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef, "", 0)
 			if hit := got != nil; hit != tt.hit {
 				t.Fatalf("got hit %v, want %v", hit, tt.hit)
 			}
@@ -95,7 +95,7 @@ func TestCachedRunResume(t *testing.T) {
 	t.Run("the result reaches the runner", func(t *testing.T) {
 		r, whole := plain(t)
 		e := newCachedRun("wf", r, whole, "")
-		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), ""); got == nil {
+		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), "", "", 0); got == nil {
 			t.Fatal("got a miss, want a hit")
 		}
 		if res, ok := r.State().CallResult("t1"); !ok || res.IsError {

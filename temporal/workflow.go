@@ -217,6 +217,13 @@ type Input struct {
 	// again, which the next step deletes.
 	Claims []string `json:"claims,omitempty"`
 	Spent  []string `json:"spent_claims,omitempty"`
+	// Digest and HistoryBytes are what identifies State's history and
+	// its size in JSON, about, as the steps of a run without a Store
+	// reported them (see [StepInput.Digest]), so that the next
+	// execution's first step need not carry the history; empty for
+	// none.
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // Approval is a person's decision on a call awaiting approval, sent with
@@ -261,6 +268,19 @@ type StepInput struct {
 	ClaimThreshold int `json:"claim_threshold,omitempty"`
 	// Spent are claims no step reads again, which this step deletes.
 	Spent []string `json:"spent_claims,omitempty"`
+	// Deltas says that the workflow holds the whole state and takes a
+	// result without a Store as a delta: only the history after the
+	// messages it holds ([StepResult.Base]).
+	Deltas bool `json:"deltas,omitempty"`
+	// Digest, if set, says that State is the state without its history,
+	// which the workflow holds: Messages messages, whose digest, as the
+	// step before reported it ([StepResult.Digest]), is Digest, and whose
+	// JSON is about HistoryBytes. A worker whose state cache holds the
+	// run at that history goes on from it; another asks the workflow for
+	// it ([HistoryQuery]).
+	Messages     int    `json:"messages,omitempty"`
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // StepResult is the result of [Activities.Step].
@@ -283,6 +303,17 @@ type StepResult struct {
 	Size int `json:"size,omitempty"`
 	// Claims are the keys of the claims State and Calls refer to.
 	Claims []string `json:"claims,omitempty"`
+	// Base, for a step given [StepInput.Deltas] and no Store, is the
+	// number of messages of the history the step began with that State's
+	// history follows: State's history is only what the step added
+	// ([ApplyStep] puts the two together). Zero means that State is
+	// whole (the history was replaced, by a compaction, say).
+	Base int `json:"base,omitempty"`
+	// Digest identifies the whole history after the step, and
+	// HistoryBytes is its size in JSON, about: the next step's
+	// [StepInput.Digest] and [StepInput.HistoryBytes].
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // ToolInput is the input of [Activities.RunTool]: the run's state without
@@ -400,7 +431,14 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 		workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
 	w.memo = workflow.GetVersion(ctx, versionPendingMemo, workflow.DefaultVersion, 1) >= 1
 	w.bounded = workflow.GetVersion(ctx, versionDecisionBounds, workflow.DefaultVersion, 1) >= 1
+	if in.Ref == "" {
+		w.deltas = workflow.GetVersion(ctx, versionDeltas, workflow.DefaultVersion, 1) >= 1
+		w.digest, w.histBytes = in.Digest, in.HistoryBytes
+	}
 	if err := w.handle(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.handleHistory(ctx); err != nil {
 		return nil, err
 	}
 	out, err := w.loop(ctx)
@@ -422,8 +460,7 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
 			return w.continueAsNew(ctx)
 		}
-		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit,
-			ClaimThreshold: w.opts.ClaimThreshold, Spent: w.spent}
+		in := w.stepInput()
 		if w.tooLarge("the input of a step", w.size) {
 			return w.end(ctx), nil
 		}
@@ -441,7 +478,12 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			w.superseded = in.Ref
 		}
 		w.afterStep(in, res)
-		w.state, w.ref, w.size = res.State, res.Ref, res.Size
+		if err := w.takeStep(in, res); err != nil {
+			if err := w.state.Stop(toolrun.StopError, "step result: "+err.Error()); err != nil {
+				return nil, err
+			}
+			return w.end(ctx), nil
+		}
 		if res.Text != "" {
 			w.text = res.Text
 		}
@@ -498,6 +540,12 @@ type run struct {
 	// have)
 	claims, spent []string
 	ending        string // the status the execution ends with, once it ends; "" while it runs
+	// deltas: without a Store, steps carry deltas (versionDeltas), and
+	// digest and histBytes identify state's history as the last step
+	// reported it ("" and 0 until one did)
+	deltas    bool
+	digest    string
+	histBytes int
 }
 
 // handle registers the queries, the update and the signal.
@@ -624,7 +672,11 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	w.stepping = true
 	defer func() { w.stepping = false }()
 	var res StepResult
-	if err := workflow.ExecuteActivity(actx, StepActivity, in).Get(ctx, &res); err != nil {
+	name := StepActivity
+	if in.Deltas {
+		name = StepDeltaActivity
+	}
+	if err := workflow.ExecuteActivity(actx, name, in).Get(ctx, &res); err != nil {
 		return nil, err
 	}
 	if res.State == nil {
@@ -822,7 +874,8 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		}
 		w.receive(ctx, a)
 	}
-	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent}
+	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent,
+		Digest: w.digest, HistoryBytes: w.histBytes}
 	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}
