@@ -33,6 +33,11 @@ type Activities struct {
 	cache  *stateCache   // the runners of the runs this worker stepped last
 	// deferClient makes stand-ins for client tools (clienttools.go).
 	deferClient bool
+	// queries says that the activities run on a worker of [NewWorker],
+	// whose client a step may ask its workflow for the history with
+	// ([HistoryQuery]); a step of activities registered otherwise (a
+	// test environment's, say) asks the workflow to send it instead.
+	queries bool
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -136,6 +141,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
 	w := worker.New(c, queue, versioned(opts))
+	a.queries = true
 	Register(w, a)
 	return w
 }
@@ -217,20 +223,29 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	deltas := in.Deltas && a.store == nil
 	var prev []anthropic.BetaMessageParam
 	var r *toolrun.Runner
+	var held *toolrun.State // the whole state the cache holds for in's history
 	if e := a.cache.take(id); e != nil {
+		held = e.history(s, in.Digest, in.Messages)
 		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
 		if r != nil {
-			prev = e.prev
+			prev = e.whole.Params.Messages
 		}
 	}
 	if r == nil {
 		if in.Digest != "" {
-			// The state without its history, which the workflow holds.
-			got, err := a.historyOf(ctx, in)
-			if err != nil {
-				return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
+			// The state without its history, which the workflow holds:
+			// the history is the cache's if it holds it (a person decided
+			// since the step before, say), else the workflow's.
+			got := held
+			if got == nil {
+				var err error
+				if got, err = a.historyOf(ctx, in); err != nil {
+					return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
+				}
+				got = merge(s, got)
 			}
-			if s, err = c.restore(ctx, merge(s, got)); err != nil {
+			var err error
+			if s, err = c.restore(ctx, got); err != nil {
 				return nil, nil, claimError(err)
 			}
 		}
@@ -337,7 +352,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// The run goes on: its next step may find the runner here.
 		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
 			if deltas {
-				e.digest, e.prev = res.Digest, whole.Params.Messages
+				e.digest, e.whole = res.Digest, whole
 			}
 			a.cache.put(e)
 		}

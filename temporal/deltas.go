@@ -135,19 +135,46 @@ func (a *Activities) historyOf(ctx context.Context, in StepInput) (*toolrun.Stat
 	if !activity.IsActivity(ctx) {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: a step given the state without its history runs only as an activity", "toolrun.NotActivity", nil)
 	}
+	if !a.queries {
+		return nil, needHistory(errors.New("the activities were not built into a worker by NewWorker, whose client a step queries its workflow with"))
+	}
 	info := activity.GetInfo(ctx)
 	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, HistoryQuery)
 	if err != nil {
-		return nil, fmt.Errorf("toolrun: the run's history from its workflow (query %s): %w", HistoryQuery, err)
+		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
 	}
 	var h HistoryAt
 	if err := v.Get(&h); err != nil {
-		return nil, fmt.Errorf("toolrun: the run's history from its workflow (query %s): %w", HistoryQuery, err)
+		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
 	}
 	if h.State == nil || h.Digest != in.Digest || len(h.State.Params.Messages) != in.Messages {
-		return nil, fmt.Errorf("toolrun: the workflow holds another history (%d messages, digest %.12s) than the step's (%d, %.12s): it moved on", h.Messages, h.Digest, in.Messages, in.Digest)
+		// An attempt of a step the workflow moved on from, whose result
+		// is not recorded; or a workflow that cannot say.
+		return nil, needHistory(fmt.Errorf("the workflow holds another history (%d messages, digest %.12s) than the step's (%d, %.12s)", h.Messages, h.Digest, in.Messages, in.Digest))
 	}
 	return h.State, nil
+}
+
+// errNeedHistory is the error type of a step that was given the state
+// without its history and could not get the history: the workflow sends
+// the step again with the whole state.
+const errNeedHistory = "toolrun.NeedHistory"
+
+func needHistory(err error) error {
+	return sdktemporal.NewNonRetryableApplicationError("toolrun: the step has the state without its history and could not get it: "+err.Error(), errNeedHistory, nil)
+}
+
+// needsHistory reports whether a step failed for want of the history.
+func needsHistory(err error) bool {
+	var ae *sdktemporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == errNeedHistory
+}
+
+// wholeInput returns step input in with the whole state in place of the
+// state without its history.
+func (w *run) wholeInput(in StepInput) StepInput {
+	in.State, in.Messages, in.Digest, in.HistoryBytes = w.state, 0, "", 0
+	return in
 }
 
 // delta is what a step without a Store returns of the history: the

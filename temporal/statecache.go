@@ -57,11 +57,23 @@ type cachedRun struct {
 	answered map[string]bool
 	awaiting []string
 	// digest identifies the history the step returned, as its result
-	// reported it ([StepResult.Digest]), and prev is that history, from
-	// which the next step's delta is cut; "" and nil but for a step with
-	// deltas.
+	// reported it ([StepResult.Digest]), and whole is the state it
+	// returned: the history from which the next step's delta is cut, and
+	// which a next step that the runner cannot take (a person's decision
+	// since) resumes from rather than asking the workflow; "" and nil but
+	// for a step with deltas.
 	digest string
-	prev   []anthropic.BetaMessageParam
+	whole  *toolrun.State
+}
+
+// history returns the whole state the entry holds for s, the state
+// without its history that a step is given with digest and msgs, or nil
+// if the entry holds another history.
+func (e *cachedRun) history(s *toolrun.State, digest string, msgs int) *toolrun.State {
+	if e == nil || e.whole == nil || digest == "" || digest != e.digest || msgs != e.msgs {
+		return nil
+	}
+	return merge(s, e.whole)
 }
 
 // take removes and returns the entry of workflow id, or nil.

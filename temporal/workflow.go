@@ -465,6 +465,11 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			return w.end(ctx), nil
 		}
 		res, err := w.step(ctx, in)
+		if err != nil && in.Digest != "" && needsHistory(err) && ctx.Err() == nil {
+			// The worker had not the history, nor could it ask for it.
+			in = w.wholeInput(in)
+			res, err = w.step(ctx, in)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -673,7 +678,7 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	defer func() { w.stepping = false }()
 	var res StepResult
 	name := StepActivity
-	if in.Deltas {
+	if in.Digest != "" {
 		name = StepDeltaActivity
 	}
 	if err := workflow.ExecuteActivity(actx, name, in).Get(ctx, &res); err != nil {
