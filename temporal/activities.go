@@ -227,7 +227,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	if e := a.cache.take(id); e != nil {
 		held = e.history(s, in.Digest, in.Messages)
 		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
-		if r != nil {
+		if r != nil && e.whole != nil {
 			prev = e.whole.Params.Messages
 		}
 	}

@@ -118,14 +118,18 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		t.Errorf("tool runs (-in process +Temporal):\n%s", diff)
 	}
 
-	// Each step's result carries what the step added, not the whole
+	// Each step but the run's first is given the state without its
+	// history, and its result carries what the step added, not the whole
 	// conversation: the first step's (the run's first message and the
 	// response), then at most three each: the turn it commits, and the last response.
 	steps, deltas := 0, 0
 	forEachStep(ctx, t, c, queue, func(name string, in temporal.StepInput, res temporal.StepResult) {
 		steps++
-		if name != temporal.StepDeltaActivity {
-			t.Errorf("step %d is activity %q, want %q", steps, name, temporal.StepDeltaActivity)
+		if want := temporal.StepDeltaActivity; steps > 1 && name != want {
+			t.Errorf("step %d is activity %q, want %q", steps, name, want)
+		}
+		if in.Digest == "" && steps > 1 {
+			t.Errorf("step %d's input has the whole state, want it without its history", steps)
 		}
 		if n := len(res.State.Params.Messages); res.Base > 0 {
 			deltas++
