@@ -13,6 +13,7 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -117,6 +118,9 @@ func TestDeltasReassembleTheState(t *testing.T) {
 	if diff := cmp.Diff(localCalls.all(), calls.all()); diff != "" {
 		t.Errorf("tool runs (-in process +Temporal):\n%s", diff)
 	}
+
+	// The last execution, started by a continue-as-new with the digest.
+	recordHistory(t, c, queue, "nostore-deltas-continued")
 
 	// Each step but the run's first is given the state without its
 	// history, and its result carries what the step added, not the whole
@@ -281,4 +285,190 @@ func forEachStep(ctx context.Context, t *testing.T, c client.Client, id string, 
 			}
 		}
 	}
+}
+
+// TestCacheMissAsksTheWorkflow runs the conversation of
+// TestDeltasReassembleTheState on a worker without a state cache, so
+// that every step but the run's first is given the state without its
+// history and holds none: each asks the workflow for it
+// (temporal.HistoryQuery), and none fails for want of it (which would
+// make the workflow send the whole state again). The requests and the
+// final state are the in-process run's.
+func TestCacheMissAsksTheWorkflow(t *testing.T) {
+	c := dialTemporal(t)
+	local := toolruntest.New(t, toolruntest.Script(deltaReplies()...))
+	var localCalls counter
+	r := toolrun.New(local.Client(), userParams("go"), deltaTools(&localCalls), &toolrun.Options{Logger: discard()})
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopAwaitingApproval {
+		t.Fatalf("in process: %v %v, want a stop awaiting approval", res, err)
+	}
+	if err := r.Decide("t2", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("in process: %v %v, want end_turn", res, err)
+	}
+
+	model := toolruntest.New(t, toolruntest.Script(deltaReplies()...))
+	var calls counter
+	queue := newQueue("toolrun-miss")
+	acts := temporal.NewActivities(model.Client(), deltaTools(&calls), &toolrun.Options{Logger: discard()})
+	acts.SetStateCacheRuns(-1)
+	inProcessWorker(t, c, queue, acts)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ro := fastRetries
+	ro.ContinueAsNewAfter = 3
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), &ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "t2 awaiting approval", func() bool {
+		pending, err := temporal.Pending(ctx, c, queue)
+		return err == nil && len(pending) == 1 && pending[0].Call.ID == "t2"
+	})
+	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.AllowCall()); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "the outcome's", r.State(), out.State)
+	if diff := cmp.Diff(requestsOf(t, local), requestsOf(t, model)); diff != "" {
+		t.Errorf("requests on Temporal differ from those in process (-in process +Temporal):\n%s", diff)
+	}
+	steps, skeletons := 0, 0
+	forEachStep(ctx, t, c, queue, func(name string, in temporal.StepInput, res temporal.StepResult) {
+		steps++
+		if in.Digest != "" {
+			skeletons++
+		}
+	})
+	if steps != 7 || skeletons != 6 {
+		t.Errorf("%d steps, %d of them given the state without its history; want 7, all but the first", steps, skeletons)
+	}
+	if n := failedActivities(ctx, t, c, queue); n != 0 {
+		t.Errorf("%d activities failed, want none: a step that misses asks the workflow", n)
+	}
+}
+
+// failedActivities counts the activity failures of workflow id's chain
+// of executions.
+func failedActivities(ctx context.Context, t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	runID := desc.GetWorkflowExecutionInfo().GetFirstRunId()
+	for runID != "" {
+		it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
+		runID = ""
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.GetActivityTaskFailedEventAttributes() != nil || ev.GetActivityTaskTimedOutEventAttributes() != nil {
+				n++
+			}
+			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+				runID = a.GetNewExecutionRunId()
+			}
+		}
+	}
+	return n
+}
+
+// TestMissWithoutAClient runs the conversation of
+// TestDeltasReassembleTheState in the SDK's test environment, whose
+// activities have no client to query the workflow with, on activities
+// without a state cache: each step given the state without its history
+// fails for want of it, and the workflow sends it again with the whole
+// state. The run ends as in process, with the same requests.
+func TestMissWithoutAClient(t *testing.T) {
+	local := toolruntest.New(t, toolruntest.Script(deltaReplies()...))
+	var localCalls counter
+	allowAll := func(calls *counter) []toolrun.Tool { return []toolrun.Tool{writeTool(calls, nil)} }
+	r := toolrun.New(local.Client(), userParams("go"), allowAll(&localCalls), &toolrun.Options{Logger: discard()})
+	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("in process: %v %v, want end_turn", res, err)
+	}
+
+	model := toolruntest.New(t, toolruntest.Script(deltaReplies()...))
+	var calls counter
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(nopLogger)
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	acts := temporal.NewActivities(model.Client(), allowAll(&calls), &toolrun.Options{Logger: discard()})
+	acts.SetStateCacheRuns(-1)
+	temporal.Register(env, acts)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &fastRetries))
+	out := outcome(t, env)
+	if out.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("got stop %q (%s), want end_turn", out.StopReason, out.Detail)
+	}
+	sameState(t, "the outcome's", r.State(), out.State)
+	if diff := cmp.Diff(requestsOf(t, local), requestsOf(t, model)); diff != "" {
+		t.Errorf("requests in the test environment differ from those in process (-in process +workflow):\n%s", diff)
+	}
+}
+
+// TestDeltasApprovalOnServer records, for the golden histories, a run on
+// workers without a Store whose two calls await a person's decision, the
+// first given by update and the second by signal: its steps carry deltas,
+// and the step after each decision is given the state without its
+// history, which the worker's cache holds.
+func TestDeltasApprovalOnServer(t *testing.T) {
+	c := dialTemporal(t)
+	queue := newQueue("toolrun-deltas-approval")
+	model := toolruntest.New(t, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
+		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/b"})),
+		toolruntest.Message(toolruntest.Text("Done."))))
+	var calls counter
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"t1", "t2"} {
+		waitFor(t, 30*time.Second, id+" awaiting approval", func() bool {
+			pending, err := temporal.Pending(ctx, c, queue)
+			return err == nil && len(pending) == 1 && pending[0].Call.ID == id
+		})
+		if i == 0 {
+			err = temporal.Decide(ctx, c, queue, id, toolrun.AllowCall())
+		} else {
+			err = temporal.DecideBySignal(ctx, c, queue, id, toolrun.AllowCall())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.StopReason != toolrun.StopEndTurn || out.Text != "Done." || out.State.Turns != 3 {
+		t.Fatalf("got outcome %q %q after %d turns, want end_turn %q after 3", out.StopReason, out.Text, out.State.Turns, "Done.")
+	}
+	if diff := cmp.Diff(map[string]int{"write /a": 1, "write /b": 1}, calls.all()); diff != "" {
+		t.Errorf("tool runs (-want +got):\n%s", diff)
+	}
+	skeletons := 0
+	forEachStep(ctx, t, c, queue, func(name string, in temporal.StepInput, res temporal.StepResult) {
+		if in.Digest != "" {
+			skeletons++
+		}
+	})
+	if skeletons < 3 {
+		t.Errorf("%d steps were given the state without its history, want every step but the first", skeletons)
+	}
+	recordHistory(t, c, queue, "nostore-deltas")
 }
