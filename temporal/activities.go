@@ -77,7 +77,7 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
 	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
-	a.cache = &stateCache{max: DefaultStateCacheRuns}
+	a.cache = &stateCache{max: DefaultStateCacheRuns, maxBytes: DefaultStateCacheBytes}
 	return a
 }
 
@@ -107,7 +107,25 @@ func (a *Activities) SetStateCacheRuns(n int) {
 	if n == 0 {
 		n = DefaultStateCacheRuns
 	}
-	a.cache = &stateCache{max: n}
+	a.cache = &stateCache{max: n, maxBytes: a.cache.maxBytes}
+}
+
+// SetStateCacheBytes bounds the memory the worker's state cache takes, in
+// bytes, about, besides its number of runs ([Activities.SetStateCacheRuns]):
+// 0 means [DefaultStateCacheBytes], a negative n no bound in bytes. Once
+// the runs held take more, the least recently stepped are dropped; a run
+// that takes more alone is not kept. A run held without a Store counts
+// about three times its history's JSON (the runner's state decoded, the
+// request JSON of its messages, and the state the step returned, from
+// which the next step's delta is cut); with a Store, the worker does not
+// measure the history it saves, and a run counts only twice the state
+// without its history: bound such workers by runs. Call it before the
+// worker starts.
+func (a *Activities) SetStateCacheBytes(n int64) {
+	if n == 0 {
+		n = DefaultStateCacheBytes
+	}
+	a.cache = &stateCache{max: a.cache.max, maxBytes: max(n, 0)}
 }
 
 // Registry is where [Register] registers the workflow and its activities:
@@ -351,8 +369,12 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	if !over && !ended(whole) {
 		// The run goes on: its next step may find the runner here.
 		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
-			if deltas {
+			switch {
+			case deltas:
 				e.digest, e.whole = res.Digest, whole
+				e.size = 3 * int64(res.HistoryBytes+res.Size)
+			default:
+				e.size = 2 * int64(n)
 			}
 			a.cache.put(e)
 		}

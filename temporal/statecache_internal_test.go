@@ -129,3 +129,46 @@ func TestStateCacheBound(t *testing.T) {
 		t.Error("a cache turned off keeps a run")
 	}
 }
+
+// TestStateCacheBytes checks the cache's bound in bytes: the least
+// recently put runs are dropped once the runs held take more than it,
+// a run larger than the bound alone is not kept, and a run taken out
+// gives its bytes back.
+func TestStateCacheBytes(t *testing.T) {
+	c := &stateCache{max: 10, maxBytes: 100}
+	put := func(id string, size int64) { c.put(&cachedRun{workflowID: id, size: size}) }
+	held := func() []string {
+		var ids []string
+		for e := c.order.Front(); e != nil; e = e.Next() {
+			ids = append(ids, e.Value.(*cachedRun).workflowID)
+		}
+		return ids
+	}
+	put("a", 40)
+	put("b", 40)
+	if got := held(); len(got) != 2 || c.bytes != 80 {
+		t.Fatalf("held %v, %d bytes; want b, a and 80 bytes", got, c.bytes)
+	}
+	put("c", 40) // 120 > 100: a goes
+	if got := held(); len(got) != 2 || got[0] != "c" || got[1] != "b" || c.bytes != 80 {
+		t.Fatalf("held %v, %d bytes; want c, b and 80 bytes", got, c.bytes)
+	}
+	if e := c.take("b"); e == nil || c.bytes != 40 {
+		t.Fatalf("took %v, %d bytes left; want b, and 40 bytes", e, c.bytes)
+	}
+	put("c", 60) // replaces c's entry: 60 bytes, not 100
+	if got := held(); len(got) != 1 || c.bytes != 60 {
+		t.Fatalf("held %v, %d bytes; want c alone and 60 bytes", got, c.bytes)
+	}
+	put("big", 101)
+	if got := held(); len(got) != 1 || got[0] != "c" || c.bytes != 60 {
+		t.Fatalf("held %v, %d bytes after a run over the bound; want c alone and 60 bytes", got, c.bytes)
+	}
+	// No bound in bytes: only the runs count.
+	c = &stateCache{max: 2}
+	put("a", 1<<40)
+	put("b", 1<<40)
+	if got := held(); len(got) != 2 {
+		t.Fatalf("held %v without a bound in bytes, want both", got)
+	}
+}
