@@ -32,7 +32,7 @@ const DefaultStateCacheBytes = 256 << 20
 // dropping the least recently used.
 type stateCache struct {
 	max      int
-	maxBytes int64 // 0: no bound in bytes
+	maxBytes int64      // 0: no bound in bytes
 	mu       sync.Mutex // guards runs, order, bytes
 	bytes    int64      // the sizes of the entries held
 	// runs maps a workflow id to its element of order, whose value is a
