@@ -61,9 +61,12 @@ type Activities struct {
 // the Store while it goes on, and one, its last, under [Outcome.Ref], once
 // a step ended it (see the package doc's "What the Store costs"). Each
 // worker also keeps a bounded cache of the runs it stepped
-// ([Activities.SetStateCacheRuns]). With opts.Store nil, the whole state travels
-// in every step's input and result, and a run stops with
-// [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// ([Activities.SetStateCacheRuns]). With opts.Store nil, the workflow
+// holds the whole state, a step's input and result carry only the state
+// without its history and what the step added to the history (see the
+// package doc's "What a turn costs"), and a run stops with
+// [toolrun.StopPayloadTooLarge] when its whole state outgrows
+// [RunOptions.PayloadLimit] (the input of a continue-as-new carries it).
 // A Store that keeps blobs too ([BlobStore]: FileStore and sqlitestore's
 // do) also carries the run's values over [RunOptions.ClaimThreshold]
 // (results, a decision's edited input or reason), so that none goes
@@ -91,15 +94,18 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 // the state from the Store nor decodes it, and encodes only the messages
 // that are new, rather than the whole conversation each turn. It holds a
 // run's entry only while the run goes on (an ended run's is dropped) and
-// at most n runs, dropping the least recently stepped: its memory is
-// bounded by n runs' histories, each about twice its JSON (decoded, and
-// encoded for requests). A step uses an entry only if it is exactly the
+// at most n runs, dropping the least recently stepped, and at most the
+// bytes [Activities.SetStateCacheBytes] allows: each run about twice its
+// JSON with a Store (decoded, and encoded for requests), three times
+// without one (the state the step returned too, from which the next
+// step's delta is cut). A step uses an entry only if it is exactly the
 // state the workflow gives it (with a Store, the key of the state the
-// step before saved; without one, the same turn, calls and last
-// messages), with the results the workflow recorded since; a person's
-// decision since, a step on another worker, a restart or anything else is
-// a miss, and the step loads and resumes the state as it would without a
-// cache, so no run depends on it. On a hit, the runner's message thread
+// step before saved; without one, the history's length and digest), with
+// the results the workflow recorded since; a person's decision since, a
+// step on another worker, a restart or anything else is a miss, and the
+// step loads and resumes the state as it would without a cache (without
+// a Store, from the entry's history if it is the same one, else from the
+// workflow: [HistoryQuery]), so no run depends on it. On a hit, the runner's message thread
 // (toolrun.Options.NoThread) goes on from the step before, as in process.
 // With toolrun.Options.StateKey set, no step uses the cache: each checks
 // the signature of the state it resumes.
@@ -184,7 +190,10 @@ func Register(r Registry, a *Activities) {
 // most one request once every call is answered. It returns the new state
 // and the calls to run. With a Store, it loads the whole state from
 // in.Ref, saves the new one under a key of its own and returns that key
-// with the state without its history. A step that finds the runner of the
+// with the state without its history. Without one, given in.Deltas, it
+// returns only what it added to the history ([StepResult.Base]), and
+// given in.Digest (the state without its history) it takes the history
+// from the worker's cache or asks the workflow for it ([HistoryQuery]). A step that finds the runner of the
 // run's last step in the worker's state cache, holding exactly in.State
 // (see [Activities.SetStateCacheRuns]), goes on with it instead of
 // loading and resuming the state.

@@ -253,7 +253,8 @@ type Outcome struct {
 
 // StepInput is the input of [Activities.Step].
 type StepInput struct {
-	// State is the run's state, whole or, with Ref, without its history.
+	// State is the run's state, whole or, with Ref or Digest, without its
+	// history.
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty.
 	Ref string `json:"ref,omitempty"`
@@ -286,7 +287,8 @@ type StepInput struct {
 // StepResult is the result of [Activities.Step].
 type StepResult struct {
 	// State is the new state: whole, or without its history if the worker
-	// keeps states in a Store, under Ref.
+	// keeps states in a Store, under Ref, or, with Base, with only the
+	// messages the step added to the history.
 	State *toolrun.State `json:"state"`
 	Ref   string         `json:"ref,omitempty"`
 	// Text is the text of the last response.
@@ -386,7 +388,10 @@ const (
 // With workers that keep states in a [toolrun.Store], the workflow holds
 // the state without its history, and a key to the whole state in the
 // Store: its payloads and its event history do not grow with the
-// conversation.
+// conversation. Without a Store, it holds the whole state itself, and a
+// step's input and result carry the state without its history and what
+// the step added ([StepDeltaActivity], [ApplyStep]): only the input of a
+// continue-as-new and the Outcome carry the whole state.
 //
 // A call deferred to a person makes the workflow wait for a decision, sent
 // with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
