@@ -466,7 +466,11 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			return w.continueAsNew(ctx)
 		}
 		in := w.stepInput()
-		if w.tooLarge("the input of a step", w.size) {
+		what := "the input of a step"
+		if in.Deltas {
+			what = "the run's state, which the input of a continue-as-new carries,"
+		}
+		if w.tooLarge(what, w.size) {
 			return w.end(ctx), nil
 		}
 		res, err := w.step(ctx, in)
