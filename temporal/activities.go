@@ -33,6 +33,11 @@ type Activities struct {
 	cache  *stateCache   // the runners of the runs this worker stepped last
 	// deferClient makes stand-ins for client tools (clienttools.go).
 	deferClient bool
+	// queries says that the activities run on a worker of [NewWorker],
+	// whose client a step may ask its workflow for the history with
+	// ([HistoryQuery]); a step of activities registered otherwise (a
+	// test environment's, say) asks the workflow to send it instead.
+	queries bool
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -56,9 +61,12 @@ type Activities struct {
 // the Store while it goes on, and one, its last, under [Outcome.Ref], once
 // a step ended it (see the package doc's "What the Store costs"). Each
 // worker also keeps a bounded cache of the runs it stepped
-// ([Activities.SetStateCacheRuns]). With opts.Store nil, the whole state travels
-// in every step's input and result, and a run stops with
-// [toolrun.StopPayloadTooLarge] when it outgrows [RunOptions.PayloadLimit].
+// ([Activities.SetStateCacheRuns]). With opts.Store nil, the workflow
+// holds the whole state, a step's input and result carry only the state
+// without its history and what the step added to the history (see the
+// package doc's "What a turn costs"), and a run stops with
+// [toolrun.StopPayloadTooLarge] when its whole state outgrows
+// [RunOptions.PayloadLimit] (the input of a continue-as-new carries it).
 // A Store that keeps blobs too ([BlobStore]: FileStore and sqlitestore's
 // do) also carries the run's values over [RunOptions.ClaimThreshold]
 // (results, a decision's edited input or reason), so that none goes
@@ -72,7 +80,7 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
 	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
-	a.cache = &stateCache{max: DefaultStateCacheRuns}
+	a.cache = &stateCache{max: DefaultStateCacheRuns, maxBytes: DefaultStateCacheBytes}
 	return a
 }
 
@@ -86,15 +94,18 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 // the state from the Store nor decodes it, and encodes only the messages
 // that are new, rather than the whole conversation each turn. It holds a
 // run's entry only while the run goes on (an ended run's is dropped) and
-// at most n runs, dropping the least recently stepped: its memory is
-// bounded by n runs' histories, each about twice its JSON (decoded, and
-// encoded for requests). A step uses an entry only if it is exactly the
+// at most n runs, dropping the least recently stepped, and at most the
+// bytes [Activities.SetStateCacheBytes] allows: each run about twice its
+// JSON with a Store (decoded, and encoded for requests), three times
+// without one (the state the step returned too, from which the next
+// step's delta is cut). A step uses an entry only if it is exactly the
 // state the workflow gives it (with a Store, the key of the state the
-// step before saved; without one, the same turn, calls and last
-// messages), with the results the workflow recorded since; a person's
-// decision since, a step on another worker, a restart or anything else is
-// a miss, and the step loads and resumes the state as it would without a
-// cache, so no run depends on it. On a hit, the runner's message thread
+// step before saved; without one, the history's length and digest), with
+// the results the workflow recorded since; a person's decision since, a
+// step on another worker, a restart or anything else is a miss, and the
+// step loads and resumes the state as it would without a cache (without
+// a Store, from the entry's history if it is the same one, else from the
+// workflow: [HistoryQuery]), so no run depends on it. On a hit, the runner's message thread
 // (toolrun.Options.NoThread) goes on from the step before, as in process.
 // With toolrun.Options.StateKey set, no step uses the cache: each checks
 // the signature of the state it resumes.
@@ -102,7 +113,25 @@ func (a *Activities) SetStateCacheRuns(n int) {
 	if n == 0 {
 		n = DefaultStateCacheRuns
 	}
-	a.cache = &stateCache{max: n}
+	a.cache = &stateCache{max: n, maxBytes: a.cache.maxBytes}
+}
+
+// SetStateCacheBytes bounds the memory the worker's state cache takes, in
+// bytes, about, besides its number of runs ([Activities.SetStateCacheRuns]):
+// 0 means [DefaultStateCacheBytes], a negative n no bound in bytes. Once
+// the runs held take more, the least recently stepped are dropped; a run
+// that takes more alone is not kept. A run held without a Store counts
+// about three times its history's JSON (the runner's state decoded, the
+// request JSON of its messages, and the state the step returned, from
+// which the next step's delta is cut); with a Store, the worker does not
+// measure the history it saves, and a run counts only twice the state
+// without its history: bound such workers by runs. Call it before the
+// worker starts.
+func (a *Activities) SetStateCacheBytes(n int64) {
+	if n == 0 {
+		n = DefaultStateCacheBytes
+	}
+	a.cache = &stateCache{max: a.cache.max, maxBytes: max(n, 0)}
 }
 
 // Registry is where [Register] registers the workflow and its activities:
@@ -136,6 +165,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
 	w := worker.New(c, queue, versioned(opts))
+	a.queries = true
 	Register(w, a)
 	return w
 }
@@ -149,6 +179,7 @@ func Register(r Registry, a *Activities) {
 	warnStopTimeout(a.logger(), r)
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
+	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepDeltaActivity})
 	r.RegisterActivityWithOptions(a.RunTool, activity.RegisterOptions{Name: ToolActivity})
 	r.RegisterActivityWithOptions(a.DeleteClaims, activity.RegisterOptions{Name: DeleteClaimsActivity})
 }
@@ -159,7 +190,10 @@ func Register(r Registry, a *Activities) {
 // most one request once every call is answered. It returns the new state
 // and the calls to run. With a Store, it loads the whole state from
 // in.Ref, saves the new one under a key of its own and returns that key
-// with the state without its history. A step that finds the runner of the
+// with the state without its history. Without one, given in.Deltas, it
+// returns only what it added to the history ([StepResult.Base]), and
+// given in.Digest (the state without its history) it takes the history
+// from the worker's cache or asks the workflow for it ([HistoryQuery]). A step that finds the runner of the
 // run's last step in the worker's state cache, holding exactly in.State
 // (see [Activities.SetStateCacheRuns]), goes on with it instead of
 // loading and resuming the state.
@@ -211,11 +245,38 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// cached runner's state would not be.
 		id = ""
 	}
+	// Without a Store and with in.Deltas, the result carries only the
+	// history after prev, the history the step began with.
+	deltas := in.Deltas && a.store == nil
+	var prev []anthropic.BetaMessageParam
 	var r *toolrun.Runner
+	var held *toolrun.State // the whole state the cache holds for in's history
 	if e := a.cache.take(id); e != nil {
-		r = e.resume(s, in.Ref) // nil: a miss, and the entry is dropped
+		held = e.history(s, in.Digest, in.Messages)
+		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
+		if r != nil && e.whole != nil {
+			prev = e.whole.Params.Messages
+		}
 	}
 	if r == nil {
+		if in.Digest != "" {
+			// The state without its history, which the workflow holds:
+			// the history is the cache's if it holds it (a person decided
+			// since the step before, say), else the workflow's.
+			got := held
+			if got == nil {
+				var err error
+				if got, err = a.historyOf(ctx, in); err != nil {
+					return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
+				}
+				got = merge(s, got)
+			}
+			var err error
+			if s, err = c.restore(ctx, got); err != nil {
+				return nil, nil, claimError(err)
+			}
+		}
+		prev = s.Params.Messages
 		if in.Ref != "" {
 			stored, err := loadState(ctx, a.store, in.Ref)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -261,6 +322,13 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	}
 	whole := r.State()
 	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
+	if deltas {
+		cut, d, err := deltaOf(in, prev, whole)
+		if err != nil {
+			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
+		}
+		res.State, res.Base, res.Digest, res.HistoryBytes = cut, d.base, d.digest, d.bytes
+	}
 	if a.store != nil {
 		key, err := stateKey(ctx)
 		if err != nil {
@@ -310,6 +378,13 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	if !over && !ended(whole) {
 		// The run goes on: its next step may find the runner here.
 		if e := newCachedRun(id, r, whole, res.Ref); e != nil {
+			switch {
+			case deltas:
+				e.digest, e.whole = res.Digest, whole
+				e.size = 3 * int64(res.HistoryBytes+res.Size)
+			default:
+				e.size = 2 * int64(n)
+			}
 			a.cache.put(e)
 		}
 	}

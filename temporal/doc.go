@@ -35,9 +35,15 @@
 // whole state in the Store under a key of its own, and the workflow holds
 // only that key and the state without its history (the claim-check
 // pattern), so no payload grows with the conversation; [LoadState] returns
-// the whole state of an [Outcome]. A payload over [RunOptions.PayloadLimit]
-// stops the run with [toolrun.StopPayloadTooLarge] rather than letting the server
-// terminate it.
+// the whole state of an [Outcome]. Without a Store, the workflow is the
+// store: it holds the whole state in memory, a step is given the state
+// without its history plus the history's length and digest, and its
+// result carries only what the step added, which the workflow appends
+// ([ApplyStep]); see "What a turn costs". A payload over
+// [RunOptions.PayloadLimit] stops the run with
+// [toolrun.StopPayloadTooLarge] rather than letting the server terminate
+// it: without a Store, the whole state must fit, since the input of a
+// continue-as-new and the Outcome carry it.
 //
 // # Values of any size
 //
@@ -155,29 +161,62 @@
 // retry of that step whose state is gone takes the result its earlier
 // attempt saved. A run that ends otherwise (a tool's AfterTool, a step
 // that failed for good, a cancellation, the payload guard) keeps its last
-// two. Without a Store the whole state travels in each step's input and
-// result: fine for short runs. A call's activity times out at its tool's
+// two. Without a Store nothing is written: the workflow holds the state.
+// A call's activity times out at its tool's
 // timeout plus 30 s, or 24 hours for a tool with none: give your tools a
 // timeout.
 //
 // # What a turn costs
 //
-// Each worker keeps a state cache ([Activities.SetStateCacheRuns]): the
-// runner of each run's last step on that worker, so that the run's next
-// step there neither loads nor decodes nor resumes the whole state, and
-// encodes for the request only the messages that are new. A step on
-// another worker, after a restart or after a person's decision is a miss
-// and loads the state as it would without the cache. With a Store, what
-// is left of a turn's cost that grows with the conversation is writing
-// the state, and on the history side nothing: the workflow holds the
-// state without its history. Without a Store, each step's input and
-// result carry the whole state, so a turn's history bytes, and the
-// worker's CPU to decode and encode them (in the activity and in the
-// workflow), grow with the conversation by design; continue-as-new
-// (every [RunOptions.ContinueAsNewAfter] turns, or when the server
-// suggests it as the history grows) bounds one execution's history, not
-// a turn's cost. Use a Store for long runs. BENCHMARKS.md has the
-// figures at 10 and 100 turns.
+// A turn's cost does not grow with the conversation, with a Store or
+// without one: worker CPU and history bytes per turn stay within 1.5×
+// from 10 to 100 turns (BENCHMARKS.md has the figures).
+//
+// Each worker keeps a state cache ([Activities.SetStateCacheRuns],
+// [Activities.SetStateCacheBytes]): the runner of each run's last step on
+// that worker, so that the run's next step there neither loads nor
+// decodes nor resumes the whole state, and encodes for the request only
+// the messages that are new. A step on another worker, after a restart
+// or after a person's decision is a miss, and gets the state as follows;
+// a hit is used only for exactly the state the workflow holds, so no run
+// depends on it.
+//
+// With a Store, the workflow holds the state without its history and the
+// key of the whole state; a miss loads it from the Store. What grows with
+// the conversation is writing the state, not the history.
+//
+// Without a Store, the workflow holds the whole state in memory (from
+// its input and, on a replay, from the steps' results). A step's input is
+// the state without its history, the history's number of messages and a
+// digest of it (the step before reported it: a SHA-256 chained over the
+// steps' deltas); its result is the state with only the messages the
+// step added after the history it was given ([StepResult.Base]; the whole
+// history if it was replaced, by a compaction), which the workflow
+// appends ([ApplyStep]). A worker whose cache holds the run at that
+// digest goes on; one whose entry is older but of the same history (a
+// person's decision since) resumes from the history it holds; any other
+// miss asks the workflow with the query [HistoryQuery], on workers built
+// with [NewWorker] (their client), and checks the answer's length and
+// digest. A step that cannot get the history (activities registered
+// otherwise, the SDK's test environment, a query that fails) fails with
+// the error type toolrun.NeedHistory, and the workflow sends it once more
+// with the whole state in its input. A query's answer is the whole state,
+// which the payload guard keeps within [RunOptions.PayloadLimit] (1.5 MiB
+// by default), well below the 4 MiB a server's gRPC answers take; a
+// query needs a worker polling the workflow task queue, which the
+// worker running the step is. Such steps run as [StepDeltaActivity]: a
+// worker of a release without deltas has no activity of that name and
+// never takes the state without its history for the whole state. A run
+// started by an older release gets deltas from its next execution on
+// (toolrun.step-deltas, a workflow.GetVersion change).
+//
+// What is left that grows with the conversation is the input of each
+// continue-as-new, which carries the whole state (there is nowhere else
+// to keep it), once every [RunOptions.ContinueAsNewAfter] turns (20 by
+// default), and the Outcome: amortised over those turns. A worker still encodes each request, which
+// carries the whole conversation unless the run's message thread goes on
+// from the step before (a cache hit), and copies the state once per step
+// ([toolrun.Runner.State]); so do in-process runs.
 //
 // # Search attributes
 //

@@ -335,7 +335,7 @@ func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, er
 		a := e.GetActivityTaskScheduledEventAttributes()
 		s := &scheduled{name: a.GetActivityType().GetName(), input: a.GetInput()}
 		x.acts[id] = s
-		if s.name != StepActivity || seen {
+		if !isStep(s.name) || seen {
 			return nil, nil
 		}
 		in, err := x.stepInput(s)
@@ -352,7 +352,7 @@ func (x *execution) events(e *historypb.HistoryEvent, seen bool) ([]RunEvent, er
 		s := x.acts[a.GetScheduledEventId()]
 		switch {
 		case s == nil:
-		case s.name == StepActivity:
+		case isStep(s.name):
 			evs, err := x.stepCompleted(s, a.GetScheduledEventId(), id, a.GetResult(), seen)
 			for i := range evs {
 				if evs[i].Kind == StepFinished {
@@ -517,6 +517,9 @@ func (f *follower) claimedResult(r *toolrun.ToolResult) *toolrun.ToolResult {
 	}
 	return &whole
 }
+
+// isStep reports whether activity name is a step's.
+func isStep(name string) bool { return name == StepActivity || name == StepDeltaActivity }
 
 // isClose reports whether e ends an execution with the run's end.
 func isClose(e *historypb.HistoryEvent) bool {

@@ -108,12 +108,14 @@ func measuredEnv(t *testing.T, acts *temporal.Activities, p *payloads) *testsuit
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(2 * time.Minute)
 	env.RegisterWorkflowWithOptions(temporal.Workflow, workflow.RegisterOptions{Name: temporal.WorkflowName})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in temporal.StepInput) (*temporal.StepResult, error) {
+	step := func(ctx context.Context, in temporal.StepInput) (*temporal.StepResult, error) {
 		p.see(in)
 		res, err := acts.Step(ctx, in)
 		p.see(res)
 		return res, err
-	}, activity.RegisterOptions{Name: temporal.StepActivity})
+	}
+	env.RegisterActivityWithOptions(step, activity.RegisterOptions{Name: temporal.StepActivity})
+	env.RegisterActivityWithOptions(step, activity.RegisterOptions{Name: temporal.StepDeltaActivity})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in temporal.ToolInput) (*temporal.ToolOutput, error) {
 		p.see(in)
 		res, err := acts.RunTool(ctx, in)

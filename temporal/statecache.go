@@ -14,6 +14,10 @@ import (
 // unless [Activities.SetStateCacheRuns] says otherwise.
 const DefaultStateCacheRuns = 128
 
+// DefaultStateCacheBytes is how much memory, about, a worker's state
+// cache may take unless [Activities.SetStateCacheBytes] says otherwise.
+const DefaultStateCacheBytes = 256 << 20
+
 // stateCache is a worker's cache of the runners of the runs it stepped:
 // the runner of a run's last step, which holds the run's state decoded and
 // the request JSON of its messages encoded (the runner's own cache of
@@ -27,8 +31,10 @@ const DefaultStateCacheRuns = 128
 // runner, and a failed step leaves no entry. It holds at most max runs,
 // dropping the least recently used.
 type stateCache struct {
-	max int
-	mu  sync.Mutex // guards runs, order
+	max      int
+	maxBytes int64      // 0: no bound in bytes
+	mu       sync.Mutex // guards runs, order, bytes
+	bytes    int64      // the sizes of the entries held
 	// runs maps a workflow id to its element of order, whose value is a
 	// *cachedRun; order runs from the most recently put.
 	runs  map[string]*list.Element
@@ -40,6 +46,9 @@ type stateCache struct {
 type cachedRun struct {
 	workflowID string
 	runner     *toolrun.Runner
+	// size is about the memory the entry takes (see
+	// Activities.SetStateCacheBytes), 0 if not known.
+	size int64
 	// ref is the Store key the step saved the runner's state under, unique
 	// to the step's attempt; "" without a Store.
 	ref string
@@ -56,6 +65,24 @@ type cachedRun struct {
 	calls    []toolrun.ToolCall
 	answered map[string]bool
 	awaiting []string
+	// digest identifies the history the step returned, as its result
+	// reported it ([StepResult.Digest]), and whole is the state it
+	// returned: the history from which the next step's delta is cut, and
+	// which a next step that the runner cannot take (a person's decision
+	// since) resumes from rather than asking the workflow; "" and nil but
+	// for a step with deltas.
+	digest string
+	whole  *toolrun.State
+}
+
+// history returns the whole state the entry holds for s, the state
+// without its history that a step is given with digest and msgs, or nil
+// if the entry holds another history.
+func (e *cachedRun) history(s *toolrun.State, digest string, msgs int) *toolrun.State {
+	if e == nil || e.whole == nil || digest == "" || digest != e.digest || msgs != e.msgs {
+		return nil
+	}
+	return merge(s, e.whole)
 }
 
 // take removes and returns the entry of workflow id, or nil.
@@ -71,11 +98,14 @@ func (c *stateCache) take(id string) *cachedRun {
 	}
 	delete(c.runs, id)
 	c.order.Remove(e)
-	return e.Value.(*cachedRun)
+	r := e.Value.(*cachedRun)
+	c.bytes -= r.size
+	return r
 }
 
 // put keeps r as the entry of its workflow, dropping the least recently
-// used entries over max.
+// used entries over max runs or maxBytes; a run larger than maxBytes
+// alone is not kept.
 func (c *stateCache) put(r *cachedRun) {
 	if c == nil || c.max <= 0 || r.workflowID == "" {
 		return
@@ -87,12 +117,20 @@ func (c *stateCache) put(r *cachedRun) {
 	}
 	if old, ok := c.runs[r.workflowID]; ok {
 		c.order.Remove(old)
+		delete(c.runs, r.workflowID)
+		c.bytes -= old.Value.(*cachedRun).size
+	}
+	if c.maxBytes > 0 && r.size > c.maxBytes {
+		return // larger than the bound alone: not kept
 	}
 	c.runs[r.workflowID] = c.order.PushFront(r)
-	for c.order.Len() > c.max {
+	c.bytes += r.size
+	for c.order.Len() > c.max || (c.maxBytes > 0 && c.bytes > c.maxBytes && c.order.Len() > 0) {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.runs, last.Value.(*cachedRun).workflowID)
+		lr := last.Value.(*cachedRun)
+		delete(c.runs, lr.workflowID)
+		c.bytes -= lr.size
 	}
 }
 
@@ -126,16 +164,21 @@ func newCachedRun(id string, r *toolrun.Runner, whole *toolrun.State, ref string
 
 // resume returns the entry's runner brought up to s, the state the
 // workflow gives the step (with ref, the key of the whole state in the
-// Store), or nil if s is not the state the runner holds with what the
+// Store; with digest, the state without its history, of msgs messages
+// of that digest, which the workflow holds), or nil if s is not the state the runner holds with what the
 // workflow recorded since: the results of the pending calls, which it
 // sets on the runner. A person's decision since, or anything else the
 // runner does not hold, is a miss. On nil, the runner may have been
 // changed, and the caller drops it.
-func (e *cachedRun) resume(s *toolrun.State, ref string) *toolrun.Runner {
+func (e *cachedRun) resume(s *toolrun.State, ref, digest string, msgs int) *toolrun.Runner {
 	if ref != e.ref || s.Turns != e.turns || s.StopReason != e.stop {
 		return nil
 	}
-	if ref == "" {
+	if digest != "" {
+		if ref != "" || digest != e.digest || msgs != e.msgs {
+			return nil
+		}
+	} else if ref == "" {
 		if len(s.Params.Messages) != e.msgs {
 			return nil
 		}

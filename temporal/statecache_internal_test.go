@@ -86,7 +86,7 @@ func TestCachedRunResume(t *testing.T) {
 			if e == nil {
 				t.Fatal("no entry")
 			}
-			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef)
+			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef, "", 0)
 			if hit := got != nil; hit != tt.hit {
 				t.Fatalf("got hit %v, want %v", hit, tt.hit)
 			}
@@ -95,7 +95,7 @@ func TestCachedRunResume(t *testing.T) {
 	t.Run("the result reaches the runner", func(t *testing.T) {
 		r, whole := plain(t)
 		e := newCachedRun("wf", r, whole, "")
-		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), ""); got == nil {
+		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), "", "", 0); got == nil {
 			t.Fatal("got a miss, want a hit")
 		}
 		if res, ok := r.State().CallResult("t1"); !ok || res.IsError {
@@ -127,5 +127,48 @@ func TestStateCacheBound(t *testing.T) {
 	off.put(&cachedRun{workflowID: "a"})
 	if e := off.take("a"); e != nil {
 		t.Error("a cache turned off keeps a run")
+	}
+}
+
+// TestStateCacheBytes checks the cache's bound in bytes: the least
+// recently put runs are dropped once the runs held take more than it,
+// a run larger than the bound alone is not kept, and a run taken out
+// gives its bytes back.
+func TestStateCacheBytes(t *testing.T) {
+	c := &stateCache{max: 10, maxBytes: 100}
+	put := func(id string, size int64) { c.put(&cachedRun{workflowID: id, size: size}) }
+	held := func() []string {
+		var ids []string
+		for e := c.order.Front(); e != nil; e = e.Next() {
+			ids = append(ids, e.Value.(*cachedRun).workflowID)
+		}
+		return ids
+	}
+	put("a", 40)
+	put("b", 40)
+	if got := held(); len(got) != 2 || c.bytes != 80 {
+		t.Fatalf("held %v, %d bytes; want b, a and 80 bytes", got, c.bytes)
+	}
+	put("c", 40) // 120 > 100: a goes
+	if got := held(); len(got) != 2 || got[0] != "c" || got[1] != "b" || c.bytes != 80 {
+		t.Fatalf("held %v, %d bytes; want c, b and 80 bytes", got, c.bytes)
+	}
+	if e := c.take("b"); e == nil || c.bytes != 40 {
+		t.Fatalf("took %v, %d bytes left; want b, and 40 bytes", e, c.bytes)
+	}
+	put("c", 60) // replaces c's entry: 60 bytes, not 100
+	if got := held(); len(got) != 1 || c.bytes != 60 {
+		t.Fatalf("held %v, %d bytes; want c alone and 60 bytes", got, c.bytes)
+	}
+	put("big", 101)
+	if got := held(); len(got) != 1 || got[0] != "c" || c.bytes != 60 {
+		t.Fatalf("held %v, %d bytes after a run over the bound; want c alone and 60 bytes", got, c.bytes)
+	}
+	// No bound in bytes: only the runs count.
+	c = &stateCache{max: 2}
+	put("a", 1<<40)
+	put("b", 1<<40)
+	if got := held(); len(got) != 2 {
+		t.Fatalf("held %v without a bound in bytes, want both", got)
 	}
 }

@@ -26,7 +26,10 @@ import (
 // that load the state: the first, the two after a decision, and in the
 // "second worker" case those on a worker B whose cache is empty and on
 // the worker A again, whose cache holds the run as it was two turns
-// before, which must not be used. The requests are compared as JSON
+// before, which must not be used; in the "restart" case, on a new worker
+// after each decision. Without a Store the workflow holds the history
+// and a step is given the state without it: a step that misses asks the
+// workflow for it. The requests are compared as JSON
 // values: a block's keys come in another order from a resumed runner
 // than from the response, as in process.
 func TestStateCacheSendsTheState(t *testing.T) {
@@ -37,7 +40,7 @@ func TestStateCacheSendsTheState(t *testing.T) {
 			if want.continued != 0 {
 				t.Errorf("without the cache, %d requests continued a thread, want 0", want.continued)
 			}
-			for _, mode := range []string{"cache", "second worker"} {
+			for _, mode := range []string{"cache", "second worker", "restart"} {
 				t.Run(mode, func(t *testing.T) {
 					got := cacheRun(t, c, store, mode)
 					if diff := cmp.Diff(want.requests, got.requests); diff != "" {
@@ -66,7 +69,8 @@ type cacheResult struct {
 // cacheRun runs the conversation of TestStateCacheSendsTheState on
 // workers with the cache, or not ("no cache"), or ("second worker") on a
 // worker A until t3 awaits a decision, then a worker B until t5 does, then
-// on A again, whose cache still holds the run at t3.
+// on A again, whose cache still holds the run at t3; or ("restart") on a
+// new worker after each decision.
 func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResult {
 	t.Helper()
 	var replies []toolruntest.Reply
@@ -117,7 +121,8 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 			pending, err := temporal.Pending(ctx, c, queue)
 			return err == nil && len(pending) == 1 && pending[0].Call.ID == id
 		})
-		if mode == "second worker" {
+		switch mode {
+		case "second worker":
 			// t3: on to a worker B, whose cache is empty; t5: back to
 			// A, whose cache holds the run at t3.
 			w.Stop()
@@ -126,6 +131,10 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 			} else {
 				w = start(a)
 			}
+		case "restart":
+			// The worker restarts: a new one, whose cache is empty.
+			w.Stop()
+			w = start(newActs())
 		}
 		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall()); err != nil {
 			t.Fatal(err)

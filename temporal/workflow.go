@@ -218,6 +218,13 @@ type Input struct {
 	// again, which the next step deletes.
 	Claims []string `json:"claims,omitempty"`
 	Spent  []string `json:"spent_claims,omitempty"`
+	// Digest and HistoryBytes are what identifies State's history and
+	// its size in JSON, about, as the steps of a run without a Store
+	// reported them (see [StepInput.Digest]), so that the next
+	// execution's first step need not carry the history; empty for
+	// none.
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // Approval is a person's decision on a call awaiting approval, sent with
@@ -247,7 +254,8 @@ type Outcome struct {
 
 // StepInput is the input of [Activities.Step].
 type StepInput struct {
-	// State is the run's state, whole or, with Ref, without its history.
+	// State is the run's state, whole or, with Ref or Digest, without its
+	// history.
 	State *toolrun.State `json:"state"`
 	// Ref is the key of the whole state in the workers' Store, or empty.
 	Ref string `json:"ref,omitempty"`
@@ -262,12 +270,26 @@ type StepInput struct {
 	ClaimThreshold int `json:"claim_threshold,omitempty"`
 	// Spent are claims no step reads again, which this step deletes.
 	Spent []string `json:"spent_claims,omitempty"`
+	// Deltas says that the workflow holds the whole state and takes a
+	// result without a Store as a delta: only the history after the
+	// messages it holds ([StepResult.Base]).
+	Deltas bool `json:"deltas,omitempty"`
+	// Digest, if set, says that State is the state without its history,
+	// which the workflow holds: Messages messages, whose digest, as the
+	// step before reported it ([StepResult.Digest]), is Digest, and whose
+	// JSON is about HistoryBytes. A worker whose state cache holds the
+	// run at that history goes on from it; another asks the workflow for
+	// it ([HistoryQuery]).
+	Messages     int    `json:"messages,omitempty"`
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // StepResult is the result of [Activities.Step].
 type StepResult struct {
 	// State is the new state: whole, or without its history if the worker
-	// keeps states in a Store, under Ref.
+	// keeps states in a Store, under Ref, or, with Base, with only the
+	// messages the step added to the history.
 	State *toolrun.State `json:"state"`
 	Ref   string         `json:"ref,omitempty"`
 	// Text is the text of the last response.
@@ -284,6 +306,17 @@ type StepResult struct {
 	Size int `json:"size,omitempty"`
 	// Claims are the keys of the claims State and Calls refer to.
 	Claims []string `json:"claims,omitempty"`
+	// Base, for a step given [StepInput.Deltas] and no Store, is the
+	// number of messages of the history the step began with that State's
+	// history follows: State's history is only what the step added
+	// ([ApplyStep] puts the two together). Zero means that State is
+	// whole (the history was replaced, by a compaction, say).
+	Base int `json:"base,omitempty"`
+	// Digest identifies the whole history after the step, and
+	// HistoryBytes is its size in JSON, about: the next step's
+	// [StepInput.Digest] and [StepInput.HistoryBytes].
+	Digest       string `json:"digest,omitempty"`
+	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
 // ToolInput is the input of [Activities.RunTool]: the run's state without
@@ -363,7 +396,10 @@ const (
 // With workers that keep states in a [toolrun.Store], the workflow holds
 // the state without its history, and a key to the whole state in the
 // Store: its payloads and its event history do not grow with the
-// conversation.
+// conversation. Without a Store, it holds the whole state itself, and a
+// step's input and result carry the state without its history and what
+// the step added ([StepDeltaActivity], [ApplyStep]): only the input of a
+// continue-as-new and the Outcome carry the whole state.
 //
 // A call deferred to a person makes the workflow wait for a decision, sent
 // with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
@@ -408,7 +444,14 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 		workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
 	w.memo = workflow.GetVersion(ctx, versionPendingMemo, workflow.DefaultVersion, 1) >= 1
 	w.bounded = workflow.GetVersion(ctx, versionDecisionBounds, workflow.DefaultVersion, 1) >= 1
+	if in.Ref == "" {
+		w.deltas = workflow.GetVersion(ctx, versionDeltas, workflow.DefaultVersion, 1) >= 1
+		w.digest, w.histBytes = in.Digest, in.HistoryBytes
+	}
 	if err := w.handle(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.handleHistory(ctx); err != nil {
 		return nil, err
 	}
 	out, err := w.loop(ctx)
@@ -430,12 +473,20 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
 			return w.continueAsNew(ctx)
 		}
-		in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit,
-			ClaimThreshold: w.opts.ClaimThreshold, Spent: w.spent}
-		if w.tooLarge("the input of a step", w.size) {
+		in := w.stepInput()
+		what := "the input of a step"
+		if in.Deltas {
+			what = "the run's state, which the input of a continue-as-new carries,"
+		}
+		if w.tooLarge(what, w.size) {
 			return w.end(ctx), nil
 		}
 		res, err := w.step(ctx, in)
+		if err != nil && in.Digest != "" && needsHistory(err) && ctx.Err() == nil {
+			// The worker had not the history, nor could it ask for it.
+			in = w.wholeInput(in)
+			res, err = w.step(ctx, in)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -449,7 +500,12 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 			w.superseded = in.Ref
 		}
 		w.afterStep(in, res)
-		w.state, w.ref, w.size = res.State, res.Ref, res.Size
+		if err := w.takeStep(in, res); err != nil {
+			if err := w.state.Stop(toolrun.StopError, "step result: "+err.Error()); err != nil {
+				return nil, err
+			}
+			return w.end(ctx), nil
+		}
 		if res.Text != "" {
 			w.text = res.Text
 		}
@@ -509,6 +565,12 @@ type run struct {
 	// appended is the JSON size of the messages AppendUpdate appended to
 	// the turn appendedTurn, for MaxAppendBytes
 	appended, appendedTurn int
+	// deltas: without a Store, steps carry deltas (versionDeltas), and
+	// digest and histBytes identify state's history as the last step
+	// reported it ("" and 0 until one did)
+	deltas    bool
+	digest    string
+	histBytes int
 }
 
 // handle registers the queries, the update and the signal.
@@ -684,7 +746,11 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 	w.stepping = true
 	defer func() { w.stepping = false }()
 	var res StepResult
-	if err := workflow.ExecuteActivity(actx, StepActivity, in).Get(ctx, &res); err != nil {
+	name := StepActivity
+	if in.Digest != "" {
+		name = StepDeltaActivity
+	}
+	if err := workflow.ExecuteActivity(actx, name, in).Get(ctx, &res); err != nil {
 		return nil, err
 	}
 	if res.State == nil {
@@ -882,7 +948,8 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 		}
 		w.receive(ctx, a)
 	}
-	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent}
+	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent,
+		Digest: w.digest, HistoryBytes: w.histBytes}
 	if w.tooLarge("the input of continue-as-new", w.size) {
 		return w.end(ctx), nil
 	}

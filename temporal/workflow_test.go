@@ -377,6 +377,7 @@ func TestLostToolActivity(t *testing.T) {
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterWorkflowWithOptions(temporal.Workflow, workflow.RegisterOptions{Name: temporal.WorkflowName})
 			env.RegisterActivityWithOptions(acts.Step, activity.RegisterOptions{Name: temporal.StepActivity})
+			env.RegisterActivityWithOptions(acts.Step, activity.RegisterOptions{Name: temporal.StepDeltaActivity})
 			// The first attempt of each call is lost before the tool runs.
 			var attempts atomic.Int32
 			env.RegisterActivityWithOptions(func(ctx context.Context, in temporal.ToolInput) (*temporal.ToolOutput, error) {

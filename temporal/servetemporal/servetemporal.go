@@ -287,7 +287,7 @@ func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.Wo
 			}
 			st, ref = in.State, in.Ref
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.StepActivity {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && (a.GetActivityType().GetName() == temporal.StepActivity || a.GetActivityType().GetName() == temporal.StepDeltaActivity) {
 			steps[ev.GetEventId()] = true
 		}
 		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && steps[a.GetScheduledEventId()] {
@@ -295,7 +295,10 @@ func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.Wo
 			if err := dc.FromPayloads(a.GetResult(), &res); err != nil {
 				return nil, fmt.Errorf("servetemporal: a step's result in workflow %s: %w", id, err)
 			}
-			st, ref = res.State, res.Ref
+			if st, err = temporal.ApplyStep(st, &res); err != nil {
+				return nil, fmt.Errorf("servetemporal: a step's result in workflow %s: %w", id, err)
+			}
+			ref = res.Ref
 		}
 	}
 	if st == nil {

@@ -1,0 +1,249 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"go.temporal.io/sdk/activity"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// This file holds the workflow as the store of a run's history when the
+// workers keep no Store: a step's result carries only what the step
+// added to the history (a delta), the workflow appends it to the whole
+// state it holds in memory, and a step's input carries the state without
+// its history and what identifies that history (its length and digest),
+// which the worker's state cache holds; a worker whose cache misses asks
+// the workflow for the history with [HistoryQuery].
+
+const (
+	// StepDeltaActivity is the name of [Activities.Step] when the
+	// workflow holds the run's whole state itself (workers without a
+	// Store) and takes a step's result as a delta ([StepResult.Base]). A
+	// name of its own, so that a worker of a release without deltas, which
+	// would take the state without its history for the whole state, never
+	// runs such a step: it has no activity of that name, and the step is
+	// retried until a worker that has one takes it.
+	StepDeltaActivity = "toolrun.StepDelta"
+	// HistoryQuery returns the run's whole state as the workflow holds
+	// it, with what identifies its history, as a [HistoryAt]: what a step
+	// whose worker does not hold the run asks for. Its size is the whole
+	// state's, which the payload guard keeps under
+	// [RunOptions.PayloadLimit] (the input of a continue-as-new carries
+	// it too), below the 4 MiB a Temporal server's gRPC answers take.
+	HistoryQuery = "toolrun.history"
+)
+
+// versionDeltas guards the steps of a run without a Store that carry
+// deltas ([StepDeltaActivity]): an execution recorded before them sends
+// and takes the whole state with each step ([StepActivity]). It is asked
+// when an execution starts without a Store key, so a run that was waiting
+// when its workers were upgraded gets deltas from its next execution on.
+const versionDeltas = "toolrun.step-deltas"
+
+// HistoryAt is the result of [HistoryQuery]: the run's whole state, the
+// number of messages of its history and the digest the workflow holds for
+// it ([StepInput.Digest]), so that a step can check that it is the
+// history it was given the skeleton of.
+type HistoryAt struct {
+	State    *toolrun.State `json:"state"`
+	Messages int            `json:"messages"`
+	Digest   string         `json:"digest,omitempty"`
+}
+
+// ApplyStep returns the run's whole state after a step, from prev, the
+// whole state the step began with, and res, its result: res.State itself
+// if it is whole (Base 0) or the state without its history with a Store
+// (Ref set), else res.State with the first res.Base messages of prev's
+// history before its own. It is how the workflow keeps the whole state,
+// and how a reader of the workflow's history with no worker (a serve
+// backend, say) rebuilds it: from the execution's input, each step's
+// result in turn. Neither prev nor res is changed.
+func ApplyStep(prev *toolrun.State, res *StepResult) (*toolrun.State, error) {
+	if res == nil || res.State == nil {
+		return nil, errors.New("toolrun: apply step: the result has no state")
+	}
+	if res.Ref != "" || res.Base == 0 {
+		return res.State, nil
+	}
+	if prev == nil || res.Base < 0 || res.Base > len(prev.Params.Messages) {
+		n := 0
+		if prev != nil {
+			n = len(prev.Params.Messages)
+		}
+		return nil, fmt.Errorf("toolrun: apply step: the result follows %d messages of the history, which has %d", res.Base, n)
+	}
+	s := *res.State
+	s.Params.Messages = append(slices.Clip(prev.Params.Messages[:res.Base]), res.State.Params.Messages...)
+	return &s, nil
+}
+
+// handleHistory registers [HistoryQuery].
+func (w *run) handleHistory(ctx workflow.Context) error {
+	return workflow.SetQueryHandler(ctx, HistoryQuery, func() (HistoryAt, error) {
+		return HistoryAt{State: w.state, Messages: len(w.state.Params.Messages), Digest: w.digest}, nil
+	})
+}
+
+// stepInput returns the input of the next step: with deltas and a
+// digest, the state without its history and what identifies it.
+func (w *run) stepInput() StepInput {
+	in := StepInput{State: w.state, Ref: w.ref, Superseded: w.superseded, PayloadLimit: w.opts.PayloadLimit,
+		ClaimThreshold: w.opts.ClaimThreshold, Spent: w.spent}
+	if w.deltas && w.ref == "" {
+		in.Deltas = true
+		if w.digest != "" {
+			in.State, in.Messages, in.Digest, in.HistoryBytes = skeleton(w.state), len(w.state.Params.Messages), w.digest, w.histBytes
+		}
+	}
+	return in
+}
+
+// takeStep makes res, the result of step in, the run's state.
+func (w *run) takeStep(in StepInput, res *StepResult) error {
+	if res.Ref != "" || !in.Deltas {
+		w.state, w.ref, w.size = res.State, res.Ref, res.Size
+		w.digest, w.histBytes = "", 0
+		return nil
+	}
+	whole, err := ApplyStep(w.state, res)
+	if err != nil {
+		return err
+	}
+	w.state, w.ref = whole, ""
+	w.digest, w.histBytes = res.Digest, res.HistoryBytes
+	// The whole state is about the result and the history before it.
+	w.size = res.Size + res.HistoryBytes
+	return nil
+}
+
+// historyOf returns the whole state of the run whose step in is, given
+// the state without its history: from the workflow, by [HistoryQuery],
+// which must hold exactly the history in names (its length and digest);
+// anything else (an attempt of a step the workflow moved on from) is an
+// error, and the attempt is retried.
+func (a *Activities) historyOf(ctx context.Context, in StepInput) (*toolrun.State, error) {
+	if !activity.IsActivity(ctx) {
+		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: a step given the state without its history runs only as an activity", "toolrun.NotActivity", nil)
+	}
+	if !a.queries {
+		return nil, needHistory(errors.New("the activities were not built into a worker by NewWorker, whose client a step queries its workflow with"))
+	}
+	info := activity.GetInfo(ctx)
+	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, HistoryQuery)
+	if err != nil {
+		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
+	}
+	var h HistoryAt
+	if err := v.Get(&h); err != nil {
+		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
+	}
+	if h.State == nil || h.Digest != in.Digest || len(h.State.Params.Messages) != in.Messages {
+		// An attempt of a step the workflow moved on from, whose result
+		// is not recorded; or a workflow that cannot say.
+		return nil, needHistory(fmt.Errorf("the workflow holds another history (%d messages, digest %.12s) than the step's (%d, %.12s)", h.Messages, h.Digest, in.Messages, in.Digest))
+	}
+	return h.State, nil
+}
+
+// errNeedHistory is the error type of a step that was given the state
+// without its history and could not get the history: the workflow sends
+// the step again with the whole state.
+const errNeedHistory = "toolrun.NeedHistory"
+
+func needHistory(err error) error {
+	return sdktemporal.NewNonRetryableApplicationError("toolrun: the step has the state without its history and could not get it: "+err.Error(), errNeedHistory, nil)
+}
+
+// needsHistory reports whether a step failed for want of the history.
+func needsHistory(err error) bool {
+	var ae *sdktemporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == errNeedHistory
+}
+
+// wholeInput returns step input in with the whole state in place of the
+// state without its history.
+func (w *run) wholeInput(in StepInput) StepInput {
+	in.State, in.Messages, in.Digest, in.HistoryBytes = w.state, 0, "", 0
+	return in
+}
+
+// delta is what a step without a Store returns of the history: the
+// messages after the first base of the history the step began with.
+type delta struct {
+	base   int
+	digest string
+	bytes  int // the whole history's JSON, about
+}
+
+// deltaOf cuts whole, the state after step in, to what the workflow does
+// not hold: the history after the messages of prev (the history the step
+// began with) if whole's begins with them, else the whole history (a
+// compaction replaced it). It returns the cut state and its delta.
+func deltaOf(in StepInput, prev []anthropic.BetaMessageParam, whole *toolrun.State) (*toolrun.State, delta, error) {
+	msgs := whole.Params.Messages
+	base := len(prev)
+	if base > len(msgs) || !samePrefix(prev, msgs[:base]) {
+		base = 0
+	}
+	cut := *whole
+	cut.Params.Messages = msgs[base:]
+	state, err := json.Marshal(&cut)
+	if err != nil {
+		return nil, delta{}, err
+	}
+	added, err := json.Marshal(cut.Params.Messages)
+	if err != nil {
+		return nil, delta{}, err
+	}
+	d := delta{base: base, bytes: len(added)}
+	chain := ""
+	if base > 0 {
+		switch {
+		case in.Digest != "":
+			chain, d.bytes = in.Digest, d.bytes+in.HistoryBytes
+		default:
+			b, err := json.Marshal(prev)
+			if err != nil {
+				return nil, delta{}, err
+			}
+			chain, d.bytes = digestOf("", b), d.bytes+len(b)
+		}
+	}
+	d.digest = digestOf(chain, state)
+	return &cut, d, nil
+}
+
+// digestOf returns the digest of a history that is the one digested as
+// chain with b after it.
+func digestOf(chain string, b []byte) string {
+	h := sha256.New()
+	h.Write([]byte(chain))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// samePrefix reports whether a and b hold the same messages. Both are
+// decoded from JSON; a difference it sees where there is none costs a
+// whole history in the result, never a wrong one.
+func samePrefix(a, b []anthropic.BetaMessageParam) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
