@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -107,4 +108,43 @@ func TestAppendAfterTurn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A person approves the call a run awaits, and the user says something
+// more at once: AppendAfterTurn puts the words after the call's result, so
+// that the model gets both in its next request.
+func ExampleRunner_AppendAfterTurn() {
+	s := toolruntest.New(nil, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "refund", map[string]string{"order": "A-17"})),
+		toolruntest.Message(toolruntest.Text("Refunded A-17. B-2 next?")),
+	))
+	defer s.Close()
+	refund := toolrun.NewTool("refund", "Refund an order", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "refunded " + in.Order, nil
+	})
+	refund.Policy = toolrun.RequireApproval("refunds need a person")
+	r := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
+		Model:     "claude-sonnet-4-5",
+		MaxTokens: 1024,
+		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Refund order A-17."))},
+	}, []toolrun.Tool{refund}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	res, _ := r.Run(ctx)
+	fmt.Println(res.StopReason)
+
+	r.Decide("toolu_1", toolrun.AllowCall())
+	r.AppendAfterTurn(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("And B-2 too.")))
+	res, _ = r.Run(ctx)
+	conv := s.Requests()[1].Conversation
+	for _, m := range conv[len(conv)-2:] {
+		fmt.Println(m.Role, m.Content[0].Type, m.Content[0].ResultText())
+	}
+	fmt.Println(res.StopReason)
+	// Output:
+	// awaiting_approval
+	// user tool_result refunded A-17
+	// user text And B-2 too.
+	// end_turn
 }

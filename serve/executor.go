@@ -64,6 +64,19 @@ type StateLoader interface {
 	LoadState(ctx context.Context, thread string) (*toolrun.State, error)
 }
 
+// BusyReporter is implemented by an [Executor] whose runs go on without
+// the server (a workflow's turn, through a restart of the server), so
+// that a run bringing a new user message while the thread's run is taking
+// a turn is refused with 409 thread_busy before anything of it is
+// recorded, as in process, rather than failing once its messages are
+// taken. An Executor without it is asked nothing: its Run refuses such a
+// run itself.
+type BusyReporter interface {
+	// Busy reports whether thread's run is taking a turn (a model request
+	// or its tools), which a new user message would race.
+	Busy(ctx context.Context, thread string) (bool, error)
+}
+
 // ExecutorRun is one run of a thread, as the server hands it to an
 // [Executor].
 type ExecutorRun struct {

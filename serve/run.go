@@ -428,6 +428,15 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		slices.Sort(ids)
 		return nil, refuse(http.StatusConflict, "pending_calls", "thread %q has calls awaiting an answer: %s; answer them (resume entries, tool messages) before a new message", in.ThreadID, strings.Join(ids, ", "))
 	}
+	if br, ok := h.cfg.Executor.(BusyReporter); ok && len(p.texts) > 0 && !p.newThread {
+		busy, err := br.Busy(ctx, in.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		if busy {
+			return nil, refuse(http.StatusConflict, "thread_busy", "thread %q is taking a turn; send the message once its run has stopped", in.ThreadID)
+		}
+	}
 	if p.newThread && len(p.texts) == 0 {
 		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
 	}

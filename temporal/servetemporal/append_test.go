@@ -15,7 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/sdk/client"
 )
 
 // inProcess is a server that runs its runs in process, with the tools,
@@ -176,5 +178,42 @@ func TestMessageWithCallsOpenOnTemporal(t *testing.T) {
 				t.Fatalf("the refused message reached the model: %v", conversations([]*toolruntest.Request{r}))
 			}
 		}
+	}
+}
+
+// TestMessageWhileTurnInFlightOnTemporal: a new user message while the
+// thread's workflow takes a turn that this server is not following (as
+// after a restart of the server) is refused with 409 thread_busy, as in
+// process while a run is in flight, and nothing of it is recorded: once
+// the turn is over, the same message continues the thread.
+func TestMessageWhileTurnInFlightOnTemporal(t *testing.T) {
+	f := newFixture(t)
+	thread := newName("thread")
+	if o := outcome(f.run(t, input(thread, "r1", []map[string]any{user("u1", "hi")}, nil))); o["type"] != "success" {
+		t.Fatalf("the first run: outcome %v", o)
+	}
+	// A turn the server does not follow: the model holds its reply back
+	// for seconds (the "slow" scene).
+	run, err := temporal.Start(t.Context(), f.c, client.StartWorkflowOptions{ID: f.queue + "/" + thread, TaskQueue: f.queue},
+		anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("slow"))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []map[string]any{user("u1", "hi"), user("u2", "hi")}
+	status, body := request(t, http.MethodPost, f.url+"/", input(thread, "r2", msgs, nil))
+	if status != http.StatusConflict || !strings.Contains(string(body), "thread_busy") {
+		t.Fatalf("a message during the turn = %d %s, want 409 thread_busy", status, body)
+	}
+	if err := run.Get(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.run(t, input(thread, "r3", msgs, nil))
+	if o := outcome(evs); o["type"] != "success" || evs[len(evs)-1]["result"] != "hello" {
+		t.Fatalf("the same message after the turn: outcome %v, %v; want the model's answer to it", o, types(evs))
+	}
+	reqs := f.model.Requests()
+	last := reqs[len(reqs)-1].Conversation
+	if b := last[len(last)-1].Content; len(b) == 0 || b[len(b)-1].Text != "hi" || len(last) != 3 {
+		t.Errorf("the last request ends with %v, want the last workflow's conversation (slow, too late) and then the message %q", conversations(reqs[len(reqs)-1:]), "hi")
 	}
 }

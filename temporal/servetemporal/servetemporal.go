@@ -61,9 +61,41 @@ func New(cfg Config) *Executor {
 }
 
 var (
-	_ serve.Executor    = (*Executor)(nil)
-	_ serve.StateLoader = (*Executor)(nil)
+	_ serve.Executor     = (*Executor)(nil)
+	_ serve.StateLoader  = (*Executor)(nil)
+	_ serve.BusyReporter = (*Executor)(nil)
 )
+
+// Busy reports whether thread's workflow is taking a turn: running, with
+// no call awaiting a decision (the memo [temporal.PendingMemo] lists
+// none), so that serve refuses a new user message then with 409
+// thread_busy, before it records anything of the run, as it does in
+// process while the thread's run is in flight.
+func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
+	id := e.workflowID(thread)
+	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false, nil
+	}
+	raw, ok := info.GetMemo().GetFields()[temporal.PendingMemo]
+	if !ok {
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		return err == nil && len(pending) == 0, err
+	}
+	var p temporal.PendingApprovals
+	if err := e.dataConverter().FromPayload(raw, &p); err != nil {
+		return false, fmt.Errorf("servetemporal: the memo %s of workflow %s: %w", temporal.PendingMemo, id, err)
+	}
+	return len(p.Calls) == 0 && p.More == 0, nil
+}
 
 // cursor is where a thread's last run stopped reading its workflow: the
 // workflow's first execution, the last event read, the last turn shown
