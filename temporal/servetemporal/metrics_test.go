@@ -79,7 +79,7 @@ func requestSteps(t *testing.T, f *fixture, id string) []time.Duration {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.StepActivity {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && (a.GetActivityType().GetName() == temporal.StepActivity || a.GetActivityType().GetName() == temporal.StepDeltaActivity) {
 			s := &step{}
 			if err := dc.FromPayloads(a.GetInput(), &s.in); err != nil {
 				t.Fatal(err)
