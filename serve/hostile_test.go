@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -576,5 +577,48 @@ func TestStreamIdleHasNoDeadline(t *testing.T) {
 	}
 	if !strings.HasSuffix(got, "D0") {
 		t.Errorf("calls %s: want the deadline lifted at the end", got)
+	}
+}
+
+// TestInboxEventsWriteDeadline: the inbox's change stream writes under a
+// deadline and ends at the first write that fails, as a run's stream does:
+// a page that stopped reading held its goroutine for as long as the
+// server ran.
+func TestInboxEventsWriteDeadline(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	e.start(t, "thread-5", "pay 5")
+	c, _ := e.login(t, aliceToken)
+	h, err := serve.New(t.Context(), e.cfg) // the same database: the session is there
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	u, _ := url.Parse(e.url + "/inbox/")
+	req := httptest.NewRequest("GET", "/inbox/api/events", nil)
+	for _, ck := range c.Jar.Cookies(u) {
+		req.AddCookie(ck)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := newStuckWriter(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, req.WithContext(ctx))
+	}()
+	<-w.entered
+	w.mu.Lock()
+	withDeadline := w.wrote[0]
+	w.mu.Unlock()
+	if !withDeadline {
+		cancel() // the old stream goes on after a failed write
+		<-done
+		t.Fatal("the inbox's change stream wrote without a write deadline")
+	}
+	<-done // it ends at the failed write, with no cancellation
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last := w.deadlines[len(w.deadlines)-1]; !last.IsZero() {
+		t.Errorf("the stream left a write deadline of %v, want it lifted", last)
 	}
 }
