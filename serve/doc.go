@@ -75,8 +75,12 @@
 // # Safe to expose
 //
 // Without [Config.Tokens] only loopback clients are served. Tokens carry
-// the scopes run, approve and read, and a cap on their concurrent runs;
-// bodies are size-limited; CORS headers are sent only to named origins;
+// the scopes run, approve and read, and a cap on their concurrent runs
+// (and 64 event streams each); bodies are size-limited and must arrive
+// within [Config.BodyReadTimeout]; a client that stops reading its event
+// stream is dropped after [Config.StreamWriteTimeout], holding no database
+// connection meanwhile; a decision that could be read two ways (a key
+// given twice) is refused; CORS headers are sent only to named origins;
 // errors, logs and events are redacted as toolrun redacts its logs.
 // /healthz answers without a token and /metrics shows runs, pending
 // approvals and turn latency.

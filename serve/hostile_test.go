@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -493,5 +495,130 @@ func TestInboxAmbiguousDecisionRefused(t *testing.T) {
 	}
 	if got := e.pendingIDs(t); len(got) != 1 || got[0] != id {
 		t.Errorf("pending after the refusals: %v, want [%s]", got, id)
+	}
+}
+
+// callLog is a response that records, in order, its writes ("W"), flushes
+// ("F") and write deadlines ("D+" set, "D0" lifted), and says on wrote when
+// it has written.
+type callLog struct {
+	header http.Header
+	wrote  chan struct{}
+	mu     sync.Mutex // guards calls
+	calls  []string
+}
+
+func (l *callLog) Header() http.Header { return l.header }
+func (l *callLog) WriteHeader(int)     {}
+func (l *callLog) add(c string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+func (l *callLog) Write(p []byte) (int, error) {
+	l.add("W")
+	l.wrote <- struct{}{}
+	return len(p), nil
+}
+func (l *callLog) Flush() { l.add("F") }
+func (l *callLog) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		l.add("D0")
+	} else {
+		l.add("D+")
+	}
+	return nil
+}
+
+// TestStreamIdleHasNoDeadline: a stream that has written what the run has
+// and waits for more lifts its write deadline, and sets one again for the
+// next write. A deadline left on while waiting ends a quiet stream: an
+// HTTP/2 stream is reset when its deadline passes, written to or not, and
+// a run may be quiet for minutes (a slow tool, a person's approval).
+func TestStreamIdleHasNoDeadline(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hold": {{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}},
+	}, nil, nil)
+	b, _ := json.Marshal(input("t1", "r1", []map[string]any{user("u1", "hold")}, nil))
+	run, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Body.Close()
+	// The run's events before its model answers: RUN_STARTED, STEP_STARTED.
+	sc := bufio.NewScanner(run.Body)
+	before := 0
+	for sc.Scan() && before < 2 {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			before++
+		}
+	}
+	l := &callLog{header: http.Header{}, wrote: make(chan struct{}, 100)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.h.ServeHTTP(l, loopback(httptest.NewRequest("GET", "/runs/r1/events", nil)))
+	}()
+	for range before {
+		<-l.wrote
+	}
+	if status, body := postJSON(t, f.url+"/runs/r1/cancel", nil, "POST"); status != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+	<-done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got := strings.Join(l.calls, " ")
+	// The first events, a flush, the wait without a deadline, then the
+	// cancellation's events under a deadline again.
+	first := strings.Repeat(" D+ W", before)
+	if !strings.HasPrefix(got, "D+"+first+" D+ F D0 D+ W") {
+		t.Errorf("calls %s: want D+%s D+ F D0, then a deadline before the next write", got, first)
+	}
+	if !strings.HasSuffix(got, "D0") {
+		t.Errorf("calls %s: want the deadline lifted at the end", got)
+	}
+}
+
+// TestInboxEventsWriteDeadline: the inbox's change stream writes under a
+// deadline and ends at the first write that fails, as a run's stream does:
+// a page that stopped reading held its goroutine for as long as the
+// server ran.
+func TestInboxEventsWriteDeadline(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	e.start(t, "thread-5", "pay 5")
+	c, _ := e.login(t, aliceToken)
+	h, err := serve.New(t.Context(), e.cfg) // the same database: the session is there
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	u, _ := url.Parse(e.url + "/inbox/")
+	req := httptest.NewRequest("GET", "/inbox/api/events", nil)
+	for _, ck := range c.Jar.Cookies(u) {
+		req.AddCookie(ck)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := newStuckWriter(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, req.WithContext(ctx))
+	}()
+	<-w.entered
+	w.mu.Lock()
+	withDeadline := w.wrote[0]
+	w.mu.Unlock()
+	if !withDeadline {
+		cancel() // the old stream goes on after a failed write
+		<-done
+		t.Fatal("the inbox's change stream wrote without a write deadline")
+	}
+	<-done // it ends at the failed write, with no cancellation
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last := w.deadlines[len(w.deadlines)-1]; !last.IsZero() {
+		t.Errorf("the stream left a write deadline of %v, want it lifted", last)
 	}
 }

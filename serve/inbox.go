@@ -548,12 +548,15 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 
 // events is a server-sent event stream that says "changed" whenever the
 // set of pending calls changes; the page then fetches the list again.
-// It ends when the client goes away or the server shuts down.
+// It ends when the client goes away or the server shuts down, or when a
+// write is not taken within Config.StreamWriteTimeout (a page that stopped
+// reading); it has no write deadline while it waits, as [Handler.stream].
 func (ib *inbox) events(w http.ResponseWriter, r *http.Request, _ *inboxSession) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
 	ticker := time.NewTicker(inboxPoll)
 	defer ticker.Stop()
 	last, n := "", 0
@@ -565,10 +568,14 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, _ *inboxSession)
 		}
 		if fp != last {
 			n++
-			fmt.Fprintf(w, "id: %d\nevent: changed\ndata: {}\n\n", n)
-			if flusher != nil {
-				flusher.Flush()
+			_ = rc.SetWriteDeadline(time.Now().Add(ib.h.cfg.StreamWriteTimeout))
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: changed\ndata: {}\n\n", n); err != nil {
+				return
 			}
+			if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			_ = rc.SetWriteDeadline(time.Time{})
 			last = fp
 		}
 		select {

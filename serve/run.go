@@ -1114,7 +1114,8 @@ func resultText(res *toolrun.ToolResult) string {
 // The run goes on if the client goes away. Each write must be taken by the
 // client within Config.StreamWriteTimeout: a client that stops reading is
 // dropped, and reconnects with Last-Event-ID, rather than hold the stream
-// for ever.
+// for ever. While the stream waits for the run's next event it has no
+// deadline.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -1165,6 +1166,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 		if done || next == nil {
 			return
 		}
+		// No deadline while the stream waits for the run: an HTTP/2
+		// stream is reset when its deadline passes, written to or not, and
+		// a run may be quiet for longer (a slow tool, a person's approval).
+		_ = rc.SetWriteDeadline(time.Time{})
 		select {
 		case <-next:
 		case <-r.Context().Done():
