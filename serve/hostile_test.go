@@ -183,12 +183,12 @@ func (w *deadlineWriter) SetReadDeadline(t time.Time) error {
 // deadline at all (the CLI's server bounds only the headers).
 func TestSlowBodyTimesOut(t *testing.T) {
 	f, _ := finishedRun(t)
-	for _, path := range []string{"/", "/api/interrupts/x/decision"} {
+	for path, typ := range map[string]string{"/": "application/json", "/api/interrupts/x/decision": "application/json", "/inbox/login": "application/x-www-form-urlencoded"} {
 		t.Run(path, func(t *testing.T) {
 			w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder()}
 			req := loopback(httptest.NewRequest("POST", path, nil))
 			req.Body = io.NopCloser(slowBody{w})
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", typ)
 			f.h.ServeHTTP(w, req)
 			if w.unbounded {
 				t.Errorf("the body was read with no deadline")

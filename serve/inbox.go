@@ -164,6 +164,9 @@ func (ib *inbox) session(next func(http.ResponseWriter, *http.Request, *inboxSes
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			got := r.Header.Get("X-CSRF-Token")
 			if got == "" {
+				if !ib.h.readForm(w, r) {
+					return
+				}
 				got = r.FormValue("csrf")
 			}
 			if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
@@ -215,6 +218,9 @@ func (ib *inbox) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 // login starts a session for a token of the approve scope, or, on a
 // server without tokens, for a loopback visitor as "local".
 func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
+	if !ib.h.readForm(w, r) {
+		return
+	}
 	c, err := r.Cookie(inboxLoginCookie)
 	got := r.FormValue("csrf")
 	if err != nil || c.Value == "" || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(c.Value)) != 1 {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -423,6 +424,27 @@ func (h *Handler) readBody(w http.ResponseWriter, read func() error) error {
 	err := read()
 	_ = rc.SetReadDeadline(time.Time{})
 	return err
+}
+
+// readForm parses r's form under [Handler.readBody]'s deadline, so that a
+// form post (the inbox's login and its form decisions) cannot hold a
+// connection by sending its body slowly. It answers the request and
+// reports false if the body is too large, too slow or not a form.
+func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) bool {
+	err := h.readBody(w, r.ParseForm)
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
+	default:
+		httpError(w, http.StatusBadRequest, "bad_form", "the body is not a form: "+err.Error())
+	}
+	return false
 }
 
 // httpError writes a JSON error {"error": {"code", "message"}}.

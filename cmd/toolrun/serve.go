@@ -294,7 +294,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		c.errorf("serve", "%v", err)
 		return exitError
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpServer(h)
 	fmt.Fprintf(c.stdout, "toolrun serve: listening on http://%s (state in %s, runs %s)\n", ln.Addr(), dbPath, where)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -429,4 +429,13 @@ func (s *sceneScript) reply(r *toolruntest.Request) toolruntest.Reply {
 		return toolruntest.Message(toolruntest.Text(fmt.Sprintf("(the script has no reply %d for %q)", k+1, scene)))
 	}
 	return replies[k]
+}
+
+// httpServer is the server toolrun serve listens with: headers must arrive
+// within 10 s and weigh at most 64 KiB (a request's token and a
+// Last-Event-ID need far less), and a keep-alive connection idle for 2
+// minutes is closed, so idle clients do not hold connections for ever.
+// Bodies and event streams have their own bounds in serve.Config.
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }

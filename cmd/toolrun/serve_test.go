@@ -340,3 +340,13 @@ func TestServeTemporalUnreachable(t *testing.T) {
 		t.Errorf("the server started: %s", got.stdout)
 	}
 }
+
+// TestServeHTTPServerBounds: the listening server bounds what a client can
+// hold with no request in flight: the headers' time and size, and idle
+// keep-alive connections.
+func TestServeHTTPServerBounds(t *testing.T) {
+	srv := httpServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > 1<<20 {
+		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v, MaxHeaderBytes %d: want each bounded", srv.ReadHeaderTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+}
