@@ -80,7 +80,8 @@
 // within [Config.BodyReadTimeout]; a client that stops reading its event
 // stream is dropped after [Config.StreamWriteTimeout], holding no database
 // connection meanwhile; a decision that could be read two ways (a key
-// given twice) is refused; CORS headers are sent only to named origins;
+// given twice) is refused; a thread has at most [MaxClientTools] client
+// tools; CORS headers are sent only to named origins;
 // errors, logs and events are redacted as toolrun redacts its logs.
 // /healthz answers without a token and /metrics shows runs, pending
 // approvals and turn latency.

@@ -221,7 +221,8 @@ func TestManyToolsAndMessagesOnePass(t *testing.T) {
 	if status, _, body := post(t, f.url, input("t0", "r0", []map[string]any{user("u1", "hi")}, nil)); status != 200 {
 		t.Fatalf("first run: %d %s", status, body)
 	}
-	// Tools, refused at the end because the run id is taken.
+	// Tools past MaxClientTools are refused before anything is read into
+	// the thread.
 	var b bytes.Buffer
 	b.WriteString(`{"threadId":"t1","runId":"r0","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[`)
 	for i := range 400_000 {
@@ -231,8 +232,22 @@ func TestManyToolsAndMessagesOnePass(t *testing.T) {
 		fmt.Fprintf(&b, `{"name":"t%d"}`, i)
 	}
 	b.WriteString(`]}`)
+	if status, _, body := post(t, f.url, json.RawMessage(b.Bytes())); status != http.StatusBadRequest || !strings.Contains(body, "too_many_tools") {
+		t.Errorf("400,000 tools: %d %.200s, want 400 too_many_tools", status, body)
+	}
+	// Up to the bound, they are merged in one pass, and refused at the end
+	// here because the run id is taken.
+	b.Reset()
+	b.WriteString(`{"threadId":"t1","runId":"r0","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[`)
+	for i := range serve.MaxClientTools {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"t%d"}`, i)
+	}
+	b.WriteString(`]}`)
 	if status, _, body := post(t, f.url, json.RawMessage(b.Bytes())); status != http.StatusConflict || !strings.Contains(body, "run_exists") {
-		t.Errorf("400,000 tools and a run id taken: %d %.200s, want 409 run_exists", status, body)
+		t.Errorf("%d tools and a run id taken: %d %.200s, want 409 run_exists", serve.MaxClientTools, status, body)
 	}
 	// Messages, refused at the end because the last has no id.
 	b.Reset()
@@ -620,5 +635,33 @@ func TestInboxEventsWriteDeadline(t *testing.T) {
 	defer w.mu.Unlock()
 	if last := w.deadlines[len(w.deadlines)-1]; !last.IsZero() {
 		t.Errorf("the stream left a write deadline of %v, want it lifted", last)
+	}
+}
+
+// TestClientToolsPerThreadBounded: a thread's client tools are those of
+// its runs, merged by name; a run that would take the thread past
+// MaxClientTools is refused whole, and a run that replaces tools by name
+// stays within it.
+func TestClientToolsPerThreadBounded(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hi": {toolruntest.Message(toolruntest.Text("hello there"))},
+	}, nil, func(c *serve.Config) { c.MaxBodyBytes = 32 << 20 })
+	tools := func(from, n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = map[string]any{"name": fmt.Sprintf("t%d", from+i), "parameters": map[string]any{"type": "object"}}
+		}
+		return out
+	}
+	half := serve.MaxClientTools/2 + 1
+	if status, _, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "hi")}, map[string]any{"tools": tools(0, half)})); status != 200 {
+		t.Fatalf("first run: %d %.300s", status, body)
+	}
+	if status, _, body := post(t, f.url, input("t1", "r2", []map[string]any{user("u1", "hi"), user("u2", "hi")}, map[string]any{"tools": tools(half, half)})); status != http.StatusBadRequest || !strings.Contains(body, "too_many_tools") {
+		t.Errorf("a second run adding %d tools to %d: %d %.300s, want 400 too_many_tools", half, half, status, body)
+	}
+	// The same names again replace the thread's tools: within the bound.
+	if status, _, body := post(t, f.url, input("t1", "r2", []map[string]any{user("u1", "hi"), user("u2", "hi")}, map[string]any{"tools": tools(0, half)})); status != 200 {
+		t.Errorf("a second run replacing its tools: %d %.300s, want 200 (the refused run changed nothing)", status, body)
 	}
 }

@@ -254,6 +254,13 @@ func mergeTools(had, add []clientTool) []clientTool {
 	return out
 }
 
+// MaxClientTools is how many client tools (RunAgentInput.tools) a thread
+// may have, counting those earlier runs declared and this run does not
+// replace. Each is a tool of the run, with its schema compiled, on every
+// turn; a request past the bound is refused with 400 too_many_tools and
+// changes nothing. The Messages API takes far fewer tools in practice.
+const MaxClientTools = 1000
+
 // prepare checks a request to run against the thread and records what it
 // brings (the thread, the run, the decisions of its resume entries, the
 // results of client tools, the ids of its messages) in one transaction:
@@ -271,6 +278,9 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		if ct.Name == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_tool", "a client tool has no name")
 		}
+	}
+	if len(in.Tools) > MaxClientTools {
+		return nil, refuse(http.StatusBadRequest, "too_many_tools", "the run declares %d client tools; a thread may have at most %d", len(in.Tools), MaxClientTools)
 	}
 	tx, err := h.cfg.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -297,6 +307,9 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		return nil, err
 	}
 	p.clientTools = mergeTools(threadTools, in.Tools)
+	if len(p.clientTools) > MaxClientTools {
+		return nil, refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
+	}
 	threadTools = p.clientTools
 	var exists int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_runs WHERE id = ?`, in.RunID).Scan(&exists); err != nil {
