@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -37,7 +38,9 @@ type Activities struct {
 	// whose client a step may ask its workflow for the history with
 	// ([HistoryQuery]); a step of activities registered otherwise (a
 	// test environment's, say) asks the workflow to send it instead.
-	queries bool
+	// Atomic: NewWorker may set it while another worker runs the
+	// activities.
+	queries atomic.Bool
 }
 
 // NewActivities returns the activities for a worker that runs tools with
@@ -165,7 +168,7 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
 	w := worker.New(c, queue, versioned(opts))
-	a.queries = true
+	a.queries.Store(true)
 	Register(w, a)
 	return w
 }

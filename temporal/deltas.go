@@ -135,7 +135,7 @@ func (a *Activities) historyOf(ctx context.Context, in StepInput) (*toolrun.Stat
 	if !activity.IsActivity(ctx) {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: a step given the state without its history runs only as an activity", "toolrun.NotActivity", nil)
 	}
-	if !a.queries {
+	if !a.queries.Load() {
 		return nil, needHistory(errors.New("the activities were not built into a worker by NewWorker, whose client a step queries its workflow with"))
 	}
 	info := activity.GetInfo(ctx)

@@ -47,9 +47,10 @@ func deltaTools(calls *counter) []toolrun.Tool {
 // steps' deltas, is the in-process runner's: while the run awaits the
 // decision, as read from the history with no worker ([temporal.ApplyStep]
 // on each step's result from the execution's input, as a serve backend
-// reads it), and at the end, in the Outcome. Every step's result but the
-// first of a run carries only the messages the step added, never the
-// conversation; the requests are the in-process run's.
+// reads it), and at the end, in the Outcome; Follow reads every turn's
+// text and call from the history. Every step's result but the first of a
+// run carries only the messages the step added, never the conversation;
+// the requests are the in-process run's.
 func TestDeltasReassembleTheState(t *testing.T) {
 	c := dialTemporal(t)
 
@@ -117,6 +118,36 @@ func TestDeltasReassembleTheState(t *testing.T) {
 	}
 	if diff := cmp.Diff(localCalls.all(), calls.all()); diff != "" {
 		t.Errorf("tool runs (-in process +Temporal):\n%s", diff)
+	}
+
+	// Follow reads the run from its history, across the executions: each
+	// response's text, each call's answer, the end.
+	var texts []string
+	answered := map[string]bool{}
+	var last temporal.RunEvent
+	if err := temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(ev temporal.RunEvent) bool {
+		switch ev.Kind {
+		case temporal.StepFinished:
+			if ev.Text != "" {
+				texts = append(texts, ev.Text)
+			}
+		case temporal.ToolFinished:
+			answered[ev.Result.Call.ID] = !ev.Result.IsError
+		}
+		last = ev
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantTexts := []string{"Turn 0.", "Turn 1.", "Turn 2.", "Turn 3.", "Turn 4.", "Done."}
+	if diff := cmp.Diff(wantTexts, texts); diff != "" {
+		t.Errorf("Follow's texts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"t0": true, "t1": true, "t2": true, "t3": true, "t4": true}, answered); diff != "" {
+		t.Errorf("Follow's answered calls (-want +got):\n%s", diff)
+	}
+	if last.Kind != temporal.Finished || last.Outcome == nil || last.Outcome.StopReason != toolrun.StopEndTurn {
+		t.Errorf("Follow's last event %v, want Finished with end_turn", last.Kind)
 	}
 
 	// The last execution, started by a continue-as-new with the digest.
