@@ -91,7 +91,8 @@ type Options struct {
 	// StateKey, if set, signs every [State] the runner exports or saves, and
 	// [Resume] and [Open] refuse one whose signature does not match
 	// ([ErrStateSignature]). See the section Durable runs for what a
-	// signature does not show.
+	// signature does not show. The temporal module's workers do not use
+	// it: the workflow changes the state between steps and holds no key.
 	StateKey []byte
 
 	// Budget bounds the tokens, cost, time and tool calls of the run; see

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -74,7 +75,13 @@ type Activities struct {
 // do) also carries the run's values over [RunOptions.ClaimThreshold]
 // (results, a decision's edited input or reason), so that none goes
 // through the history.
-// opts.RunID is not used: the keys are the workflow's.
+// opts.RunID is not used: the keys are the workflow's. Nor is
+// opts.StateKey: the workflow changes the state between steps (it applies
+// decisions and writes results in) and holds no key, so no state it hands
+// a step could carry a signature. A run's states are as safe as its
+// history (the Temporal server, and a data converter that encrypts) and
+// the workers' Store; NewActivities logs a Warn when StateKey is set, and
+// the activities run as they would without it.
 func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.Options) *Activities {
 	a := &Activities{client: client, tools: slices.Clone(tools)}
 	if opts != nil {
@@ -83,6 +90,14 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 	a.client.Beta.Messages.Options = append(slices.Clone(client.Beta.Messages.Options), option.WithMaxRetries(0))
 	a.store = a.opts.Store
 	a.opts.Store, a.opts.RunID = nil, ""
+	if len(a.opts.StateKey) > 0 {
+		l := a.opts.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.Warn("toolrun/temporal: Options.StateKey is not used by the workflow's activities: the workflow changes the state between steps and holds no key; protect the history with the client's data converter and the Store with its access rights")
+		a.opts.StateKey = nil
+	}
 	a.cache = &stateCache{max: DefaultStateCacheRuns, maxBytes: DefaultStateCacheBytes}
 	return a
 }
@@ -110,8 +125,6 @@ func NewActivities(client anthropic.Client, tools []toolrun.Tool, opts *toolrun.
 // a Store, from the entry's history if it is the same one, else from the
 // workflow: [HistoryQuery]), so no run depends on it. On a hit, the runner's message thread
 // (toolrun.Options.NoThread) goes on from the step before, as in process.
-// With toolrun.Options.StateKey set, no step uses the cache: each checks
-// the signature of the state it resumes.
 func (a *Activities) SetStateCacheRuns(n int) {
 	if n == 0 {
 		n = DefaultStateCacheRuns
@@ -243,11 +256,6 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	}
 	a.deleteSpent(ctx, c, in.Spent)
 	id := workflowID(ctx)
-	if len(a.opts.StateKey) > 0 {
-		// A resumed state's signature is checked (toolrun.Resume); a
-		// cached runner's state would not be.
-		id = ""
-	}
 	// Without a Store and with in.Deltas, the result carries only the
 	// history after prev, the history the step began with.
 	deltas := in.Deltas && a.store == nil
