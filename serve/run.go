@@ -113,6 +113,13 @@ type prepared struct {
 	preamble    string
 	clientTools []clientTool
 	cancelOnEOF bool
+	// carried are the ids of the messages that texts and preamble carry
+	// (user, system and developer messages), and digest the context the
+	// preamble gives, if any: the thread has them only once the run's
+	// conversation does (see carriedStore), so a run that fails before
+	// loses neither, and the client's retry brings them again.
+	carried []string
+	digest  string
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.
@@ -350,14 +357,17 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		delete(open, it.ID)
 	}
 
-	// The messages the thread does not have yet.
+	// The messages the thread does not have yet. Those a decision
+	// carries (a client tool's result) are known with the decision, in
+	// this transaction; those the model is to read, once the run's
+	// conversation has them.
 	var newIDs []string
 	var instructions []string
 	for _, m := range in.Messages {
 		if m.ID == "" {
 			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
 		}
-		if known[m.ID] || slices.Contains(newIDs, m.ID) {
+		if known[m.ID] || slices.Contains(newIDs, m.ID) || slices.Contains(p.carried, m.ID) {
 			continue
 		}
 		switch m.Role {
@@ -391,8 +401,13 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 				return nil, err
 			}
 			delete(open, it.ID)
+			newIDs = append(newIDs, m.ID)
+			continue
+		default:
+			newIDs = append(newIDs, m.ID)
+			continue
 		}
-		newIDs = append(newIDs, m.ID)
+		p.carried = append(p.carried, m.ID)
 	}
 	if len(p.texts) > 0 && len(open) > 0 {
 		var ids []string
@@ -479,9 +494,7 @@ func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *
 		for _, c := range in.Context {
 			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, in.ThreadID, digest); err != nil {
-			return err
-		}
+		p.digest = digest
 	}
 	p.preamble = strings.TrimSuffix(b.String(), "\n")
 	return nil
@@ -626,7 +639,8 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	m := &mapper{lr: lr, client: clientTools}
 	opts := h.cfg.Options
-	opts.Store, opts.RunID, opts.OnEvent = h.store, lr.thread, m.on
+	store := &carriedStore{sqlStore: h.store, db: h.cfg.DB, thread: lr.thread}
+	opts.Store, opts.RunID, opts.OnEvent = store, lr.thread, m.on
 	var observers []func(context.Context, toolrun.Event)
 	if h.cfg.RecordDir != "" {
 		rec, closeRec, err := h.recorder(lr.thread, lr.id)
@@ -662,11 +676,12 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if h.cfg.Executor != nil {
-		h.runExecutor(ctx, lr, m, p.newThread, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
+		h.runExecutor(ctx, lr, m, p, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
 		return
 	}
 	if p.newThread {
 		params.Messages = userMsgs
+		store.carry(p) // in the State from its first save on
 	}
 	r, err := toolrun.Open(ctx, h.cfg.Client, params, tools, &opts)
 	if err != nil {
@@ -717,6 +732,9 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		// After the results of the calls this request answered, if a turn
 		// awaited them: the model gets both in one request.
 		r.AppendAfterTurn(userMsgs...)
+	}
+	if !p.newThread {
+		store.carry(p)
 	}
 	switch n := h.cfg.Options.MaxTurns; {
 	case n == 0:
