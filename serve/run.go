@@ -305,6 +305,14 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		known[mid] = true
 	}
 	rows.Close()
+	// A thread none of whose messages its conversation has is new still:
+	// its first run failed before it took them (a foreign workflow under
+	// the thread's id, say), so whatever holds the thread's id is not
+	// this thread's conversation.
+	hadRow := !p.newThread
+	if len(known) == 0 {
+		p.newThread = true
+	}
 	pending, err := queryInterrupts(ctx, tx, `thread_id = ? AND status = ?`, in.ThreadID, statusPending)
 	if err != nil {
 		return nil, err
@@ -438,7 +446,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		}
 	}
 	tb, _ := json.Marshal(threadTools)
-	if p.newThread {
+	if !hadRow {
 		_, err = tx.ExecContext(ctx, `INSERT INTO serve_threads (id, owner, client_tools, created_at) VALUES (?, ?, ?, ?)`, in.ThreadID, id.name, string(tb), timestamp(now))
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE serve_threads SET client_tools = ? WHERE id = ?`, string(tb), in.ThreadID)
