@@ -739,7 +739,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	if !p.newThread && len(userMsgs) > 0 {
 		// After the results of the calls this request answered, if a turn
 		// awaited them: the model gets both in one request.
-		r.AppendAfterTurn(userMsgs...)
+		r.AppendMessages(userMsgs...)
 	}
 	if !p.newThread {
 		store.carry(p)
