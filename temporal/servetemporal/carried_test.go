@@ -3,6 +3,7 @@ package servetemporal_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
@@ -25,6 +26,18 @@ func TestMessageKeptWhenRunFailsOnTemporal(t *testing.T) {
 		anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("pay"))}}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its first request is out once it awaits the decision.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pending, err := temporal.Pending(t.Context(), f.c, foreign.GetID())
+		if err == nil && len(pending) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the foreign workflow does not await a decision: %v, %v", pending, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the Temporal server, not timing the code
 	}
 	msgs := []map[string]any{user("u1", "hi")}
 	evs := f.run(t, input(thread, "r1", msgs, nil))
