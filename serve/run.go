@@ -235,8 +235,10 @@ func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
 
 // prepare checks a request to run against the thread and records what it
 // brings (the thread, the run, the decisions of its resume entries, the
-// results of client tools, the ids of its messages) in one transaction:
-// a request refused changes nothing.
+// results of client tools and their message ids) in one transaction: a
+// request refused changes nothing. The ids of the messages the model is
+// to read, and the context, are recorded once the run's conversation has
+// them (prepared.carried).
 func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prepared, error) {
 	p := &prepared{}
 	if len(in.ForwardedProps) > 0 {
