@@ -153,7 +153,7 @@ func (r *Runner) refusal(c *callState) error {
 			why = fmt.Sprintf("the run is stopped (%s: %s)", r.st.StopReason, r.st.Detail)
 		}
 	case holdEdited:
-		why = fmt.Sprintf("turn %d was taken over by the caller (RetryTurn, SetMessages or AppendMessages), so its calls do not run", p.Turn)
+		why = fmt.Sprintf("turn %d was taken over by the caller (RetryTurn or SetMessages), so its calls do not run", p.Turn)
 	case holdFinal:
 		_, detail := modelStop(p.StopReason)
 		why = fmt.Sprintf("turn %d is final (%s), so its calls are answered as not run", p.Turn, detail)

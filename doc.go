@@ -50,9 +50,10 @@
 // [Runner.Next]. Each [Turn] is the model's response before the runner acts
 // on it; in the loop body the caller may read and change the history
 // ([Runner.Messages], [Runner.SetMessages], [Runner.AppendMessages],
-// [Runner.RetryTurn]). When the body changed the history, the runner does not
-// append that turn's response and tool results itself, as the official tool
-// runners do.
+// [Runner.RetryTurn]). Messages the body appends follow the turn's response
+// and tool results; when the body replaced the history (SetMessages) or
+// retried the turn, the runner does not append that turn's response and
+// tool results itself, as the official tool runners do.
 //
 // # Failures
 //

@@ -169,7 +169,14 @@ func (r *Runner) step(ctx context.Context, request bool) step {
 			// two saves would leave a history ending in the model's answer
 			// with no stop, and the run resumed from it would ask the model
 			// again.
+			after := len(p.After) > 0
 			r.appendTurn(ctx)
+			if after {
+				// The caller said more (AppendMessages) once the answer
+				// was out: the run goes on with it.
+				r.save(ctx)
+				continue
+			}
 			r.stop(ctx, &Result{StopReason: reason, Detail: detail})
 			return step{}
 		case holdLimit:

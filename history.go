@@ -88,21 +88,25 @@ func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 	r.markEdited()
 }
 
-// AppendMessages appends a copy of messages to the history, with the same
-// effect on a handed-out turn as [Runner.SetMessages]: a turn awaiting
-// approval is left out, its calls never answered. To add messages to a run
-// that awaits approval and keep the turn, use [Runner.AppendAfterTurn].
+// AppendMessages appends a copy of messages to the history, after the
+// turn in progress if there is one: a turn awaiting approval keeps its
+// calls, which still await their decisions, and a turn handed out by Next
+// is still the runner's to act on (its tools run). Either way the
+// messages follow the turn's response and tool results, so the model's
+// next request has those and then the messages; see
+// [State.AppendMessages]. A run that had stopped (the model's answer, a
+// limit) goes on with them; one awaiting approval goes on once its calls
+// are decided. Writing into messages afterwards does not change the run.
+//
+// To take a turn over instead (leave its response out, answer its calls
+// yourself), use [Runner.SetMessages] or [Runner.RetryTurn]; after either,
+// AppendMessages appends to the history as the caller left it. Like every
+// method of a Runner, it is called between steps (in the loop body of
+// [Runner.Turns], or while the run is stopped), never from a hook, a
+// tool, an OnEvent observer or the loop body of [Runner.Events].
 func (r *Runner) AppendMessages(messages ...anthropic.BetaMessageParam) {
-	r.setHistory(append(slices.Clip(r.st.Params.Messages), deepcopy.Copy(messages)...))
-	r.markEdited()
-}
-
-// AppendAfterTurn is [State.AppendAfterTurn] on the run's State: the
-// messages follow the results of the turn in progress, which keeps its
-// calls, or are appended at once if there is none.
-func (r *Runner) AppendAfterTurn(messages ...anthropic.BetaMessageParam) {
 	r.mu.Lock()
-	r.st.AppendAfterTurn(messages...)
+	r.st.AppendMessages(messages...)
 	r.mu.Unlock()
 	r.historyIDs = nil
 	r.inputStale = true

@@ -49,11 +49,23 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 			wantTurns: 2,
 		},
 		{
-			name:    "append after a tool turn: the caller owns the turn",
+			name:    "append after a tool turn: the turn stays, the message follows its results",
 			replies: []toolruntest.Reply{toolTurn, final},
 			body: func(r *toolrun.Runner, turn *toolrun.Turn) {
 				if turn.Number == 1 {
-					r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind, just say done")))
+					r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("and tomorrow?")))
+				}
+			},
+			wantRuns:  1,
+			wantLast:  []string{"user:text", "assistant:text,tool_use", "user:tool_result", "user:text"},
+			wantTurns: 2,
+		},
+		{
+			name:    "replace after a tool turn: the caller owns the turn",
+			replies: []toolruntest.Reply{toolTurn, final},
+			body: func(r *toolrun.Runner, turn *toolrun.Turn) {
+				if turn.Number == 1 {
+					r.SetMessages(append(r.Messages(), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind, just say done"))))
 				}
 			},
 			wantRuns:  0,
@@ -71,7 +83,7 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 				for _, c := range turn.ToolCalls {
 					results = append(results, anthropic.NewBetaToolResultBlock(c.ID, "cached: cloudy", false))
 				}
-				r.AppendMessages(turn.Message.ToParam(), anthropic.NewBetaUserMessage(results...))
+				r.SetMessages(append(r.Messages(), turn.Message.ToParam(), anthropic.NewBetaUserMessage(results...)))
 			},
 			wantRuns:  0,
 			wantLast:  []string{"user:text", "assistant:text,tool_use", "user:tool_result"},
@@ -129,9 +141,10 @@ func TestHistoryEditsInLoopBody(t *testing.T) {
 	}
 }
 
-// TestAppendingEveryTurnIsBounded: a loop body that appends a message every
-// turn keeps the runner from committing any turn, yet the run still ends at
-// its turn limit, and no tool_result is orphaned.
+// TestAppendingEveryTurnIsBounded: a loop body that takes every turn over
+// (SetMessages with one more message) keeps the runner from committing any
+// turn, yet the run still ends at its turn limit, and no tool_result is
+// orphaned.
 func TestAppendingEveryTurnIsBounded(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", len(req.Conversation)), "get_weather", map[string]any{"city": "Oslo"}))
@@ -145,7 +158,7 @@ func TestAppendingEveryTurnIsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("and again")))
+		r.SetMessages(append(r.Messages(), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("and again"))))
 	}
 	res := r.Result()
 	if res.StopReason != toolrun.StopMaxTurns || res.Turns != 4 {

@@ -33,9 +33,8 @@ const (
 	// approval is not: a call decided since may run while others of its
 	// turn still await a decision.
 	holdStopped
-	// holdEdited: the caller took the turn over (SetMessages,
-	// AppendMessages, RetryTurn): its response is left out and its calls
-	// never run.
+	// holdEdited: the caller took the turn over (SetMessages, RetryTurn):
+	// its response is left out and its calls never run.
 	holdEdited
 	// holdFinal: the response is final (max_tokens, refusal, ...): its
 	// calls are answered as not run, never run with input that may be cut

@@ -69,8 +69,9 @@ func TestToolUseIDOfAnEarlierTurn(t *testing.T) {
 	}
 }
 
-// TestTurnLeftOutWithCallsThatRanIsAWarning: a caller who changes the
-// history while a run awaits approval takes the turn over, as documented;
+// TestTurnLeftOutWithCallsThatRanIsAWarning: a caller who replaces the
+// history (SetMessages) while a run awaits approval takes the turn over,
+// as documented;
 // the calls of that turn that already ran keep their effects, but the
 // model never sees their results. That is a Warn naming them, not a Debug
 // record only. A turn left out with no call that ran stays a Debug record.
@@ -104,14 +105,14 @@ func TestTurnLeftOutWithCallsThatRanIsAWarning(t *testing.T) {
 			if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 				t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 			}
-			r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind")))
+			r.SetMessages(append(r.Messages(), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind"))))
 			// The run stays suspended until the call is decided; the
 			// decision is then moot, as the turn was taken over.
 			if err := r.Decide("m1", toolrun.AllowCall()); err != nil {
 				t.Fatal(err)
 			}
 			if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
-				t.Fatalf("Run after AppendMessages = %q, %v; want end_turn", res.StopReason, err)
+				t.Fatalf("Run after SetMessages = %q, %v; want end_turn", res.StopReason, err)
 			}
 			warn := logs.find(t, "toolrun: history changed by the caller; turn left out with calls that ran, whose results the model will not see")
 			if got := warn != nil; got != tt.wantWarn {

@@ -271,11 +271,13 @@ func messageText(m *anthropic.BetaMessage) string {
 //
 // After the caller is done with a turn, the next call of Next answers its
 // tool calls (running the tools) and appends the response and the results
-// to the history, unless the caller changed the history in between with
-// [Runner.SetMessages], [Runner.AppendMessages] or [Runner.RetryTurn]: then
-// the runner leaves the turn out and sends the history as the caller left
-// it, as the official tool runners do. The caller who wants the turn in the
-// history then appends it (Message.ToParam()) and its tool results.
+// to the history, then any messages the caller added with
+// [Runner.AppendMessages] meanwhile (after a final answer, the run goes on
+// with them). A caller who took the turn over with [Runner.SetMessages] or
+// [Runner.RetryTurn] has the runner leave the turn out and send the
+// history as the caller left it, as the official tool runners do; the
+// caller who wants the turn in the history then puts it there
+// (Message.ToParam()) with its tool results.
 type Turn struct {
 	// Number counts the run's turns from 1.
 	Number int

@@ -146,7 +146,7 @@ type turnState struct {
 	StopReason anthropic.BetaStopReason   `json:"stop_reason"`
 	Calls      []callState                `json:"calls"`
 	// After are messages to append to the history after the turn's tool
-	// results, when it is committed (see State.AppendAfterTurn).
+	// results, when it is committed (see State.AppendMessages).
 	After []anthropic.BetaMessageParam `json:"after,omitempty"`
 }
 
@@ -809,16 +809,16 @@ func forCall(s *State, id string) *State {
 	return t
 }
 
-// AppendAfterTurn appends a copy of messages to the history after the
+// AppendMessages appends a copy of messages to the history after the
 // turn in progress: once each of its calls is answered, after their tool
 // results, so that the next request gives the model the results and then
 // the messages, as a client that answers the last pending calls and says
-// something more at once means. With no turn in progress, they are
-// appended at once, as by [Runner.AppendMessages]. Unlike AppendMessages,
-// it never leaves the turn out: its calls still await their decisions,
-// and those decided still run.
-func (s *State) AppendAfterTurn(messages ...anthropic.BetaMessageParam) {
-	if s.pending == nil {
+// something more at once means. It never leaves the turn out: its calls
+// still await their decisions, and those decided still run. With no turn
+// in progress, or one the caller took over ([Runner.SetMessages],
+// [Runner.RetryTurn]), they are appended to the history at once.
+func (s *State) AppendMessages(messages ...anthropic.BetaMessageParam) {
+	if s.pending == nil || s.edited {
 		s.Params.Messages = append(slices.Clip(s.Params.Messages), deepcopy.Copy(messages)...)
 		return
 	}

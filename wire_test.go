@@ -150,9 +150,10 @@ func TestWireMatchesParams(t *testing.T) {
 				msgs = msgs[:len(msgs)-1] // the results of turn 1 with them
 				r.SetMessages(append(msgs, anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go on"))))
 			case 3:
-				r.AppendMessages(turn.Message.ToParam(), anthropic.NewBetaUserMessage(anthropic.NewBetaToolResultBlock(turn.ToolCalls[0].ID, "by hand", false)))
+				r.SetMessages(append(msgs, turn.Message.ToParam(), anthropic.NewBetaUserMessage(anthropic.NewBetaToolResultBlock(turn.ToolCalls[0].ID, "by hand", false))))
 			case 4:
 				r.RetryTurn()
+				r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("and again")))
 			case 5:
 				r.SetMessages(append([]anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("start over"))}, msgs[3:]...))
 			case 6:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -117,6 +118,15 @@ type ExecutorRun struct {
 	// server's database: the executor calls it as the run goes on, with
 	// what it needs to go on from where this run's events stopped.
 	SetCursor func(cursor string) error
+	// MessagesTaken records Messages' ids as the thread's, durably, in the
+	// server's database: the executor calls it once its run has Messages
+	// for good (a workflow started with them, or that accepted them), so
+	// that the client sending them again is not a new message. Until then
+	// the thread does not have them: a run that fails first loses nothing,
+	// and the client's retry with the same message ids brings them again.
+	// An executor that never calls it has them recorded when its Run
+	// returns without an error.
+	MessagesTaken func() error
 	// OnEvent receives the run's progress as toolrun's events, in order:
 	// RequestSent for a turn's start, ResponseReceived with the turn's
 	// text and tool_use blocks, ToolFinished for each result.
@@ -320,7 +330,7 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 
 // runExecutor runs lr on the executor and writes the run's end, as run
 // does in process.
-func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newThread bool, clientTools []toolrun.Tool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
+func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *prepared, clientTools []toolrun.Tool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
 	var cursor string
 	var base toolrun.Usage
@@ -366,7 +376,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newTh
 		maxTurns = 25
 	}
 	er := &ExecutorRun{
-		Thread: lr.thread, Run: lr.id, NewThread: newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
+		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
 		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)
@@ -374,7 +384,27 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, newTh
 		},
 		OnEvent: onEvent,
 	}
+	var takenMu sync.Mutex
+	taken := len(p.carried) == 0 && p.digest == ""
+	er.MessagesTaken = func() error {
+		takenMu.Lock()
+		defer takenMu.Unlock()
+		if taken {
+			return nil
+		}
+		if err := recordCarried(dbctx, h.cfg.DB, lr.thread, p.carried, p.digest); err != nil {
+			return err
+		}
+		taken = true
+		return nil
+	}
 	res, err := h.cfg.Executor.Run(ctx, er)
+	if err == nil {
+		// An executor that never said: its run had them, as it ran.
+		if err := er.MessagesTaken(); err != nil {
+			h.log.Error("serve: recording a run's message ids", "thread", lr.thread, "run", lr.id, "err", err)
+		}
+	}
 	if res != nil {
 		if b, err := json.Marshal(res.Usage); err == nil {
 			if _, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, '', ?) ON CONFLICT (thread_id) DO UPDATE SET usage = excluded.usage`, lr.thread, b); err != nil {

@@ -115,6 +115,13 @@ type prepared struct {
 	preamble    string
 	clientTools []clientTool
 	cancelOnEOF bool
+	// carried are the ids of the messages that texts and preamble carry
+	// (user, system and developer messages), and digest the context the
+	// preamble gives, if any: the thread has them only once the run's
+	// conversation does (see carriedStore), so a run that fails before
+	// loses neither, and the client's retry brings them again.
+	carried []string
+	digest  string
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.
@@ -263,8 +270,10 @@ const MaxClientTools = 1000
 
 // prepare checks a request to run against the thread and records what it
 // brings (the thread, the run, the decisions of its resume entries, the
-// results of client tools, the ids of its messages) in one transaction:
-// a request refused changes nothing.
+// results of client tools and their message ids) in one transaction: a
+// request refused changes nothing. The ids of the messages the model is
+// to read, and the context, are recorded once the run's conversation has
+// them (prepared.carried).
 func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prepared, error) {
 	p := &prepared{}
 	if len(in.ForwardedProps) > 0 {
@@ -336,6 +345,14 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		known[mid] = true
 	}
 	rows.Close()
+	// A thread none of whose messages its conversation has is new still:
+	// its first run failed before it took them (a foreign workflow under
+	// the thread's id, say), so whatever holds the thread's id is not
+	// this thread's conversation.
+	hadRow := !p.newThread
+	if len(known) == 0 {
+		p.newThread = true
+	}
 	pending, err := queryInterrupts(ctx, tx, `thread_id = ? AND status = ?`, in.ThreadID, statusPending)
 	if err != nil {
 		return nil, err
@@ -388,7 +405,10 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		delete(open, it.ID)
 	}
 
-	// The messages the thread does not have yet.
+	// The messages the thread does not have yet. Those a decision
+	// carries (a client tool's result) are known with the decision, in
+	// this transaction; those the model is to read, once the run's
+	// conversation has them.
 	var newIDs []string
 	var instructions []string
 	for _, m := range in.Messages {
@@ -430,8 +450,13 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 				return nil, err
 			}
 			delete(open, it.ID)
+			newIDs = append(newIDs, m.ID)
+			continue
+		default:
+			newIDs = append(newIDs, m.ID)
+			continue
 		}
-		newIDs = append(newIDs, m.ID)
+		p.carried = append(p.carried, m.ID)
 	}
 	if len(p.texts) > 0 && len(open) > 0 {
 		var ids []string
@@ -462,7 +487,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		}
 	}
 	tb, _ := json.Marshal(threadTools)
-	if p.newThread {
+	if !hadRow {
 		_, err = tx.ExecContext(ctx, `INSERT INTO serve_threads (id, owner, client_tools, created_at) VALUES (?, ?, ?, ?)`, in.ThreadID, id.name, string(tb), timestamp(now))
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE serve_threads SET client_tools = ? WHERE id = ?`, string(tb), in.ThreadID)
@@ -518,9 +543,7 @@ func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *
 		for _, c := range in.Context {
 			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, in.ThreadID, digest); err != nil {
-			return err
-		}
+		p.digest = digest
 	}
 	p.preamble = strings.TrimSuffix(b.String(), "\n")
 	return nil
@@ -704,7 +727,8 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	m := &mapper{lr: lr, client: clientTools}
 	opts := h.cfg.Options
-	opts.Store, opts.RunID, opts.OnEvent = h.store, lr.thread, m.on
+	store := &carriedStore{sqlStore: h.store, db: h.cfg.DB, thread: lr.thread}
+	opts.Store, opts.RunID, opts.OnEvent = store, lr.thread, m.on
 	var observers []func(context.Context, toolrun.Event)
 	if h.cfg.RecordDir != "" {
 		rec, closeRec, err := h.recorder(lr.thread, lr.id)
@@ -740,11 +764,12 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		userMsgs = append(userMsgs, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if h.cfg.Executor != nil {
-		h.runExecutor(ctx, lr, m, p.newThread, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
+		h.runExecutor(ctx, lr, m, p, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
 		return
 	}
 	if p.newThread {
 		params.Messages = userMsgs
+		store.carry(p) // in the State from its first save on
 	}
 	r, err := toolrun.Open(ctx, h.cfg.Client, params, tools, &opts)
 	if err != nil {
@@ -794,7 +819,10 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	if !p.newThread && len(userMsgs) > 0 {
 		// After the results of the calls this request answered, if a turn
 		// awaited them: the model gets both in one request.
-		r.AppendAfterTurn(userMsgs...)
+		r.AppendMessages(userMsgs...)
+	}
+	if !p.newThread {
+		store.carry(p)
 	}
 	switch n := h.cfg.Options.MaxTurns; {
 	case n == 0:

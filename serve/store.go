@@ -52,7 +52,7 @@ const (
 // each thread, saved with a compare-and-swap on its Version in the same
 // database as the thread's runs, interrupts and events, so one file holds
 // everything a restart needs.
-type sqlStore struct{ db *sql.DB }
+type sqlStore struct{ db querier } // a *sql.DB, or a *sql.Tx (carriedStore)
 
 func (s sqlStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	b, err := json.Marshal(st)

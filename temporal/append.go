@@ -14,7 +14,7 @@ import (
 // AppendUpdate is the update that carries user messages for a run that
 // awaits decisions, as [AppendMessages] sends them: the workflow adds them
 // after the results of the turn awaiting approval (see
-// [toolrun.State.AppendAfterTurn]), so that the request that follows the
+// [toolrun.State.AppendMessages]), so that the request that follows the
 // decisions gives the model the results and then the messages. It is
 // rejected, and the run is unchanged, unless the run awaits a decision and
 // no step is in flight ([ErrNotAwaiting]), or if the messages are not user

@@ -106,7 +106,7 @@
 // A user who answers the last calls and says something more at once
 // sends the words with [AppendMessages] ([AppendUpdate]) before the
 // decisions: the workflow adds them after the calls' results, and the
-// model gets both in one request, as [toolrun.Runner.AppendAfterTurn] does
+// model gets both in one request, as [toolrun.Runner.AppendMessages] does
 // in process. The update is refused while no decision is awaited, a turn
 // being in flight ([ErrNotAwaiting]), and beyond [MaxAppendBytes] a turn
 // ([ErrMessagesTooLarge]); a refusal changes nothing.

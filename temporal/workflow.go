@@ -655,7 +655,7 @@ func (w *run) handleAppend(ctx workflow.Context) error {
 			} else {
 				w.size += total
 			}
-			w.state.AppendAfterTurn(messages...)
+			w.state.AppendMessages(messages...)
 			w.appended, w.appendedTurn = total, w.state.Turns
 			return nil
 		},

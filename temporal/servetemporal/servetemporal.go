@@ -182,6 +182,9 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 			}
 			return nil, fmt.Errorf("servetemporal: giving the thread's workflow %s the run's messages: %w", id, err)
 		}
+		if err := taken(r); err != nil {
+			return nil, err
+		}
 		fallthrough
 	case running:
 		info := desc.GetWorkflowExecutionInfo()
@@ -220,12 +223,26 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if err != nil {
 			return nil, fmt.Errorf("servetemporal: starting the thread's workflow %s: %w", id, err)
 		}
+		if err := taken(r); err != nil {
+			return nil, err
+		}
 		cur = cursor{Run: run.GetRunID(), Turn: in.State.Turns, Usage: in.State.Usage}
 		if err := e.save(r, cur); err != nil {
 			return nil, err
 		}
 	}
 	return e.follow(ctx, id, r, cur)
+}
+
+// taken tells the server that the thread's workflow has r's messages.
+func taken(r *serve.ExecutorRun) error {
+	if r.MessagesTaken == nil {
+		return nil
+	}
+	if err := r.MessagesTaken(); err != nil {
+		return fmt.Errorf("servetemporal: recording the run's messages as the thread's: %w", err)
+	}
+	return nil
 }
 
 // nextInput returns the input of the thread's next workflow: the last

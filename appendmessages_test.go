@@ -13,11 +13,11 @@ import (
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// TestAppendAfterTurn: messages appended with AppendAfterTurn while a
-// turn awaits approval follow the turn's tool results in the next
+// TestAppendMessagesAwaitingApproval: messages appended while a turn
+// awaits approval keep the turn, and follow its tool results in the next
 // request, whether they come before or after the decision and across a
 // State's JSON; with no turn in progress they are appended at once.
-func TestAppendAfterTurn(t *testing.T) {
+func TestAppendMessagesAwaitingApproval(t *testing.T) {
 	user := func(text string) anthropic.BetaMessageParam {
 		return anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(text))
 	}
@@ -52,7 +52,7 @@ func TestAppendAfterTurn(t *testing.T) {
 			}
 			first := func() {
 				if tt.appendFirst {
-					r.AppendAfterTurn(user("and more"))
+					r.AppendMessages(user("and more"))
 				} else if err := r.Decide("c1", toolrun.AllowCall()); err != nil {
 					t.Fatal(err)
 				}
@@ -63,7 +63,7 @@ func TestAppendAfterTurn(t *testing.T) {
 						t.Fatal(err)
 					}
 				} else {
-					r.AppendAfterTurn(user("and more"))
+					r.AppendMessages(user("and more"))
 				}
 			}
 			first()
@@ -84,7 +84,7 @@ func TestAppendAfterTurn(t *testing.T) {
 			if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("after the decision: got %v, %v; want end_turn", res.StopReason, err)
 			}
-			r.AppendAfterTurn(user("once more"))
+			r.AppendMessages(user("once more"))
 			if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("after a message with no turn in progress: got %v, %v; want end_turn", res.StopReason, err)
 			}
@@ -110,10 +110,108 @@ func TestAppendAfterTurn(t *testing.T) {
 	}
 }
 
+// TestAppendMessagesHandedOutTurn: messages appended in the loop body of
+// Turns keep the turn handed out: its tools run, and the messages follow
+// its response and results in the next request; after a final answer the
+// run goes on with them. After SetMessages or RetryTurn took the turn
+// over, they are appended to the history as the caller left it.
+func TestAppendMessagesHandedOutTurn(t *testing.T) {
+	user := func(text string) anthropic.BetaMessageParam {
+		return anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(text))
+	}
+	for _, tt := range []struct {
+		name  string
+		first toolruntest.Reply
+		body  func(r *toolrun.Runner, turn *toolrun.Turn)
+		want  [][]string
+		calls int // times the tool ran
+	}{{
+		name:  "a tool turn",
+		first: toolruntest.Message(toolruntest.ToolUse("c1", "echo", map[string]string{"s": "x"})),
+		body:  func(r *toolrun.Runner, _ *toolrun.Turn) { r.AppendMessages(user("and more")) },
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "assistant tool_use c1", "user tool_result echo x", "user text and more"},
+		},
+		calls: 1,
+	}, {
+		name:  "the final answer",
+		first: toolruntest.Message(toolruntest.Text("hello")),
+		body:  func(r *toolrun.Runner, _ *toolrun.Turn) { r.AppendMessages(user("and more")) },
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "assistant text hello", "user text and more"},
+		},
+	}, {
+		name:  "a tool turn taken over with SetMessages",
+		first: toolruntest.Message(toolruntest.ToolUse("c1", "echo", map[string]string{"s": "x"})),
+		body: func(r *toolrun.Runner, turn *toolrun.Turn) {
+			r.SetMessages(append(r.Messages(), turn.Message.ToParam(), anthropic.NewBetaUserMessage(anthropic.NewBetaToolResultBlock("c1", "by hand", false))))
+			r.AppendMessages(user("and more"))
+		},
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "assistant tool_use c1", "user tool_result by hand", "user text and more"},
+		},
+	}, {
+		name:  "a tool turn retried",
+		first: toolruntest.Message(toolruntest.ToolUse("c1", "echo", map[string]string{"s": "x"})),
+		body: func(r *toolrun.Runner, _ *toolrun.Turn) {
+			r.RetryTurn()
+			r.AppendMessages(user("and more"))
+		},
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "user text and more"},
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := toolruntest.New(t, toolruntest.Script(tt.first, toolruntest.Message(toolruntest.Text("done"))))
+			ran := 0
+			echo := toolrun.NewTool("echo", "echoes", func(ctx context.Context, in struct {
+				S string `json:"s"`
+			}) (string, error) {
+				ran++
+				return "echo " + in.S, nil
+			})
+			params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: []anthropic.BetaMessageParam{user("go")}}
+			r := toolrun.New(s.Client(), params, []toolrun.Tool{echo}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+			n := 0
+			for turn, err := range r.Turns(t.Context()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n++; n == 1 {
+					tt.body(r, turn)
+				}
+			}
+			if res := r.Result(); res.StopReason != toolrun.StopEndTurn || res.Text() != "done" {
+				t.Fatalf("got %v %q; want end_turn with the answer to the message", res.StopReason, res.Text())
+			}
+			var got [][]string
+			for _, req := range s.Requests() {
+				var conv []string
+				for _, m := range req.Conversation {
+					for _, b := range m.Content {
+						conv = append(conv, m.Role+" "+b.Type+" "+b.ResultText()+b.ID)
+					}
+				}
+				got = append(got, conv)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("the requests (-want +got):\n%s", diff)
+			}
+			if ran != tt.calls {
+				t.Errorf("the tool ran %d times, want %d", ran, tt.calls)
+			}
+		})
+	}
+}
+
 // A person approves the call a run awaits, and the user says something
-// more at once: AppendAfterTurn puts the words after the call's result, so
+// more at once: AppendMessages puts the words after the call's result, so
 // that the model gets both in its next request.
-func ExampleRunner_AppendAfterTurn() {
+func ExampleRunner_AppendMessages() {
 	s := toolruntest.New(nil, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "refund", map[string]string{"order": "A-17"})),
 		toolruntest.Message(toolruntest.Text("Refunded A-17. B-2 next?")),
@@ -135,7 +233,7 @@ func ExampleRunner_AppendAfterTurn() {
 	fmt.Println(res.StopReason)
 
 	r.Decide("toolu_1", toolrun.AllowCall())
-	r.AppendAfterTurn(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("And B-2 too.")))
+	r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("And B-2 too.")))
 	res, _ = r.Run(ctx)
 	conv := s.Requests()[1].Conversation
 	for _, m := range conv[len(conv)-2:] {
