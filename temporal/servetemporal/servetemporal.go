@@ -549,9 +549,25 @@ func (e *Executor) Decide(ctx context.Context, thread, callID string, d toolrun.
 	return temporal.DecideBySignal(ctx, e.cfg.Client, e.workflowID(thread), callID, d)
 }
 
-// Cancel cancels thread's workflow.
+// CancelWait bounds how long [Executor.Cancel] waits for a cancelled
+// workflow to close.
+const CancelWait = 30 * time.Second
+
+// Cancel asks thread's workflow to cancel, then waits until it has closed,
+// at most [CancelWait]: a step in flight ends first (its activity learns of
+// the cancellation with its next heartbeat), so that a new user message
+// sent once the cancel request is answered finds the thread free, as in
+// process, rather than busy (409 thread_busy). A workflow still running
+// after the wait closes by itself later; Cancel returns nil then too.
 func (e *Executor) Cancel(ctx context.Context, thread string) error {
-	return e.cfg.Client.CancelWorkflow(ctx, e.workflowID(thread), "")
+	id := e.workflowID(thread)
+	if err := e.cfg.Client.CancelWorkflow(ctx, id, ""); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, CancelWait)
+	defer cancel()
+	_ = e.cfg.Client.GetWorkflow(wctx, id, "").Get(wctx, nil) // its end, whatever it is, is the workflow's to report
+	return nil
 }
 
 // LoadState returns the State of thread's workflow as its history last
