@@ -114,7 +114,9 @@ func TestAppendMessagesAwaitingApproval(t *testing.T) {
 // Turns keep the turn handed out: its tools run, and the messages follow
 // its response and results in the next request; after a final answer the
 // run goes on with them. After SetMessages or RetryTurn took the turn
-// over, they are appended to the history as the caller left it.
+// over, they are appended to the history as the caller left it; those
+// appended before the take-over follow that history, not lost with the
+// turn.
 func TestAppendMessagesHandedOutTurn(t *testing.T) {
 	user := func(text string) anthropic.BetaMessageParam {
 		return anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(text))
@@ -163,6 +165,31 @@ func TestAppendMessagesHandedOutTurn(t *testing.T) {
 		want: [][]string{
 			{"user text go"},
 			{"user text go", "user text and more"},
+		},
+	}, {
+		// The messages are the caller's words, not the turn's: taking the
+		// turn over after appending them leaves out its response, not them.
+		name:  "a tool turn appended to, then retried",
+		first: toolruntest.Message(toolruntest.ToolUse("c1", "echo", map[string]string{"s": "x"})),
+		body: func(r *toolrun.Runner, _ *toolrun.Turn) {
+			r.AppendMessages(user("and more"))
+			r.RetryTurn()
+			r.AppendMessages(user("and then"))
+		},
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "user text and more", "user text and then"},
+		},
+	}, {
+		name:  "a tool turn appended to, then taken over with SetMessages",
+		first: toolruntest.Message(toolruntest.ToolUse("c1", "echo", map[string]string{"s": "x"})),
+		body: func(r *toolrun.Runner, turn *toolrun.Turn) {
+			r.AppendMessages(user("and more"))
+			r.SetMessages(append(r.Messages(), turn.Message.ToParam(), anthropic.NewBetaUserMessage(anthropic.NewBetaToolResultBlock("c1", "by hand", false))))
+		},
+		want: [][]string{
+			{"user text go"},
+			{"user text go", "assistant tool_use c1", "user tool_result by hand", "user text and more"},
 		},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {

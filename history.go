@@ -82,7 +82,9 @@ func (r *Runner) Messages() []anthropic.BetaMessageParam {
 // SetMessages replaces the history with a copy of messages. Called while a
 // turn is handed out, it takes over that turn: the runner will not append
 // the turn's response or run its tools. If the run had stopped, it may go
-// on. Writing into messages afterwards does not change the run.
+// on. Messages appended to that turn with [Runner.AppendMessages] before
+// follow the new history: they are the caller's, not the turn's. Writing
+// into messages afterwards does not change the run.
 func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 	r.setHistory(deepcopy.Copy(messages))
 	r.markEdited()
@@ -127,7 +129,8 @@ func (r *Runner) setHistory(messages []anthropic.BetaMessageParam) {
 
 // RetryTurn discards the turn handed out by Next: its response is not
 // appended and its tools do not run, and the next call of Next sends the
-// same history again.
+// same history again, with any messages appended to the turn with
+// [Runner.AppendMessages] after it.
 func (r *Runner) RetryTurn() { r.markEdited() }
 
 // leaveOut drops the pending turn p, which the caller took over by changing
@@ -152,7 +155,17 @@ func (r *Runner) leaveOut(ctx context.Context, p *turnState) {
 }
 
 func (r *Runner) markEdited() {
-	if r.st.pending != nil {
+	if p := r.st.pending; p != nil {
+		if !r.st.edited && len(p.After) > 0 {
+			// Messages appended to the turn (AppendMessages) are the
+			// caller's, not the turn's: taken over, the turn leaves them
+			// after the history the caller left, before any appended next.
+			r.mu.Lock()
+			r.st.Params.Messages = append(slices.Clip(r.st.Params.Messages), p.After...)
+			p.After = nil
+			r.mu.Unlock()
+			r.historyIDs, r.inputStale = nil, true
+		}
 		r.st.edited = true
 	}
 	if r.stopped() && r.st.StopReason != StopAwaitingApproval {
