@@ -1,0 +1,108 @@
+package serve_test
+
+import (
+	"database/sql"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/serve"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// TestAnswersAndMessageAfterFailedRun: a run that answers both of a
+// turn's parallel calls (one denied, one approved) and brings a user
+// message gives the model the two results and then the message, in one
+// request. When that run fails before the thread's State is saved, the
+// decisions stay recorded and the message does not: the client's retry
+// (the messages again, the decisions taken already) gives the model the
+// results and the message once, and the same messages once more send
+// nothing.
+func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
+	var mu sync.Mutex
+	var convs [][]string // each request's conversation, a line a block
+	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		var conv []string
+		assistant := 0
+		for _, m := range r.Conversation {
+			if m.Role == "assistant" {
+				assistant++
+			}
+			for _, b := range m.Content {
+				conv = append(conv, m.Role+" "+b.Type+" "+b.ResultText()+b.ID)
+			}
+		}
+		mu.Lock()
+		convs = append(convs, conv)
+		mu.Unlock()
+		if assistant == 0 {
+			return toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10}), toolruntest.ToolUse("call_refund", "refund", map[string]any{"amount": 20}))
+		}
+		return toolruntest.Message(toolruntest.Text("ok"))
+	}})
+	var db *sql.DB
+	f := newFixture(t, nil, toolrun.RequireApproval("payments need a person"), func(c *serve.Config) {
+		c.Client = model.Client()
+		db = c.DB
+	})
+	msgs := []map[string]any{user("u1", "pay both")}
+	_, evs, body := post(t, f.url, input("t1", "r1", msgs, nil))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	byCall := map[string]string{}
+	for _, it := range interrupts(t, evs) {
+		byCall[it["toolCallId"].(string)] = it["id"].(string)
+	}
+	msgs = append(msgs, user("u2", "and thanks"))
+	answers := map[string]any{"resume": []any{
+		resume(byCall["call_refund"], map[string]any{"decision": "deny", "reason": "no refunds"}),
+		resume(byCall["call_pay"], map[string]any{"decision": "approve"}),
+	}}
+
+	if _, err := db.Exec(`CREATE TRIGGER refuse_save BEFORE UPDATE ON serve_states BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	status, evs, body := post(t, f.url, input("t1", "r2", msgs, answers))
+	if status != 200 || last(evs)["type"] != "RUN_ERROR" {
+		t.Fatalf("run with the failing save: %d %s %v, want RUN_ERROR", status, body, types(evs))
+	}
+	if _, err := db.Exec(`DROP TRIGGER refuse_save`); err != nil {
+		t.Fatal(err)
+	}
+	// The same request again: its decisions are taken already.
+	if status, _, body := post(t, f.url, input("t1", "r3", msgs, answers)); status != 409 {
+		t.Fatalf("the decisions again: %d %s, want 409", status, body)
+	}
+	status, evs, body = post(t, f.url, input("t1", "r4", msgs, nil))
+	if status != 200 || outcome(evs)["type"] != "success" {
+		t.Fatalf("retry: %d %s %v", status, body, types(evs))
+	}
+	mu.Lock()
+	want := [][]string{
+		{"user text pay both"},
+		{
+			"user text pay both",
+			"assistant tool_use call_pay", "assistant tool_use call_refund",
+			"user tool_result paid {\"amount\":10}", "user tool_result tool call denied: no refunds",
+			"user text and thanks",
+		},
+	}
+	got := convs
+	mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{`pay{"amount":10}`}, f.calls.got()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	status, evs, body = post(t, f.url, input("t1", "r5", msgs, nil))
+	mu.Lock()
+	n := len(convs)
+	mu.Unlock()
+	if status != 200 || outcome(evs)["type"] != "success" || n != 2 {
+		t.Errorf("the same messages again: %d %s %v, %d requests; want success with none sent", status, body, types(evs), n)
+	}
+}
