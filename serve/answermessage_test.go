@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"database/sql"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -104,5 +105,74 @@ func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
 	mu.Unlock()
 	if status != 200 || outcome(evs)["type"] != "success" || n != 2 {
 		t.Errorf("the same messages again: %d %s %v, %d requests; want success with none sent", status, body, types(evs), n)
+	}
+}
+
+// TestClientToolApprovedWithMessage: a run that approves a client tool's
+// call and brings a user message hands the call to the client and keeps
+// the message for the turn: the model is asked nothing until the client's
+// result, and then gets the result and the message, once.
+func TestClientToolApprovedWithMessage(t *testing.T) {
+	var mu sync.Mutex
+	var convs [][]string
+	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+		var conv []string
+		assistant := 0
+		for _, m := range r.Conversation {
+			if m.Role == "assistant" {
+				assistant++
+			}
+			for _, b := range m.Content {
+				conv = append(conv, m.Role+" "+b.Type+" "+b.ResultText()+b.ID)
+			}
+		}
+		mu.Lock()
+		convs = append(convs, conv)
+		mu.Unlock()
+		if assistant == 0 {
+			return toolruntest.Message(toolruntest.ToolUse("call_loc", "get_location", map[string]any{"precise": true}))
+		}
+		return toolruntest.Message(toolruntest.Text("you are in Paris"))
+	}})
+	f := newFixture(t, nil, toolrun.RequireApproval("the location is private"), func(c *serve.Config) { c.Client = model.Client() })
+	tools := []any{map[string]any{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
+	ctx := []any{map[string]any{"description": "the user's language", "value": "French"}}
+	msgs := []map[string]any{user("u1", "where am i")}
+	_, evs, body := post(t, f.url, input("t1", "r1", msgs, map[string]any{"tools": tools, "context": ctx}))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	its := interrupts(t, evs)
+	msgs = append(msgs, user("u2", "in French please"))
+	_, evs, body = post(t, f.url, input("t1", "r2", msgs, map[string]any{"tools": tools, "context": ctx, "resume": []any{resume(its[0]["id"].(string), map[string]any{"decision": "approve"})}}))
+	if evs == nil {
+		t.Fatal(body)
+	}
+	if o := outcome(evs); o["type"] != "success" || fmt.Sprint(o["pendingToolCallIds"]) != "[call_loc]" {
+		t.Fatalf("after the approval: outcome %v, want success pending call_loc", o)
+	}
+	asst := map[string]any{"id": "a1", "role": "assistant", "toolCalls": []any{map[string]any{"id": "call_loc", "type": "function", "function": map[string]any{"name": "get_location", "arguments": `{"precise":true}`}}}}
+	msgs = append(msgs, asst, map[string]any{"id": "m3", "role": "tool", "toolCallId": "call_loc", "content": "Paris"})
+	_, evs, body = post(t, f.url, input("t1", "r3", msgs, map[string]any{"tools": tools, "context": ctx}))
+	if evs == nil || outcome(evs)["type"] != "success" || last(evs)["result"] != "you are in Paris" {
+		t.Fatalf("the client's result: %s %v", body, evs)
+	}
+	_, evs, body = post(t, f.url, input("t1", "r4", msgs, map[string]any{"tools": tools, "context": ctx}))
+	if evs == nil || outcome(evs)["type"] != "success" {
+		t.Fatalf("the same messages again: %s %v", body, evs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]string{
+		{"user text Context from the client application:\n- the user's language: French", "user text where am i"},
+		{
+			"user text Context from the client application:\n- the user's language: French", "user text where am i",
+			"assistant tool_use call_loc",
+			"user tool_result Paris",
+			"user text in French please",
+		},
+	}
+	if diff := cmp.Diff(want, convs); diff != "" {
+		t.Errorf("the requests (-want +got):\n%s", diff)
 	}
 }
