@@ -1,7 +1,9 @@
 package serve_test
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -176,3 +178,103 @@ func TestClientToolApprovedWithMessage(t *testing.T) {
 		t.Errorf("the requests (-want +got):\n%s", diff)
 	}
 }
+
+// TestGreetingThenFailedFirstRun: a client whose chat opens with its own
+// assistant greeting sends it with the first user message. When that
+// first run fails before the thread's conversation has the message (in
+// process its State cannot be saved; over an Executor its Run fails
+// before it took the message), the thread is new still: the retry starts
+// it from the message, and the model gets it once.
+func TestGreetingThenFailedFirstRun(t *testing.T) {
+	msgs := []map[string]any{{"id": "greet", "role": "assistant", "content": "Hi! How can I help?"}, user("u1", "hi")}
+	t.Run("in process", func(t *testing.T) {
+		var mu sync.Mutex
+		var texts [][]string
+		model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
+			var got []string
+			for _, m := range r.Conversation {
+				for _, b := range m.Content {
+					if b.Type == "text" {
+						got = append(got, m.Role+" "+b.Text)
+					}
+				}
+			}
+			mu.Lock()
+			texts = append(texts, got)
+			mu.Unlock()
+			return toolruntest.Message(toolruntest.Text("ok"))
+		}})
+		var db *sql.DB
+		f := newFixture(t, nil, nil, func(c *serve.Config) {
+			c.Client = model.Client()
+			db = c.DB
+		})
+		if _, err := db.Exec(`CREATE TRIGGER refuse_save BEFORE INSERT ON serve_states BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`); err != nil {
+			t.Fatal(err)
+		}
+		status, evs, body := post(t, f.url, input("t1", "r1", msgs, nil))
+		if status != 200 || last(evs)["type"] != "RUN_ERROR" {
+			t.Fatalf("first run with the failing save: %d %s %v, want RUN_ERROR", status, body, types(evs))
+		}
+		if _, err := db.Exec(`DROP TRIGGER refuse_save`); err != nil {
+			t.Fatal(err)
+		}
+		status, evs, body = post(t, f.url, input("t1", "r2", msgs, nil))
+		if status != 200 || outcome(evs)["type"] != "success" {
+			t.Fatalf("retry: %d %s %v", status, body, types(evs))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([][]string{{"user hi"}}, texts); diff != "" {
+			t.Errorf("the user texts of each request (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("over an executor", func(t *testing.T) {
+		ex := &failFirst{}
+		f := newFixture(t, nil, nil, func(c *serve.Config) { c.Executor = ex })
+		status, evs, body := post(t, f.url, input("t1", "r1", msgs, nil))
+		if status != 200 || last(evs)["type"] != "RUN_ERROR" {
+			t.Fatalf("first run, failed by the executor: %d %s %v, want RUN_ERROR", status, body, types(evs))
+		}
+		status, evs, body = post(t, f.url, input("t1", "r2", msgs, nil))
+		if status != 200 || outcome(evs)["type"] != "success" {
+			t.Fatalf("retry: %d %s %v", status, body, types(evs))
+		}
+		ex.mu.Lock()
+		defer ex.mu.Unlock()
+		if diff := cmp.Diff([]bool{true, true}, ex.newThread); diff != "" {
+			t.Errorf("ExecutorRun.NewThread of each run (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// failFirst is an Executor whose first Run fails before it takes its
+// messages, and whose later runs answer at once.
+type failFirst struct {
+	mu        sync.Mutex
+	newThread []bool // of each run
+}
+
+func (e *failFirst) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Result, error) {
+	e.mu.Lock()
+	e.newThread = append(e.newThread, r.NewThread)
+	n := len(e.newThread)
+	e.mu.Unlock()
+	if n == 1 {
+		return nil, errors.New("the executor is unreachable")
+	}
+	if err := r.MessagesTaken(); err != nil {
+		return nil, err
+	}
+	return &toolrun.Result{StopReason: toolrun.StopEndTurn}, nil
+}
+
+func (e *failFirst) Pending(ctx context.Context, thread string) ([]serve.ThreadCall, error) {
+	return nil, nil
+}
+
+func (e *failFirst) Decide(ctx context.Context, thread, callID string, d toolrun.Decision) error {
+	return nil
+}
+
+func (e *failFirst) Cancel(ctx context.Context, thread string) error { return nil }

@@ -116,7 +116,8 @@ type prepared struct {
 	clientTools []clientTool
 	cancelOnEOF bool
 	// carried are the ids of the messages that texts and preamble carry
-	// (user, system and developer messages), and digest the context the
+	// (user, system and developer messages) and of those of other roles
+	// the model is not given, and digest the context the
 	// preamble gives, if any: the thread has them only once the run's
 	// conversation does (see carriedStore), so a run that fails before
 	// loses neither, and the client's retry brings them again.
@@ -452,10 +453,11 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			delete(open, it.ID)
 			newIDs = append(newIDs, m.ID)
 			continue
-		default:
-			newIDs = append(newIDs, m.ID)
-			continue
 		}
+		// Another role (the client's own assistant greeting, say) gives
+		// the model nothing, and is known with the run's messages too: a
+		// thread whose first run failed is new still (above) however many
+		// such messages that run brought.
 		p.carried = append(p.carried, m.ID)
 	}
 	if len(p.texts) > 0 && len(open) > 0 {
