@@ -96,9 +96,13 @@ func (r *Runner) SetMessages(messages []anthropic.BetaMessageParam) {
 // is still the runner's to act on (its tools run). Either way the
 // messages follow the turn's response and tool results, so the model's
 // next request has those and then the messages; see
-// [State.AppendMessages]. A run that had stopped (the model's answer, a
-// limit) goes on with them; one awaiting approval goes on once its calls
-// are decided. Writing into messages afterwards does not change the run.
+// [State.AppendMessages]. A run that had stopped with the model's answer
+// goes on with them; one awaiting approval goes on once its calls are
+// decided; one stopped by a limit keeps them and goes on once the limit is
+// raised (SetMaxTurns, a new Budget). Writing into messages afterwards
+// does not change the run. Nothing is saved here: with Options.Store the
+// messages reach the Store with the run's next save (when Run or Next
+// goes on), so a process that ends before that must append them again.
 //
 // To take a turn over instead (leave its response out, answer its calls
 // yourself), use [Runner.SetMessages] or [Runner.RetryTurn]; after either,
