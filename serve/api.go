@@ -2,11 +2,8 @@ package serve
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 )
 
@@ -57,16 +54,7 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 		err = strictJSON(body, &dp)
 	}
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
-			return
-		}
-		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())
+		h.refuseBody(w, err, "bad_decision", "a decision")
 		return
 	}
 	it, err := h.be.interrupt(r.Context(), r.PathValue("id"))

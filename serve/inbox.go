@@ -616,7 +616,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		err = strictJSON(raw, &body) // a key given twice is refused, as over the JSON API
 	}
 	if err != nil {
-		httpError(w, http.StatusBadRequest, "bad_decision", "the body is not a decision: "+err.Error())
+		ib.h.refuseBody(w, err, "bad_decision", "a decision")
 		return
 	}
 	ctx := r.Context()

@@ -129,16 +129,7 @@ type prepared struct {
 func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
 	var in runInput
 	if err := h.readBody(w, func() error { return json.NewDecoder(r.Body).Decode(&in) }); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
-			return
-		}
-		httpError(w, http.StatusBadRequest, "bad_input", "the body is not a RunAgentInput: "+err.Error())
+		h.refuseBody(w, err, "bad_input", "a RunAgentInput")
 		return
 	}
 	if !validID(in.ThreadID) || !validID(in.RunID) {

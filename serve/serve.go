@@ -432,19 +432,25 @@ func (h *Handler) readBody(w http.ResponseWriter, read func() error) error {
 // reports false if the body is too large, too slow or not a form.
 func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) bool {
 	err := h.readBody(w, r.ParseForm)
-	if err == nil {
-		return true
+	if err != nil {
+		h.refuseBody(w, err, "bad_form", "a form")
 	}
+	return err == nil
+}
+
+// refuseBody answers a request whose body could not be read or decoded
+// into what it should be: 413 too_large past MaxBodyBytes, 408
+// body_timeout past BodyReadTimeout, else 400 with code.
+func (h *Handler) refuseBody(w http.ResponseWriter, err error, code, what string) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		httpError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is too large")
+		httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
 	default:
-		httpError(w, http.StatusBadRequest, "bad_form", "the body is not a form: "+err.Error())
+		httpError(w, http.StatusBadRequest, code, "the body is not "+what+": "+err.Error())
 	}
-	return false
 }
 
 // httpError writes a JSON error {"error": {"code", "message"}}.
