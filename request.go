@@ -170,10 +170,12 @@ func (r *Runner) requestParams() anthropic.BetaMessageNewParams {
 }
 
 // adoptContainer carries the container a response reports (the sandbox
-// its code execution ran in) onto every later request of the run, as the
-// official runner does: it is kept in the run's params, so that it
-// outlives threads, compaction and State/Resume, and the model's next
-// code runs where its files are.
+// its code execution ran in) onto every later request of the run, exactly
+// as the official runner does: only where the request names no container
+// (a caller's container params without an id get the id, their skills
+// kept), never over a container the caller chose. It is kept in the run's
+// params, so it outlives threads, compaction and State/Resume, and the
+// model's next code runs where its files are.
 func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	id := m.Container.ID
 	if id == "" {
@@ -183,12 +185,14 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	defer r.mu.Unlock()
 	c := &r.st.Params.Container
 	switch {
-	case c.OfContainers != nil && c.OfContainers.ID.Value != id:
-		cp := *c.OfContainers // the caller's skills stay
-		cp.ID = param.NewOpt(id)
-		c.OfContainers = &cp
-	case c.OfContainers == nil && c.OfString.Value != id:
-		*c = anthropic.BetaMessageNewParamsContainerUnion{OfString: param.NewOpt(id)}
+	case c.OfContainer != nil:
+		if !c.OfContainer.ID.Valid() {
+			cp := *c.OfContainer // the caller's skills stay
+			cp.ID = param.NewOpt(id)
+			c.OfContainer = &cp
+		}
+	case !c.OfString.Valid():
+		c.OfString = param.NewOpt(id)
 	}
 }
 

@@ -3,7 +3,7 @@ module github.com/toolrun/toolrun/sqlitestore
 go 1.26.0
 
 require (
-	github.com/anthropics/anthropic-sdk-go/v2 v2.16.0
+	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/google/go-cmp v0.7.0
 	github.com/toolrun/toolrun v0.1.0
 	modernc.org/sqlite v1.62.0
@@ -34,7 +34,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.33.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.27.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect

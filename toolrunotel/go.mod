@@ -3,7 +3,7 @@ module github.com/toolrun/toolrun/toolrunotel
 go 1.26.0
 
 require (
-	github.com/anthropics/anthropic-sdk-go/v2 v2.16.0
+	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/google/go-cmp v0.7.0
 	github.com/toolrun/toolrun v0.1.0
 	go.opentelemetry.io/otel v1.47.0
@@ -33,6 +33,6 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.27.0 // indirect
 )
