@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-nested=(sqlitestore toolrunotel temporal cmd/toolrun)
+nested=(sqlitestore toolrunotel serve temporal cmd/toolrun bench)
 version=
 for m in "${nested[@]}"; do
   v=$(awk '$1 == "github.com/toolrun/toolrun" {print $2} $1 == "require" && $2 == "github.com/toolrun/toolrun" {print $3}' "$m/go.mod" | head -1)
@@ -69,6 +69,36 @@ cleanup_cache() {
 }
 cleanup_cache
 trap 'cleanup_cache; chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+
+# A program that imports only the library gets only the library's
+# requirements: none of the browser, profiling or SQLite modules that the
+# server, the benchmarks and the stores need.
+lean="$work/lean"
+mkdir -p "$lean"
+(
+  cd "$lean"
+  go mod init example.com/lean >/dev/null 2>&1
+  cat >main.go <<'GO'
+// Command lean uses the library alone.
+package main
+
+import (
+	"fmt"
+
+	"github.com/toolrun/toolrun"
+)
+
+func main() { fmt.Println(toolrun.StopEndTurn) }
+GO
+  go get "github.com/toolrun/toolrun@$version"
+  go mod tidy
+  go build -o lean .
+  if go mod graph | grep -E ' (github.com/chromedp/|github.com/google/pprof|modernc.org/sqlite|go.temporal.io/)'; then
+    echo "consumer: a program that imports only github.com/toolrun/toolrun requires the modules above" >&2
+    exit 1
+  fi
+  echo "== consumer: the library alone requires none of chromedp, cdproto, pprof, sqlite, temporal"
+)
 
 consumer="$work/consumer"
 mkdir -p "$consumer"

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 # Nested modules in dependency order: a module's requirements come first.
-nested=(sqlitestore toolrunotel temporal serve cmd/toolrun bench)
+nested=(sqlitestore toolrunotel serve temporal cmd/toolrun bench)
 version=$(awk '$1 == "require" && $2 == "github.com/toolrun/toolrun" {print $3} $1 == "github.com/toolrun/toolrun" {print $2}' cmd/toolrun/go.mod | head -1)
 work=$(mktemp -d -t toolrun-tidy.XXXXXX)
 cleanup_cache() {
