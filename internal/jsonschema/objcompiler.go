@@ -65,6 +65,8 @@ func (c *objCompiler) compile(s *Schema) error {
 		}
 	}
 
+	s.ownCost = ownCost(s) // toolrun: the budget charges it per evaluation
+
 	// vocabularies
 	vocabs := c.res.dialect.activeVocabs(c.c.roots.assertVocabs, c.c.roots.vocabularies)
 	for _, vocab := range vocabs {
@@ -565,4 +567,22 @@ func toStrings(arr []any) []string {
 		}
 	}
 	return strings
+}
+
+// ownCost is what one evaluation of s is charged, beyond the step, for the
+// names its object keywords list and the evaluation walks: one unit per
+// name of required, dependencies, dependentRequired and dependentSchemas.
+// toolrun: a schema may list thousands of names and be evaluated many
+// times over.
+func ownCost(s *Schema) int {
+	n := len(s.Required) + len(s.Dependencies) + len(s.DependentRequired) + len(s.DependentSchemas)
+	for _, dep := range s.Dependencies {
+		if names, ok := dep.([]string); ok {
+			n += len(names)
+		}
+	}
+	for _, names := range s.DependentRequired {
+		n += len(names)
+	}
+	return n
 }

@@ -32,6 +32,7 @@ type Schema struct {
 	dynamicAnchors    map[string]*Schema
 	allPropsEvaluated bool
 	allItemsEvaluated bool
+	ownCost           int // toolrun: see ownCost
 	numItemsEvaluated int
 
 	DraftVersion int

@@ -348,6 +348,9 @@ func (b *budget) equals(v1, v2 any) (bool, ErrorKind) {
 		return ok && v1 == v2, nil
 	case string:
 		v2, ok := v2.(string)
+		if ok && len(v1) == len(v2) {
+			b.charge(strCost(v1)) // toolrun: by length
+		}
 		return ok && v1 == v2, nil
 	case json.Number, float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		if typeOf(v2) != numberType {
@@ -436,6 +439,7 @@ func (b *budget) writeHash(v any, h *maphash.Hash) ErrorKind {
 			_ = h.WriteByte(0)
 		}
 	case string:
+		b.charge(strCost(v)) // toolrun: by length
 		_ = h.WriteByte(4)
 		_, _ = h.WriteString(v)
 	case json.Number, float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:

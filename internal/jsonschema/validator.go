@@ -73,7 +73,8 @@ type validator struct {
 func (vd *validator) validate() (*uneval, error) {
 	s := vd.sch
 	v := vd.v
-	vd.budget.step(vd.vloc) // toolrun: every evaluation of a schema against a value is one step
+	vd.budget.step(vd.vloc, v)  // toolrun: every evaluation of a schema against a value is one step, charged by v's items or properties
+	vd.budget.charge(s.ownCost) // toolrun: and by the names the schema's object keywords list
 
 	// boolean --
 	if s.Bool != nil {
@@ -85,7 +86,7 @@ func (vd *validator) validate() (*uneval, error) {
 	}
 
 	// check cycle --
-	if scp := vd.scp.checkCycle(); scp != nil {
+	if scp := vd.scp.checkCycle(vd.budget); scp != nil {
 		return nil, vd.error(&kind.RefCycle{
 			URL:              s.Location,
 			KeywordLocation1: vd.scp.kwLoc(),
@@ -441,7 +442,8 @@ func (vd *validator) strValidate(str string) {
 
 	strLen := -1
 	if s.MinLength != nil || s.MaxLength != nil {
-		strLen = utf8.RuneCount([]byte(str))
+		vd.budget.charge(len(str) / 256) // toolrun: counting is charged by length
+		strLen = utf8.RuneCountInString(str) // toolrun: without copying str
 	}
 
 	// minLength --
@@ -901,9 +903,15 @@ func (sc *scope) child(sch *Schema, refKeyword string, vid int) *scope {
 	return &scope{sch, refKeyword, vid, sc}
 }
 
-func (sc *scope) checkCycle() *scope {
+// checkCycle looks for sc's schema among the scopes of the same value
+// above it. toolrun: charged one unit per 64 scopes walked, as a chain of
+// in-place references may be as long as the schema allows.
+func (sc *scope) checkCycle(b *budget) *scope {
 	scp := sc.parent
-	for scp != nil {
+	for n := 1; scp != nil; n++ {
+		if n%64 == 0 {
+			b.charge(1)
+		}
 		if scp.vid != sc.vid {
 			break
 		}

@@ -31,6 +31,15 @@ const (
 // hours.
 const MaxSteps = 100_000
 
+// MaxWork bounds the work of one validation, in units of about a
+// microsecond of CPU at most (see [CheckEvery]): every evaluation, item,
+// property, value compared or hashed, KiB of string read and rune a
+// pattern reads (by the size of its program) is counted, so that no schema
+// and input under 1 MB take more than about a second of CPU when there is
+// no deadline. Real tool inputs need a few thousand units; a 1 MB input of
+// 100,000 items checked one schema each needs a few hundred thousand.
+const MaxWork = 1_000_000
+
 // MaxPatternTime bounds the matches of backtracking patterns (see
 // [MatchTimeout]) in one validation, in total: 255 strings each taking
 // nearly MatchTimeout stop here, not after 25 s.
@@ -52,7 +61,8 @@ const CheckEvery = jsonschema.CheckEvery
 // makes no progress, or a schema too large or too deep.
 var ErrUnsafe = errors.New("schema cannot be validated safely")
 
-// ErrBudget is returned by Validate when an input needs more than MaxSteps.
+// ErrBudget is wrapped by the error of Validate when an input needs more
+// than MaxSteps evaluations or MaxWork units of work.
 var ErrBudget = jsonschema.ErrBudget
 
 // ErrPatternTime is returned by Validate when the input's matches of
@@ -90,6 +100,9 @@ type Schema struct {
 	// now is the clock MaxPatternTime is measured with; nil means
 	// time.Now. Tests set it.
 	now func() time.Time
+	// work, if non-nil, is told the units of work of each validation;
+	// tests bound validations by it.
+	work func(units int)
 }
 
 // Compile checks raw, a tool's input schema, and compiles it. nil or empty
@@ -401,8 +414,10 @@ func fold(s string) string {
 // Validate checks input, a tool input as the model sent it, against s. It
 // returns the violations, sorted by pointer, or none if the input is valid.
 // Empty input counts as {}. It returns an error only when it could not
-// decide: ctx is done (ctx's error), the input needs more than MaxSteps
-// ([ErrBudget]), or a pattern in patternProperties timed out.
+// decide: ctx is done (ctx's error), the input needs more than MaxSteps or
+// MaxWork ([ErrBudget]), the backtracking matches took more than
+// MaxPatternTime ([ErrPatternTime]), or a pattern in patternProperties
+// timed out.
 //
 // Numbers past [MaxNumberDigits] or [MaxNumberExponent], or beyond the
 // range of a float64 (which the conversation history holds numbers as),
@@ -441,7 +456,12 @@ func (s *Schema) Validate(ctx context.Context, input []byte) (vs []Violation, er
 // check validates v, decoded with numbers as json.Number, with the engine
 // alone.
 func (s *Schema) check(ctx context.Context, v any) ([]Violation, error) {
-	err := s.compiled.ValidateBounded(ctx, v, jsonschema.Bounds{MaxSteps: MaxSteps, MaxPatternTime: MaxPatternTime, Now: s.now})
+	b := jsonschema.Bounds{MaxSteps: MaxSteps, MaxWork: MaxWork, MaxPatternTime: MaxPatternTime, Now: s.now}
+	if s.work != nil {
+		b.Work = new(int)
+		defer func() { s.work(*b.Work) }()
+	}
+	err := s.compiled.ValidateBounded(ctx, v, b)
 	if err == nil {
 		return nil, nil
 	}
