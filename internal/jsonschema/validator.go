@@ -442,7 +442,7 @@ func (vd *validator) strValidate(str string) {
 
 	strLen := -1
 	if s.MinLength != nil || s.MaxLength != nil {
-		vd.budget.charge(len(str) / 256) // toolrun: counting is charged by length
+		vd.budget.charge(len(str) / 256)     // toolrun: counting is charged by length
 		strLen = utf8.RuneCountInString(str) // toolrun: without copying str
 	}
 
