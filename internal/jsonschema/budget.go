@@ -164,12 +164,13 @@ func (b *budget) charge(n int) {
 	if b == nil {
 		return
 	}
+	if b.maxWork > 0 && b.units+n > b.maxWork {
+		// Not counted: the work is not done.
+		b.abort(fmt.Errorf("%w: more than %d units of work", ErrBudget, b.maxWork))
+	}
 	b.units += n
 	if b.testHookCharge != nil {
 		b.testHookCharge(b.units)
-	}
-	if b.maxWork > 0 && b.units > b.maxWork {
-		b.abort(fmt.Errorf("%w: more than %d units of work", ErrBudget, b.maxWork))
 	}
 	if b.units >= b.nextCheck {
 		b.nextCheck = b.units + CheckEvery
