@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // compileTest compiles one schema given as JSON text.
@@ -212,5 +213,70 @@ func TestNumbersBigRatRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "cannot be compared exactly") {
 			t.Errorf("%s: got %v, want an error that the number cannot be compared", kw, err)
 		}
+	}
+}
+
+// TestPatternTimeout: a backtracking match gets the least of what is left
+// of the pattern time, of the work budget at UnitTime a unit, and of the
+// time to the context's deadline, so that it stops by itself near the
+// deadline instead of running its engine's whole timeout past it.
+func TestPatternTimeout(t *testing.T) {
+	soon, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	tests := []struct {
+		name                  string
+		ctx                   context.Context
+		bounds                Bounds
+		pattern               time.Duration // already spent
+		units                 int           // already spent
+		wantAtMost, wantLeast time.Duration
+	}{
+		{"no limits", t.Context(), Bounds{}, 0, 0, 0, 0},
+		{"pattern time left", t.Context(), Bounds{MaxPatternTime: time.Second}, 900 * time.Millisecond, 0, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"work left", t.Context(), Bounds{MaxPatternTime: time.Second, MaxWork: 1_000_000}, 0, 970_000, 30 * time.Millisecond, 30 * time.Millisecond},
+		{"deadline", soon, Bounds{MaxPatternTime: time.Second, MaxWork: 1_000_000}, 0, 0, 20 * time.Millisecond, time.Millisecond},
+		{"spent", t.Context(), Bounds{MaxPatternTime: time.Second}, 2 * time.Second, 0, time.Millisecond, time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBudget(tt.ctx, tt.bounds)
+			b.pattern, b.units = tt.pattern, tt.units
+			got := b.patternTimeout()
+			if got > tt.wantAtMost || got < tt.wantLeast {
+				t.Errorf("got %v, want between %v and %v", got, tt.wantLeast, tt.wantAtMost)
+			}
+		})
+	}
+}
+
+// TestWorkIsCharged: a step is charged by the items or properties of its
+// value, a string by its length where it is hashed, compared or counted,
+// and a charge that would pass MaxWork stops the validation uncounted.
+func TestWorkIsCharged(t *testing.T) {
+	long := strings.Repeat("x", 100*1024)
+	tests := []struct {
+		name, schema string
+		v            any
+		want         int
+	}{
+		{"an array's items", `{"minItems":1}`, []any{true, true, true}, 1 + 3},
+		{"an object's properties", `{"minProperties":1}`, map[string]any{"a": 1, "b": 2}, 1 + 2},
+		{"required names", `{"required":["a","b","c"]}`, map[string]any{}, 1 + 3},
+		{"a string hashed", `{"enum":["y"]}`, long, 1 + 1 + 100},
+		{"a string counted", `{"minLength":1}`, long, 1 + 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got int
+			_ = compileTest(t, tt.schema).ValidateBounded(t.Context(), tt.v, Bounds{Work: &got})
+			if got != tt.want {
+				t.Errorf("got %d units, want %d", got, tt.want)
+			}
+		})
+	}
+	var got int
+	err := compileTest(t, `{"minLength":1}`).ValidateBounded(t.Context(), long, Bounds{MaxWork: 100, Work: &got})
+	if !errors.Is(err, ErrBudget) || got != 1 {
+		t.Errorf("got %v after %d units, want ErrBudget after 1", err, got)
 	}
 }
