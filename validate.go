@@ -96,8 +96,8 @@ func (ts *toolSchema) validate(ctx context.Context, input json.RawMessage) error
 		return ctx.Err()
 	case errors.Is(err, schema.ErrBudget):
 		vs = []schema.Violation{{
-			Expected: "an input the schema can check in at most " + strconv.Itoa(schema.MaxSteps) + " steps",
-			Got:      "an input that needs more, as the schema's alternatives multiply; send a smaller or simpler input",
+			Expected: "an input the schema can check in at most " + strconv.Itoa(schema.MaxSteps) + " steps and " + strconv.Itoa(schema.MaxWork) + " units of work",
+			Got:      "an input that needs more, as the schema applies its keywords to it many times over; send a smaller or simpler input",
 		}}
 	case errors.Is(err, schema.ErrPatternTime):
 		vs = []schema.Violation{{
@@ -138,20 +138,25 @@ func (ts *toolSchema) validate(ctx context.Context, input json.RawMessage) error
 //     Such an input is refused before the call runs, and the history keeps
 //     {} for that tool_use's input.
 //   - One validation evaluates a schema against a value at most 100,000
-//     times (nested anyOf cannot take exponential time).
-//   - A pattern RE2 compiles is matched in linear time. One that needs a
-//     backtracking engine (lookaround, backreferences) gets 100 ms a match
-//     (up to about twice that, as the engine's clock is coarse), and 1 s in
-//     total for one validation.
-//   - const, enum and uniqueItems cost in proportion to the input: enum
-//     values are looked up by hash, so there is no limit on enum size
+//     times (nested anyOf cannot take exponential time), and does at most
+//     1,000,000 units of work, each about a microsecond of CPU at most: an
+//     evaluation and each item or property of its value, a value compared
+//     or hashed (const, enum, uniqueItems), a KiB of string, the runes a
+//     pattern reads times the size of its program. So with no deadline
+//     one validation of any schema and input under 1 MB costs at most
+//     about a second of CPU.
+//   - A pattern RE2 compiles to at most 20,000 instructions is matched by
+//     RE2, charged as it reads. Another (lookaround, backreferences, huge
+//     bounded repeats) runs on a backtracking engine with a timeout of
+//     100 ms a match, or less as the deadline, the budget or the 1 s for
+//     one validation's backtracking matches in all run out (up to about
+//     twice that, as the engine's clock is coarse).
+//   - enum values are looked up by hash, so there is no limit on enum size
 //     beyond the schema's 1 MiB.
-//   - The context is read after every 256 units of work (an evaluation, a
-//     value compared or hashed, a KiB of string matched, 256 bits of a
-//     number in arithmetic), each bounded to microseconds by the limits
-//     above, so validation returns within a few milliseconds of its
-//     context ending. A backtracking match under way is not waited for;
-//     it ends by itself within its 100 ms.
+//   - The context is read after every 256 units of work, so validation
+//     returns within a few milliseconds of its context ending. A
+//     backtracking match under way is not waited for; it ends by itself
+//     within its timeout.
 //   - A panic inside the validator becomes a violation naming where in the
 //     input it happened, never a crash.
 type ValidationError struct {
