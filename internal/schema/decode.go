@@ -105,12 +105,17 @@ func (d *decoded) value1(dec *json.Decoder, path []string, depth, maxDepth int) 
 	return nil, fmt.Errorf("unexpected %v", delim)
 }
 
+// pointerEscaper escapes a JSON Pointer's token. It is built once: a
+// replacer built per token cost a validation of 95,000 failing items
+// seconds.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // pointer returns the RFC 6901 JSON Pointer of the given path.
 func pointer(path []string) string {
 	var b strings.Builder
 	for _, tok := range path {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+		b.WriteString(pointerEscaper.Replace(tok))
 	}
 	return b.String()
 }

@@ -503,7 +503,10 @@ func (s *Schema) caseVariants(v any, path []string) []Violation {
 	return out
 }
 
+// pointerUnescaper undoes pointerEscaper.
+var pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
+
 func lastToken(p string) string {
 	tok := p[strings.LastIndexByte(p, '/')+1:]
-	return strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+	return pointerUnescaper.Replace(tok)
 }
