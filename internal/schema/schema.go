@@ -45,15 +45,14 @@ const MaxWork = 1_000_000
 // nearly MatchTimeout stop here, not after 25 s.
 const MaxPatternTime = time.Second
 
-// CheckEvery is how many units of work pass between two looks at the
-// context during a validation: a unit is one evaluation of a schema
-// against a value, one JSON value compared or hashed (const, enum,
-// uniqueItems), up to 1 KiB of a string matched by a linear-time pattern,
-// or 256 bits of a number in arithmetic. With numbers within
-// [MaxNumberDigits] and [MaxNumberExponent], each unit costs at most
-// microseconds, so a validation returns within a few milliseconds of its
-// context ending; a backtracking match in progress is not waited for (it
-// ends by itself within MatchTimeout).
+// CheckEvery is how many units of work (see [MaxWork] and
+// jsonschema.CheckEvery for what a unit is) pass between two looks at the
+// context during a validation. With numbers within [MaxNumberDigits] and
+// [MaxNumberExponent], each unit costs at most about a microsecond, so a
+// validation returns within a few milliseconds of its context ending, also
+// in the middle of an RE2 match; a backtracking match in progress is not
+// waited for (it ends by itself within its timeout, which is cut to the
+// time left before the deadline).
 const CheckEvery = jsonschema.CheckEvery
 
 // ErrUnsafe is wrapped by the errors of Compile for a schema that is valid
