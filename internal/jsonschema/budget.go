@@ -31,7 +31,7 @@ var ErrPatternTime = errors.New("pattern matches take too long in total")
 //     property of that value (the evaluation walks them and copies their
 //     names for unevaluated*), plus one per name of the schema's required,
 //     dependentRequired, dependencies and dependentSchemas, plus one per 64
-//     schemas of an in-place chain walked looking for a cycle;
+//     scopes walked looking for a cycle or a dynamic or recursive anchor;
 //   - one JSON value compared or hashed (const, enum, uniqueItems), plus
 //     one per KiB of a string among them;
 //   - one KiB of a string whose length is counted (minLength, maxLength);

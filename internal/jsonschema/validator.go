@@ -791,7 +791,10 @@ func (vd *validator) validateRef(sch *Schema, kw string) error {
 func (vd *validator) resolveRecursiveAnchor(fallback *Schema) *Schema {
 	sch := fallback
 	scp := vd.scp
-	for scp != nil {
+	for n := 1; scp != nil; n++ {
+		if n%64 == 0 {
+			vd.budget.charge(1) // toolrun: the scopes walked, as in checkCycle
+		}
 		if scp.sch.resource.RecursiveAnchor {
 			sch = scp.sch
 		}
@@ -803,7 +806,10 @@ func (vd *validator) resolveRecursiveAnchor(fallback *Schema) *Schema {
 func (vd *validator) resolveDynamicAnchor(name string, fallback *Schema) *Schema {
 	sch := fallback
 	scp := vd.scp
-	for scp != nil {
+	for n := 1; scp != nil; n++ {
+		if n%64 == 0 {
+			vd.budget.charge(1) // toolrun: the scopes walked, as in checkCycle
+		}
 		if dsch, ok := scp.sch.resource.dynamicAnchors[name]; ok {
 			sch = dsch
 		}

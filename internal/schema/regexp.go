@@ -60,9 +60,9 @@ func compilePattern(p string) (jsonschema.Regexp, error) {
 // MaxRE2Program is the most instructions a pattern's RE2 program may have
 // for RE2 to match it. RE2 reads each rune once but may step every
 // instruction of its program for it: `[a-z0-9.-]{1,253}\.[a-z]{2,63}` is
-// 632 instructions, and a few nested bounded repeats make hundreds of
-// thousands, each matched rune then costing a millisecond and the match's
-// machine megabytes. A larger program goes to the backtracking engine,
+// 632 instructions, and 255 bytes of bounded repeats make 34,000 (up to
+// millions within Go's limits), each matched rune then costing tens of
+// microseconds or more and the match's machine megabytes. A larger program goes to the backtracking engine,
 // which keeps repeats as loops, under its timeouts.
 const MaxRE2Program = 20_000
 
