@@ -1272,7 +1272,7 @@ type mapper struct {
 	// run's responses made, by call: the calls are announced at the run's
 	// end (interrupts), not with their response.
 	parents map[string]string
-	step   int // the turn of the open step, 0 if none
+	step    int // the turn of the open step, 0 if none
 	// out are events made and not written yet: a STEP_FINISHED waits for
 	// what the run writes next (the next step's start, the run's end),
 	// so that the two are one commit.
