@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"slices"
 	"context"
 	"database/sql"
 	"errors"
@@ -75,13 +76,15 @@ func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
 	if _, err := db.Exec(`DROP TRIGGER refuse_save`); err != nil {
 		t.Fatal(err)
 	}
-	// The same request again: its decisions are taken already.
-	if status, _, body := post(t, f.url, input("t1", "r3", msgs, answers)); status != 409 {
-		t.Fatalf("the decisions again: %d %s, want 409", status, body)
-	}
-	status, evs, body = post(t, f.url, input("t1", "r4", msgs, nil))
+	// The same request again: its decisions are taken already, and the
+	// run says so (toolrun.decided) rather than refuse the retry; the
+	// message is new still, and goes with the results.
+	status, evs, body = post(t, f.url, input("t1", "r3", msgs, answers))
 	if status != 200 || outcome(evs)["type"] != "success" {
 		t.Fatalf("retry: %d %s %v", status, body, types(evs))
+	}
+	if n := len(customs(evs, "toolrun.decided")); n != 2 {
+		t.Errorf("the retry told %d decisions, want 2", n)
 	}
 	mu.Lock()
 	want := [][]string{
@@ -101,12 +104,18 @@ func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
 	if diff := cmp.Diff([]string{`pay{"amount":10}`}, f.calls.got()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
+	// The same messages again end with a user message the thread has
+	// answered, without the answer: the client asks for it again
+	// (regenerate), and the model is sent the same conversation.
 	status, evs, body = post(t, f.url, input("t1", "r5", msgs, nil))
 	mu.Lock()
-	n := len(convs)
+	got = slices.Clone(convs)
 	mu.Unlock()
-	if status != 200 || outcome(evs)["type"] != "success" || n != 2 {
-		t.Errorf("the same messages again: %d %s %v, %d requests; want success with none sent", status, body, types(evs), n)
+	if status != 200 || outcome(evs)["type"] != "success" || len(got) != 3 {
+		t.Fatalf("the same messages again: %d %s %v, %d requests; want success with one more", status, body, types(evs), len(got))
+	}
+	if diff := cmp.Diff(want[1], got[2]); diff != "" {
+		t.Errorf("the regenerated request (-want +got):\n%s", diff)
 	}
 }
 

@@ -440,6 +440,12 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	// (interrupt-resume.mdx, "An unrecognised entry"); one decided
 	// already is what the client missed, and the run tells it.
 	seen := map[string]bool{}
+	var unknown []string
+	defer func() {
+		if len(unknown) > 0 {
+			p.warnings = append(p.warnings, fmt.Sprintf("%d resume entries (the first for interrupt %q) answer interrupts this server did not raise; they were ignored", len(unknown), unknown[0]))
+		}
+	}()
 	for _, re := range in.Resume {
 		if seen[re.InterruptID] {
 			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q is answered twice", re.InterruptID)
@@ -450,7 +456,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, err
 		}
 		if len(its) == 0 {
-			p.warnings = append(p.warnings, fmt.Sprintf("the resume entry for interrupt %q, which this server did not raise, was ignored", re.InterruptID))
+			unknown = append(unknown, re.InterruptID)
 			continue
 		}
 		it := its[0]
@@ -698,8 +704,8 @@ func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if had == digest {
-			digest = "" // the thread has it
+		if had == digest && p.branch < 0 {
+			digest = "" // the thread has it (a branch may have left behind the message that gave it)
 		}
 	}
 	if len(instructions) == 0 && digest == "" {
