@@ -523,10 +523,16 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			j++
 		}
 		lastUser := len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role == "user"
+		// A history that keeps the model's answers (one with an
+		// assistant message, or a conversation of one user message) and
+		// ends with a user message the thread answered asks for that
+		// answer again. One of user messages alone is a client that sends
+		// what it said, which the same messages again leave as it was.
+		full := len(clientUsers) == 1 || slices.ContainsFunc(in.Messages, func(m message) bool { return m.Role == "assistant" })
 		switch {
 		case j < len(recs):
 			p.branch = j // edited or dropped
-		case j > 0 && j == len(clientUsers) && lastUser && !answers:
+		case j > 0 && j == len(clientUsers) && lastUser && !answers && full:
 			p.branch = j - 1 // answered again: regenerate
 		}
 	}
