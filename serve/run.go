@@ -1023,11 +1023,11 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			}
 		}
 	}
-	if !p.newThread && len(userMsgs) == 0 && len(st.AwaitingApproval()) == 0 && p.branch < 0 {
-		// Nothing to do: the request answered nothing that waited and
-		// brings no message (a client that caught up with a decision
-		// taken elsewhere, say). The run ends at once, with the thread's
-		// last answer, and no model request.
+	if !p.newThread && len(userMsgs) == 0 && st.StopReason == toolrun.StopEndTurn && p.branch < 0 {
+		// Nothing to do: the thread's last turn was answered, and the
+		// request brings no message (a client that caught up with a
+		// decision taken elsewhere, say). The run ends at once, with no
+		// model request.
 		h.finish(ctx, lr, m, &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: base}, base, nil)
 		return
 	}
