@@ -80,6 +80,10 @@ type Config struct {
 	// and any other is refused: a server without tokens is for one
 	// machine only.
 	Tokens []Token
+	// LocalMaxRuns caps the runs that may be running at once without
+	// Tokens, under the name "local"; one more is answered 429 with the
+	// code too_many_runs. Zero means 64.
+	LocalMaxRuns int
 	// MaxBodyBytes bounds a request body. Zero means 8 MiB.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a
@@ -190,6 +194,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = time.Minute
+	}
+	if cfg.LocalMaxRuns <= 0 {
+		cfg.LocalMaxRuns = 64
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 4096
@@ -477,7 +484,7 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 		if ip == nil || !ip.IsLoopback() {
 			return identity{}, false
 		}
-		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: 64}, true
+		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: h.cfg.LocalMaxRuns}, true
 	}
 	// The scheme's case does not matter (RFC 9110); the token is only
 	// ever read from the header, never from the URL, where logs and
