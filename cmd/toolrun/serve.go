@@ -102,6 +102,7 @@ tools (temporal.Activities.DeferClientTools).`,
 		fs.IntVar(&f.maxConns, "max-conns", 4096, "keep at most `n` connections open; one more is answered 503")
 		fs.IntVar(&f.maxConnsPerClient, "max-conns-per-client", 256, "keep at most `n` connections of one client IP address open; one more is answered 503")
 		fs.IntVar(&f.localMaxRuns, "local-max-runs", 64, "without --tokens, run at most `n` runs at once; one more is answered 429")
+		fs.Int64Var(&f.maxBody, "max-body-bytes", 8<<20, "answer 413 to a request whose body is larger than `n` bytes (a client that re-sends a thread's history needs room for it)")
 		fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "answer 408 to a request whose body has not arrived whole `duration` after its start")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
 		fs.StringVar(&f.system, "system", "", "the system `prompt`")
@@ -144,6 +145,7 @@ type serveFlags struct {
 	maxConnsPerClient      int
 	localMaxRuns           int
 	bodyTimeout            time.Duration
+	maxBody                int64
 	model, system          string
 	maxTurns, maxTokens    int
 	budgetUSD              float64
@@ -312,7 +314,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
 		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log, RecordDir: f.record,
 		Executor: executor, MaxConns: f.maxConns, MaxConnsPerClient: f.maxConnsPerClient,
-		LocalMaxRuns: f.localMaxRuns, BodyReadTimeout: f.bodyTimeout,
+		LocalMaxRuns: f.localMaxRuns, BodyReadTimeout: f.bodyTimeout, MaxBodyBytes: f.maxBody,
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
