@@ -73,7 +73,8 @@ type Config struct {
 	Options toolrun.Options
 	// DB holds threads, runs, their states, pending calls, decisions and
 	// events. Its dialect must be SQLite's (the CLI opens
-	// modernc.org/sqlite); New creates the tables it lacks.
+	// modernc.org/sqlite); New creates the tables it lacks and sets the
+	// connection's settings (see configureDB): open it with none.
 	DB *sql.DB
 	// Tokens are the bearer tokens accepted. With none, every request
 	// from a loopback address may do everything, under the name "local",
@@ -217,6 +218,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	log = slog.New(redact.NewHandler(log.Handler()))
 	cfg.Tokens = slices.Clone(cfg.Tokens)
 	cfg.Tools = slices.Clone(cfg.Tools)
+	if err := configureDB(ctx, cfg.DB); err != nil {
+		return nil, fmt.Errorf("serve: setting up the database: %w", err)
+	}
 	for _, q := range schema {
 		if _, err := cfg.DB.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("serve: creating the tables: %w", err)
@@ -254,6 +258,29 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h.mountInbox(mux) // the approval inbox, serve/inbox.go
 	h.mux = mux
 	return h, nil
+}
+
+// configureDB sets db's pool and connection as the server needs them,
+// whatever the caller opened it with: one connection, kept open, since
+// SQLite has one writer and a pool of several turned concurrent saves into
+// SQLITE_BUSY (the Store contract has ErrRunBusy for a lost
+// compare-and-swap only); WAL, so readers of other processes (the inbox's
+// tests, a backup) do not block it; synchronous FULL, so a committed step
+// survives a power cut; and a busy timeout for other processes' writes.
+// The pragmas are the connection's, which the pool keeps for ever.
+func configureDB(ctx context.Context, db *sql.DB) error {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	for _, q := range []string{`PRAGMA busy_timeout = 10000`, `PRAGMA journal_mode = WAL`, `PRAGMA synchronous = FULL`} {
+		rows, err := db.QueryContext(ctx, q) // journal_mode answers a row
+		if err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+		rows.Close()
+	}
+	return nil
 }
 
 // closeOrphans ends the runs a killed server left running.
