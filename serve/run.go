@@ -81,7 +81,7 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 		}
 		data[i] = b
 	}
-	if err := insertEvents(context.WithoutCancel(lr.h.base), lr.h.cfg.DB, lr.id, lr.seq+1, data, lr.thread, known); err != nil {
+	if err := lr.h.events.insert(context.WithoutCancel(lr.h.base), lr.id, lr.seq+1, data, lr.thread, known); err != nil {
 		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
 	}
 	lr.seq += int64(len(events))

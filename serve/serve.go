@@ -134,12 +134,13 @@ type Config struct {
 // over AG-UI 1.0, with a JSON API for pending calls, /healthz and
 // /metrics. Build it with [New]; it is safe for concurrent use.
 type Handler struct {
-	cfg   Config
-	store sqlStore
-	be    backend // where the routes find runs, events and interrupts
-	log   *slog.Logger
-	mux   *http.ServeMux
-	inbox *inbox // the approval inbox, which also continues decided threads
+	cfg    Config
+	store  sqlStore
+	events *eventWriter // records every run's events, in batches
+	be     backend      // where the routes find runs, events and interrupts
+	log    *slog.Logger
+	mux    *http.ServeMux
+	inbox  *inbox // the approval inbox, which also continues decided threads
 
 	base   context.Context // the runs' context: ended by Shutdown
 	cancel context.CancelFunc
@@ -229,6 +230,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h := &Handler{
 		cfg:      cfg,
 		store:    sqlStore{cfg.DB},
+		events:   &eventWriter{db: cfg.DB},
 		log:      log,
 		threads:  map[string]bool{},
 		runs:     map[string]*liveRun{},
