@@ -35,6 +35,11 @@ type serveResult struct {
 	// nanoseconds, by side ("inprocess", "serve").
 	Runs, Turns int
 	Wall, CPU   samples
+	// Many concurrent runs of one turn each, over ManyRounds rounds: the
+	// server's throughput with a model that answers at once. ManyWall
+	// and ManyCPU are as Wall and CPU.
+	Many, ManyRounds  int
+	ManyWall, ManyCPU samples
 	// Pending runs awaiting approval: the live heap they add to the
 	// server's process, and the database's bytes, each per run.
 	Pending        int
@@ -300,9 +305,15 @@ func runServe(ctx context.Context, cfg config, progress io.Writer) (*serveResult
 		return nil, err
 	}
 	defer model.Close()
-	res := &serveResult{Runs: cfg.serveRuns, Turns: cfg.serveTurns, Wall: samples{}, CPU: samples{}, Pending: cfg.servePending}
-	if err := serveConcurrent(ctx, cfg, model.URL, res, progress); err != nil {
+	res := &serveResult{Runs: cfg.serveRuns, Turns: cfg.serveTurns, Wall: samples{}, CPU: samples{}, Pending: cfg.servePending,
+		Many: cfg.serveMany, ManyRounds: cfg.serveManyRounds, ManyWall: samples{}, ManyCPU: samples{}}
+	if err := serveConcurrent(ctx, cfg.serveRuns, cfg.serveTurns, cfg.serveRounds, model.URL, res.Wall, res.CPU, progress); err != nil {
 		return nil, err
+	}
+	if cfg.serveMany > 0 {
+		if err := serveConcurrent(ctx, cfg.serveMany, 1, cfg.serveManyRounds, model.URL, res.ManyWall, res.ManyCPU, progress); err != nil {
+			return nil, err
+		}
 	}
 	if err := servePending(ctx, cfg, model.URL, res, progress); err != nil {
 		return nil, err
@@ -310,23 +321,23 @@ func runServe(ctx context.Context, cfg config, progress io.Writer) (*serveResult
 	return res, model.Close()
 }
 
-// serveConcurrent runs cfg.serveRuns conversations of cfg.serveTurns
-// turns at once through a Runner in process and through the server, in
-// an order that rotates each round, each side's tools and options the
-// same.
-func serveConcurrent(ctx context.Context, cfg config, modelURL string, res *serveResult, progress io.Writer) error {
-	sb, err := newServeBench(ctx, modelURL, cfg.serveRuns)
+// serveConcurrent runs runs conversations of turns turns at once through
+// a Runner in process and through the server, for rounds rounds, in an
+// order that rotates each round, each side's tools and options the same,
+// and adds each round's wall time and CPU per run to wall and cpu.
+func serveConcurrent(ctx context.Context, runs, turns, rounds int, modelURL string, wall, cpu samples, progress io.Writer) error {
+	sb, err := newServeBench(ctx, modelURL, runs)
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
 	inProcess := toolrunSetup(newClient(modelURL), []toolSpec{echoTool()})
-	p := prompt("echo", cfg.serveTurns)
+	p := prompt("echo", turns)
 	one := map[string]func() error{
 		"inprocess": func() error {
-			turns, err := inProcess(ctx, p)
-			if err == nil && turns != cfg.serveTurns {
-				err = fmt.Errorf("%w: %d, want %d", errWrongTurns, turns, cfg.serveTurns)
+			got, err := inProcess(ctx, p)
+			if err == nil && got != turns {
+				err = fmt.Errorf("%w: %d, want %d", errWrongTurns, got, turns)
 			}
 			return err
 		},
@@ -343,7 +354,7 @@ func serveConcurrent(ctx context.Context, cfg config, modelURL string, res *serv
 			return fmt.Errorf("serve, %s: warm-up: %w", side, err)
 		}
 	}
-	for round := range cfg.serveRounds {
+	for round := range rounds {
 		order := slices.Clone(serveSides)
 		if round%2 == 1 {
 			slices.Reverse(order)
@@ -351,8 +362,8 @@ func serveConcurrent(ctx context.Context, cfg config, modelURL string, res *serv
 		for _, side := range order {
 			m := startMeter()
 			var wg sync.WaitGroup
-			errs := make([]error, cfg.serveRuns)
-			for i := range cfg.serveRuns {
+			errs := make([]error, runs)
+			for i := range runs {
 				wg.Go(func() { errs[i] = one[side]() })
 			}
 			wg.Wait()
@@ -360,10 +371,10 @@ func serveConcurrent(ctx context.Context, cfg config, modelURL string, res *serv
 			if err := errors.Join(errs...); err != nil {
 				return fmt.Errorf("serve, %s: %w", side, err)
 			}
-			res.Wall.add(side, float64(u.Wall))
-			res.CPU.add(side, float64(u.CPU)/float64(cfg.serveRuns))
-			fmt.Fprintf(progress, "serve %d concurrent runs, round %d/%d, %-9s in %v, %v CPU\n",
-				cfg.serveRuns, round+1, cfg.serveRounds, side, u.Wall.Round(time.Millisecond), u.CPU.Round(time.Millisecond))
+			wall.add(side, float64(u.Wall))
+			cpu.add(side, float64(u.CPU)/float64(runs))
+			fmt.Fprintf(progress, "serve %d concurrent runs of %d turns, round %d/%d, %-9s in %v, %v CPU\n",
+				runs, turns, round+1, rounds, side, u.Wall.Round(time.Millisecond), u.CPU.Round(time.Millisecond))
 		}
 	}
 	return sb.Close()
@@ -507,6 +518,13 @@ func (s *serveResult) rows() []row {
 	cpu := measureRow(w, "harness CPU per run (the server's included)", pair(s.CPU), micros)
 	wall.official, cpu.official, wall.vsOfficial, cpu.vsOfficial = na, na, "—", "—"
 	rows := []row{wall, cpu}
+	if s.Many > 0 {
+		w := fmt.Sprintf("serve: %s concurrent runs of 1 turn, %d rounds (hand: a Runner in process; toolrun: through serve over loopback, one token whose run cap lets all in)", thousands(s.Many), s.ManyRounds)
+		wall := measureRow(w, "wall time of all the runs", pair(s.ManyWall), millis)
+		cpu := measureRow(w, "harness CPU per run (the server's included)", pair(s.ManyCPU), micros)
+		wall.official, cpu.official, wall.vsOfficial, cpu.vsOfficial = na, na, "—", "—"
+		rows = append(rows, wall, cpu)
+	}
 	w = fmt.Sprintf("serve: %s runs awaiting approval (SQLite store)", thousands(s.Pending))
 	one := func(measure, v string) row { return row{w, measure, na, na, v, "—", "—", "", "—"} }
 	rows = append(rows,

@@ -72,6 +72,9 @@ type config struct {
 	serveRuns, serveTurns, serveRounds int
 	servePending, serveListRounds      int
 	serveDecisions                     int
+	// serveMany concurrent runs of one turn, through the server and in
+	// process, over serveManyRounds rounds: the server's throughput.
+	serveMany, serveManyRounds int
 
 	// The inbox workload: inboxPending calls awaiting approval, the page
 	// loaded and filtered inboxRounds times in headless Chromium.
@@ -89,6 +92,7 @@ func fullConfig() config {
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 7,
 		serveRuns: 200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
+		serveMany: 1000, serveManyRounds: 3,
 		inboxPending: 1000, inboxRounds: 5,
 		profiles: "unmet", profileConversations: 1000,
 	}
@@ -105,6 +109,7 @@ func quickConfig() config {
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,
 		serveRuns: 50, serveTurns: 5, serveRounds: 1, servePending: 1000, serveListRounds: 3, serveDecisions: 20,
+		serveMany: 200, serveManyRounds: 1,
 		inboxPending: 1000, inboxRounds: 2,
 		profiles: "unmet", profileConversations: 20,
 	}

@@ -32,8 +32,12 @@ type backend interface {
 	// error wrapping errNoRun if there is no such run.
 	runOwner(ctx context.Context, run string) (string, error)
 	// eventsAfter calls yield with each recorded event of run numbered
-	// above after, in order, until yield returns false.
-	eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error
+	// above after, in order, until yield returns false; an event larger
+	// than eventChunk comes with its first chunk only, and the rest is
+	// read with eventPart as it is written.
+	eventsAfter(ctx context.Context, run string, after int64, yield func(storedEvent) bool) error
+	// eventPart returns at most n bytes of run's event seq from byte off.
+	eventPart(ctx context.Context, run string, seq int64, off, n int) ([]byte, error)
 	// follow returns a channel closed at run's next event, or nil if run
 	// is not in flight here, so its recorded events are all it has.
 	follow(run string) <-chan struct{}
@@ -78,58 +82,6 @@ func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
 		return "", fmt.Errorf("run %q: %w", run, errNoRun)
 	}
 	return owner, err
-}
-
-// eventPage and eventPageBytes bound the events eventsAfter reads at a
-// time: it reads a page, lets its connection go, and only then yields, so
-// that a stream whose client reads slowly, or not at all, holds no
-// connection of the database (the CLI's pool has one, which every run and
-// request shares) and at most a page of events in memory: 256 events, or
-// as many as make 1 MiB, and one more.
-const (
-	eventPage      = 256
-	eventPageBytes = 1 << 20
-)
-
-func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(seq int64, data []byte) bool) error {
-	type recorded struct {
-		seq  int64
-		data []byte
-	}
-	for {
-		page := make([]recorded, 0, eventPage)
-		rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT seq, data FROM serve_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, run, after, eventPage)
-		if err != nil {
-			return err
-		}
-		full, size := false, 0
-		for rows.Next() {
-			var e recorded
-			if err := rows.Scan(&e.seq, &e.data); err != nil {
-				rows.Close()
-				return err
-			}
-			page = append(page, e)
-			if size += len(e.data); size >= eventPageBytes || len(page) == eventPage {
-				full = true
-				break
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return err
-		}
-		for _, e := range page {
-			if !yield(e.seq, e.data) {
-				return nil
-			}
-			after = e.seq
-		}
-		if !full {
-			return nil
-		}
-	}
 }
 
 func (b sqlBackend) follow(run string) <-chan struct{} {

@@ -178,9 +178,9 @@ func (w *deadlineWriter) SetReadDeadline(t time.Time) error {
 
 // TestSlowBodyTimesOut: a client that sends a request's headers and then
 // its body a byte at a time, or never, is answered 408 once the body's read
-// deadline passes, and the deadline is lifted after the body (a stream's
-// connection must stay readable). Before, the body was read with no
-// deadline at all (the CLI's server bounds only the headers).
+// deadline passes, and the connection is closed with the deadline left in
+// the past, so that net/http does not read the rest of the body before it
+// answers (TestStalledBodiesReleased has it on real connections).
 func TestSlowBodyTimesOut(t *testing.T) {
 	f, _ := finishedRun(t)
 	for path, typ := range map[string]string{"/": "application/json", "/api/interrupts/x/decision": "application/json", "/inbox/login": "application/x-www-form-urlencoded"} {
@@ -198,8 +198,11 @@ func TestSlowBodyTimesOut(t *testing.T) {
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if n := len(w.deadlines); n == 0 || !w.deadlines[n-1].IsZero() {
-				t.Errorf("read deadlines %v: want one set, then lifted", w.deadlines)
+			if n := len(w.deadlines); n == 0 || w.deadlines[n-1].IsZero() || w.deadlines[n-1].After(time.Now()) {
+				t.Errorf("read deadlines %v: want one set, and left in the past once the body failed", w.deadlines)
+			}
+			if got := w.Header().Get("Connection"); got != "close" {
+				t.Errorf("Connection: %q, want close: what is left of the body must not be read", got)
 			}
 		})
 	}

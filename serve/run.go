@@ -85,7 +85,7 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 		}
 		data[i] = b
 	}
-	if err := insertEvents(context.WithoutCancel(lr.h.base), lr.h.cfg.DB, lr.id, lr.seq+1, data, lr.thread, known); err != nil {
+	if err := lr.h.events.insert(context.WithoutCancel(lr.h.base), lr.id, lr.seq+1, data, lr.thread, known); err != nil {
 		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
 	}
 	lr.seq += int64(len(events))
@@ -1126,7 +1126,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 	switch res.StopReason {
 	case toolrun.StopEndTurn, toolrun.StopHook:
 		fin["outcome"] = map[string]any{"type": "success"}
-		if t := res.Text(); t != "" {
+		if t := res.Text(); t != "" && len(t) <= maxResultBytes {
 			fin["result"] = t
 		}
 	case toolrun.StopCanceled:
@@ -1466,75 +1466,6 @@ func resultText(res *toolrun.ToolResult) string {
 		b.WriteString(res.Err.Error())
 	}
 	return b.String()
-}
-
-// stream writes the events of run id after the one numbered after, as
-// server-sent events whose ids are their numbers, until the run's last.
-// The run goes on if the client goes away. Each write must be taken by the
-// client within Config.StreamWriteTimeout: a client that stops reading is
-// dropped, and reconnects with Last-Event-ID, rather than hold the stream
-// for ever. While the stream waits for the run's next event it has no
-// deadline.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, after int64) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	rc := http.NewResponseController(w)
-	// The deadline is the real clock's, whatever Config.Now says: it is
-	// the connection's. A writer without deadlines (a test's recorder) has
-	// none.
-	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(h.cfg.StreamWriteTimeout)) }
-	deadline()
-	// Without a server-wide WriteTimeout, net/http leaves a handler's
-	// deadline on a kept-alive connection: the next request's would have it.
-	defer rc.SetWriteDeadline(time.Time{})
-	w.WriteHeader(http.StatusOK)
-	var buf []byte
-	for {
-		next := h.be.follow(id)
-		done, failed := false, false
-		err := h.be.eventsAfter(r.Context(), id, after, func(seq int64, data []byte) bool {
-			if seq != after+1 {
-				// Events numbered one by one, and a number missing: an
-				// event that could not be recorded. The stream ends
-				// before it rather than send what follows it.
-				done = true
-				return false
-			}
-			buf = fmt.Appendf(buf[:0], "id: %d\ndata: %s\n\n", seq, data)
-			deadline()
-			if _, err := w.Write(buf); err != nil {
-				failed = true
-				return false
-			}
-			after = seq
-			var t struct{ Type string }
-			json.Unmarshal(data, &t)
-			if t.Type == "RUN_FINISHED" || t.Type == "RUN_ERROR" {
-				done = true
-			}
-			return true
-		})
-		if err != nil || failed {
-			return
-		}
-		deadline()
-		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return
-		}
-		if done || next == nil {
-			return
-		}
-		// No deadline while the stream waits for the run: an HTTP/2
-		// stream is reset when its deadline passes, written to or not, and
-		// a run may be quiet for longer (a slow tool, a person's approval).
-		_ = rc.SetWriteDeadline(time.Time{})
-		select {
-		case <-next:
-		case <-r.Context().Done():
-			return
-		}
-	}
 }
 
 // maxStreams caps the event streams a token may have open at once: each

@@ -73,19 +73,34 @@ type Config struct {
 	Options toolrun.Options
 	// DB holds threads, runs, their states, pending calls, decisions and
 	// events. Its dialect must be SQLite's (the CLI opens
-	// modernc.org/sqlite); New creates the tables it lacks.
+	// modernc.org/sqlite); New creates the tables it lacks and sets the
+	// connection's settings (see configureDB): open it with none.
 	DB *sql.DB
 	// Tokens are the bearer tokens accepted. With none, every request
 	// from a loopback address may do everything, under the name "local",
 	// and any other is refused: a server without tokens is for one
 	// machine only.
 	Tokens []Token
+	// LocalMaxRuns caps the runs that may be running at once without
+	// Tokens, under the name "local"; one more is answered 429 with the
+	// code too_many_runs. Zero means 64.
+	LocalMaxRuns int
 	// MaxBodyBytes bounds a request body. Zero means 8 MiB.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a
-	// request's body, so that one sending it a byte at a time cannot hold
-	// a connection open for ever. Zero means 1 minute.
+	// request's body, counted from the request's start, however it sends
+	// it: one that stalls or sends a byte at a time is answered 408 with
+	// the code body_timeout when it passes, and its connection closed.
+	// Zero means 1 minute.
 	BodyReadTimeout time.Duration
+	// MaxConns bounds the connections a [Handler.Listener] keeps open at
+	// once, from all clients; one more is answered 503. Zero means 4096.
+	MaxConns int
+	// MaxConnsPerClient bounds the connections of one client IP address
+	// a [Handler.Listener] keeps open at once; one more is answered 503.
+	// Zero means 256: a browser opens 6 to a host, and a program with a
+	// connection pool a few dozen.
+	MaxConnsPerClient int
 	// StreamWriteTimeout bounds how long a client may take to read each
 	// write of an event stream; one that stops reading is dropped (its run
 	// goes on, and it may come back with Last-Event-ID). Zero means 1
@@ -129,12 +144,13 @@ type Config struct {
 // over AG-UI 1.0, with a JSON API for pending calls, /healthz and
 // /metrics. Build it with [New]; it is safe for concurrent use.
 type Handler struct {
-	cfg   Config
-	store sqlStore
-	be    backend // where the routes find runs, events and interrupts
-	log   *slog.Logger
-	mux   *http.ServeMux
-	inbox *inbox // the approval inbox, which also continues decided threads
+	cfg    Config
+	store  sqlStore
+	events *eventWriter // records every run's events, in batches
+	be     backend      // where the routes find runs, events and interrupts
+	log    *slog.Logger
+	mux    *http.ServeMux
+	inbox  *inbox // the approval inbox, which also continues decided threads
 
 	base   context.Context // the runs' context: ended by Shutdown
 	cancel context.CancelFunc
@@ -191,6 +207,15 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = time.Minute
 	}
+	if cfg.LocalMaxRuns <= 0 {
+		cfg.LocalMaxRuns = 64
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 4096
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = 256
+	}
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = time.Minute
 	}
@@ -204,6 +229,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	log = slog.New(redact.NewHandler(log.Handler()))
 	cfg.Tokens = slices.Clone(cfg.Tokens)
 	cfg.Tools = slices.Clone(cfg.Tools)
+	if err := configureDB(ctx, cfg.DB); err != nil {
+		return nil, fmt.Errorf("serve: setting up the database: %w", err)
+	}
 	for _, q := range schema {
 		if _, err := cfg.DB.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("serve: creating the tables: %w", err)
@@ -212,6 +240,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h := &Handler{
 		cfg:      cfg,
 		store:    sqlStore{cfg.DB},
+		events:   &eventWriter{db: cfg.DB},
 		log:      log,
 		threads:  map[string]bool{},
 		runs:     map[string]*liveRun{},
@@ -241,6 +270,29 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h.mountInbox(mux) // the approval inbox, serve/inbox.go
 	h.mux = mux
 	return h, nil
+}
+
+// configureDB sets db's pool and connection as the server needs them,
+// whatever the caller opened it with: one connection, kept open, since
+// SQLite has one writer and a pool of several turned concurrent saves into
+// SQLITE_BUSY (the Store contract has ErrRunBusy for a lost
+// compare-and-swap only); WAL, so readers of other processes (the inbox's
+// tests, a backup) do not block it; synchronous FULL, so a committed step
+// survives a power cut; and a busy timeout for other processes' writes.
+// The pragmas are the connection's, which the pool keeps for ever.
+func configureDB(ctx context.Context, db *sql.DB) error {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	for _, q := range []string{`PRAGMA busy_timeout = 10000`, `PRAGMA journal_mode = WAL`, `PRAGMA synchronous = FULL`} {
+		rows, err := db.QueryContext(ctx, q) // journal_mode answers a row
+		if err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+		rows.Close()
+	}
+	return nil
 }
 
 // closeOrphans ends the runs a killed server left running.
@@ -301,8 +353,78 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cors(w, r) {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
+	if r.Body == nil || r.Body == http.NoBody {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	// One deadline for the whole body, from the request's start: a read
+	// deadline set again for each read would let a client that sends a
+	// byte a second hold the connection for as long as it likes.
+	rc := http.NewResponseController(w)
+	db := &deadlineBody{body: r.Body, rc: rc, header: w.Header()}
+	if err := rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		h.log.Warn("serve: a request's body has no deadline", "err", err)
+	}
+	r.Body = http.MaxBytesReader(w, db, h.cfg.MaxBodyBytes)
 	h.mux.ServeHTTP(w, r)
+	db.finish()
+}
+
+// deadlineBody is a request body read under the connection's read
+// deadline, which [Handler.ServeHTTP] sets from the request's start. It
+// lifts the deadline once the body has arrived whole, since net/http sees
+// a client that hangs up by reading its connection (a run's stream is
+// cancelled that way). A body that failed (its deadline passed, or it was
+// malformed), or that the handler answered without reading whole, leaves
+// the deadline in the past and the connection marked to close: net/http
+// would otherwise read what is left of the body, with no deadline, before
+// it sends the answer, which held a stalled client's connection for ever
+// and sent a dribbling one its 408 only after its last byte.
+type deadlineBody struct {
+	body   io.ReadCloser
+	rc     *http.ResponseController
+	header http.Header
+
+	mu     sync.Mutex // guards the fields below: net/http may read the body after the handler
+	done   bool       // the body arrived whole, and the deadline was lifted
+	failed bool       // a read failed, and the deadline was left in the past
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err == nil {
+		return n, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.done || b.failed:
+	case errors.Is(err, io.EOF):
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	default:
+		b.cut()
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error { return b.body.Close() }
+
+// finish marks a body the handler did not read whole: what is left of it
+// is never read, and the connection closes after the answer.
+func (b *deadlineBody) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done && !b.failed {
+		b.cut()
+	}
+}
+
+// cut ends the body's connection after the answer; b.mu is held.
+func (b *deadlineBody) cut() {
+	b.failed = true
+	b.header.Set("Connection", "close")
+	b.rc.SetReadDeadline(time.Now().Add(-time.Second))
 }
 
 // foreign says why r comes from a web page the server must not serve, or
@@ -401,7 +523,7 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 		if ip == nil || !ip.IsLoopback() {
 			return identity{}, false
 		}
-		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: 64}, true
+		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}, maxRuns: h.cfg.LocalMaxRuns}, true
 	}
 	// The scheme's case does not matter (RFC 9110); the token is only
 	// ever read from the header, never from the URL, where logs and
@@ -424,16 +546,12 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 	return identity{}, false
 }
 
-// readBody runs read, which reads r's body, with the connection's read
-// deadline BodyReadTimeout from now, and lifts the deadline after it: a
-// stream's connection must stay readable, since a client that hangs up is
-// seen by reading it.
-func (h *Handler) readBody(w http.ResponseWriter, read func() error) error {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) // none on a writer without deadlines
-	err := read()
-	_ = rc.SetReadDeadline(time.Time{})
-	return err
+// readBody runs read, which reads r's body. The body's deadline is
+// [Handler.ServeHTTP]'s, BodyReadTimeout from the request's start, which
+// holds however the body is read; readBody remains the one place where the
+// routes read a body, should a route ever need more.
+func (h *Handler) readBody(_ http.ResponseWriter, read func() error) error {
+	return read()
 }
 
 // readForm parses r's form under [Handler.readBody]'s deadline, so that a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -51,7 +52,13 @@ polls under way end (up to a minute), so no task given to it is lost.
 Safety. The server listens on loopback unless --addr names another
 address, which needs --tokens: a JSON file of
 [{"name": "alice", "token": "…", "scopes": ["run", "approve", "read"], "max_runs": 4}].
---cors names the browser origins allowed (none by default).
+--cors names the browser origins allowed (none by default). --tls-cert and
+--tls-key serve HTTPS (SIGHUP reloads them); without them, put a TLS proxy
+in front of a server that listens beyond loopback. A body must arrive
+within --body-timeout of its request's start (else 408); a client IP
+address may hold --max-conns-per-client connections and the server
+--max-conns (else 503); without --tokens, --local-max-runs runs may run at
+once (else 429). See "Deployment" in docs/serve.md.
 
 --config FILE reads these settings from a JSON object whose keys are the
 flags' names: {"addr": "127.0.0.1:9000", "require-approval": ["pay"],
@@ -93,6 +100,13 @@ tools (temporal.Activities.DeferClientTools).`,
 		fs.StringVar(&f.db, "db", "", "keep threads, runs and decisions in the SQLite `file` (default $XDG_STATE_HOME/toolrun/serve.db)")
 		fs.StringVar(&f.tokens, "tokens", "", "accept the bearer tokens of the JSON `file`; required for a non-loopback --addr")
 		fs.StringVar(&f.cors, "cors", "", "allow the comma-separated browser `origins`")
+		fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with the PEM certificate chain of `file` (with --tls-key); SIGHUP reloads both")
+		fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert")
+		fs.IntVar(&f.maxConns, "max-conns", 4096, "keep at most `n` connections open; one more is answered 503")
+		fs.IntVar(&f.maxConnsPerClient, "max-conns-per-client", 256, "keep at most `n` connections of one client IP address open; one more is answered 503")
+		fs.IntVar(&f.localMaxRuns, "local-max-runs", 64, "without --tokens, run at most `n` runs at once; one more is answered 429")
+		fs.Int64Var(&f.maxBody, "max-body-bytes", 8<<20, "answer 413 to a request whose body is larger than `n` bytes (a client that re-sends a thread's history needs room for it)")
+		fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "answer 408 to a request whose body has not arrived whole `duration` after its start")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
 		fs.StringVar(&f.system, "system", "", "the system `prompt`")
 		fs.IntVar(&f.maxTurns, "max-turns", toolrun.DefaultMaxTurns, "stop each run after `n` model requests")
@@ -130,6 +144,12 @@ tools (temporal.Activities.DeferClientTools).`,
 type serveFlags struct {
 	config                 string
 	addr, db, tokens, cors string
+	tlsCert, tlsKey        string
+	maxConns               int
+	maxConnsPerClient      int
+	localMaxRuns           int
+	bodyTimeout            time.Duration
+	maxBody                int64
 	model, system          string
 	maxTurns, maxTokens    int
 	budgetUSD              float64
@@ -168,6 +188,16 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && len(tokens) == 0 {
 		return c.usageError("serve", "--addr %s is not a loopback address: give --tokens, or anyone who reaches it could run tools", f.addr)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return c.usageError("serve", "--tls-cert and --tls-key go together")
+	}
+	var certs *certFiles
+	if f.tlsCert != "" {
+		if certs, err = loadCert(f.tlsCert, f.tlsKey); err != nil {
+			c.errorf("serve", "%v", err)
+			return exitError
+		}
 	}
 	specs, err := parseMCPSpecs(f.tools.MCP, f.tools.MCPURL)
 	if err != nil {
@@ -288,7 +318,8 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	h, err := serve.New(ctx, serve.Config{
 		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
 		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, UserApproves: f.userApproves, Logger: log, RecordDir: f.record,
-		Executor: executor,
+		Executor: executor, MaxConns: f.maxConns, MaxConnsPerClient: f.maxConnsPerClient,
+		LocalMaxRuns: f.localMaxRuns, BodyReadTimeout: f.bodyTimeout, MaxBodyBytes: f.maxBody,
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
@@ -300,9 +331,15 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		return exitError
 	}
 	srv := httpServer(h)
-	fmt.Fprintf(c.stdout, "toolrun serve: listening on http://%s (state in %s, runs %s)\n", ln.Addr(), dbPath, where)
+	scheme := "http"
+	var tlsConfig *tls.Config
+	if certs != nil {
+		scheme, tlsConfig = "https", certs.config()
+		certs.reloadOnHUP(ctx, log)
+	}
+	fmt.Fprintf(c.stdout, "toolrun serve: listening on %s://%s (state in %s, runs %s)\n", scheme, ln.Addr(), dbPath, where)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(h.Listener(ln, tlsConfig)) }()
 	select {
 	case err := <-errc:
 		c.errorf("serve", "%v", err)
