@@ -985,7 +985,9 @@ func (ib *inbox) runPage(w http.ResponseWriter, r *http.Request) {
 func (ib *inbox) run(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	ctx := r.Context()
 	thread := r.PathValue("thread")
-	missing := func() { httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no run %s on this server", thread)) }
+	missing := func() {
+		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no run %s on this server", thread))
+	}
 	if ok, err := ib.h.sees(ctx, s.id.tenant, thread); err != nil {
 		ib.h.writeError(w, err)
 		return

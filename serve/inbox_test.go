@@ -167,7 +167,9 @@ func (e *inboxEnv) version(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body struct{ Pending []struct{ ID, Version string } }
+	var body struct {
+		Pending []struct{ ID, Version string }
+	}
 	json.NewDecoder(resp.Body).Decode(&body)
 	for _, p := range body.Pending {
 		if p.ID == id {

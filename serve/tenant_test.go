@@ -85,8 +85,12 @@ func TestTenantsSeeAndDecideTheirOwn(t *testing.T) {
 		status        int
 	}{
 		{"a decision over the JSON API",
-			func() answer { return ask(http.MethodPost, "/api/interrupts/"+id+"/decision", globexApprover, `{"decision":"approve"}`) },
-			func() answer { return ask(http.MethodPost, "/api/interrupts/int_nope/decision", globexApprover, `{"decision":"approve"}`) },
+			func() answer {
+				return ask(http.MethodPost, "/api/interrupts/"+id+"/decision", globexApprover, `{"decision":"approve"}`)
+			},
+			func() answer {
+				return ask(http.MethodPost, "/api/interrupts/int_nope/decision", globexApprover, `{"decision":"approve"}`)
+			},
 			http.StatusNotFound},
 		{"the inbox's decision",
 			func() answer {
@@ -100,8 +104,16 @@ func TestTenantsSeeAndDecideTheirOwn(t *testing.T) {
 			http.StatusNotFound},
 		{"the inbox's call", func() answer { return inbox("/inbox/api/interrupts/" + id) }, func() answer { return inbox("/inbox/api/interrupts/int_nope") }, http.StatusNotFound},
 		{"the inbox's run page",
-			func() answer { a := inbox("/inbox/api/runs/thread-5"); a.Body = strings.ReplaceAll(a.Body, "thread-5", "X"); return a },
-			func() answer { a := inbox("/inbox/api/runs/thread-0"); a.Body = strings.ReplaceAll(a.Body, "thread-0", "X"); return a },
+			func() answer {
+				a := inbox("/inbox/api/runs/thread-5")
+				a.Body = strings.ReplaceAll(a.Body, "thread-5", "X")
+				return a
+			},
+			func() answer {
+				a := inbox("/inbox/api/runs/thread-0")
+				a.Body = strings.ReplaceAll(a.Body, "thread-0", "X")
+				return a
+			},
 			http.StatusNotFound},
 	}
 	for _, tt := range tests {
