@@ -155,6 +155,7 @@ func TestInboxReadsExactly(t *testing.T) {
 		if !eval[bool](t, alice, `document.getElementById("editor").hidden`) {
 			t.Error("e opened the editor on a client tool's call")
 		}
+		do(t, alice, chromedp.KeyEvent("\x1b")) // Escape
 		// Deny with the reason box and Enter; the focus returns to the
 		// list, so j moves to the next call.
 		do(t, alice, chromedp.KeyEvent("d"))
