@@ -73,7 +73,7 @@ func TestInboxReadsExactly(t *testing.T) {
 		if got := eval[[]string](t, alice, `Array.from(document.querySelectorAll(".turns li > b")).map(b => b.textContent)`); !cmp.Equal(got, []string{"user", "assistant", "tool results", "assistant"}) {
 			t.Errorf("the conversation's roles are %q, want the tool's result not labelled the user's", got)
 		}
-		screenshot(t, alice, "inbox-run.png")
+		screenshot(t, alice, "inbox-run-typed.png")
 	})
 
 	t.Run("a large input", func(t *testing.T) {
