@@ -66,6 +66,9 @@ func TestInboxSessionUselessOnAnotherPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return resp.StatusCode, "(a stream)" // it would not end
+		}
 		var buf bytes.Buffer
 		buf.ReadFrom(resp.Body)
 		return resp.StatusCode, buf.String()
