@@ -608,7 +608,7 @@ func TestStreamIdleHasNoDeadline(t *testing.T) {
 func TestInboxEventsWriteDeadline(t *testing.T) {
 	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
 	e.start(t, "thread-5", "pay 5")
-	c, _ := e.login(t, aliceToken)
+	c, key := e.login(t, aliceToken)
 	h, err := serve.New(t.Context(), e.cfg) // the same database: the session is there
 	if err != nil {
 		t.Fatal(err)
@@ -616,6 +616,7 @@ func TestInboxEventsWriteDeadline(t *testing.T) {
 	defer h.Shutdown(context.Background())
 	u, _ := url.Parse(e.url + "/inbox/")
 	req := httptest.NewRequest("GET", "/inbox/api/events", nil)
+	req.Header.Set("X-Inbox-Key", key)
 	for _, ck := range c.Jar.Cookies(u) {
 		req.AddCookie(ck)
 	}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,25 +30,40 @@ import (
 )
 
 // The approval inbox is a web page at /inbox where a person sees every
-// call awaiting a decision, across threads, and approves, denies or edits
-// it. It is plain HTML, CSS and JavaScript embedded in the binary, with no
-// library and no build step: the page is a list, a detail pane and a
-// form, which the DOM's own textContent and fetch do safely and in a few
-// hundred lines, and every library would be one more thing to audit for
-// the one property that matters here, that hostile model output is
-// shown as text.
+// call awaiting a decision, across the threads of their tenant, and
+// approves, denies or edits it. It is plain HTML, CSS and JavaScript
+// embedded in the binary, with no library and no build step: the page is
+// a list, a detail pane and a form, which the DOM's own textContent and
+// fetch do safely and in a few hundred lines, and every library would be
+// one more thing to audit for the one property that matters here, that
+// hostile model output is shown as text.
 //
-// Safety: a person logs in with a token of the approve scope (with no
-// tokens configured, a loopback visitor logs in as "local"), through a
-// form that carries a CSRF token of its own; the session lives in an
-// HttpOnly, SameSite=Strict cookie scoped to /inbox, and in the server's
-// database (under a hash of the cookie), so it outlives a restart; every
-// state-changing request carries the session's CSRF token in the
-// X-CSRF-Token header (or the csrf form field), compared in constant
-// time; every page is sent with a Content-Security-Policy that allows
-// scripts and styles from the server only, so no inline script and no
-// eval run; the server renders with html/template and the page's script
-// writes every string with textContent.
+// Sessions: a person logs in with a token of the read or approve scope
+// (with no tokens configured, a loopback visitor logs in as "local"),
+// through a form that carries a CSRF token of its own. A login gives the
+// browser two halves of one credential: an HttpOnly, SameSite=Strict
+// cookie scoped to /inbox, and a key that the login's answer hands to the
+// page, which keeps it in the origin's localStorage and sends it in the
+// X-Inbox-Key header of every request of the inbox's API. Cookies are not
+// scoped by port, so a server on another port of the same host receives
+// the cookie; it never receives the key, which localStorage keeps per
+// origin (scheme, host and port), and no answer to the cookie alone holds
+// anything: the pages are shells and every datum comes from the API. The
+// key is a secret no other site can send either, so it is also the API's
+// CSRF token. The server keeps a hash of the two halves with the hash of
+// the token logged in with, so a session outlives a restart, whoever
+// reads the database cannot take one over, and a session takes its
+// scopes and tenant from the token as configured now: the pending list,
+// a run's page and the change stream need read, a decision needs
+// approve, as over the JSON API, and a token removed from the
+// configuration ends its sessions. Logins are logged and, past
+// [inboxLoginFailures] failures from one address in [inboxLoginWindow],
+// refused with 429 until the window has passed.
+//
+// Every page is sent with a Content-Security-Policy that allows scripts
+// and styles from the server only, so no inline script and no eval run;
+// the server renders with html/template and the page's script writes
+// every string with textContent.
 
 //go:embed inbox
 var inboxFiles embed.FS
@@ -55,8 +71,18 @@ var inboxFiles embed.FS
 // inboxCookie names the session cookie.
 const inboxCookie = "toolrun_inbox"
 
+// inboxKeyHeader carries the page's half of a session.
+const inboxKeyHeader = "X-Inbox-Key"
+
 // inboxSessionTTL is how long a session lasts after its login.
 const inboxSessionTTL = 12 * time.Hour
+
+// inboxLoginFailures failed logins from one address within
+// inboxLoginWindow make it wait for the window to pass.
+const (
+	inboxLoginFailures = 5
+	inboxLoginWindow   = 5 * time.Minute
+)
 
 // inboxPoll is how often the inbox's event stream looks for pending calls
 // made or decided by runs it did not start; its own decisions wake it at
@@ -71,16 +97,19 @@ type inbox struct {
 	h     *Handler
 	pages *template.Template
 
-	mu   sync.Mutex    // guards wake, going
+	mu   sync.Mutex    // guards wake, going, fails
 	wake chan struct{} // closed and replaced when the inbox decides
 	// going holds the threads whose next run the inbox is starting.
 	going map[string]bool
+	// fails holds the times of each address's failed logins within
+	// inboxLoginWindow.
+	fails map[string][]time.Time
 }
 
-// inboxSession is a logged-in person.
+// inboxSession is a logged-in person: the identity of the token they
+// logged in with, as the server's tokens say now.
 type inboxSession struct {
-	name    string
-	csrf    string
+	id      identity
 	expires time.Time
 }
 
@@ -88,21 +117,25 @@ type inboxSession struct {
 func (h *Handler) mountInbox(mux *http.ServeMux) {
 	ib := &inbox{
 		h:     h,
-		pages: template.Must(template.New("").Funcs(template.FuncMap{"json": prettyJSON, "when": when}).ParseFS(inboxFiles, "inbox/*.tmpl")),
+		pages: template.Must(template.New("").ParseFS(inboxFiles, "inbox/*.tmpl")),
 		wake:  make(chan struct{}),
 		going: map[string]bool{},
+		fails: map[string][]time.Time{},
 	}
 	h.inbox = ib
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/{$}", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/login", ib.secure(ib.loginForm))
 	mux.HandleFunc("POST /inbox/login", ib.secure(ib.login))
-	mux.HandleFunc("POST /inbox/logout", ib.secure(ib.session(ib.logout)))
 	mux.HandleFunc("GET /inbox/static/{file}", ib.secure(ib.static))
-	mux.HandleFunc("GET /inbox/api/pending", ib.secure(ib.session(ib.pending)))
-	mux.HandleFunc("GET /inbox/api/events", ib.secure(ib.session(ib.events)))
-	mux.HandleFunc("POST /inbox/api/interrupts/{id}/decision", ib.secure(ib.session(ib.decide)))
-	mux.HandleFunc("GET /inbox/runs/{thread}", ib.secure(ib.session(ib.runPage)))
+	mux.HandleFunc("GET /inbox/runs/{thread}", ib.secure(ib.runPage))
+	mux.HandleFunc("POST /inbox/api/logout", ib.secure(ib.session("", ib.logout)))
+	mux.HandleFunc("GET /inbox/api/me", ib.secure(ib.session("", ib.me)))
+	mux.HandleFunc("GET /inbox/api/pending", ib.secure(ib.session(ScopeRead, ib.pending)))
+	mux.HandleFunc("GET /inbox/api/events", ib.secure(ib.session(ScopeRead, ib.events)))
+	mux.HandleFunc("GET /inbox/api/interrupts/{id}", ib.secure(ib.session(ScopeRead, ib.call)))
+	mux.HandleFunc("GET /inbox/api/runs/{thread}", ib.secure(ib.session(ScopeRead, ib.run)))
+	mux.HandleFunc("POST /inbox/api/interrupts/{id}/decision", ib.secure(ib.session(ScopeApprove, ib.decide)))
 }
 
 // secure sets the headers every inbox response carries.
@@ -118,42 +151,64 @@ func (ib *inbox) secure(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// current returns the session of r's cookie, if it is live. Sessions are
-// kept in the server's database, so a restart logs nobody out; the table
-// holds a hash of each cookie, not the cookie, so whoever reads the
-// database cannot take a session over.
+// sessionKey is the database's key of a session: a hash of its cookie
+// and its key.
+func sessionKey(cookie, key string) string {
+	sum := sha256.Sum256([]byte(cookie + "." + key))
+	return hex.EncodeToString(sum[:])
+}
+
+// tokenHash is how a session names the token it logged in with.
+func tokenHash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// tokenIdentity returns the identity of the token whose hash is hash, as
+// the server's tokens say now; "" is the loopback visitor of a server
+// without tokens.
+func (h *Handler) tokenIdentity(hash string) (identity, bool) {
+	if len(h.cfg.Tokens) == 0 {
+		return identity{name: "local", scopes: []string{ScopeRun, ScopeApprove, ScopeRead}}, hash == ""
+	}
+	for _, t := range h.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(tokenHash(t.Secret)), []byte(hash)) == 1 {
+			return identity{name: t.Name, scopes: t.Scopes, tenant: t.Tenant}, true
+		}
+	}
+	return identity{}, false
+}
+
+// current returns the session of r's cookie and key, if it is live.
 func (ib *inbox) current(r *http.Request) (*inboxSession, bool) {
 	c, err := r.Cookie(inboxCookie)
-	if err != nil || c.Value == "" {
+	key := r.Header.Get(inboxKeyHeader)
+	if err != nil || c.Value == "" || key == "" {
 		return nil, false
 	}
-	key := sessionKey(c.Value)
-	s := &inboxSession{}
+	id := sessionKey(c.Value, key)
+	var token string
 	var expires int64
-	err = ib.h.cfg.DB.QueryRowContext(r.Context(), `SELECT name, csrf, expires_at FROM serve_inbox_sessions WHERE id = ?`, key).Scan(&s.name, &s.csrf, &expires)
+	err = ib.h.cfg.DB.QueryRowContext(r.Context(), `SELECT token, expires_at FROM serve_inbox_logins WHERE id = ?`, id).Scan(&token, &expires)
 	if err != nil {
 		if !errors.Is(err, sql.ErrNoRows) {
 			ib.h.log.Error("serve: reading an inbox session", "err", err)
 		}
 		return nil, false
 	}
-	s.expires = time.Unix(0, expires)
-	if !ib.h.cfg.Now().Before(s.expires) {
-		ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, key)
+	s := &inboxSession{expires: time.Unix(0, expires)}
+	var ok bool
+	s.id, ok = ib.h.tokenIdentity(token)
+	if !ok || !ib.h.cfg.Now().Before(s.expires) {
+		ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_logins WHERE id = ?`, id)
 		return nil, false
 	}
 	return s, true
 }
 
-// sessionKey is the database's key of a session cookie's value.
-func sessionKey(cookie string) string {
-	sum := sha256.Sum256([]byte(cookie))
-	return hex.EncodeToString(sum[:])
-}
-
-// session wraps a route that needs a session, and for a request that
-// changes state, the session's CSRF token.
-func (ib *inbox) session(next func(http.ResponseWriter, *http.Request, *inboxSession)) http.HandlerFunc {
+// session wraps a route of the inbox's API: it needs a session, whose
+// token has scope unless scope is "".
+func (ib *inbox) session(scope string, next func(http.ResponseWriter, *http.Request, *inboxSession)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := ib.current(r)
 		if !ok {
@@ -161,19 +216,11 @@ func (ib *inbox) session(next func(http.ResponseWriter, *http.Request, *inboxSes
 			httpError(w, http.StatusUnauthorized, "no_session", "log in at /inbox/login first")
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			got := r.Header.Get("X-CSRF-Token")
-			if got == "" {
-				if !ib.h.readForm(w, r) {
-					return
-				}
-				got = r.FormValue("csrf")
-			}
-			if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
-				ib.h.metrics.refused.Add(1)
-				httpError(w, http.StatusForbidden, "bad_csrf", "the request lacks this session's CSRF token; reload the inbox")
-				return
-			}
+		if scope != "" && !s.id.can(scope) {
+			ib.h.metrics.refused.Add(1)
+			what := map[string]string{ScopeRead: "see the calls and runs", ScopeApprove: "decide calls"}[scope]
+			httpError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("the token %q lacks the %s scope: it may not %s, in the inbox as over the JSON API", s.id.name, scope, what))
+			return
 		}
 		next(w, r, s)
 	}
@@ -215,9 +262,60 @@ func (ib *inbox) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	ib.render(w, status, "login.tmpl", map[string]any{"NoTokens": len(ib.h.cfg.Tokens) == 0, "Error": msg, "CSRF": token})
 }
 
-// login starts a session for a token of the approve scope, or, on a
-// server without tokens, for a loopback visitor as "local".
+// remoteIP returns the address r came from, without its port.
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// throttled reports how long addr must wait before it may try to log in
+// again, or 0.
+func (ib *inbox) throttled(addr string, now time.Time) time.Duration {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	fails := slices.DeleteFunc(ib.fails[addr], func(t time.Time) bool { return !now.Before(t.Add(inboxLoginWindow)) })
+	if len(fails) == 0 {
+		delete(ib.fails, addr)
+		return 0
+	}
+	ib.fails[addr] = fails
+	if len(fails) < inboxLoginFailures {
+		return 0
+	}
+	return fails[0].Add(inboxLoginWindow).Sub(now)
+}
+
+// failed counts a failed login from addr.
+func (ib *inbox) failed(addr string, now time.Time) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	if len(ib.fails) > 10000 { // many addresses: forget those whose window has passed
+		for a, ts := range ib.fails {
+			if !now.Before(ts[len(ts)-1].Add(inboxLoginWindow)) {
+				delete(ib.fails, a)
+			}
+		}
+	}
+	ib.fails[addr] = append(ib.fails[addr], now)
+}
+
+// login starts a session for a token of the read or approve scope, or,
+// on a server without tokens, for a loopback visitor as "local". Its
+// answer is a page that hands the session's key to the page's script,
+// which keeps it and goes on to the inbox.
 func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
+	addr := remoteIP(r)
+	now := ib.h.cfg.Now()
+	if wait := ib.throttled(addr, now); wait > 0 {
+		ib.h.metrics.refused.Add(1)
+		ib.h.log.Warn("serve: inbox login refused", "addr", addr, "why", "too many failed logins")
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
+		ib.renderLogin(w, r, http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from this address: try again in %v.", wait.Round(time.Second)))
+		return
+	}
 	if !ib.h.readForm(w, r) {
 		return
 	}
@@ -225,67 +323,79 @@ func (ib *inbox) login(w http.ResponseWriter, r *http.Request) {
 	got := r.FormValue("csrf")
 	if err != nil || c.Value == "" || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(c.Value)) != 1 {
 		ib.h.metrics.refused.Add(1)
+		ib.h.log.Warn("serve: inbox login refused", "addr", addr, "why", "no login form's CSRF token")
 		ib.renderLogin(w, r, http.StatusForbidden, "The login form expired or came from another page; log in again.")
 		return
 	}
-	name, ok := "", false
+	token, ok := "", false
+	var who identity
 	if len(ib.h.cfg.Tokens) == 0 {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-			name, ok = "local", true
+		if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+			who, ok = ib.h.tokenIdentity("")
 		}
 	} else {
-		got := sha256.Sum256([]byte(r.FormValue("token")))
-		for _, t := range ib.h.cfg.Tokens {
-			want := sha256.Sum256([]byte(t.Secret))
-			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && slices.Contains(t.Scopes, ScopeApprove) {
-				name, ok = t.Name, true
-			}
+		token = tokenHash(r.FormValue("token"))
+		if who, ok = ib.h.tokenIdentity(token); ok && !who.can(ScopeRead) && !who.can(ScopeApprove) {
+			ok = false
 		}
 	}
 	if !ok {
+		ib.failed(addr, now)
 		ib.h.metrics.refused.Add(1)
-		ib.renderLogin(w, r, http.StatusUnauthorized, "That is not a token of the approve scope.")
+		ib.h.log.Warn("serve: inbox login refused", "addr", addr, "why", "not a token of the read or approve scope")
+		ib.renderLogin(w, r, http.StatusUnauthorized, "That is not a token of the read or approve scope.")
 		return
 	}
-	id := randomHex(32)
-	s := &inboxSession{name: name, csrf: randomHex(32), expires: ib.h.cfg.Now().Add(inboxSessionTTL)}
-	now := ib.h.cfg.Now()
+	cookie, key := randomHex(32), randomHex(32)
 	db := ib.h.cfg.DB
-	if _, err := db.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE expires_at <= ?`, now.UnixNano()); err != nil {
+	if _, err := db.ExecContext(r.Context(), `DELETE FROM serve_inbox_logins WHERE expires_at <= ?`, now.UnixNano()); err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
-	if _, err := db.ExecContext(r.Context(), `INSERT INTO serve_inbox_sessions (id, name, csrf, expires_at) VALUES (?, ?, ?, ?)`, sessionKey(id), s.name, s.csrf, s.expires.UnixNano()); err != nil {
+	if _, err := db.ExecContext(r.Context(), `INSERT INTO serve_inbox_logins (id, token, expires_at) VALUES (?, ?, ?)`, sessionKey(cookie, key), token, now.Add(inboxSessionTTL).UnixNano()); err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
+	ib.h.log.Info("serve: inbox login", "name", who.name, "tenant", who.tenant, "scopes", strings.Join(who.scopes, " "), "addr", addr)
 	http.SetCookie(w, &http.Cookie{Name: inboxLoginCookie, Value: "", Path: "/inbox/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: id, Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(inboxSessionTTL / time.Second)})
-	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
+	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: cookie, Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(inboxSessionTTL / time.Second)})
+	ib.render(w, http.StatusOK, "login.tmpl", map[string]any{"Key": key, "Name": who.name})
 }
 
-func (ib *inbox) logout(w http.ResponseWriter, r *http.Request, _ *inboxSession) {
+func (ib *inbox) logout(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	if c, err := r.Cookie(inboxCookie); err == nil {
-		if _, err := ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_sessions WHERE id = ?`, sessionKey(c.Value)); err != nil {
+		if _, err := ib.h.cfg.DB.ExecContext(r.Context(), `DELETE FROM serve_inbox_logins WHERE id = ?`, sessionKey(c.Value, r.Header.Get(inboxKeyHeader))); err != nil {
 			ib.h.writeError(w, err)
 			return
 		}
 	}
+	ib.h.log.Info("serve: inbox logout", "name", s.id.name, "addr", remoteIP(r))
 	http.SetCookie(w, &http.Cookie{Name: inboxCookie, Value: "", Path: "/inbox", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	http.Redirect(w, r, "/inbox/login", http.StatusSeeOther)
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, "{\"loggedOut\":true}\n")
 }
 
+// me says who the session is and what it may do.
+func (ib *inbox) me(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"name": s.id.name, "tenant": s.id.tenant, "scopes": orNone(s.id.scopes), "now": ib.h.cfg.Now().UTC()})
+}
+
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// page serves the inbox's page, a shell whose script fetches everything
+// it shows; without a session cookie it sends the visitor to log in.
 func (ib *inbox) page(w http.ResponseWriter, r *http.Request) {
-	s, ok := ib.current(r)
-	if !ok {
+	if c, err := r.Cookie(inboxCookie); err != nil || c.Value == "" {
 		http.Redirect(w, r, "/inbox/login", http.StatusSeeOther)
 		return
 	}
-	ib.render(w, http.StatusOK, "index.tmpl", map[string]any{"Name": s.name, "CSRF": s.csrf})
+	ib.render(w, http.StatusOK, "index.tmpl", nil)
 }
 
 // static serves the page's script and style sheet.
@@ -319,6 +429,10 @@ type inboxCall struct {
 	CostUSD     float64         `json:"costUSD"`
 	CostUnknown bool            `json:"costIncomplete,omitempty"`
 	RunTurns    int             `json:"runTurns"`
+	// Editable says whether the call's input may be edited: a server
+	// tool's may, a client tool's (run by the client with the input it
+	// was sent) may not.
+	Editable bool `json:"editable"`
 }
 
 // inboxTurn is one message of a conversation, shortened for the inbox.
@@ -461,9 +575,24 @@ func (tv *threadView) context(call string) (string, []inboxTurn) {
 	}
 	var turns []inboxTurn
 	for i := max(0, at-inboxTurns+1); i <= at; i++ {
-		turns = append(turns, inboxTurn{Role: tv.messages[i].Role, Text: summarize(tv.messages[i])})
+		turns = append(turns, inboxTurn{Role: roleOf(tv.messages[i]), Text: summarize(tv.messages[i])})
 	}
 	return strings.Join(text, "\n"), turns
+}
+
+// roleOf names who wrote m for a person: a user message that holds only
+// tool results is the tools', not the user's.
+func roleOf(m wireMessage) string {
+	bs := m.blocks()
+	if m.Role != "user" || len(bs) == 0 {
+		return m.Role
+	}
+	for _, b := range bs {
+		if b.Type != "tool_result" {
+			return m.Role
+		}
+	}
+	return "tool results"
 }
 
 // summarize returns a message as a few lines of text.
@@ -474,7 +603,7 @@ func summarize(m wireMessage) string {
 		case "text":
 			lines = append(lines, b.Text)
 		case "tool_use":
-			lines = append(lines, "→ "+b.Name+" "+compact(b.Input))
+			lines = append(lines, "→ "+b.Name+" "+compact(asTyped(b.Input)))
 		case "tool_result":
 			var s string
 			if json.Unmarshal(b.Content, &s) != nil {
@@ -493,10 +622,13 @@ func summarize(m wireMessage) string {
 	return redact.String(strings.Join(lines, "\n"))
 }
 
-// pendingCalls lists the calls awaiting a person, newest first, with
-// what the inbox shows of each.
-func (ib *inbox) pendingCalls(ctx context.Context) ([]inboxCall, error) {
+// pendingCalls lists the calls awaiting a person in tenant, newest
+// first, with what the inbox shows of each.
+func (ib *inbox) pendingCalls(ctx context.Context, tenant string) ([]inboxCall, error) {
 	its, err := ib.h.be.pending(ctx, "")
+	if err == nil {
+		its, err = ib.h.visible(ctx, tenant, its)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +643,7 @@ func (ib *inbox) pendingCalls(ctx context.Context) ([]inboxCall, error) {
 			}
 			threads[it.Thread] = tv
 		}
-		c := inboxCall{pendingCall: pendingCall{ID: it.ID, ThreadID: it.Thread, RunID: it.Run, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), Reason: it.Reason, CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt}}
+		c := inboxCall{pendingCall: listed(it), Editable: ib.h.serverTool(it.ToolName)}
 		c.Owner = tv.owner
 		c.Description, c.Schema = ib.tool(tv, it.ToolName)
 		c.ModelText, c.Turns = tv.context(it.ToolCallID)
@@ -522,13 +654,43 @@ func (ib *inbox) pendingCalls(ctx context.Context) ([]inboxCall, error) {
 }
 
 func (ib *inbox) pending(w http.ResponseWriter, r *http.Request, s *inboxSession) {
-	calls, err := ib.pendingCalls(r.Context())
+	calls, err := ib.pendingCalls(r.Context(), s.id.tenant)
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"pending": calls, "you": s.name, "now": ib.h.cfg.Now().UTC()})
+	json.NewEncoder(w).Encode(map[string]any{"pending": calls, "you": s.id.name, "now": ib.h.cfg.Now().UTC()})
+}
+
+// visibleCall returns the interrupt id if the session's tenant may see
+// it, or nil.
+func (ib *inbox) visibleCall(ctx context.Context, s *inboxSession, id string) (*interrupt, error) {
+	it, err := ib.h.be.interrupt(ctx, id)
+	if err != nil || it == nil || it.Kind != kindApproval {
+		return nil, err
+	}
+	if ok, err := ib.h.sees(ctx, s.id.tenant, it.Thread); err != nil || !ok {
+		return nil, err
+	}
+	return it, nil
+}
+
+// call answers what became of one call: the page asks when a call it
+// shows leaves the pending list, to mark it in place with who decided
+// it, when and what.
+func (ib *inbox) call(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+	it, err := ib.visibleCall(r.Context(), s, r.PathValue("id"))
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	if it == nil {
+		httpError(w, http.StatusNotFound, "not_found", "no such call")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": it.Status, "version": callVersion(it), "decidedBy": it.DecidedBy, "decidedAt": it.DecidedAt, "decision": decisionOf(it)})
 }
 
 // notify wakes the event streams.
@@ -557,7 +719,7 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 // It ends when the client goes away or the server shuts down, or when a
 // write is not taken within Config.StreamWriteTimeout (a page that stopped
 // reading); it has no write deadline while it waits, as [Handler.stream].
-func (ib *inbox) events(w http.ResponseWriter, r *http.Request, _ *inboxSession) {
+func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
@@ -596,15 +758,21 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, _ *inboxSession)
 }
 
 // inboxDecision is the body of a decision the inbox takes: a decision
-// payload, and Always to allow the tool for the rest of the run.
+// payload, the version of the call the person saw, and Always to allow
+// the tool for the rest of the run.
 type inboxDecision struct {
 	decisionPayload
-	Always bool `json:"always,omitempty"`
+	Version string `json:"version"`
+	Always  bool   `json:"always,omitempty"`
 }
 
-// decide takes a person's decision on one pending call. The first
-// decision wins; a later one is refused with who took the first and
-// when. Once the thread has no call left waiting, its run goes on.
+// decide takes a person's decision on one pending call, as the version
+// of it they saw. The first decision wins; a later one is refused with
+// who took the first, when and what (409 already_decided), and one made
+// on a version the call no longer has is refused (409
+// changed_since_shown). A call of another tenant is answered as one that
+// does not exist. Once the thread has no call left waiting, its run goes
+// on.
 func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	var body inboxDecision
 	var raw []byte
@@ -619,18 +787,26 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		ib.h.refuseBody(w, err, "bad_decision", "a decision")
 		return
 	}
+	if body.Version == "" {
+		httpError(w, http.StatusBadRequest, "bad_decision", "the decision does not name the version of the call it was made on")
+		return
+	}
 	ctx := r.Context()
-	it, err := ib.h.be.interrupt(ctx, r.PathValue("id"))
+	it, err := ib.visibleCall(ctx, s, r.PathValue("id"))
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
-	if it == nil || it.Kind != kindApproval {
+	if it == nil {
 		httpError(w, http.StatusNotFound, "not_pending", "no such pending call")
 		return
 	}
 	if it.Status != statusPending {
-		ib.alreadyDecided(w, it)
+		refuseDecided(w, it)
+		return
+	}
+	if body.Version != callVersion(it) {
+		refuseChanged(w, it)
 		return
 	}
 	now := ib.h.cfg.Now()
@@ -656,11 +832,11 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		return
 	}
 	d.Always = body.Always && d.Kind == toolrun.Allow
-	if err := ib.h.be.decide(ctx, it, d, s.name, now); err != nil {
+	if err := ib.h.be.decide(ctx, it, d, s.id.name, now); err != nil {
 		var re *requestError
 		if errors.As(err, &re) && re.code == "already_decided" {
 			if it, err := ib.h.be.interrupt(ctx, it.ID); err == nil && it != nil {
-				ib.alreadyDecided(w, it)
+				refuseDecided(w, it)
 				return
 			}
 		}
@@ -674,7 +850,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		if err == nil {
 			for _, o := range others {
 				if o.ToolName == it.ToolName {
-					ib.h.be.decide(ctx, o, toolrun.Decision{Kind: toolrun.Allow, Always: true}, s.name, now)
+					ib.h.be.decide(ctx, o, toolrun.Decision{Kind: toolrun.Allow, Always: true}, s.id.name, now)
 				}
 			}
 		}
@@ -682,17 +858,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 	ib.notify()
 	next := ib.h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.name, "decidedAt": timestamp(now), "nextRun": next})
-}
-
-// alreadyDecided refuses a decision on a call decided before.
-func (ib *inbox) alreadyDecided(w http.ResponseWriter, it *interrupt) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusConflict)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
-		"code":    "already_decided",
-		"message": fmt.Sprintf("already decided by %s at %s", it.DecidedBy, it.DecidedAt),
-	}, "decidedBy": it.DecidedBy, "decidedAt": it.DecidedAt})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
 }
 
 // checkInput checks an edited input against the tool's schema with
@@ -788,86 +954,115 @@ func (ib *inbox) goOn(thread string) string {
 	return runID
 }
 
-// trailEntry is one decision on a thread's call, as the run's page shows
-// it.
+// trailEntry is one call of a thread that asked for a decision, and the
+// decision, as the run's page shows it.
 type trailEntry struct {
-	ID, ToolCallID, ToolName string
-	Input                    json.RawMessage
-	Decision                 string
-	Reason                   string
-	EditedInput              json.RawMessage
-	Always                   bool
-	DecidedBy, DecidedAt     string
-	Status                   string
-	CreatedAt                time.Time
+	ID          string          `json:"id"`
+	ToolCallID  string          `json:"toolCallId"`
+	ToolName    string          `json:"toolName"`
+	Input       json.RawMessage `json:"input"`
+	Status      string          `json:"status"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	ExpiresAt   time.Time       `json:"expiresAt"`
+	DecidedBy   string          `json:"decidedBy,omitempty"`
+	DecidedAt   string          `json:"decidedAt,omitempty"`
+	Decision    string          `json:"decision,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	EditedInput json.RawMessage `json:"editedInput,omitempty"`
+	Always      bool            `json:"always,omitempty"`
 }
 
-// runPage shows a run (a thread: toolrun's run is the server's thread)
-// with its conversation, cost, turns and the trail of its decisions.
-func (ib *inbox) runPage(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+// runPage serves the page of a thread (toolrun's run is the server's
+// thread), a shell whose script fetches the thread from the inbox's API:
+// a page answered to the cookie alone holds nothing.
+func (ib *inbox) runPage(w http.ResponseWriter, r *http.Request) {
+	ib.render(w, http.StatusOK, "run.tmpl", map[string]any{"Thread": r.PathValue("thread")})
+}
+
+// run answers a thread's conversation, cost, turns and the trail of its
+// decisions, for the run's page. A thread of another tenant is answered
+// as one that does not exist.
+func (ib *inbox) run(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+	ctx := r.Context()
 	thread := r.PathValue("thread")
-	tv, err := ib.loadThread(r.Context(), thread)
+	missing := func() {
+		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no run %s on this server", thread))
+	}
+	if ok, err := ib.h.sees(ctx, s.id.tenant, thread); err != nil {
+		ib.h.writeError(w, err)
+		return
+	} else if !ok {
+		missing()
+		return
+	}
+	tv, err := ib.loadThread(ctx, thread)
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
-	its, err := queryInterrupts(r.Context(), ib.h.cfg.DB, `thread_id = ? AND kind = ?`, thread, kindApproval)
+	its, err := queryInterrupts(ctx, ib.h.cfg.DB, `thread_id = ? AND kind = ?`, thread, kindApproval)
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
 	if tv.owner == "" && len(its) == 0 {
-		ib.render(w, http.StatusNotFound, "run.tmpl", map[string]any{"Thread": thread, "Missing": true, "Name": s.name, "CSRF": s.csrf})
+		missing()
 		return
 	}
-	var trail []trailEntry
+	trail := []trailEntry{}
 	for _, it := range its {
-		e := trailEntry{ID: it.ID, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Status: it.Status, CreatedAt: it.CreatedAt}
-		if len(it.Decision) > 0 {
-			var d toolrun.Decision
-			if json.Unmarshal(it.Decision, &d) == nil {
-				switch {
-				case d.Kind == toolrun.Allow && len(d.Input) > 0:
-					e.Decision, e.EditedInput = "edit", d.Input
-				case d.Kind == toolrun.Allow:
-					e.Decision = "approve"
-				default:
-					e.Decision, e.Reason = "deny", d.Reason
-				}
-				e.Always = d.Always
-			}
-		}
-		trail = append(trail, e)
+		d := decisionOf(it)
+		trail = append(trail, trailEntry{ID: it.ID, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), Status: it.Status, CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt,
+			DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Decision: d.Decision, Reason: d.Reason, EditedInput: d.EditedInput, Always: d.Always})
 	}
-	var turns []inboxTurn
+	turns := []inboxTurn{}
 	for _, m := range tv.messages {
-		turns = append(turns, inboxTurn{Role: m.Role, Text: summarize(m)})
+		turns = append(turns, inboxTurn{Role: roleOf(m), Text: summarize(m)})
 	}
-	ib.render(w, http.StatusOK, "run.tmpl", map[string]any{
-		"Thread": thread, "Owner": tv.owner, "Turns": tv.turns, "Cost": fmt.Sprintf("$%.4f", tv.cost), "CostIncomplete": tv.costUnknown,
-		"Messages": turns, "Trail": trail, "Name": s.name, "CSRF": s.csrf,
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"thread": thread, "owner": tv.owner, "turns": tv.turns, "costUSD": tv.cost, "costIncomplete": tv.costUnknown,
+		"messages": turns, "trail": trail,
 	})
 }
 
-// prettyJSON indents b for the run's page.
-func prettyJSON(b json.RawMessage) string {
-	var out bytes.Buffer
-	if json.Indent(&out, b, "", "  ") != nil {
-		return string(b)
+// asTyped returns the JSON b with the escapes of <, > and & that Go's
+// encoding/json writes (\u003c, \u003e, \u0026) turned back into the
+// characters, so that a person reads an input as it was typed; the text
+// is escaped for HTML where it is shown. Every other byte, the order of
+// the keys and the numbers as written, is kept.
+func asTyped(b json.RawMessage) json.RawMessage {
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
 	}
-	return out.String()
-}
-
-// when formats a time for the run's page.
-func when(v any) string {
-	switch t := v.(type) {
-	case time.Time:
-		return t.UTC().Format("2006-01-02 15:04:05 UTC")
-	case string:
-		if p, err := time.Parse(time.RFC3339Nano, t); err == nil {
-			return p.UTC().Format("2006-01-02 15:04:05 UTC")
+	out := make([]byte, 0, len(b))
+	in := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\' && i+1 < len(b):
+			if b[i+1] == 'u' && i+5 < len(b) {
+				switch strings.ToLower(string(b[i+2 : i+6])) {
+				case "003c":
+					out, i = append(out, '<'), i+5
+					continue
+				case "003e":
+					out, i = append(out, '>'), i+5
+					continue
+				case "0026":
+					out, i = append(out, '&'), i+5
+					continue
+				}
+			}
+			out = append(out, c, b[i+1]) // an escape: its next byte is not the string's end
+			i++
+			continue
 		}
-		return t
+		out = append(out, c)
 	}
-	return fmt.Sprint(v)
+	return out
 }

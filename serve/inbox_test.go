@@ -156,6 +156,48 @@ func (e *inboxEnv) follow(t *testing.T, run string) []map[string]any {
 	return evs
 }
 
+// version returns the version of the pending call id, as the JSON API
+// lists it to alice.
+func (e *inboxEnv) version(t *testing.T, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/api/pending", nil)
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Pending []struct{ ID, Version string }
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	for _, p := range body.Pending {
+		if p.ID == id {
+			return p.Version
+		}
+	}
+	return "none"
+}
+
+// inboxGet gets path of the inbox with c and the session's key.
+func (e *inboxEnv) inboxGet(t *testing.T, c *http.Client, key, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
+	if key != "" {
+		req.Header.Set("X-Inbox-Key", key)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp.StatusCode, "(a stream)" // it would not end
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // pendingIDs lists the pending calls over the JSON API.
 func (e *inboxEnv) pendingIDs(t *testing.T) []string {
 	t.Helper()
@@ -350,7 +392,12 @@ func TestInboxInChromium(t *testing.T) {
 		if diff := cmp.Diff([]string{`pay{"amount":5,"to":"acme"}`}, e.calls.got()); diff != "" {
 			t.Errorf("the tool's calls (-want +got):\n%s", diff)
 		}
-		// The decided call leaves the list without a reload.
+		// The decided call stays in place, marked, until alice moves on.
+		waitJS(t, alice, `document.querySelector("#list li.selected.gone") !== null`)
+		if got := text(t, alice, "#d-state"); !strings.Contains(got, "Decided by alice at ") || !strings.Contains(got, "approve") {
+			t.Errorf("the decided call reads %q, want who decided it and what", got)
+		}
+		do(t, alice, chromedp.KeyEvent("k"))
 		waitJS(t, alice, `document.querySelectorAll("#list li").length === 1`)
 
 		// The run's page shows the trail.
@@ -513,7 +560,7 @@ func TestInboxInChromium(t *testing.T) {
 		}
 	})
 
-	t.Run("no CSRF token from the page", func(t *testing.T) {
+	t.Run("no key from the page", func(t *testing.T) {
 		e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 4": payScene(4)})
 		id := e.start(t, "thread-4", "pay 4")[0]
 		alice := e.person(t, b, aliceToken)
@@ -521,8 +568,8 @@ func TestInboxInChromium(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != http.StatusForbidden {
-			t.Errorf("a decision without the CSRF token: status %v, want 403", got)
+		if got != http.StatusUnauthorized {
+			t.Errorf("a decision without the session's key: status %v, want 401", got)
 		}
 		if diff := cmp.Diff([]string{id}, e.pendingIDs(t)); diff != "" {
 			t.Errorf("pending after the refusal (-want +got):\n%s", diff)
@@ -560,7 +607,8 @@ func TestInboxServerChecksEdits(t *testing.T) {
 }
 
 // login logs in with token over HTTP and returns the client, holding the
-// session's cookie, and the page's CSRF token.
+// session's cookie, and the session's key, which the login's page hands
+// to the inbox's script.
 func (e *inboxEnv) login(t *testing.T, token string) (*http.Client, string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
@@ -568,7 +616,7 @@ func (e *inboxEnv) login(t *testing.T, token string) (*http.Client, string) {
 	resp := e.postLogin(t, c, token)
 	defer resp.Body.Close()
 	page, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`).FindSubmatch(page)
+	m := regexp.MustCompile(`<meta name="inbox-key" content="([0-9a-f]+)">`).FindSubmatch(page)
 	if resp.StatusCode != http.StatusOK || m == nil {
 		t.Fatalf("logging in: %d %s", resp.StatusCode, page)
 	}
@@ -603,12 +651,18 @@ func (e *inboxEnv) postLogin(t *testing.T, c *http.Client, token string) *http.R
 	return resp
 }
 
-func (e *inboxEnv) decideWith(t *testing.T, c *http.Client, id, csrf, body string) (int, string) {
+// decideWith posts body as a decision on id to the inbox's API with c
+// and the session's key; a body that names no version is given the
+// call's version, as the inbox lists it to e's first approver.
+func (e *inboxEnv) decideWith(t *testing.T, c *http.Client, id, key, body string) (int, string) {
 	t.Helper()
+	if !strings.Contains(body, `"version"`) {
+		body = `{"version":"` + e.version(t, id) + `",` + strings.TrimPrefix(body, "{")
+	}
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	if csrf != "" {
-		req.Header.Set("X-CSRF-Token", csrf)
+	if key != "" {
+		req.Header.Set("X-Inbox-Key", key)
 	}
 	if c == nil {
 		c = http.DefaultClient
@@ -622,11 +676,11 @@ func (e *inboxEnv) decideWith(t *testing.T, c *http.Client, id, csrf, body strin
 	return resp.StatusCode, string(b)
 }
 
-// TestInboxRefusesWithoutSessionOrCSRF checks that a decision needs both a
-// session and its CSRF token, that the session's cookie cannot be read by
-// script nor sent cross-site, that only approve tokens log in, and that
-// every page forbids inline script.
-func TestInboxRefusesWithoutSessionOrCSRF(t *testing.T) {
+// TestInboxRefusesWithoutSessionOrKey checks that a decision needs both
+// halves of a session, its cookie and its key, that the cookie cannot be
+// read by script nor sent cross-site, that only read and approve tokens
+// log in, and that every page forbids inline script.
+func TestInboxRefusesWithoutSessionOrKey(t *testing.T) {
 	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
 	id := e.start(t, "thread-5", "pay 5")[0]
 	c, csrf := e.login(t, aliceToken)
@@ -648,8 +702,8 @@ func TestInboxRefusesWithoutSessionOrCSRF(t *testing.T) {
 	}{
 		{"no session", http.StatusUnauthorized, func() int { s, _ := e.decideWith(t, nil, id, csrf, approve); return s }},
 		{"a bearer token but no session", http.StatusUnauthorized, func() int { return resp.StatusCode }},
-		{"no CSRF token", http.StatusForbidden, func() int { s, _ := e.decideWith(t, c, id, "", approve); return s }},
-		{"another session's CSRF token", http.StatusForbidden, func() int {
+		{"no key", http.StatusUnauthorized, func() int { s, _ := e.decideWith(t, c, id, "", approve); return s }},
+		{"another session's key", http.StatusUnauthorized, func() int {
 			_, other := e.login(t, bobToken)
 			s, _ := e.decideWith(t, c, id, other, approve)
 			return s
@@ -692,7 +746,7 @@ func TestInboxRefusesWithoutSessionOrCSRF(t *testing.T) {
 		}
 	})
 
-	t.Run("only approve tokens log in", func(t *testing.T) {
+	t.Run("only read and approve tokens log in", func(t *testing.T) {
 		for _, tok := range []string{clientToken, "not-a-token-at-all-0000"} {
 			jar, _ := cookiejar.New(nil)
 			resp := e.postLogin(t, &http.Client{Jar: jar}, tok)
@@ -971,21 +1025,16 @@ func TestInboxSessionSurvivesRestart(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"decidedBy":"alice"`) {
 		t.Fatalf("deciding after the restart: %d %s, want 200 by alice", status, body)
 	}
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/logout", nil)
-	req.Header.Set("X-CSRF-Token", csrf)
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/api/logout", nil)
+	req.Header.Set("X-Inbox-Key", csrf)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	e.restart(t)
-	resp, err = c.Get(e.url + "/inbox/api/pending")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("after logging out: %d, want 401", resp.StatusCode)
+	if status, _ := e.inboxGet(t, c, csrf, "/inbox/api/pending"); status != http.StatusUnauthorized {
+		t.Errorf("after logging out: %d, want 401", status)
 	}
 }
 

@@ -369,7 +369,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	case err != nil:
 		return nil, err
 	case owner != id.name:
-		return nil, refuse(http.StatusForbidden, "foreign_thread", "thread %q belongs to another token", in.ThreadID)
+		return nil, h.foreignThread(id, in.ThreadID, owner)
 	}
 	// The thread's client tools: those declared before, replaced by name
 	// by this run's, so a call made in an earlier run can be answered.
@@ -1486,7 +1486,7 @@ func oneLineID(v string) string {
 func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request, id identity) {
 	runID := r.PathValue("run")
 	owner, err := h.be.runOwner(r.Context(), runID)
-	if errors.Is(err, errNoRun) || (err == nil && owner != id.name && !id.can(ScopeRead)) {
+	if errors.Is(err, errNoRun) || (err == nil && owner != id.name && !(id.can(ScopeRead) && h.sameTenant(id.tenant, owner))) {
 		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no run %q", runID))
 		return
 	}

@@ -51,6 +51,11 @@ type Token struct {
 	// MaxRuns caps the runs of this token that may be running at once.
 	// Zero means 4.
 	MaxRuns int `json:"max_runs,omitempty"`
+	// Tenant names the tenant the token belongs to: its threads are the
+	// tenant's, and its read and approve scopes reach only the tenant's
+	// threads; another tenant's are answered 404. Empty is the default
+	// tenant; a server whose tokens name no tenant is one tenant.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Config configures a [Handler]. Client and DB are required; the zero
@@ -188,7 +193,12 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("serve: Config.DB is nil")
 	}
+	tenants := map[string]string{}
 	for _, t := range cfg.Tokens {
+		if other, ok := tenants[t.Name]; ok && other != t.Tenant {
+			return nil, fmt.Errorf("serve: token %q: named in tenants %q and %q; a name belongs to one tenant", t.Name, other, t.Tenant)
+		}
+		tenants[t.Name] = t.Tenant
 		if t.Name == "" || len(t.Secret) < 16 {
 			return nil, fmt.Errorf("serve: token %q: want a name and a secret of at least 16 characters", t.Name)
 		}
@@ -487,6 +497,7 @@ type identity struct {
 	name    string
 	scopes  []string
 	maxRuns int
+	tenant  string // the token's [Token.Tenant]
 }
 
 func (id identity) can(scope string) bool { return slices.Contains(id.scopes, scope) }
@@ -540,7 +551,7 @@ func (h *Handler) identify(r *http.Request) (identity, bool) {
 			if n <= 0 {
 				n = 4
 			}
-			return identity{name: t.Name, scopes: t.Scopes, maxRuns: n}, true
+			return identity{name: t.Name, scopes: t.Scopes, maxRuns: n, tenant: t.Tenant}, true
 		}
 	}
 	return identity{}, false

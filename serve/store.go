@@ -30,7 +30,7 @@ var schema = []string{
 		decision BLOB, decided_by TEXT, decided_at TEXT,
 		created_at TEXT NOT NULL, expires_at TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_thread_context (thread_id TEXT PRIMARY KEY, digest TEXT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS serve_inbox_sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL, csrf TEXT NOT NULL, expires_at INTEGER NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS serve_inbox_logins (id TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at INTEGER NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_exec_cursors (thread_id TEXT PRIMARY KEY, cursor TEXT NOT NULL, usage BLOB)`,
 	`CREATE INDEX IF NOT EXISTS serve_interrupts_thread ON serve_interrupts (thread_id, status)`,
 }

@@ -52,6 +52,8 @@ polls under way end (up to a minute), so no task given to it is lost.
 Safety. The server listens on loopback unless --addr names another
 address, which needs --tokens: a JSON file of
 [{"name": "alice", "token": "…", "scopes": ["run", "approve", "read"], "max_runs": 4}].
+A token's optional "tenant" puts it and its threads in a tenant: read and
+approve then reach that tenant's threads only.
 --cors names the browser origins allowed (none by default). --tls-cert and
 --tls-key serve HTTPS (SIGHUP reloads them); without them, put a TLS proxy
 in front of a server that listens beyond loopback. A body must arrive
@@ -179,7 +181,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&tokens); err != nil || len(tokens) == 0 {
-			return c.usageError("serve", "--tokens %s: want a JSON array of {name, token, scopes, max_runs} (%v)", f.tokens, err)
+			return c.usageError("serve", "--tokens %s: want a JSON array of {name, token, scopes, max_runs, tenant} (%v)", f.tokens, err)
 		}
 	}
 	host, _, err := net.SplitHostPort(f.addr)

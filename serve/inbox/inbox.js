@@ -2,14 +2,23 @@
 // server or a client is written with textContent (never innerHTML), so
 // it shows as text whatever it holds; the Content-Security-Policy refuses
 // inline script besides.
+//
+// Nothing moves under a person's hands: the selection changes only by
+// their own keys and clicks. A call that leaves the pending list while
+// selected (decided here or elsewhere) stays in place, marked with who
+// decided it, when and what, until the person moves on; a decision is
+// sent for the call and the version of it shown in the detail pane, and
+// the server refuses one on a call that changed since.
 "use strict";
 
 (function () {
-  var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
+  var session = window.toolrunSession;
+  if (!session.hasKey()) { session.toLogin(); return; }
+  var api = session.api;
   var calls = [];
   var selected = null; // the id of the selected call
-  var now = Date.now();
   var skew = 0; // server time minus this browser's
+  var me = { name: "", scopes: [] };
 
   function $(id) { return document.getElementById(id); }
 
@@ -22,8 +31,10 @@
 
   function pretty(v) { return JSON.stringify(v, null, 2); }
 
+  function serverNow() { return Date.now() + skew; }
+
   function ago(t) {
-    var s = Math.round((Date.now() + skew - new Date(t).getTime()) / 1000);
+    var s = Math.round((serverNow() - new Date(t).getTime()) / 1000);
     var future = s < 0;
     s = Math.abs(s);
     var txt = s < 60 ? s + " s" : s < 3600 ? Math.round(s / 60) + " min" : s < 86400 ? Math.round(s / 3600) + " h" : Math.round(s / 86400) + " d";
@@ -38,9 +49,18 @@
     f.className = kind || "";
   }
 
+  function can(scope) { return me.scopes.indexOf(scope) >= 0; }
+  function expired(c) { return new Date(c.expiresAt).getTime() <= serverNow(); }
+
+  // what describes a decision: "approve", "deny: reason", "edit".
+  function what(d) {
+    if (!d || !d.decision) return "decided";
+    return d.decision + (d.always ? " (always, for this run)" : "") + (d.reason ? ": " + d.reason : "");
+  }
+
   function filtered() {
     var tool = $("f-tool").value, thread = $("f-thread").value.trim(), age = parseInt($("f-age").value, 10);
-    var t = Date.now() + skew;
+    var t = serverNow();
     return calls.filter(function (c) {
       if (tool && c.toolName !== tool) return false;
       if (thread && c.threadId.indexOf(thread) < 0) return false;
@@ -61,22 +81,27 @@
     sel.value = names.indexOf(cur) >= 0 ? cur : "";
   }
 
+  function waiting() { return calls.filter(function (c) { return !c.gone; }).length; }
+
   function render() {
     var list = $("list"), shown = filtered();
+    // The selection changes only when the person's own filter hides it.
+    if (!shown.some(function (c) { return c.id === selected; })) selected = shown.length ? shown[0].id : null;
     var frag = document.createDocumentFragment();
     shown.forEach(function (c) {
-      var li = el("li", c.id === selected ? "selected" : "");
+      var cls = (c.id === selected ? "selected" : "") + (c.gone ? " gone" : "") + (!c.gone && expired(c) ? " expired" : "");
+      var li = el("li", cls.trim());
       li.dataset.id = c.id;
-      li.tabIndex = -1;
       li.appendChild(el("span", "tool", c.toolName));
       li.appendChild(el("span", "thread", c.threadId));
-      li.appendChild(el("span", "age", ago(c.createdAt)));
+      li.appendChild(el("span", "age", c.gone ? what(c.outcome) + " by " + (c.outcome && c.outcome.decidedBy || "?") : ago(c.createdAt)));
       li.appendChild(el("span", "input", JSON.stringify(c.input).slice(0, 120)));
       li.addEventListener("click", function () { select(c.id); });
       frag.appendChild(li);
     });
     list.replaceChildren(frag);
-    $("count").textContent = calls.length === 1 ? "1 call waiting" : calls.length + " calls waiting";
+    var n = waiting();
+    $("count").textContent = n === 1 ? "1 call waiting" : n + " calls waiting";
     if (shown.length !== calls.length) $("count").textContent += " (" + shown.length + " shown)";
     $("empty").hidden = calls.length > 0;
     if (calls.length > 0 && shown.length === 0) {
@@ -84,11 +109,6 @@
       $("empty").textContent = "No waiting call matches the filters.";
     } else {
       $("empty").textContent = "Nothing is waiting for a decision. New calls appear here as runs ask.";
-    }
-    if (!shown.some(function (c) { return c.id === selected; })) {
-      selected = shown.length ? shown[0].id : null;
-      var first = list.firstChild;
-      if (first) first.className = "selected";
     }
     renderDetail();
   }
@@ -98,21 +118,42 @@
     return null;
   }
 
+  // renderInput writes v as JSON.stringify(v, null, 2) does, each key of
+  // an object in a box of its own, so that a large value scrolls in its
+  // box and every key stays in sight.
+  function renderInput(pre, v) {
+    pre.replaceChildren();
+    if (!v || typeof v !== "object" || Array.isArray(v) || !Object.keys(v).length) { pre.textContent = pretty(v); return; }
+    var keys = Object.keys(v);
+    pre.appendChild(document.createTextNode("{\n"));
+    keys.forEach(function (k, i) {
+      var m = el("span", "member");
+      m.dataset.key = k;
+      m.appendChild(el("span", "key", "  " + JSON.stringify(k) + ":"));
+      m.appendChild(document.createTextNode(" " + pretty(v[k]).replace(/\n/g, "\n  ") + (i < keys.length - 1 ? "," : "") + "\n"));
+      pre.appendChild(m);
+    });
+    pre.appendChild(document.createTextNode("}"));
+  }
+
   function renderDetail() {
     var c = current(), d = $("detail");
-    if (!c) { d.hidden = true; d.dataset.id = ""; return; }
-    var same = d.dataset.id === c.id;
+    if (!c) { d.hidden = true; d.dataset.id = ""; d.dataset.version = ""; return; }
+    var same = d.dataset.id === c.id && d.dataset.version === c.version;
     d.hidden = false;
     d.dataset.id = c.id;
+    d.dataset.version = c.version;
     $("d-tool").textContent = c.toolName;
     $("d-thread").textContent = c.threadId;
     $("d-thread").href = "/inbox/runs/" + encodeURIComponent(c.threadId);
     $("d-desc").textContent = c.description || "(the tool has no description)";
     $("d-asked").textContent = stamp(c.createdAt) + " (" + ago(c.createdAt) + ")";
-    $("d-expires").textContent = stamp(c.expiresAt) + " (" + ago(c.expiresAt) + ")";
+    var late = expired(c);
+    $("d-expires").textContent = stamp(c.expiresAt) + (late ? " (expired " + ago(c.expiresAt) + ": it can only be denied)" : " (" + ago(c.expiresAt) + ")");
+    $("d-expires").className = late ? "expired" : "";
     $("d-run").textContent = c.runTurns + (c.runTurns === 1 ? " turn, $" : " turns, $") + (c.costUSD || 0).toFixed(4) + (c.costIncomplete ? " (incomplete: a model had no price)" : "") + " · owner " + c.owner;
     $("d-reason").textContent = c.reason;
-    $("d-input").textContent = pretty(c.input);
+    renderInput($("d-input"), c.input);
     $("d-text").textContent = c.modelText || "(no text before the call)";
     var ol = $("d-turns");
     ol.replaceChildren();
@@ -122,6 +163,23 @@
       li.appendChild(el("pre", "", t.text));
       ol.appendChild(li);
     });
+    var st = $("d-state");
+    if (c.gone) {
+      var o = c.outcome;
+      st.textContent = o ? "Decided by " + (o.decidedBy || "?") + (o.decidedAt ? " at " + stamp(o.decidedAt) : "") + ": " + what(o) + ". Nothing is left to do here; j/k move on." : "No longer waiting: finding out who decided it…";
+      st.hidden = false;
+    } else {
+      st.hidden = true;
+      st.textContent = "";
+    }
+    var open = !c.gone && can("approve");
+    $("approve").disabled = !open || late;
+    $("edit").hidden = !c.editable;
+    $("edit").disabled = !open || late;
+    $("always").disabled = !open || late;
+    $("deny").disabled = !open;
+    $("reason").disabled = !open;
+    $("edit-send").disabled = $("edit-send").disabled || !open || late;
     if (!same) {
       $("editor").hidden = true;
       $("reason").value = "";
@@ -130,13 +188,14 @@
     }
   }
 
+  // select shows the call id; calls decided while shown leave the list
+  // once the person moves off them.
   function select(id) {
     selected = id;
-    Array.prototype.forEach.call($("list").children, function (li) {
-      li.className = li.dataset.id === id ? "selected" : "";
-      if (li.dataset.id === id) li.scrollIntoView({ block: "nearest" });
-    });
-    renderDetail();
+    calls = calls.filter(function (c) { return !c.gone || c.id === id; });
+    render();
+    var li = $("list").querySelector("li.selected");
+    if (li) li.scrollIntoView({ block: "nearest" });
   }
 
   function move(step) {
@@ -147,17 +206,40 @@
     select(shown[i].id);
   }
 
+  // outcome asks the server what became of a call that left the list.
+  function outcome(c) {
+    return api("/inbox/api/interrupts/" + encodeURIComponent(c.id)).then(function (r) { return r.ok ? r.json() : null; }).then(function (o) {
+      if (o && o.status !== "pending") {
+        c.outcome = { decision: o.decision.decision, reason: o.decision.reason, always: o.decision.always, decidedBy: o.decidedBy, decidedAt: o.decidedAt };
+      } else if (!o) {
+        c.outcome = { decision: "gone" };
+      }
+      render();
+    }).catch(function () {});
+  }
+
   var loading = null, again = false;
   function load() {
     if (loading) { again = true; return loading; }
-    loading = fetch("/inbox/api/pending", { headers: { Accept: "application/json" } })
+    loading = api("/inbox/api/pending")
       .then(function (r) {
-        if (r.status === 401) { location.href = "/inbox/login"; throw new Error("no session"); }
+        if (r.status === 403) return r.json().then(function (b) { throw new Error(b.error.message); });
         return r.json();
       })
       .then(function (body) {
         skew = new Date(body.now).getTime() - Date.now();
-        calls = body.pending || [];
+        var fresh = body.pending || [], byID = {};
+        fresh.forEach(function (c) { byID[c.id] = c; });
+        var sel = current();
+        if (sel && !byID[sel.id]) {
+          // The selected call was decided: it stays where it is, marked.
+          if (!sel.gone) { sel.gone = true; outcome(sel); }
+          var at = Math.min(calls.indexOf(sel), fresh.length);
+          fresh.splice(at, 0, sel);
+        } else if (sel && byID[sel.id].version !== sel.version) {
+          flash("The selected call changed while it was shown: read it again before deciding.", "error");
+        }
+        calls = fresh;
         renderTools();
         render();
         document.body.dataset.loaded = String(Date.now());
@@ -171,30 +253,55 @@
     return loading;
   }
 
+  // refuse says why the key pressed does nothing on the call shown, or "".
+  function refusal(c, decision) {
+    if (!c) return "No call is selected.";
+    if (c.gone) return "This call was decided already" + (c.outcome && c.outcome.decidedBy ? " by " + c.outcome.decidedBy + ": " + what(c.outcome) : "") + "; nothing was sent. Move on with j/k.";
+    if (!can("approve")) return "This token may read calls but not decide them.";
+    if (decision !== "deny" && expired(c)) return "This call's approval expired at " + stamp(c.expiresAt) + ": it can only be denied.";
+    return "";
+  }
+
   function decide(body) {
-    var c = current();
-    if (!c) return;
-    var id = c.id, tool = c.toolName;
-    return fetch("/inbox/api/interrupts/" + encodeURIComponent(id) + "/decision", {
+    var d = $("detail"), c = current();
+    var no = refusal(c, body.decision);
+    if (no) { flash(no, "error"); $("list").focus(); return; }
+    // The call and the version on screen, not whatever is selected when
+    // the answer comes.
+    var id = d.dataset.id, tool = c.toolName;
+    body.version = d.dataset.version;
+    return api("/inbox/api/interrupts/" + encodeURIComponent(id) + "/decision", {
       method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body)
     }).then(function (r) {
       return r.json().then(function (j) { return { status: r.status, body: j }; });
     }).then(function (res) {
+      var b = res.body;
       if (res.status === 200) {
-        var b = res.body;
-        var what = b.decision === "approve" ? "Approved" : b.decision === "deny" ? "Denied" : "Edited and approved";
-        flash(what + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
+        var verb = b.decision === "approve" ? "Approved" : b.decision === "deny" ? "Denied" : "Edited and approved";
+        flash(verb + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
         $("editor").hidden = true;
+        c.gone = true;
+        c.outcome = { decision: b.decision, reason: body.reason, always: b.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
         document.body.dataset.nextRun = b.nextRun || "";
       } else {
-        var msg = (res.body.error && res.body.error.message) || ("the server answered " + res.status);
+        var msg = (b.error && b.error.message) || ("the server answered " + res.status);
         flash("Not decided: " + msg, "error");
+        if (b.error && b.error.code === "already_decided") {
+          c.gone = true;
+          c.outcome = { decision: b.decision && b.decision.decision, reason: b.decision && b.decision.reason, always: b.decision && b.decision.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
+        }
+        if (b.error && b.error.code === "changed_since_shown" && b.call) {
+          // Show the call as it is now; the person reads it again.
+          Object.keys(b.call).forEach(function (k) { c[k] = b.call[k]; });
+        }
         if (res.status === 422) showErrors(msg.split("\n").slice(1).map(function (l) { return l.replace(/^- /, ""); }));
       }
+      render();
+      $("list").focus();
       return load();
-    }).catch(function (e) { flash("Not decided: " + e.message, "error"); });
+    }).catch(function (e) { flash("Not decided: " + e.message, "error"); $("list").focus(); });
   }
 
   function parseEdit() {
@@ -245,6 +352,9 @@
   function startEdit() {
     var c = current();
     if (!c) return;
+    if (!c.editable) { flash("A client tool's call cannot be edited: the client runs it with the input it was sent. Approve or deny it.", "error"); return; }
+    var no = refusal(c, "edit");
+    if (no) { flash(no, "error"); return; }
     $("editor").hidden = false;
     $("edit-input").value = pretty(c.input);
     refreshEdit();
@@ -253,6 +363,8 @@
 
   function approve() { decide({ decision: "approve", always: $("always").checked }); }
   function deny() {
+    var no = refusal(current(), "deny");
+    if (no) { flash(no, "error"); $("list").focus(); return; }
     var reason = $("reason").value.trim();
     if (!reason) { $("reason").focus(); flash("Say why in the reason box, then press Deny (or Enter).", ""); return; }
     decide({ decision: "deny", reason: reason });
@@ -267,7 +379,7 @@
   $("deny").addEventListener("click", deny);
   $("edit").addEventListener("click", startEdit);
   $("edit-send").addEventListener("click", sendEdit);
-  $("edit-cancel").addEventListener("click", function () { $("editor").hidden = true; });
+  $("edit-cancel").addEventListener("click", function () { $("editor").hidden = true; $("list").focus(); });
   $("edit-input").addEventListener("input", refreshEdit);
   $("reason").addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); deny(); } });
   ["f-tool", "f-age"].forEach(function (id) { $(id).addEventListener("change", render); });
@@ -275,23 +387,69 @@
 
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; return; }
+    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; $("list").focus(); return; }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
     switch (e.key) {
       case "j": move(1); break;
       case "k": move(-1); break;
       case "a": approve(); break;
-      case "d": e.preventDefault(); $("reason").focus(); break;
+      case "d":
+        e.preventDefault();
+        var no = refusal(current(), "deny");
+        if (no) flash(no, "error"); else $("reason").focus();
+        break;
       case "e": e.preventDefault(); startEdit(); break;
       default: return;
     }
   });
 
-  var es = new EventSource("/inbox/api/events");
-  es.addEventListener("changed", function () { load(); });
-  es.addEventListener("open", function () { $("live").className = "live on"; });
-  es.addEventListener("error", function () { $("live").className = "live"; });
-  setInterval(function () { if (calls.length) render(); }, 30000); // ages
-  load();
+  // stream follows the server's change events: fetch rather than
+  // EventSource, which cannot send the session's key.
+  function stream() {
+    api("/inbox/api/events", { headers: { Accept: "text/event-stream" } }).then(function (r) {
+      if (r.status === 403) { $("live").className = "live"; return; }
+      if (!r.ok || !r.body) throw new Error("status " + r.status);
+      $("live").className = "live on";
+      var reader = r.body.getReader(), dec = new TextDecoder(), buf = "";
+      function pump() {
+        return reader.read().then(function (x) {
+          if (x.done) throw new Error("the stream ended");
+          buf += dec.decode(x.value, { stream: true });
+          var i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            var block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (/^event: changed$/m.test(block)) load();
+          }
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function () {
+      $("live").className = "live";
+      setTimeout(stream, 1000);
+    });
+  }
+
+  api("/inbox/api/me").then(function (r) { return r.json(); }).then(function (b) {
+    me = b;
+    $("you").textContent = b.name + (b.tenant ? " (" + b.tenant + ")" : "");
+    skew = new Date(b.now).getTime() - Date.now();
+    document.body.dataset.scopes = b.scopes.join(" ");
+    if (!can("read")) {
+      $("scope-note").hidden = false;
+      $("scope-note").textContent = "The token " + b.name + " has the approve scope without read: as over the JSON API, it may decide a call whose id it is given, but not list the calls or read their inputs. Log in with a token of the read scope to see them.";
+      $("empty").hidden = true;
+      document.body.dataset.loaded = String(Date.now());
+      return;
+    }
+    if (!can("approve")) {
+      $("scope-note").hidden = false;
+      $("scope-note").textContent = "The token " + b.name + " may read the calls but not decide them.";
+    }
+    setInterval(function () { if (calls.length) render(); }, 15000); // ages and expiries
+    stream();
+    return load();
+  }).catch(function (e) { $("load-error").textContent = "Could not load the inbox: " + e.message; });
 })();

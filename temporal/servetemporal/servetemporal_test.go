@@ -547,13 +547,15 @@ func TestInboxOnTemporal(t *testing.T) {
 	}
 	page, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	m = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`).FindSubmatch(page)
+	m = regexp.MustCompile(`<meta name="inbox-key" content="([0-9a-f]+)">`).FindSubmatch(page)
 	if resp.StatusCode != http.StatusOK || m == nil {
 		t.Fatalf("logging in: %d %s", resp.StatusCode, page)
 	}
-	csrf := string(m[1])
+	key := string(m[1])
 
-	resp, err = c.Get(f.url + "/inbox/api/pending")
+	preq, _ := http.NewRequest(http.MethodGet, f.url+"/inbox/api/pending", nil)
+	preq.Header.Set("X-Inbox-Key", key)
+	resp, err = c.Do(preq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,8 +563,8 @@ func TestInboxOnTemporal(t *testing.T) {
 	resp.Body.Close()
 	var list struct {
 		Pending []struct {
-			ID, ToolName, ModelText string
-			RunTurns                int
+			ID, ToolName, ModelText, Version string
+			RunTurns                         int
 		}
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
@@ -580,6 +582,7 @@ func TestInboxOnTemporal(t *testing.T) {
 	evctx, stopEvents := context.WithCancel(t.Context())
 	defer stopEvents()
 	evreq, _ := http.NewRequestWithContext(evctx, http.MethodGet, f.url+"/inbox/api/events", nil)
+	evreq.Header.Set("X-Inbox-Key", key)
 	evresp, err := c.Do(evreq)
 	if err != nil {
 		t.Fatal(err)
@@ -599,9 +602,9 @@ func TestInboxOnTemporal(t *testing.T) {
 		t.Fatal("the inbox's event stream ended before its first change")
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, f.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(`{"decision":"approve"}`))
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(`{"decision":"approve","version":"`+list.Pending[0].Version+`"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-CSRF-Token", csrf)
+	req.Header.Set("X-Inbox-Key", key)
 	resp, err = c.Do(req)
 	if err != nil {
 		t.Fatal(err)
