@@ -2,8 +2,7 @@ package serve
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
+	"errors"
 )
 
 // The AG-UI 1.0 wire types the server reads and writes, as @ag-ui/core
@@ -12,13 +11,23 @@ import (
 
 // runInput is a RunAgentInput.
 type runInput struct {
-	ThreadID       string          `json:"threadId"`
-	RunID          string          `json:"runId"`
-	Messages       []message       `json:"messages"`
-	Tools          []clientTool    `json:"tools"`
-	Resume         []resumeEntry   `json:"resume"`
-	Context        []contextEntry  `json:"context"`
-	ForwardedProps json.RawMessage `json:"forwardedProps"`
+	ThreadID        string          `json:"threadId"`
+	RunID           string          `json:"runId"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	ParentRunID     string          `json:"parentRunId"`
+	State           json.RawMessage `json:"state"`
+	Messages        []message       `json:"messages"`
+	Tools           []clientTool    `json:"tools"`
+	Resume          []resumeEntry   `json:"resume"`
+	Context         []contextEntry  `json:"context"`
+	ForwardedProps  json.RawMessage `json:"forwardedProps"`
+
+	// What the server makes of the input before it starts the run.
+	peer     peer     // the client's protocol version
+	warnings []string // what was stripped or ignored, for the client's developer
+	// firstSeq is the number of the event before the run's first: 0, or
+	// the last of the interrupted run this one resumes under its runId.
+	firstSeq int64
 }
 
 // message is one AG-UI message of any role.
@@ -28,6 +37,17 @@ type message struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCallID string          `json:"toolCallId"`
 	Error      string          `json:"error"`
+	ToolCalls  []toolCall      `json:"toolCalls"`
+}
+
+// toolCall is a call an assistant message made, as the client has it.
+type toolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function *struct {
+		Name      *string `json:"name"`
+		Arguments *string `json:"arguments"`
+	} `json:"function"`
 }
 
 // clientTool is a tool the client declares and runs itself.
@@ -54,68 +74,98 @@ type resumeEntry struct {
 // event is one AG-UI event, as a JSON object whose "type" is the event's.
 type event map[string]any
 
-// text returns the text of a message's content: a string, or an array of
-// parts of which only text parts are taken. Any other shape is an error.
+// text returns the text of a message's content, for what takes only
+// text (a system or developer message): a string, or the text parts of
+// an array of parts.
 func (m message) text() (string, error) {
-	if len(m.Content) == 0 {
-		return "", fmt.Errorf("message %q has no content", m.ID)
+	cs, _, err := m.blocks()
+	if err != nil {
+		return "", err
 	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("message %q: content is neither a string nor an array of parts", m.ID)
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return "", fmt.Errorf("message %q: content part %d is %q; only text parts are taken", m.ID, i, p.Type)
-		}
-		b.WriteString(*p.Text)
-	}
-	return b.String(), nil
+	return textOf(cs), nil
 }
 
 // decisionPayload is the payload of a resolved resume entry, and the body
 // of a decision over the JSON API: the shape responseSchema describes.
+// Two spellings are taken: toolrun's {"decision": "approve" | "deny" |
+// "edit", "reason", "input"}, and the approval shape of AG-UI's
+// interrupts guide, which CopilotKit's useInterrupt sends: {"approved":
+// true}, {"approved": false, "reason"} or {"approved": true,
+// "editedArgs": {…}}. A payload that mixes the two is refused.
 type decisionPayload struct {
-	Decision string          `json:"decision"`
-	Reason   string          `json:"reason,omitempty"`
-	Input    json.RawMessage `json:"input,omitempty"`
+	Decision   string          `json:"decision,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Approved   *bool           `json:"approved,omitempty"`
+	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+}
+
+// normalize returns dp in toolrun's spelling.
+func (dp decisionPayload) normalize() (decisionPayload, error) {
+	if dp.Approved == nil {
+		if len(dp.EditedArgs) > 0 {
+			return dp, errors.New("editedArgs goes with approved: true")
+		}
+		return dp, nil
+	}
+	if dp.Decision != "" || len(dp.Input) > 0 {
+		return dp, errors.New("a payload is either {decision, reason, input} or {approved, reason, editedArgs}, not both")
+	}
+	switch {
+	case !*dp.Approved && len(dp.EditedArgs) > 0:
+		return dp, errors.New("editedArgs goes with approved: true")
+	case !*dp.Approved:
+		return decisionPayload{Decision: "deny", Reason: dp.Reason}, nil
+	case len(dp.EditedArgs) > 0:
+		return decisionPayload{Decision: "edit", Input: dp.EditedArgs, Reason: dp.Reason}, nil
+	}
+	return decisionPayload{Decision: "approve", Reason: dp.Reason}, nil
 }
 
 // responseSchema is the JSON Schema of a decisionPayload for a call of a
-// tool whose input schema is input.
-func responseSchema(input json.RawMessage) map[string]any {
+// tool whose input schema is input: toolrun's three decisions, and the
+// {approved, editedArgs} shape. A client tool's call cannot be edited
+// (the client runs it with the input it was sent), so its schema has no
+// edit.
+func responseSchema(input json.RawMessage, editable bool) map[string]any {
 	if len(input) == 0 {
 		input = json.RawMessage(`{"type":"object"}`)
 	}
-	return map[string]any{
-		"type": "object",
-		"oneOf": []any{
-			map[string]any{
-				"properties": map[string]any{"decision": map[string]any{"const": "approve"}},
-				"required":   []string{"decision"},
+	reason := map[string]any{"type": "string", "description": "why, for the model"}
+	approvedShape := map[string]any{
+		"properties": map[string]any{
+			"approved": map[string]any{"type": "boolean"},
+			"reason":   reason,
+		},
+		"required":             []string{"approved"},
+		"additionalProperties": false,
+	}
+	shapes := []any{
+		map[string]any{
+			"properties":           map[string]any{"decision": map[string]any{"const": "approve"}},
+			"required":             []string{"decision"},
+			"additionalProperties": false,
+		},
+		map[string]any{
+			"properties": map[string]any{
+				"decision": map[string]any{"const": "deny"},
+				"reason":   reason,
 			},
-			map[string]any{
-				"properties": map[string]any{
-					"decision": map[string]any{"const": "deny"},
-					"reason":   map[string]any{"type": "string", "description": "why, for the model"},
-				},
-				"required": []string{"decision"},
-			},
-			map[string]any{
-				"properties": map[string]any{
-					"decision": map[string]any{"const": "edit"},
-					"input":    input,
-				},
-				"required": []string{"decision", "input"},
-			},
+			"required":             []string{"decision"},
+			"additionalProperties": false,
 		},
 	}
+	if editable {
+		shapes = append(shapes, map[string]any{
+			"properties": map[string]any{
+				"decision": map[string]any{"const": "edit"},
+				"input":    input,
+			},
+			"required":             []string{"decision", "input"},
+			"additionalProperties": false,
+		})
+		approvedShape["properties"].(map[string]any)["editedArgs"] = input
+	}
+	shapes = append(shapes, approvedShape)
+	return map[string]any{"type": "object", "oneOf": shapes}
 }

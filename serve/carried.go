@@ -20,11 +20,14 @@ type carriedStore struct {
 	db     *sql.DB
 	thread string
 
-	mu sync.Mutex // guards ids, digest
-	// ids and digest are what the next save records with the State; nil
-	// and "" once recorded, or before carry.
+	mu sync.Mutex // guards ids, digest, users
+	// ids, digest and users (from position from on) are what the next
+	// save records with the State; empty once recorded, or before carry.
 	ids    []string
 	digest string
+	users  []userRec
+	from   int
+	armed  bool
 }
 
 // carry arms s with p's carried ids and context: call it once the
@@ -33,13 +36,14 @@ type carriedStore struct {
 func (s *carriedStore) carry(p *prepared) {
 	s.mu.Lock()
 	s.ids, s.digest = p.carried, p.digest
+	s.users, s.from, s.armed = p.userRecs, p.usersFrom, len(p.userRecs) > 0 || p.branch >= 0
 	s.mu.Unlock()
 }
 
 func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ids) == 0 && s.digest == "" {
+	if len(s.ids) == 0 && s.digest == "" && !s.armed {
 		return s.sqlStore.Save(ctx, id, st, prev)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -53,10 +57,15 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 	if err := recordCarried(ctx, tx, s.thread, s.ids, s.digest); err != nil {
 		return err
 	}
+	if s.armed {
+		if err := recordUsers(ctx, tx, s.thread, s.from, s.users); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	s.ids, s.digest = nil, ""
+	s.ids, s.digest, s.users, s.armed = nil, "", nil, false
 	return nil
 }
 

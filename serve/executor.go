@@ -385,14 +385,27 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 		OnEvent: onEvent,
 	}
 	var takenMu sync.Mutex
-	taken := len(p.carried) == 0 && p.digest == ""
+	taken := len(p.carried) == 0 && p.digest == "" && len(p.userRecs) == 0
 	er.MessagesTaken = func() error {
 		takenMu.Lock()
 		defer takenMu.Unlock()
 		if taken {
 			return nil
 		}
-		if err := recordCarried(dbctx, h.cfg.DB, lr.thread, p.carried, p.digest); err != nil {
+		tx, err := h.cfg.DB.BeginTx(dbctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := recordCarried(dbctx, tx, lr.thread, p.carried, p.digest); err != nil {
+			return err
+		}
+		if len(p.userRecs) > 0 {
+			if err := recordUsers(dbctx, tx, lr.thread, p.usersFrom, p.userRecs); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
 			return err
 		}
 		taken = true

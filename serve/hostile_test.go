@@ -649,7 +649,7 @@ func TestClientToolsPerThreadBounded(t *testing.T) {
 	tools := func(from, n int) []any {
 		out := make([]any, n)
 		for i := range out {
-			out[i] = map[string]any{"name": fmt.Sprintf("t%d", from+i), "parameters": map[string]any{"type": "object"}}
+			out[i] = map[string]any{"name": fmt.Sprintf("t%d", from+i), "description": "", "parameters": map[string]any{"type": "object"}}
 		}
 		return out
 	}

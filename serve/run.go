@@ -44,6 +44,10 @@ type liveRun struct {
 	// a restart.
 	unlock func()
 
+	// peer is the client's protocol version: what the run's events may
+	// carry.
+	peer peer
+
 	mu     sync.Mutex // guards seq, notify
 	seq    int64
 	notify chan struct{} // closed and replaced at every event
@@ -109,13 +113,23 @@ func (lr *liveRun) wait() <-chan struct{} {
 // prepared is what a request to run asks for, checked and recorded.
 type prepared struct {
 	newThread bool
-	texts     []string
+	// users are the content of the user messages the run gives the
+	// model, in order, and userRecs their records as the thread's
+	// (serve_user_messages), from position usersFrom on.
+	users     [][]toolrun.Content
+	userRecs  []userRec
+	usersFrom int
+	// branch, if not -1, is where the client's history leaves the
+	// thread's: the position of the first of the thread's user messages
+	// the client edited, dropped or asks to be answered again. The run
+	// goes on from the conversation before it (see branchAt).
+	branch int
 	// preamble is what the client adds to the run's first new user
 	// message: its system and developer messages and its context.
 	preamble    string
 	clientTools []clientTool
 	cancelOnEOF bool
-	// carried are the ids of the messages that texts and preamble carry
+	// carried are the ids of the messages that users and preamble carry
 	// (user, system and developer messages) and of those of other roles
 	// the model is not given, and digest the context the
 	// preamble gives, if any: the thread has them only once the run's
@@ -123,25 +137,51 @@ type prepared struct {
 	// loses neither, and the client's retry brings them again.
 	carried []string
 	digest  string
+	// peer is the client's protocol version, and warnings what the run
+	// tells its developer in CUSTOM "toolrun.warning" events: members and
+	// parts stripped, resume entries ignored.
+	peer     peer
+	warnings []string
+	// caught are the interrupts the request answers that were decided
+	// already, elsewhere (the inbox, the JSON API, another client): the
+	// run tells the client what was decided instead of refusing it.
+	caught []*interrupt
+	// reused is set on a run that resumes an interrupted run under its
+	// runId: its events follow that run's, numbered on.
+	reused bool
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.
 func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
-	var in runInput
-	if err := h.readBody(w, func() error { return json.NewDecoder(r.Body).Decode(&in) }); err != nil {
+	var body []byte
+	err := h.readBody(w, func() (err error) {
+		body, err = io.ReadAll(r.Body)
+		return err
+	})
+	if err != nil {
 		h.refuseBody(w, err, "bad_input", "a RunAgentInput")
+		return
+	}
+	in, warnings, err := parseInput(body)
+	if err != nil {
+		h.writeError(w, err)
 		return
 	}
 	if !validID(in.ThreadID) || !validID(in.RunID) {
 		httpError(w, http.StatusBadRequest, "bad_input", "threadId and runId must be 1 to 200 printable ASCII characters")
 		return
 	}
-	cancelOnEOF, err := h.be.start(r.Context(), &in, id)
+	pr, warn := negotiate(in.ProtocolVersion)
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	in.peer, in.warnings = pr, warnings
+	cancelOnEOF, err := h.be.start(r.Context(), in, id)
 	if err != nil {
 		h.writeError(w, err)
 		return
 	}
-	h.stream(w, r, in.RunID, 0)
+	h.stream(w, r, in.RunID, in.firstSeq)
 	if cancelOnEOF && r.Context().Err() != nil {
 		h.be.cancel(in.RunID, id.name)
 	}
@@ -157,8 +197,14 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		h.mu.Unlock()
 		return nil, nil, refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
 	case h.threads[in.ThreadID]:
+		busy := ""
+		for _, lr := range h.runs {
+			if lr.thread == in.ThreadID {
+				busy = fmt.Sprintf(" (run %q: GET /runs/%s/events streams it)", lr.id, lr.id)
+			}
+		}
 		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight; wait for it to finish or cancel it", in.ThreadID)
+		return nil, nil, refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s; wait for it to finish or cancel it", in.ThreadID, busy)
 	case h.perToken[id.name] >= id.maxRuns:
 		h.mu.Unlock()
 		return nil, nil, refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
@@ -189,18 +235,42 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		release()
 		return nil, nil, err
 	}
+	p.peer, p.warnings = in.peer, append(in.warnings, p.warnings...)
+	if p.peer.speaks == "" {
+		p.peer.speaks = ProtocolVersion // a run no client asked for: the inbox's
+	}
 	tools, err := h.tools(p.clientTools)
 	if err != nil {
 		release()
 		return nil, nil, err
 	}
 	runCtx, cancel := context.WithCancel(h.base)
-	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock}
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock, peer: p.peer}
+	if p.reused {
+		// The run resumes the interrupted run whose id it reuses: its
+		// events are numbered after that run's.
+		if err := lr.loadSeq(ctx); err != nil {
+			cancel()
+			release()
+			return nil, nil, err
+		}
+		in.firstSeq = lr.seq
+	}
 	h.mu.Lock()
 	h.runs[in.RunID] = lr
 	h.mu.Unlock()
 	h.metrics.runsStarted.Add(1)
-	lr.emit(event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID})
+	started := event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID, "protocolVersion": p.peer.speaks}
+	if in.ParentRunID != "" {
+		started["parentRunId"] = in.ParentRunID
+	}
+	evs := []event{started}
+	for _, w := range p.warnings {
+		h.log.Warn("serve: "+w, "thread", in.ThreadID, "run", in.RunID)
+		evs = append(evs, event{"type": "CUSTOM", "name": "toolrun.warning", "value": map[string]any{"message": w}})
+	}
+	evs = append(evs, h.caughtUp(ctx, in, p)...)
+	lr.emit(evs...)
 	go func() {
 		defer release()
 		defer cancel()
@@ -312,15 +382,26 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		return nil, refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
 	}
 	threadTools = p.clientTools
-	var exists int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_runs WHERE id = ?`, in.RunID).Scan(&exists); err != nil {
+	p.branch = -1
+	var runThread, runOwner, runStatus string
+	err = tx.QueryRowContext(ctx, `SELECT thread_id, owner, status FROM serve_runs WHERE id = ?`, in.RunID).Scan(&runThread, &runOwner, &runStatus)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (id, thread_id, owner, status, created_at) VALUES (?, ?, ?, ?, ?)`, in.RunID, in.ThreadID, id.name, runRunning, timestamp(now)); err != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, err
-	}
-	if exists > 0 {
-		return nil, refuse(http.StatusConflict, "run_exists", "run %q exists already; every run needs a new runId", in.RunID)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (id, thread_id, owner, status, created_at) VALUES (?, ?, ?, ?, ?)`, in.RunID, in.ThreadID, id.name, runRunning, timestamp(now)); err != nil {
-		return nil, err
+	case runThread == in.ThreadID && runOwner == id.name && runStatus != runRunning && len(in.Resume) > 0:
+		// A resume under the interrupted run's own id (CopilotKit's):
+		// the run goes on under that id, its events numbered after the
+		// interrupted run's, so one Last-Event-ID sequence covers both.
+		if _, err := tx.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runRunning, in.RunID); err != nil {
+			return nil, err
+		}
+		p.reused = true
+	default:
+		return nil, refuse(http.StatusConflict, "run_exists", "run %q exists already; every run needs a new runId (a run that answers interrupts may reuse the id of its thread's run that raised them)", in.RunID)
 	}
 
 	known := map[string]bool{}
@@ -354,8 +435,10 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		open[it.ID] = it
 	}
 
-	// The resume entries, each for an approval interrupt of this thread
-	// that is still pending.
+	// The resume entries, each for an approval interrupt of this thread.
+	// One the server never raised is ignored with a warning
+	// (interrupt-resume.mdx, "An unrecognised entry"); one decided
+	// already is what the client missed, and the run tells it.
 	seen := map[string]bool{}
 	for _, re := range in.Resume {
 		if seen[re.InterruptID] {
@@ -367,11 +450,19 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, err
 		}
 		if len(its) == 0 {
-			return nil, refuse(http.StatusConflict, "not_pending", "interrupt %q is not pending: there is no such interrupt", re.InterruptID)
+			p.warnings = append(p.warnings, fmt.Sprintf("the resume entry for interrupt %q, which this server did not raise, was ignored", re.InterruptID))
+			continue
 		}
 		it := its[0]
+		if it.Thread == in.ThreadID && it.Kind == kindApproval && it.Status != statusPending {
+			p.caught = append(p.caught, it)
+			continue
+		}
 		if err := h.checkDecidable(it, in.ThreadID); err != nil {
 			return nil, err
+		}
+		if !id.can(ScopeApprove) && !h.userApproves(it.ToolName) {
+			return nil, refuse(http.StatusForbidden, "approver_only", "interrupt %q: a call of %q is an approver's to decide (a token with the approve scope, or the inbox); this token may not answer it", it.ID, it.ToolName)
 		}
 		var d toolrun.Decision
 		switch re.Status {
@@ -397,15 +488,79 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		delete(open, it.ID)
 	}
 
+	// The client's history against the thread's: a client that shows
+	// the thread any of its messages sends the conversation as it has
+	// it, and where that leaves the thread's (an earlier user message
+	// edited or dropped, the last answer dropped to have it again), the
+	// run goes on from the client's (run-input.mdx, "messages": the
+	// complete history). A client that shows none sends only what it
+	// adds, as toolrun's clients always could.
+	recs, err := userRecords(ctx, tx, in.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	var clientUsers []userRec
+	shows := false
+	answers := len(in.Resume) > 0
+	for _, m := range in.Messages {
+		shows = shows || known[m.ID]
+		switch m.Role {
+		case "user":
+			clientUsers = append(clientUsers, userRec{ID: m.ID, Digest: contentDigest(m.Content)})
+		case "tool":
+			answers = true
+		}
+	}
+	if shows && !p.newThread {
+		j := 0
+		for j < len(recs) && j < len(clientUsers) && recs[j] == clientUsers[j] {
+			j++
+		}
+		lastUser := len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role == "user"
+		switch {
+		case j < len(recs):
+			p.branch = j // edited or dropped
+		case j > 0 && j == len(clientUsers) && lastUser && !answers:
+			p.branch = j - 1 // answered again: regenerate
+		}
+	}
+	if p.branch >= 0 {
+		if h.cfg.Executor != nil {
+			return nil, refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread is not supported on an Executor: start a new thread", in.ThreadID, p.branch+1)
+		}
+		// The calls of the part of the thread the client left behind
+		// wait no more: their records stay, denied as left behind.
+		for _, it := range open {
+			d := toolrun.DenyCall("the client's history left this call behind")
+			if err := decide(ctx, tx, it, d, id.name, now); err != nil {
+				return nil, err
+			}
+		}
+		clear(open)
+	}
+
 	// The messages the thread does not have yet. Those a decision
 	// carries (a client tool's result) are known with the decision, in
 	// this transaction; those the model is to read, once the run's
 	// conversation has them.
 	var newIDs []string
 	var instructions []string
+	p.usersFrom = len(recs)
+	if p.branch >= 0 {
+		p.usersFrom = p.branch
+	}
+	nUser := 0
 	for _, m := range in.Messages {
-		if m.ID == "" {
-			return nil, refuse(http.StatusBadRequest, "bad_input", "a message has no id")
+		if m.Role == "user" {
+			nUser++
+			if p.branch >= 0 && nUser > p.branch {
+				// From the branch on, every user message of the client's is
+				// the run's, known or not.
+				if err := h.takeUser(p, m); err != nil {
+					return nil, err
+				}
+				continue
+			}
 		}
 		if known[m.ID] {
 			continue
@@ -413,11 +568,9 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		known[m.ID] = true // a map, not a search of newIDs: a request may bring many
 		switch m.Role {
 		case "user":
-			text, err := m.text()
-			if err != nil {
-				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
+			if err := h.takeUser(p, m); err != nil {
+				return nil, err
 			}
-			p.texts = append(p.texts, text)
 		case "system", "developer":
 			text, err := m.text()
 			if err != nil {
@@ -427,15 +580,35 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		case "tool":
 			it, err := h.clientCall(ctx, tx, in.ThreadID, m)
 			if err != nil {
+				var re *requestError
+				if errors.As(err, &re) && (re.code == "not_pending" || re.code == "already_answered") {
+					gated, gerr := gatedOrRan(ctx, tx, in.ThreadID, m.ToolCallID, known)
+					if gerr != nil {
+						return nil, gerr
+					}
+					if gated {
+						// A call the server ran or a person decided: the
+						// client's message for it (CopilotKit's echo of
+						// the decision, or its own idea of the result) is
+						// not its result. The server's stands.
+						p.warnings = append(p.warnings, fmt.Sprintf("tool message %q answers call %q, which the server ran or a person decided; the server's result stands and the message was ignored", m.ID, m.ToolCallID))
+						newIDs = append(newIDs, m.ID)
+						continue
+					}
+				}
 				return nil, err
 			}
-			text, err := m.text()
+			content, warns, err := m.blocks()
 			if err != nil {
 				return nil, refuse(http.StatusBadRequest, "bad_result", "the result of tool call %q has the wrong shape: %v", m.ToolCallID, err)
 			}
-			d := toolrun.SkipCall(toolrun.Text(text))
+			p.warnings = append(p.warnings, warns...)
+			d := toolrun.SkipCall(content...)
 			if m.Error != "" {
-				d = toolrun.SkipCall(toolrun.Text(m.Error))
+				d = toolrun.SkipCall(append(content, toolrun.Text(m.Error))...)
+				if textOf(content) == "" {
+					d = toolrun.SkipCall(toolrun.Text(m.Error))
+				}
 				d.IsError = true
 			}
 			if err := decide(ctx, tx, it, d, id.name, now); err != nil {
@@ -451,7 +624,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		// such messages that run brought.
 		p.carried = append(p.carried, m.ID)
 	}
-	if len(p.texts) > 0 && len(open) > 0 {
+	if len(p.users) > 0 && len(open) > 0 {
 		var ids []string
 		for _, it := range open {
 			ids = append(ids, fmt.Sprintf("%s (%s call %s)", it.ID, it.Kind, it.ToolCallID))
@@ -459,7 +632,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		slices.Sort(ids)
 		return nil, refuse(http.StatusConflict, "pending_calls", "thread %q has calls awaiting an answer: %s; answer them (resume entries, tool messages) before a new message", in.ThreadID, strings.Join(ids, ", "))
 	}
-	if br, ok := h.cfg.Executor.(BusyReporter); ok && len(p.texts) > 0 && !p.newThread {
+	if br, ok := h.cfg.Executor.(BusyReporter); ok && len(p.users) > 0 && !p.newThread {
 		busy, err := br.Busy(ctx, in.ThreadID)
 		if err != nil {
 			return nil, err
@@ -468,7 +641,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, refuse(http.StatusConflict, "thread_busy", "thread %q is taking a turn; send the message once its run has stopped", in.ThreadID)
 		}
 	}
-	if p.newThread && len(p.texts) == 0 {
+	if p.newThread && len(p.users) == 0 {
 		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
 	}
 	if err := h.addPreamble(ctx, tx, in, p, instructions); err != nil {
@@ -489,6 +662,20 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		return nil, err
 	}
 	return p, tx.Commit()
+}
+
+// takeUser adds the user message m to the run's: its content as Claude's
+// blocks, and its record as the thread's.
+func (h *Handler) takeUser(p *prepared, m message) error {
+	content, warns, err := m.blocks()
+	if err != nil {
+		return refuse(http.StatusBadRequest, "bad_message", "%v", err)
+	}
+	p.warnings = append(p.warnings, warns...)
+	p.users = append(p.users, content)
+	p.userRecs = append(p.userRecs, userRec{ID: m.ID, Digest: contentDigest(m.Content)})
+	p.carried = append(p.carried, m.ID)
+	return nil
 }
 
 // addPreamble sets p's preamble from the client's system and developer
@@ -518,7 +705,7 @@ func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *
 	if len(instructions) == 0 && digest == "" {
 		return nil
 	}
-	if len(p.texts) == 0 {
+	if len(p.users) == 0 {
 		what := "a context that differs from the thread's"
 		if len(instructions) > 0 {
 			what = "system or developer messages"
@@ -628,6 +815,10 @@ func (h *Handler) clientCall(ctx context.Context, q querier, thread string, m me
 // decision turns a decision payload for it into a toolrun decision,
 // checking an edit's input against the tool's schema.
 func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision, error) {
+	dp, err := dp.normalize()
+	if err != nil {
+		return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: %v", it.ID, err)
+	}
 	switch dp.Decision {
 	case "approve":
 		return toolrun.AllowCall(), nil
@@ -749,8 +940,8 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	params := h.cfg.Params
 	params.Messages = nil
 	var userMsgs []anthropic.BetaMessageParam
-	for i, t := range p.texts {
-		blocks := []anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(t)}
+	for i, content := range p.users {
+		blocks := userBlocks(content)
 		if i == 0 && p.preamble != "" {
 			blocks = append([]anthropic.BetaContentBlockParamUnion{anthropic.NewBetaTextBlock(p.preamble)}, blocks...)
 		}
@@ -771,6 +962,17 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	st := r.State()
 	base := st.Usage
+	if p.branch >= 0 {
+		// The client's history leaves the thread's at its p.branch-th user
+		// message: the run goes on from the conversation before it.
+		msgs, ok := branchAt(r.Messages(), p.branch)
+		if !ok {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("the client's history leaves the thread at its user message %d, which the thread no longer has as such (its history was compacted): start a new thread", p.branch+1))
+			return
+		}
+		r.SetMessages(msgs)
+		st = r.State()
+	}
 	// The decisions recorded for the thread reach its State here, on every
 	// run, so a decision recorded before a crash is never lost.
 	awaiting := map[string]bool{}
@@ -808,6 +1010,14 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 				return
 			}
 		}
+	}
+	if !p.newThread && len(userMsgs) == 0 && len(st.AwaitingApproval()) == 0 && p.branch < 0 {
+		// Nothing to do: the request answered nothing that waited and
+		// brings no message (a client that caught up with a decision
+		// taken elsewhere, say). The run ends at once, with the thread's
+		// last answer, and no model request.
+		h.finish(ctx, lr, m, &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: base}, base, nil)
+		return
 	}
 	if !p.newThread && len(userMsgs) > 0 {
 		// After the results of the calls this request answered, if a turn
@@ -870,11 +1080,13 @@ func (h *Handler) recorder(thread, run string) (*transcript.Recorder, func(), er
 func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolrun.Result, base toolrun.Usage, err error) {
 	m.closeStep()
 	dbctx := context.WithoutCancel(ctx)
+	var announced []string // the client tools' calls this run announces, as known ids
+	var announce []event
 	end := func(e event) {
 		if lr.unlock != nil {
 			lr.unlock()
 		}
-		m.write(nil, e) // with the last step's STEP_FINISHED
+		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED
 		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
 			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
 		}
@@ -884,7 +1096,10 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),
 		// wherever the run was: before its first step too.
 		fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "outcome": map[string]any{"type": "cancelled"}}
-		if res != nil {
+		if res != nil && res.Usage != base {
+			// Usage the run measured; a run cancelled before it knew any
+			// (before its first response, or one whose executor was not
+			// heard from) reports none rather than a zero.
 			fin["usage"] = usageOf(h.cfg.Params.Model, res.Usage, base)
 		}
 		end(fin)
@@ -905,7 +1120,8 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 	case toolrun.StopCanceled:
 		fin["outcome"] = map[string]any{"type": "cancelled"}
 	case toolrun.StopAwaitingApproval:
-		outcome, err := h.interrupts(dbctx, lr, m.client, res.Pending)
+		outcome, evs, ids, err := h.interrupts(dbctx, lr, m, res.Pending)
+		announce, announced = evs, ids
 		if err != nil {
 			end(event{"type": "RUN_ERROR", "code": string(toolrun.StopError), "message": redact.String(err.Error()), "usage": usage})
 			return
@@ -944,36 +1160,38 @@ func usageOf(model anthropic.Model, u, base toolrun.Usage) []map[string]any {
 
 // interrupts records the calls a run stopped for and returns the run's
 // outcome: an interrupt for each call awaiting a person, or a success
-// naming the client tools' calls when only those wait.
-func (h *Handler) interrupts(ctx context.Context, lr *liveRun, client map[string]bool, pending []toolrun.PendingCall) (map[string]any, error) {
+// naming the client tools' calls when only those wait. A client tool's
+// call reaches the client (TOOL_CALL_START, ARGS and END) only here, in
+// the run that hands it over: once no approval waits, so a call under an
+// approval policy is announced only once approved, and a denied one
+// never. pendingToolCallIds names the calls this run announces, and is
+// left out for a client that declared no protocolVersion (@ag-ui/core
+// before 1.0 refuses it; such a client derives the calls from the
+// stream). It also returns the announcing events and their known ids.
+func (h *Handler) interrupts(ctx context.Context, lr *liveRun, m *mapper, pending []toolrun.PendingCall) (map[string]any, []event, []string, error) {
 	now := h.cfg.Now()
 	var approvals []map[string]any
-	var clientIDs []string
+	var clientCalls []toolrun.PendingCall
 	for _, pc := range pending {
 		kind := kindApproval
-		if client[pc.Call.Name] && pc.Reason == clientReason {
+		if m.client[pc.Call.Name] && pc.Reason == clientReason {
 			kind = kindClient
 		}
 		its, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND tool_call_id = ? AND status = ?`, lr.thread, pc.Call.ID, statusPending)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		var it *interrupt
 		if len(its) > 0 {
 			it = its[0]
 		} else {
 			it = &interrupt{ID: newID("int_"), Thread: lr.thread, Run: lr.id, ToolCallID: pc.Call.ID, ToolName: pc.Call.Name, Input: pc.Call.Input, Reason: pc.Reason, Kind: kind, Status: statusPending, CreatedAt: now, ExpiresAt: now.Add(h.cfg.ApprovalTTL)}
-			input := []byte(it.Input)
-			if len(input) == 0 {
-				input = []byte("{}")
-			}
-			if _, err := h.cfg.DB.ExecContext(ctx, `INSERT INTO serve_interrupts (`+interruptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)`,
-				it.ID, it.Thread, it.Run, it.ToolCallID, it.ToolName, input, it.Reason, it.Kind, it.Status, timestamp(it.CreatedAt), timestamp(it.ExpiresAt)); err != nil {
-				return nil, err
+			if err := insertInterrupt(ctx, h.cfg.DB, it); err != nil {
+				return nil, nil, nil, err
 			}
 		}
 		if it.Kind == kindClient {
-			clientIDs = append(clientIDs, pc.Call.ID)
+			clientCalls = append(clientCalls, pc)
 			continue
 		}
 		var schema json.RawMessage
@@ -987,15 +1205,47 @@ func (h *Handler) interrupts(ctx context.Context, lr *liveRun, client map[string
 			"reason":         "tool_call",
 			"toolCallId":     pc.Call.ID,
 			"message":        fmt.Sprintf("%s wants to run with %s: %s", pc.Call.Name, compact(pc.Call.Input), pc.Reason),
-			"responseSchema": responseSchema(schema),
+			"responseSchema": responseSchema(schema, h.serverTool(pc.Call.Name)),
 			"expiresAt":      timestamp(it.ExpiresAt),
 			"metadata":       map[string]any{"toolName": pc.Call.Name, "input": json.RawMessage(orEmpty(pc.Call.Input))},
 		})
 	}
 	if len(approvals) > 0 {
-		return map[string]any{"type": "interrupt", "interrupts": approvals}, nil
+		return map[string]any{"type": "interrupt", "interrupts": approvals}, nil, nil, nil
 	}
-	return map[string]any{"type": "success", "pendingToolCallIds": clientIDs}, nil
+	var evs []event
+	var ids, known []string
+	for _, pc := range clientCalls {
+		if h.announced(ctx, lr.thread, pc.Call.ID) {
+			continue
+		}
+		start := event{"type": "TOOL_CALL_START", "toolCallId": pc.Call.ID, "toolCallName": pc.Call.Name}
+		if parent := m.parents[pc.Call.ID]; parent != "" {
+			start["parentMessageId"] = parent
+		}
+		evs = append(evs, start,
+			event{"type": "TOOL_CALL_ARGS", "toolCallId": pc.Call.ID, "delta": string(orEmpty(pc.Call.Input))},
+			event{"type": "TOOL_CALL_END", "toolCallId": pc.Call.ID})
+		ids = append(ids, pc.Call.ID)
+		known = append(known, announcedID(pc.Call.ID))
+	}
+	outcome := map[string]any{"type": "success"}
+	if len(ids) > 0 && !lr.peer.legacy {
+		outcome["pendingToolCallIds"] = ids
+	}
+	return outcome, evs, known, nil
+}
+
+// announcedID is the id under which serve_messages records that a client
+// tool's call was announced to the client.
+func announcedID(call string) string { return "toolcall_" + call }
+
+// announced reports whether the client tool call was announced to the
+// thread's client.
+func (h *Handler) announced(ctx context.Context, thread, call string) bool {
+	var n int
+	h.cfg.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_messages WHERE thread_id = ? AND id = ?`, thread, announcedID(call)).Scan(&n)
+	return n > 0
 }
 
 func orEmpty(b json.RawMessage) json.RawMessage {
@@ -1018,7 +1268,11 @@ func compact(b json.RawMessage) string {
 type mapper struct {
 	lr     *liveRun
 	client map[string]bool
-	step   int // the turn of the open step, 0 if none
+	// parents are the assistant messages of the client tools' calls this
+	// run's responses made, by call: the calls are announced at the run's
+	// end (interrupts), not with their response.
+	parents map[string]string
+	step    int // the turn of the open step, 0 if none
 	// out are events made and not written yet: a STEP_FINISHED waits for
 	// what the run writes next (the next step's start, the run's end),
 	// so that the two are one commit.
@@ -1090,7 +1344,18 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 					evs = append(evs, event{"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": b.Text})
 				}
 				evs = append(evs, event{"type": "TEXT_MESSAGE_END", "messageId": id})
+			case "thinking", "redacted_thinking":
+				id := fmt.Sprintf("%s/reasoning_%d", msgID, len(ids))
+				ids = append(ids, id)
+				evs = append(evs, reasoning(id, b, m.lr.peer)...)
 			case "tool_use":
+				if m.client[b.Name] {
+					if m.parents == nil {
+						m.parents = map[string]string{}
+					}
+					m.parents[b.ID] = msgID
+					continue
+				}
 				evs = append(evs,
 					event{"type": "TOOL_CALL_START", "toolCallId": b.ID, "toolCallName": b.Name, "parentMessageId": msgID},
 					event{"type": "TOOL_CALL_ARGS", "toolCallId": b.ID, "delta": string(orEmpty(b.Input))},
@@ -1106,17 +1371,65 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 	case toolrun.ToolFinished:
 		m.openStep(e.Turn)
 		res := e.Result
-		if m.client[res.Call.Name] && res.Decision.Kind == toolrun.Skip {
+		var evs []event
+		known := []string{"result_" + res.Call.ID}
+		if m.client[res.Call.Name] && !h.announced(ctx, m.lr.thread, res.Call.ID) {
+			if res.Decision.Kind == toolrun.Skip || res.Decision.Kind == toolrun.Deny {
+				// The client's own result, which it has; or the denial
+				// of a call it was never shown, and never is.
+				m.write(nil)
+				return
+			}
+			// A call that failed before it could be handed over (its
+			// input did not fit the tool's schema): the client sees the
+			// call with its result, so it knows not to run it.
+			evs = append(evs,
+				event{"type": "TOOL_CALL_START", "toolCallId": res.Call.ID, "toolCallName": res.Call.Name},
+				event{"type": "TOOL_CALL_ARGS", "toolCallId": res.Call.ID, "delta": string(orEmpty(res.Call.Input))},
+				event{"type": "TOOL_CALL_END", "toolCallId": res.Call.ID})
+			if parent := m.parents[res.Call.ID]; parent != "" {
+				evs[0]["parentMessageId"] = parent
+			}
+			known = append(known, announcedID(res.Call.ID))
+		} else if m.client[res.Call.Name] && res.Decision.Kind == toolrun.Skip {
 			m.write(nil)
 			return // the client's own result: it has it
 		}
 		id := "result_" + res.Call.ID
-		m.write([]string{id}, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
+		evs = append(evs, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
+		m.write(known, evs...)
 	case toolrun.TurnFinished:
 		if m.step == e.Turn {
 			m.closeStep()
 		}
 	}
+}
+
+// reasoning returns the events of a thinking block: its text as a
+// reasoning message, and its signature (or a redacted block's data) as
+// REASONING_ENCRYPTED_VALUE, which a client stores with the message and
+// may send back. The thread keeps its own copy with the signature, which
+// is what the model is sent again.
+func reasoning(id string, b anthropic.BetaContentBlockUnion, pr peer) []event {
+	evs := []event{
+		{"type": "REASONING_START", "messageId": id},
+		{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"},
+	}
+	value, kind := b.Signature, "anthropic.thinking.signature"
+	if b.Type == "redacted_thinking" {
+		value, kind = b.Data, "anthropic.redacted_thinking"
+	} else if b.Thinking != "" {
+		evs = append(evs, event{"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": b.Thinking})
+	}
+	evs = append(evs, event{"type": "REASONING_MESSAGE_END", "messageId": id})
+	if value != "" {
+		ev := event{"type": "REASONING_ENCRYPTED_VALUE", "subtype": "message", "entityId": id, "encryptedValue": value}
+		if pr.speaks == ProtocolVersion {
+			ev["encryptedValueType"] = kind // 1.1's
+		}
+		evs = append(evs, ev)
+	}
+	return append(evs, event{"type": "REASONING_END", "messageId": id})
 }
 
 // resultText is a tool result's text, as the client is shown it.

@@ -107,6 +107,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the time; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// UserApproves names the tools whose calls' approvals are the user's:
+	// the client running the thread may answer them (resume entries), as
+	// CopilotKit's in-chat approval does. "*" names every tool. Any other
+	// approval is an approver's: only a token with the approve scope, or
+	// a person in the inbox, may decide it, and a resume entry for it
+	// from a token without that scope is refused with 403 approver_only
+	// and changes nothing. Empty, the default, makes every approval an
+	// approver's. Without Tokens the one loopback identity has every
+	// scope, so it approves in either case.
+	UserApproves []string
 	// Executor, if set, runs the runs (see [Executor]): on the workers
 	// of a Temporal task queue, with
 	// github.com/toolrun/toolrun/temporal/servetemporal. Nil runs them in
