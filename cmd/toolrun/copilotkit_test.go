@@ -24,7 +24,15 @@ const copilotkitDir = "../../examples/copilotkit"
 // is skipped with its detail (the page, and every request the runtime
 // made to toolrun with its response), and a listed flow that passes fails
 // the test, so that its entry is removed once the server is fixed.
-var copilotkitKnownFailures = map[string]string{}
+var copilotkitKnownFailures = map[string]string{
+	// The call is approved over the JSON API while the chat shows it; the
+	// chat's own approval then gets RUN_STARTED, two CUSTOM events (what
+	// was decided, by whom, which run went on) and RUN_FINISHED success:
+	// no MESSAGES_SNAPSHOT, so CopilotKit shows nothing of what the run
+	// that went on said ("it says hello"). Its next message is taken.
+	"1.0.0/approved elsewhere, the chat shows the run that went on":  "the chat's resume is answered with CUSTOM events only, which CopilotKit does not render",
+	"0.0.59/approved elsewhere, the chat shows the run that went on": "the chat's resume is answered with CUSTOM events only, which CopilotKit does not render",
+}
 
 // copilotkitFlow is one line of drive.mjs's report.
 type copilotkitFlow struct {
@@ -64,7 +72,7 @@ func copilotkitArgs(t *testing.T) []string {
 // copilotkitKnownFailures.
 func runCopilotKit(t *testing.T, node, chromium, url string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "drive.mjs", url)
 	cmd.Dir = copilotkitDir
@@ -89,8 +97,8 @@ func runCopilotKit(t *testing.T, node, chromium, url string) {
 		}
 		flows = append(flows, f)
 	}
-	if !strings.Contains(string(out), "copilotkit: ") || len(flows) != 14 {
-		t.Fatalf("drive.mjs reported %d flows, want 14 (7 flows, 2 clients):\n%s\n%s", len(flows), out, &stderr)
+	if !strings.Contains(string(out), "copilotkit: ") || len(flows) != 18 {
+		t.Fatalf("drive.mjs reported %d flows, want 18 (9 flows, 2 clients):\n%s\n%s", len(flows), out, &stderr)
 	}
 	listed := map[string]bool{}
 	for _, f := range flows {

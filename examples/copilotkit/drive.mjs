@@ -1,7 +1,8 @@
 // drive.mjs drives the example in headless Chromium (Debian's, through
 // puppeteer-core) against a running "toolrun serve --script scenes.jsonl
 // --workdir FILES --require-approval read_file": for each @ag-ui/client
-// version, CopilotKit's chat through a plain message, an approval
+// version of the runtime's HttpAgent (1.0.0, and 0.0.59 as CopilotKit
+// pins it; the browser has CopilotKit's own, see build.mjs), the chat through a plain message, an approval
 // approved, denied and edited, two parallel approvals, the next message
 // after an approval, useFrontendTool and useHumanInTheLoop.
 //
@@ -69,20 +70,22 @@ const browser = await puppeteer.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
 });
 
+await build();
 const results = [];
 for (const client of clients) {
-  await build(client);
   const app = await startApp({ toolrunURL, client });
   const flow = async (name, fn) => {
     const since = traffic.length;
     const page = await browser.newPage();
+    page.client = client;
+    page.flow = name.replace(/\W+/g, "-");
     await page.setViewport({ width: 1000, height: 900 });
     const consoleErrors = [];
     page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text().slice(0, 400)); });
     page.on("pageerror", (e) => consoleErrors.push(String(e).slice(0, 400)));
     const r = { flow: name, client, ok: true };
     try {
-      await page.goto(app.url + "/", { waitUntil: "networkidle0", timeout: 30000 });
+      await page.goto(app.url + "/", { waitUntil: "load", timeout: 60000 });
       await page.waitForSelector("textarea", { timeout: 20000 });
       await fn(page, since);
     } catch (e) {
@@ -92,7 +95,7 @@ for (const client of clients) {
     await Promise.all(traffic.slice(since).map((t) => t.done));
     if (!r.ok) r.detail.toolrun = brief(since);
     await page.screenshot({ path: `${shots}/copilotkit-${client}-${name.replace(/\W+/g, "-")}.png` }).catch(() => {});
-    await page.close();
+    await page.close().catch(() => {});
     results.push(r);
     console.log(JSON.stringify(r));
   };
@@ -103,8 +106,11 @@ for (const client of clients) {
     await page.keyboard.press("Enter");
   };
   const see = (page, text, n = 1) => page.waitForFunction((t, n) => document.body.innerText.split(t).length - 1 >= n, { timeout: 20000 }, text, n).catch(() => { throw new Fail(`the chat shows ${JSON.stringify(text)}${n > 1 ? " " + n + " times" : ""}`); });
+  // click clicks the element of testid once the chat shows it, with a
+  // screenshot of what the user saw (the approval, the confirmation).
   const click = async (page, testid) => {
     const el = await page.waitForSelector(`[data-testid="${testid}"]`, { timeout: 20000 }).catch(() => { throw new Fail(`the chat shows ${testid}`); });
+    await page.screenshot({ path: `${shots}/copilotkit-${page.client}-${page.flow}-before-${testid}.png` }).catch(() => {});
     await el.click();
   };
 
@@ -145,6 +151,34 @@ for (const client of clients) {
     await see(page, "read b, not a");
     check(JSON.stringify(resultOf(since, "call_b") ?? "").includes("hello from b.txt"), "b's approval reached b");
     check(!JSON.stringify(resultOf(since, "call_a") ?? "").includes("hello from a.txt"), "a's denial reached a");
+  });
+
+  // Issue 35 §4: the call is approved over toolrun's JSON API (as the
+  // inbox does) while the chat shows it; the user then approves in the
+  // chat too. decidedElsewhere does that much.
+  const decidedElsewhere = async (page, since) => {
+    await say(page, "read it");
+    await page.waitForSelector('[data-testid="approve-call_read"]', { timeout: 20000 }).catch(() => { throw new Fail("the chat shows approve-call_read"); });
+    await Promise.all(traffic.slice(since).map((t) => t.done));
+    const it = traffic.slice(since).flatMap(events).find((e) => e.type === "RUN_FINISHED" && e.outcome?.type === "interrupt")?.outcome.interrupts[0];
+    check(it, "toolrun ended the run with an interrupt");
+    const d = await realFetch(new URL(`api/interrupts/${encodeURIComponent(it.id)}/decision`, toolrunURL), { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ decision: "approve" }) });
+    check(d.status === 200, `the JSON API takes the decision (HTTP ${d.status}: ${await d.text()})`);
+    await click(page, "approve-call_read");
+  };
+
+  // The chat is not stuck: its next message is taken.
+  await flow("approved elsewhere, then the next message", async (page, since) => {
+    await decidedElsewhere(page, since);
+    await say(page, "hi");
+    await see(page, "hello from the script");
+  });
+
+  // The chat is told what happened: it shows what the run that went on
+  // said.
+  await flow("approved elsewhere, the chat shows the run that went on", async (page, since) => {
+    await decidedElsewhere(page, since);
+    await see(page, "it says hello");
   });
 
   await flow("useFrontendTool", async (page) => {

@@ -6,7 +6,7 @@
 //   toolrun serve --addr 127.0.0.1:8080 &
 //   TOOLRUN_URL=http://127.0.0.1:8080/ node server.mjs
 //
-// AGUI_CLIENT=1.0.0 uses @ag-ui/client 1.0.0 on both sides; the default
+// AGUI_CLIENT=1.0.0 registers toolrun with @ag-ui/client 1.0.0's HttpAgent; the default
 // is 0.0.59, the version CopilotKit pins. PORT (default 3000) is where it
 // listens.
 import http from "node:http";
@@ -24,6 +24,8 @@ const types = { ".html": "text/html", ".js": "text/javascript", ".css": "text/cs
 // @ag-ui/client version given, on port (0: any), and returns its URL and
 // a function that closes it.
 export async function startApp({ toolrunURL, client = "0.0.59", port = 0 }) {
+  // The example makes no call home: CopilotKit's telemetry is off unless asked for.
+  process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
   const HttpAgent = client === "1.0.0" ? HttpAgent100 : HttpAgent0059;
   const runtime = new CopilotRuntime({
     agents: { default: new HttpAgent({ url: toolrunURL }) },
@@ -34,7 +36,7 @@ export async function startApp({ toolrunURL, client = "0.0.59", port = 0 }) {
     if (req.url.startsWith("/api/copilotkit")) return api(req, res);
     const path = req.url === "/" ? "/index.html" : req.url.split("?")[0];
     try {
-      const file = path === "/index.html" ? join(here, "index.html") : join(here, "dist", client, path.replace(/\.\.+/g, ""));
+      const file = path === "/index.html" ? join(here, "index.html") : join(here, "dist", path.replace(/\.\.+/g, ""));
       const body = await readFile(file);
       res.writeHead(200, { "Content-Type": types[extname(file)] ?? "application/octet-stream" });
       res.end(body);

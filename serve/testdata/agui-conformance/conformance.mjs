@@ -415,13 +415,20 @@ for (const p of PROFILES) {
     check(ok(r2) && text(r2) === "answer to the edit", "the model answers the edited history", { request: request(inp2), response: summary(r2) });
   });
 
-  await kase(c("snapshots.mdx §Snapshots: a MESSAGES_SNAPSHOT when the client's history differs from the producer's (SHOULD)"), async () => {
-    const msgs = [user("u1", "edit me: one")];
-    const inp = input(p, "snapshot", msgs);
-    await send(p, inp);
-    const inp2 = input(p, "", [user("u1", "edit me: two")], { threadId: inp.threadId });
+  await kase(c("snapshots.mdx §Snapshots: a MESSAGES_SNAPSHOT when the client's history differs from what the model is sent (SHOULD)"), async () => {
+    // The client alters the result of a call the server ran: the server
+    // keeps its own (a client message never stands in for it), so the
+    // baselines differ and the run should resynchronise the client.
+    const first = await interrupted(p, "snapshot", "read it");
+    const { r } = await resume(p, first, [{ interruptId: first.interrupts[0].id, status: "resolved", payload: { decision: "approve" } }]);
+    const msgs = history(first.msgs, r).map((m) => (m.role === "tool" && m.toolCallId === "call_read" ? { ...m, content: "tampered" } : m));
+    check(msgs.some((m) => m.content === "tampered"), "harness: the client's history has the call's result", { messages: msgs });
+    const inp2 = input(p, "", [...msgs, user("u2", "hi")], { threadId: first.inp.threadId });
     const r2 = await send(p, inp2);
-    check(r2.events.some((e) => e.type === "MESSAGES_SNAPSHOT"), "a MESSAGES_SNAPSHOT in the run", { request: request(inp2), response: summary(r2) });
+    const snap = r2.events.find((e) => e.type === "MESSAGES_SNAPSHOT");
+    check(ok(r2) && snap, "a MESSAGES_SNAPSHOT in the run", { request: request(inp2), response: summary(r2) });
+    const tool = snap.messages.find((m) => m.role === "tool" && m.toolCallId === "call_read");
+    check(JSON.stringify(tool?.content ?? "").includes("hello from a.txt"), "the snapshot carries the server's result, not the client's", { snapshot: snap });
   });
 
   // What CopilotKit sends (react-core v2 with the runtime): see
