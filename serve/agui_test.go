@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
@@ -585,5 +586,30 @@ func TestThinkingAsReasoningEvents(t *testing.T) {
 	enc := evs[6]
 	if enc["encryptedValue"] != "sig-1" || enc["subtype"] != "message" || enc["entityId"] != evs[2]["messageId"] || enc["encryptedValueType"] == nil {
 		t.Errorf("REASONING_ENCRYPTED_VALUE %v", enc)
+	}
+}
+
+// A run cancelled before the model answered reports no usage, rather than
+// a usage of zero it did not measure.
+func TestCancelledRunReportsNoUnknownUsage(t *testing.T) {
+	f := newFixture(t, map[string][]toolruntest.Reply{
+		"hold": {{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}},
+	}, nil, nil)
+	b, _ := json.Marshal(input("t1", "r1", []map[string]any{user("u1", "hold")}, nil))
+	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if st, body := postJSON(t, f.url+"/runs/r1/cancel", nil, "POST"); st != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", st, body)
+	}
+	evs, _ := readSSE(t, resp.Body)
+	fin := last(evs)
+	if outcome(evs)["type"] != "cancelled" {
+		t.Fatalf("the run ended with %v, want cancelled", fin)
+	}
+	if u, ok := fin["usage"]; ok {
+		t.Errorf("usage %v on a run that measured none, want none", u)
 	}
 }

@@ -75,13 +75,15 @@ func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
 	if _, err := db.Exec(`DROP TRIGGER refuse_save`); err != nil {
 		t.Fatal(err)
 	}
-	// The same request again: its decisions are taken already.
-	if status, _, body := post(t, f.url, input("t1", "r3", msgs, answers)); status != 409 {
-		t.Fatalf("the decisions again: %d %s, want 409", status, body)
-	}
-	status, evs, body = post(t, f.url, input("t1", "r4", msgs, nil))
+	// The same request again: its decisions are taken already, and the
+	// run says so (toolrun.decided) rather than refuse the retry; the
+	// message is new still, and goes with the results.
+	status, evs, body = post(t, f.url, input("t1", "r3", msgs, answers))
 	if status != 200 || outcome(evs)["type"] != "success" {
 		t.Fatalf("retry: %d %s %v", status, body, types(evs))
+	}
+	if n := len(customs(evs, "toolrun.decided")); n != 2 {
+		t.Errorf("the retry told %d decisions, want 2", n)
 	}
 	mu.Lock()
 	want := [][]string{

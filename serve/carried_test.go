@@ -67,7 +67,6 @@ func TestMessageKeptWhenRunFails(t *testing.T) {
 		t.Fatalf("retry: %d %s %v", status, body, types(evs))
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	want := [][]string{
 		{"hi"},
 		{"hi", "Context from the client application:\n- the user's city: Paris", "and the rest"},
@@ -75,10 +74,17 @@ func TestMessageKeptWhenRunFails(t *testing.T) {
 	if diff := cmp.Diff(want, texts); diff != "" {
 		t.Errorf("the user texts of each request (-want +got):\n%s", diff)
 	}
+	mu.Unlock()
 	// Once in the conversation, the message is known: the same messages
-	// again bring nothing new, and nothing is sent.
+	// again (without the answer to the last) ask for that answer again,
+	// from the same conversation, context included, given once.
 	status, evs, body = post(t, f.url, input("t1", "r4", msgs, ctx))
-	if status != 200 || outcome(evs)["type"] != "success" || len(texts) != 2 {
-		t.Errorf("the same messages again: %d %s %v, %d requests; want success with none sent", status, body, types(evs), len(texts))
+	mu.Lock()
+	defer mu.Unlock()
+	if status != 200 || outcome(evs)["type"] != "success" || len(texts) != 3 {
+		t.Fatalf("the same messages again: %d %s %v, %d requests; want success with one more", status, body, types(evs), len(texts))
+	}
+	if diff := cmp.Diff(want[1], texts[2]); diff != "" {
+		t.Errorf("the regenerated request's user texts (-want +got):\n%s", diff)
 	}
 }

@@ -1,23 +1,35 @@
 // Package serve offers the toolrun runner over HTTP to programs in any
-// language, as the AG-UI 1.0 protocol (@ag-ui/core and @ag-ui/client on
-// npm) defines it: a client POSTs a RunAgentInput and reads the run back as
-// server-sent events. [Handler] is an http.Handler; the command
-// "toolrun serve" runs one.
+// language, as the AG-UI protocol (1.1, and 1.0 and the 0.0.x clients
+// for a client that declares it or none; @ag-ui/core and @ag-ui/client on
+// npm) defines it: a client POSTs a RunAgentInput and reads the run back
+// as server-sent events. [Handler] is an http.Handler; the command
+// "toolrun serve" runs one. RUN_STARTED declares the protocolVersion the
+// run's stream speaks ([ProtocolVersion], or what an older client
+// declared); an input that could be read two ways or that AG-UI's schema
+// rejects is refused with 400, and what the schema does not describe is
+// stripped with a warning (a CUSTOM "toolrun.warning" event).
 //
 // # Threads and runs
 //
 // A threadId is a conversation the server keeps: its toolrun State, saved
 // at every step in the database of [Config.DB], is the whole thread. A new
 // run on the thread continues it with the messages the client adds (those
-// whose ids the thread does not have). A client's system and developer
+// whose ids the thread does not have); where the client's history leaves
+// the thread's (an earlier user message edited or dropped, an answer
+// dropped to have it again), the run goes on from the client's, and a
+// client's tool message never stands in for a result the server made.
+// User messages and client tools' results may carry image and document
+// parts, which reach the model as Claude's blocks. A client's system and developer
 // messages and its RunAgentInput context (sent again on every run; given
 // to the model when it differs from the thread's last) go before the
 // run's first new user message, as text of that message headed as the
 // client application's: the system prompt stays the operator's. A run
 // that brings them with no user message to carry them is refused. Events map one to one onto toolrun's:
 // RUN_STARTED; STEP_STARTED and STEP_FINISHED around each turn; a
-// response's text as TEXT_MESSAGE_START/CONTENT/END and each tool call as
-// TOOL_CALL_START/ARGS/END, once the response has arrived whole;
+// response's thinking as REASONING_* events (its signature as
+// REASONING_ENCRYPTED_VALUE), its text as TEXT_MESSAGE_START/CONTENT/END
+// and each server tool call as TOOL_CALL_START/ARGS/END, once the response
+// has arrived whole;
 // TOOL_CALL_RESULT for each result; and one terminal event with the run's
 // token usage: RUN_FINISHED with the outcome success (the model's answer),
 // interrupt (calls awaiting a person) or cancelled, or RUN_ERROR for a
@@ -35,18 +47,26 @@
 // interrupt {id, reason:"tool_call", toolCallId, message, responseSchema,
 // expiresAt}. The next run answers it with a resume entry whose payload is
 // {"decision":"approve"}, {"decision":"deny","reason":…} or
-// {"decision":"edit","input":{…}} (checked against the tool's schema). The
-// first decision wins; an entry for an interrupt that is not pending, was
-// decided already or is another thread's is refused, and the request
-// changes nothing. Each decision is recorded with the name of the token
-// that made it. GET /api/pending and POST /api/interrupts/{id}/decision
+// {"decision":"edit","input":{…}} (checked against the tool's schema), or
+// AG-UI's {"approved":…, "editedArgs":…}; it may reuse the runId of the
+// run it resumes, whose events it continues. The first decision wins; an
+// entry for another thread's interrupt is refused and the request changes
+// nothing, one for an interrupt the server never raised is ignored, and
+// one for an interrupt decided already is told to the client (a CUSTOM
+// "toolrun.decided" event naming the decision, who took it and the run
+// that went on). An approval is an approver's (a token with the approve
+// scope, the inbox) unless [Config.UserApproves] makes it the user's,
+// which the thread's client may give. Each decision is recorded with the
+// name of the token that made it. GET /api/pending and POST /api/interrupts/{id}/decision
 // take the same decisions outside a run; the decision that leaves a thread
 // with no call waiting continues it at once, in a run the answer names
 // (nextRun), as a decision in the inbox does.
 //
 // Tools the client declares in RunAgentInput.tools are run by the client:
-// the run stops with the outcome success and pendingToolCallIds, and the
-// next run brings their results as tool messages. They are validated,
+// a call is announced (TOOL_CALL_*) at the end of the run that hands it
+// over, once no approval of it waits, which stops with the outcome success
+// and pendingToolCallIds, and the next run brings the results as tool
+// messages. They are validated,
 // decided and logged as the server's own tools are.
 //
 // # Runs elsewhere: Temporal

@@ -91,6 +91,9 @@ func badInput(format string, args ...any) error {
 // in warnings, as are content parts and messages the server cannot use.
 func parseInput(b []byte) (*runInput, []string, error) {
 	if err := oneReading(b); err != nil {
+		if strings.Contains(err.Error(), " in $.resume[") {
+			return nil, nil, refuse(http.StatusBadRequest, "bad_resume", "a resume entry could be read two ways: %v", err)
+		}
 		return nil, nil, badInput("the body is not one RunAgentInput: %v", err)
 	}
 	var top map[string]json.RawMessage

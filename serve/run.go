@@ -440,6 +440,12 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	// (interrupt-resume.mdx, "An unrecognised entry"); one decided
 	// already is what the client missed, and the run tells it.
 	seen := map[string]bool{}
+	var unknown []string
+	defer func() {
+		if len(unknown) > 0 {
+			p.warnings = append(p.warnings, fmt.Sprintf("%d resume entries (the first for interrupt %q) answer interrupts this server did not raise; they were ignored", len(unknown), unknown[0]))
+		}
+	}()
 	for _, re := range in.Resume {
 		if seen[re.InterruptID] {
 			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q is answered twice", re.InterruptID)
@@ -450,7 +456,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, err
 		}
 		if len(its) == 0 {
-			p.warnings = append(p.warnings, fmt.Sprintf("the resume entry for interrupt %q, which this server did not raise, was ignored", re.InterruptID))
+			unknown = append(unknown, re.InterruptID)
 			continue
 		}
 		it := its[0]
@@ -517,10 +523,16 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			j++
 		}
 		lastUser := len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role == "user"
+		// A history that keeps the model's answers (one with an
+		// assistant message, or a conversation of one user message) and
+		// ends with a user message the thread answered asks for that
+		// answer again. One of user messages alone is a client that sends
+		// what it said, which the same messages again leave as it was.
+		full := len(clientUsers) == 1 || slices.ContainsFunc(in.Messages, func(m message) bool { return m.Role == "assistant" })
 		switch {
 		case j < len(recs):
 			p.branch = j // edited or dropped
-		case j > 0 && j == len(clientUsers) && lastUser && !answers:
+		case j > 0 && j == len(clientUsers) && lastUser && !answers && full:
 			p.branch = j - 1 // answered again: regenerate
 		}
 	}
@@ -698,8 +710,8 @@ func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if had == digest {
-			digest = "" // the thread has it
+		if had == digest && p.branch < 0 {
+			digest = "" // the thread has it (a branch may have left behind the message that gave it)
 		}
 	}
 	if len(instructions) == 0 && digest == "" {
@@ -1011,11 +1023,11 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			}
 		}
 	}
-	if !p.newThread && len(userMsgs) == 0 && len(st.AwaitingApproval()) == 0 && p.branch < 0 {
-		// Nothing to do: the request answered nothing that waited and
-		// brings no message (a client that caught up with a decision
-		// taken elsewhere, say). The run ends at once, with the thread's
-		// last answer, and no model request.
+	if !p.newThread && len(userMsgs) == 0 && st.StopReason == toolrun.StopEndTurn && p.branch < 0 {
+		// Nothing to do: the thread's last turn was answered, and the
+		// request brings no message (a client that caught up with a
+		// decision taken elsewhere, say). The run ends at once, with no
+		// model request.
 		h.finish(ctx, lr, m, &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: base}, base, nil)
 		return
 	}

@@ -581,6 +581,7 @@ func TestExposureLimits(t *testing.T) {
 		c.MaxBodyBytes = 1 << 10
 		c.AllowedOrigins = []string{"https://app.example"}
 		c.Tokens = []serve.Token{{Name: "a", Secret: "secret-secret-secret", Scopes: []string{"run"}, MaxRuns: 1}}
+		c.UserApproves = []string{"*"} // the client answers its own interrupts here
 		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
 		c.ApprovalTTL = time.Minute
 	})

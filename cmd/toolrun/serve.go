@@ -60,7 +60,10 @@ overrides the file; an unknown key is an error.
 
 Tools and approval are as for "toolrun run": --workdir, --mcp, --mcp-url,
 --approve (ask makes each MCP call an interrupt), and --require-approval
-TOOL for any tool of the server. --script FILE answers with a scripted
+TOOL for any tool of the server. An approval is an approver's (a token with
+the approve scope, or the inbox) unless --user-approves TOOL (or *) makes it
+the user's, which the client running the thread may give in its next run:
+that is what CopilotKit's in-chat approval needs. --script FILE answers with a scripted
 model: JSON Lines of replies as "toolrun run --script" takes them, where a
 reply with "scene": "TEXT" starts the replies for conversations whose
 latest user text is TEXT, and "delay_ms" holds a reply back.
@@ -100,6 +103,7 @@ tools (temporal.Activities.DeferClientTools).`,
 		f.tools.define(fs)
 		fs.Var(&f.approve, "approve", "how MCP calls are decided: `ask` (an interrupt for the client or the inbox), auto or deny")
 		fs.Var(&f.requireApproval, "require-approval", "make each call of `tool` an interrupt (repeatable)")
+		fs.Var(&f.userApproves, "user-approves", "let the client running a thread answer the approvals of `tool`'s calls, as CopilotKit's in-chat approval does (repeatable; * for every tool); by default only an approve-scoped token or the inbox may")
 		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
 		fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM, let runs in flight finish for `duration`")
 		fs.DurationVar(&f.approvalTTL, "approval-ttl", 24*time.Hour, "let an interrupt be answered for `duration`")
@@ -134,6 +138,7 @@ type serveFlags struct {
 	tools                  toolFlags
 	approve                approveMode
 	requireApproval        listFlag
+	userApproves           listFlag
 	toolTimeout, grace     time.Duration
 	approvalTTL            time.Duration
 	script, record         string
@@ -282,7 +287,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	}
 	h, err := serve.New(ctx, serve.Config{
 		Client: client, Params: params, Tools: tools, Options: opts, DB: db,
-		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, Logger: log, RecordDir: f.record,
+		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, UserApproves: f.userApproves, Logger: log, RecordDir: f.record,
 		Executor: executor,
 	})
 	if err != nil {
