@@ -32,6 +32,14 @@ for dir in serve/testdata/agui-conformance examples/copilotkit; do
     continue
   fi
   echo "== npm ci in $dir"
-  npm ci --prefix "$dir" --no-audit --no-fund --ignore-scripts >/dev/null
+  # npm's warnings (engines some transitive packages ask for) go to a log,
+  # shown only if the install fails.
+  log=$(mktemp)
+  if ! npm ci --prefix "$dir" --no-audit --no-fund --ignore-scripts >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
   echo "$want" > "$stamp"
 done
