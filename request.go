@@ -196,15 +196,18 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	}
 }
 
-// newTurnState is the pending turn of a response, each call new. It
+// newTurnState is the pending turn of a response, each call new: a
+// tool_use before the response's last fallback block is no call of the
+// run (see fallback.go). It
 // shares no tool_use input with msg, which is handed out (Turn.Message,
 // TurnFinished, Result.Message): ToParam decodes each block afresh from
 // the JSON it came as, and each call has a copy of its input, so a write
 // through msg's bytes after the run took it does not change the State.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
-	for _, c := range msg.Content {
-		if c.Type != "tool_use" {
+	seam := fallbackSeam(msg.Content) // the calls before it were declined (fallback.go)
+	for i, c := range msg.Content {
+		if c.Type != "tool_use" || i < seam {
 			continue
 		}
 		input := slices.Clone(c.Input)
