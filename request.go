@@ -37,6 +37,10 @@ func (r *Runner) request(ctx context.Context) *Turn {
 			r.stop(ctx, res)
 			return nil
 		}
+		if size := r.requestSize(&params); size > maxRequestBytes {
+			r.fail(ctx, fmt.Errorf("%w: turn %d's request would be %d bytes, past the API's limit of %d", ErrRequestTooLarge, n, size, maxRequestBytes), "")
+			return nil
+		}
 		start := time.Now()
 		sent := RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream, Attempt: 1}
 		r.emit(ctx, sent)
