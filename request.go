@@ -218,7 +218,8 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
-		p.Calls = append(p.Calls, callState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: phaseNew})
+		call := ToolCall{ID: c.ID, Name: c.Name, Input: input, Toolset: c.ToolsetName, Caller: c.Caller.Type, CallerToolID: c.Caller.ToolID}
+		p.Calls = append(p.Calls, callState{Call: call, Phase: phaseNew})
 	}
 	return p
 }
