@@ -133,8 +133,13 @@ func jsonSize(v any) int {
 // turn may add to the next request: the limit less the history, the
 // pending response, the tool list and the headroom.
 func (r *Runner) resultBudget(p *turnState) int {
-	used := requestHeadroom + jsonSize(p.Message) + jsonSize(r.toolDefs)
+	used := requestHeadroom + jsonSize(p.Message)
 	var known map[messageKey]int // the encodings of the last request
+	if c := r.wire; c != nil && c.tools != nil && slices.Equal(c.tools.list, r.toolDefs) {
+		used += len(c.tools.json)
+	} else {
+		used += jsonSize(r.toolDefs)
+	}
 	if c := r.wire; c != nil {
 		known = make(map[messageKey]int, len(c.entries))
 		for _, e := range c.entries {
