@@ -16,21 +16,34 @@ import (
 
 // TestLargeResultFitsRequestLimit checks that a tool result that would
 // take the request past the API's 32 MB limit (a 30 MiB image, 40 MiB in
-// base64) is cut to fit with a note that tells the model, streamed or
+// base64, or 34 MiB of text that JSON escapes to six times as much) is cut
+// to fit with a note that tells the model, streamed or
 // not, and that the fake, which refuses a larger body with 413 as the API
 // does, accepts what is sent.
 func TestLargeResultFitsRequestLimit(t *testing.T) {
-	image := bytes.Repeat([]byte{0x89}, 30<<20)
-	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "whole", true: "streamed"}[stream], func(t *testing.T) {
+	image := []toolrun.Content{toolrun.Text("the screen:"), toolrun.Image("image/png", bytes.Repeat([]byte{0x89}, 30<<20))}
+	text := []toolrun.Content{toolrun.Text("the screen: " + strings.Repeat("<", 34<<20))}
+	for _, tt := range []struct {
+		name    string
+		stream  bool
+		content []toolrun.Content
+		note    string
+	}{
+		{"whole", false, image, "left out of this result"},
+		{"streamed", true, image, "left out of this result"},
+		{"text", false, text, "to keep the request within the API's 32 MB limit"},
+	} {
+		stream := tt.stream
+		t.Run(tt.name, func(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("toolu_1", "screenshot", nil)),
 				toolruntest.Message(toolruntest.Text("I could not see it.")),
 			))
 			shot := toolrun.NewTool("screenshot", "Takes a screenshot", func(context.Context, struct{}) ([]toolrun.Content, error) {
-				return []toolrun.Content{toolrun.Text("the screen:"), toolrun.Image("image/png", image)}, nil
+				return tt.content, nil
 			})
-			r := toolrun.New(client(s), userParams("Look."), []toolrun.Tool{shot}, &toolrun.Options{Logger: discard(), Stream: stream})
+			// No text bound of the tool's own: the size limit alone cuts.
+			r := toolrun.New(client(s), userParams("Look."), []toolrun.Tool{shot}, &toolrun.Options{Logger: discard(), Stream: stream, MaxResultBytes: -1})
 			res, err := r.Run(bounded(t))
 			if err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("Run = %v, %v; want end_turn", res, err)
@@ -47,8 +60,8 @@ func TestLargeResultFitsRequestLimit(t *testing.T) {
 			}
 			conv := reqs[1].Conversation
 			got := conv[len(conv)-1].Content[0].ResultText()
-			if !strings.Contains(got, "the screen:") || !strings.Contains(got, "left out of this result") {
-				t.Errorf("the result the model saw = %q, want the text and a note that the image was left out", got)
+			if !strings.HasPrefix(got, "the screen:") || !strings.Contains(got, tt.note) {
+				t.Errorf("the result the model saw = %.200q…, want the text and a note with %q", got, tt.note)
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func fitResults(blocks []anthropic.BetaContentBlockParamUnion, budget int) []ant
 	sizes := make([]int, len(blocks))
 	total := 0
 	for i, b := range blocks {
-		sizes[i] = jsonSize(b)
+		sizes[i] = resultSize(b)
 		total += sizes[i]
 	}
 	if total <= budget {
@@ -63,8 +63,11 @@ func fitResults(blocks []anthropic.BetaContentBlockParamUnion, budget int) []ant
 		if !ok {
 			break // nothing left to cut: the request check says so
 		}
+		n := resultSize(cut)
+		if n >= sizes[i] {
+			break // the cut gained nothing: the request check says so
+		}
 		out[i] = cut
-		n := jsonSize(cut)
 		total += n - sizes[i]
 		sizes[i] = n
 	}
@@ -85,7 +88,7 @@ func cutResult(b anthropic.BetaContentBlockParamUnion, want int) (anthropic.Beta
 		if c.OfImage == nil && c.OfDocument == nil {
 			continue
 		}
-		if n := jsonSize(c); n > bigSize {
+		if n := contentSize(c); n > bigSize {
 			big, bigSize = i, n
 		}
 	}
@@ -102,9 +105,13 @@ func cutResult(b anthropic.BetaContentBlockParamUnion, want int) (anthropic.Beta
 				text += len(c.OfText.Text)
 			}
 		}
-		// JSON escaping can double a text's size: cut to half of what is
-		// wanted, less the note.
-		limit := max(0, want/2-len(sizeCutNote)-64)
+		// JSON escaping makes a text up to six times its size: cut it in
+		// the ratio of its escaped size, less the note.
+		escaped := 0
+		for _, c := range content {
+			escaped += contentSize(c)
+		}
+		limit := max(1, int(float64(text)*float64(want)/float64(max(1, escaped)))-len(sizeCutNote)-64) // truncateContent reads 0 as no limit
 		if text == 0 || limit >= text {
 			return b, false
 		}
@@ -117,6 +124,49 @@ func cutResult(b anthropic.BetaContentBlockParamUnion, want int) (anthropic.Beta
 	c := *tr
 	c.Content = content
 	return anthropic.BetaContentBlockParamUnion{OfToolResult: &c}, true
+}
+
+// resultSize is about the size of the JSON of b, a tool_result block, at
+// least as large, without encoding its images and text: a base64 image of
+// 40 MB costs a scan, not an encoding.
+func resultSize(b anthropic.BetaContentBlockParamUnion) int {
+	tr := b.OfToolResult
+	if tr == nil {
+		return jsonSize(b)
+	}
+	n := 128 + len(tr.ToolUseID)
+	for _, c := range tr.Content {
+		n += contentSize(c)
+	}
+	return n
+}
+
+// contentSize is about the size of the JSON of c, at least as large: a
+// text counts each byte JSON may escape as 6, a base64 source its data.
+func contentSize(c Content) int {
+	switch {
+	case c.OfText != nil && c.OfText.CacheControl.TTL == "" && len(c.OfText.Citations) == 0:
+		return 64 + escapedSize(c.OfText.Text)
+	case c.OfImage != nil && c.OfImage.Source.OfBase64 != nil:
+		return 256 + len(c.OfImage.Source.OfBase64.Data)
+	case c.OfDocument != nil && c.OfDocument.Source.OfBase64 != nil:
+		return 512 + len(c.OfDocument.Source.OfBase64.Data) + escapedSize(c.OfDocument.Title.Value) + escapedSize(c.OfDocument.Context.Value)
+	}
+	return jsonSize(c)
+}
+
+// escapedSize is the most bytes s takes as a JSON string's contents.
+func escapedSize(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			n += 5
+		case c == 0xE2: // U+2028 and U+2029, escaped as \u2028
+			n += 3
+		}
+	}
+	return n
 }
 
 // jsonSize is the size of v's JSON; a value that does not encode counts
