@@ -17,6 +17,17 @@ type ToolCall struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// Toolset is the tool_use's toolset_name, such as "browser", for a
+	// call of a member of a toolset; "" for a tool of its own. The runner
+	// dispatches on Name alone, as the Go SDK's runner does.
+	Toolset string `json:"toolset,omitempty"`
+	// Caller is how the model made the call: "" or "direct" for a call of
+	// its own, or the type of the server tool that made it from code (such
+	// as "code_execution_20260120"), whose server_tool_use id is
+	// CallerToolID. Policies and logs see it: a call made by code the
+	// model wrote may deserve another rule than one it made itself.
+	Caller       string `json:"caller,omitempty"`
+	CallerToolID string `json:"caller_tool_id,omitempty"`
 }
 
 // ToolResult is the outcome of one call: what is sent to the model and how

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -71,6 +72,54 @@ func TestContainerCarried(t *testing.T) {
 			want := []string{"", "container_011", "container_011"}
 			if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 				t.Errorf("containers sent = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestCallerContainerKept checks that a container the caller chose is
+// never replaced by another a response reports, and that the caller's
+// container params without an id get the reported id with their skills
+// kept, as the official runner does.
+func TestCallerContainerKept(t *testing.T) {
+	skill := anthropic.BetaSkillParams{SkillID: "pptx", Type: anthropic.BetaSkillParamsTypeAnthropic}
+	tests := []struct {
+		name       string
+		container  anthropic.BetaMessageNewParamsContainerUnion
+		wantID     string
+		wantSkills int
+	}{
+		{"string id", anthropic.BetaMessageNewParamsContainerUnion{OfString: anthropic.String("container_mine")}, "container_mine", 0},
+		{"params with id", anthropic.BetaMessageNewParamsContainerUnion{OfContainer: &anthropic.BetaContainerParams{
+			ID: anthropic.String("container_mine"), Skills: []anthropic.BetaSkillParams{skill}}}, "container_mine", 1},
+		{"params without id", anthropic.BetaMessageNewParamsContainerUnion{OfContainer: &anthropic.BetaContainerParams{
+			Skills: []anthropic.BetaSkillParams{skill}}}, "container_theirs", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls counter
+			first := toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_weather", map[string]any{"city": "Paris"}))
+			first.Container = "container_theirs"
+			s := toolruntest.New(t, toolruntest.Script(first, toolruntest.Message(toolruntest.Text("Done."))))
+			params := userParams("Weather?")
+			params.Container = tt.container
+			r := toolrun.New(client(s), params, []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), NoThread: true})
+			if _, err := r.Run(bounded(t)); err != nil {
+				t.Fatal(err)
+			}
+			reqs := s.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("got %d requests, want 2", len(reqs))
+			}
+			if got := sentContainer(t, reqs[1]); got != tt.wantID {
+				t.Errorf("second request's container = %q, want %q", got, tt.wantID)
+			}
+			var obj struct {
+				Skills []json.RawMessage `json:"skills"`
+			}
+			json.Unmarshal(reqs[1].Params.Raw["container"], &obj)
+			if got := len(obj.Skills); got != tt.wantSkills {
+				t.Errorf("second request's container has %d skills, want %d (%s)", got, tt.wantSkills, reqs[1].Params.Raw["container"])
 			}
 		})
 	}

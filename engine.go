@@ -264,6 +264,9 @@ func (r *Runner) appendTurn(ctx context.Context) {
 				r.st.ToolFailures++
 			}
 		}
+		// Cut to fit the API's request size limit before they are first
+		// sent (size.go).
+		blocks = fitResults(blocks, r.resultBudget(p))
 		r.st.Params.Messages = append(r.st.Params.Messages, anthropic.NewBetaUserMessage(blocks...))
 	}
 	if len(p.After) > 0 {

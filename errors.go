@@ -58,6 +58,12 @@ var (
 	// twice in a row, a response it cannot answer validly; the run stops
 	// with [StopError].
 	ErrMalformedResponse = errors.New("toolrun: malformed response")
+	// ErrRequestTooLarge is wrapped by the error of a run whose next request
+	// would pass the Messages API's 32 MB limit even with this turn's tool
+	// results cut to fit (the history before them is too large); the run
+	// stops with [StopError] before sending it, rather than with the API's
+	// 413.
+	ErrRequestTooLarge = errors.New("toolrun: request too large")
 	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
 	// state whose signature does not match Options.StateKey.
 	ErrStateSignature = errors.New("toolrun: state signature does not match")

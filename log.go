@@ -119,13 +119,13 @@ func logEvent(ctx context.Context, log runLogger, e Event) {
 		res := e.Result
 		if res.Err == nil {
 			if log.Enabled(ctx, log.routine) {
-				log.Log(ctx, log.routine, "toolrun: tool call finished", "tool", res.Call.Name, "tool_use_id", res.Call.ID,
-					"turn", e.Turn, "duration", res.Duration, "is_error", res.IsError)
+				log.Log(ctx, log.routine, "toolrun: tool call finished", append(callAttrs(res.Call, "tool", res.Call.Name, "tool_use_id", res.Call.ID),
+					"turn", e.Turn, "duration", res.Duration, "is_error", res.IsError)...)
 			}
 			return
 		}
-		attrs := []any{"tool", res.Call.Name, "tool_use_id", res.Call.ID, "turn", e.Turn,
-			"duration", res.Duration, "error", res.Err.Error()}
+		attrs := append(callAttrs(res.Call, "tool", res.Call.Name, "tool_use_id", res.Call.ID), "turn", e.Turn,
+			"duration", res.Duration, "error", res.Err.Error())
 		var pe *PanicError
 		if errors.As(res.Err, &pe) {
 			attrs = append(attrs, "stack", string(pe.Stack))
@@ -174,4 +174,16 @@ func decisionVerb(k DecisionKind) string {
 		return "skipped"
 	}
 	return k.String()
+}
+
+// callAttrs returns attrs followed by the toolset and the caller of c,
+// where it has them: a record of a call made from code says so.
+func callAttrs(c ToolCall, attrs ...any) []any {
+	if c.Toolset != "" {
+		attrs = append(attrs, "toolset", c.Toolset)
+	}
+	if c.Caller != "" && c.Caller != "direct" {
+		attrs = append(attrs, "caller", c.Caller, "caller_tool_id", c.CallerToolID)
+	}
+	return attrs
 }

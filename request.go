@@ -37,6 +37,10 @@ func (r *Runner) request(ctx context.Context) *Turn {
 			r.stop(ctx, res)
 			return nil
 		}
+		if size := r.requestSize(&params); size > maxRequestBytes {
+			r.fail(ctx, fmt.Errorf("%w: turn %d's request would be %d bytes, past the API's limit of %d", ErrRequestTooLarge, n, size, maxRequestBytes), "")
+			return nil
+		}
 		start := time.Now()
 		sent := RequestSent{Turn: n, Params: &params, Streamed: r.opts.Stream, Attempt: 1}
 		r.emit(ctx, sent)
@@ -196,22 +200,26 @@ func (r *Runner) adoptContainer(m *anthropic.BetaMessage) {
 	}
 }
 
-// newTurnState is the pending turn of a response, each call new. It
+// newTurnState is the pending turn of a response, each call new: a
+// tool_use before the response's last fallback block is no call of the
+// run (see fallback.go). It
 // shares no tool_use input with msg, which is handed out (Turn.Message,
 // TurnFinished, Result.Message): ToParam decodes each block afresh from
 // the JSON it came as, and each call has a copy of its input, so a write
 // through msg's bytes after the run took it does not change the State.
 func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 	p := &turnState{Turn: n, Message: sendableInputs(msg.ToParam()), StopReason: msg.StopReason}
-	for _, c := range msg.Content {
-		if c.Type != "tool_use" {
+	seam := fallbackSeam(msg.Content) // the calls before it were declined (fallback.go)
+	for i, c := range msg.Content {
+		if c.Type != "tool_use" || i < seam {
 			continue
 		}
 		input := slices.Clone(c.Input)
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
-		p.Calls = append(p.Calls, callState{Call: ToolCall{ID: c.ID, Name: c.Name, Input: input}, Phase: phaseNew})
+		call := ToolCall{ID: c.ID, Name: c.Name, Input: input, Toolset: c.ToolsetName, Caller: c.Caller.Type, CallerToolID: c.Caller.ToolID}
+		p.Calls = append(p.Calls, callState{Call: call, Phase: phaseNew})
 	}
 	return p
 }

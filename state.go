@@ -728,9 +728,10 @@ func (p *turnState) check() error {
 		return nil
 	}
 	i := 0
-	for _, b := range a.Content {
+	seam := paramFallbackSeam(a.Content) // a declined attempt's tool_use blocks are no calls
+	for j, b := range a.Content {
 		tu := b.OfToolUse
-		if tu == nil {
+		if tu == nil || j < seam {
 			continue
 		}
 		if i >= len(p.Calls) || p.Calls[i].Call.ID != tu.ID || p.Calls[i].Call.Name != tu.Name {

@@ -117,6 +117,13 @@
 //     rules of the sections below, and need their betas in the
 //     anthropic-beta header. [Validate], which sees no headers, leaves
 //     this rule out.
+//  9. The tool_use blocks of an assistant message that come before its
+//     last fallback block (the attempt a server-side fallback declined)
+//     are stripped, as the API's fallback middleware strips them, before
+//     rules 3 and 4 apply: a tool_result for one of them is refused.
+//
+// A body over [MaxRequestBytes] (the API's 32 MB) is refused first, with
+// HTTP 413 and a request_too_large error, as the API's edge refuses it.
 //
 // Block types the rules do not mention, such as image and document, pass
 // unchecked. A reply may call a tool the request did not define: the server

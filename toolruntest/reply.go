@@ -156,6 +156,21 @@ func ToolUse(id, name string, input any) Block {
 	return Block{Type: "tool_use", ID: id, Name: name, Input: raw}
 }
 
+// Fallback returns a fallback block for a [Reply]: the API's server-side
+// fallback handed the turn from the model from, which declined, to the
+// model to. The blocks before the last fallback block of a reply are the
+// declined attempt's: when the reply is sent back in a later request the
+// server strips that attempt's tool_use blocks, as the API does, so a
+// tool_result answering one of them is refused with HTTP 400.
+func Fallback(from, to string) Block {
+	return rawBlock("Fallback", map[string]any{
+		"type":    "fallback",
+		"from":    map[string]any{"model": from},
+		"to":      map[string]any{"model": to},
+		"trigger": map[string]any{"type": "refusal", "category": nil},
+	})
+}
+
 // Thinking returns a thinking block for a [Reply], with its text and
 // signature.
 func Thinking(text, signature string) Block {

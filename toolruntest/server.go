@@ -27,6 +27,11 @@ import (
 // logs or errors.
 const TestAPIKey = "sk-ant-toolruntest-0000"
 
+// MaxRequestBytes is the largest request body the server accepts, as the
+// Messages API's 32 MB limit: a larger POST /v1/messages is refused with
+// HTTP 413 and a request_too_large error, before it is decoded.
+const MaxRequestBytes = 32_000_000
+
 // ErrScriptEnded is recorded in [Server.Errors] for each request that a
 // scripted server (one whose [Options].Func is nil) receives after it has
 // sent every reply of its script.
@@ -271,7 +276,15 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // The client has gone.
 	}
-	p, rejected := decodeParams(body, false)
+	var p Params
+	var rejected error
+	if len(body) > MaxRequestBytes {
+		// The API's edge refuses it before reading it.
+		rejected = &apiError{status: http.StatusRequestEntityTooLarge, errorType: "request_too_large",
+			message: fmt.Sprintf("Request exceeds the maximum allowed number of bytes: %d, past the limit of %d.", len(body), MaxRequestBytes)}
+	} else {
+		p, rejected = decodeParams(body, false)
+	}
 	var f features
 	if rejected == nil {
 		f, rejected = parseFeatures(r.Header, p, &s.opts)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -448,7 +449,7 @@ func decodeToolDef(path string, t json.RawMessage) (ToolDef, error) {
 // checkConversation applies the rules that relate the messages of a decoded
 // request to each other.
 func checkConversation(p Params) error {
-	msgs := p.Messages
+	msgs := withoutDeclinedCalls(p.Messages)
 	if msgs[0].Role != "user" && !startsWithCompaction(msgs[0]) {
 		return invalid("messages", "first message must use the \"user\" role")
 	}
@@ -581,4 +582,44 @@ func checkToolUses(path string, m, next MessageParam) error {
 // compacted, in place of the messages it summarizes.
 func startsWithCompaction(m MessageParam) bool {
 	return m.Role == "assistant" && len(m.Content) > 0 && m.Content[0].Type == "compaction"
+}
+
+// withoutDeclinedCalls returns msgs as the API's fallback middleware
+// replays them: an assistant message's tool_use blocks before its last
+// fallback block belong to the attempt that was declined, and are
+// stripped, so a tool_result that answers one is refused as answering no
+// tool_use. msgs is not changed.
+func withoutDeclinedCalls(msgs []MessageParam) []MessageParam {
+	var out []MessageParam
+	for i, m := range msgs {
+		seam := -1
+		if m.Role == "assistant" {
+			for j, b := range m.Content {
+				if b.Type == "fallback" {
+					seam = j
+				}
+			}
+		}
+		if seam < 0 {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(msgs[:i])
+		}
+		kept := make([]Block, 0, len(m.Content))
+		for j, b := range m.Content {
+			if j < seam && b.Type == "tool_use" {
+				continue
+			}
+			kept = append(kept, b)
+		}
+		out = append(out, MessageParam{Role: m.Role, Content: kept})
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
 }
