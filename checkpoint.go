@@ -235,7 +235,7 @@ func (f *FileStore) blobPath(key string) string { return f.name(key) + ".blob" }
 // keeps next to the states it saves, such as the large values the temporal
 // module's claim check keeps out of a workflow's history; they share Dir
 // with the states, and no key of a blob is ever a state's.
-func (f *FileStore) PutBlob(ctx context.Context, key string, b []byte) error {
+func (f *FileStore) putBlob(ctx context.Context, key string, b []byte) error {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
@@ -258,7 +258,7 @@ func (f *FileStore) PutBlob(ctx context.Context, key string, b []byte) error {
 
 // GetBlob returns the bytes [FileStore.PutBlob] saved under key, or an
 // error wrapping [fs.ErrNotExist] if there are none.
-func (f *FileStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
+func (f *FileStore) getBlob(ctx context.Context, key string) ([]byte, error) {
 	b, err := os.ReadFile(f.blobPath(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("toolrun: file store: no blob %q: %w", key, err)
@@ -271,7 +271,7 @@ func (f *FileStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
 
 // DeleteBlob removes the blob under key; it is not an error if there is
 // none.
-func (f *FileStore) DeleteBlob(ctx context.Context, key string) error {
+func (f *FileStore) deleteBlob(ctx context.Context, key string) error {
 	if err := os.Remove(f.blobPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}

@@ -11,5 +11,5 @@ package toolrun
 func (r *Runner) SetResult(toolUseID string, res *ToolResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st.SetResult(toolUseID, res)
+	return r.st.setResult(toolUseID, res)
 }

@@ -410,7 +410,7 @@ func (s *State) Calls() []ToolCall {
 // only once the turn is committed. A driver that reports each response as
 // it arrives reads it here. A state without its history
 // ([State.Skeleton]) has no response text.
-func (s *State) ResponseText() (string, bool) {
+func (s *State) responseText() (string, bool) {
 	if s.pending == nil || s.pending.Message.OfAssistant == nil {
 		return "", s.pending != nil
 	}
@@ -594,7 +594,7 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 // res.Decision are ignored. The
 // call is then never run again. It is an error if the pending turn has no
 // such call or the call has a result already.
-func (s *State) SetResult(toolUseID string, res *ToolResult) error {
+func (s *State) setResult(toolUseID string, res *ToolResult) error {
 	cs := s.call(toolUseID)
 	switch {
 	case res == nil:

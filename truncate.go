@@ -106,7 +106,7 @@ func alreadyCut(content []Content, limit int) bool {
 // carries its result through a channel of bounded size (an activity's
 // result, a queue) cuts it there; what it no longer carries is the text
 // past the limit, which the model never sees. res is not changed.
-func (r *Runner) CutResult(res *ToolResult) *ToolResult {
+func (r *Runner) cutResult(res *ToolResult) *ToolResult {
 	if res == nil {
 		return nil
 	}
