@@ -15,9 +15,9 @@ import (
 // Advance takes the run as far as it goes without running a tool, and
 // returns the calls that must run before it can go further, in the order of
 // the response. The caller runs them, here or elsewhere, with
-// [Runner.ExecuteCall] (on this runner, or on one resumed from its [State]
-// whose results are then recorded with [State.SetResult]), then calls
-// Advance again; [Batches] says which of them may run together. When
+// driver.ExecuteCall (on this runner, or on one resumed from its [State]
+// whose results are then recorded with driver.SetResult), then calls
+// Advance again; batches says which of them may run together. When
 // Advance returns no calls and no error, the run has either stopped
 // ([Runner.Result] is non-nil) or sent a request whose response needs no
 // tool to run (a pause_turn, say, or calls that were all denied), and the
@@ -182,7 +182,7 @@ type plannedCall = struct {
 	Idempotent bool          `json:"idempotent,omitempty"`
 	Timeout    time.Duration `json:"timeout,omitempty"`
 	// MaxParallel is the tool's [ToolConfig.MaxParallel]: at most that
-	// many of its calls run at once (see [CallQueue]); zero for no bound
+	// many of its calls run at once (see callQueue); zero for no bound
 	// of its own.
 	MaxParallel int `json:"max_parallel,omitempty"`
 }

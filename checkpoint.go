@@ -256,7 +256,7 @@ func (f *FileStore) putBlob(ctx context.Context, key string, b []byte) error {
 	return nil
 }
 
-// GetBlob returns the bytes [FileStore.PutBlob] saved under key, or an
+// GetBlob returns the bytes putBlob saved under key, or an
 // error wrapping [fs.ErrNotExist] if there are none.
 func (f *FileStore) getBlob(ctx context.Context, key string) ([]byte, error) {
 	b, err := os.ReadFile(f.blobPath(key))

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -92,16 +93,16 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			}
 
 			r1 := toolrun.New(client(s), userParams("weather?"), tools, opts)
-			plans, err := r1.Advance(ctx)
+			plans, err := driver.Advance(ctx, r1)
 			if err != nil || len(plans) != 1 || plans[0].Call.ID != "t1" {
 				t.Fatalf("Advance = %v, %v; want t1 to run", plans, err)
 			}
 
 			r2 := resume(r1.State())
-			if _, err := r2.ExecuteCall(ctx, "t1"); err != nil {
+			if _, err := driver.ExecuteCall(ctx, r2, "t1"); err != nil {
 				t.Fatal(err)
 			}
-			if plans, err := r2.Advance(ctx); err != nil || len(plans) != 0 || r2.Result() == nil || r2.Result().StopReason != toolrun.StopAwaitingApproval {
+			if plans, err := driver.Advance(ctx, r2); err != nil || len(plans) != 0 || r2.Result() == nil || r2.Result().StopReason != toolrun.StopAwaitingApproval {
 				t.Fatalf("second Advance = %v, %v, %+v; want the run awaiting approval", plans, err, r2.Result())
 			}
 

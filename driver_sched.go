@@ -14,10 +14,10 @@ import (
 // groups they may run in, and is the one implementation of that rule: the
 // runner's executor starts its calls through one, and a driver that
 // schedules calls itself uses one to run them as the runner would. The
-// rule: the groups of [Batches], one after another; within a group, at
+// rule: the groups of batches, one after another; within a group, at
 // most the turn's bound of calls at once ([Options.MaxParallelTools]) and
 // at most [ToolConfig.MaxParallel] calls of one tool; and once
-// [CallQueue.Stop] is called (a call's answer ended the run) no call
+// Stop is called (a call's answer ended the run) no call
 // starts. It does no I/O and reads no clock, so a
 // deterministic workflow may use it.
 //
@@ -33,7 +33,7 @@ type callQueue struct {
 	stopped bool
 }
 
-// NewCallQueue returns a queue of calls, as [Runner.Advance] returned
+// NewCallQueue returns a queue of calls, as driver.Advance returned
 // them, with at most maxParallel of them running at once
 // ([DefaultMaxParallelTools] if maxParallel is zero or less).
 func newCallQueue(calls []plannedCall, maxParallel int) *callQueue {
@@ -45,12 +45,12 @@ func newCallQueue(calls []plannedCall, maxParallel int) *callQueue {
 
 // Start returns a call that may start now, and marks it running; false if
 // none may: the queue is stopped, every call has started, or the calls
-// that may not start yet wait for running ones to be [CallQueue.Done]. A
+// that may not start yet wait for running ones to be Done. A
 // call that waits for its tool's MaxParallel does not hold back a later
 // call of its group: each call waits only for its own tool's place.
 func (q *callQueue) Start() (plannedCall, bool) { return q.pick(true) }
 
-// Ready reports whether [CallQueue.Start] would return a call now, and
+// Ready reports whether Start would return a call now, and
 // changes nothing: a driver that must check something before a call
 // starts (whether the run stopped) checks it only then.
 func (q *callQueue) Ready() bool {
@@ -122,8 +122,8 @@ func (q *callQueue) Stop() { q.stopped = true }
 func (q *callQueue) Running() int { return q.running }
 
 // StopAfterCall records in s the stop that answering one of its calls
-// made elsewhere: a runner resumed from s (or from [State.ForCall]) ran
-// the call with [Runner.ExecuteCall], and its [Runner.Result] says the run
+// made elsewhere: a runner resumed from s (or from driver.ForCall) ran
+// the call with driver.ExecuteCall, and its [Runner.Result] says the run
 // stopped, with reason and detail. Only the stops a call's answer makes
 // are taken: [StopHook] (AfterTool returned [StopRun]), [StopError]
 // (AfterTool failed) and [StopPayloadTooLarge] (the driver could not carry

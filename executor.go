@@ -24,7 +24,7 @@ import (
 // [StopRun]), no call that has not started starts, in its group or a
 // later one: the calls that are running finish, and the others stay
 // decided, not run, for a run resumed from its [State].
-// [CallQueue] applies this rule, with the bounds on parallel calls: the
+// callQueue applies this rule, with the bounds on parallel calls: the
 // runner's executor and the Temporal workflow both start calls through it.
 func batches(calls []plannedCall) [][]plannedCall {
 	var out [][]plannedCall
@@ -42,7 +42,7 @@ func batches(calls []plannedCall) [][]plannedCall {
 }
 
 // execute runs calls, which the engine allowed, in the order a
-// [CallQueue] hands them out (the groups of Batches, within
+// callQueue hands them out (the groups of Batches, within
 // Options.MaxParallelTools and each tool's MaxParallel), and answers them:
 // the queue is the one statement of the rule, which the Temporal workflow
 // follows too. Each call is journaled as started before its tool runs. It
@@ -245,7 +245,7 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 
 // asFailure makes a result that failed with no content an is_error result
 // with the error's text, so that no failure reaches the model as an empty
-// success: the one rule for the runner's results and [State.SetResult].
+// success: the one rule for the runner's results and driver.SetResult.
 func asFailure(res *ToolResult) {
 	if res.Err != nil && len(res.Content) == 0 {
 		res.IsError = true

@@ -14,6 +14,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -115,7 +116,7 @@ func TestStateWritersKeepNoAlias(t *testing.T) {
 
 	_, st2, _, _ := awaitingState(t)
 	res := &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text("ran elsewhere")}, Ran: true}
-	if err := st2.SetResult("w1", res); err != nil {
+	if err := driver.SetResult(st2, "w1", res); err != nil {
 		t.Fatal(err)
 	}
 	res.Content[0].OfText.Text = "forged"
@@ -345,7 +346,7 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 // as an empty success.
 func TestSetResultOfAFailureIsAnError(t *testing.T) {
 	_, st, _, _ := awaitingState(t)
-	if err := st.SetResult("w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
+	if err := driver.SetResult(st, "w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
 		t.Fatal(err)
 	}
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
@@ -383,17 +384,17 @@ func TestExecuteCallResultSharesNothing(t *testing.T) {
 	))
 	var writes counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
-	calls, err := r.Advance(t.Context())
+	calls, err := driver.Advance(t.Context(), r)
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("Advance = %v, %v; want w1", calls, err)
 	}
-	res, err := r.ExecuteCall(t.Context(), "w1")
+	res, err := driver.ExecuteCall(t.Context(), r, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Content[0].OfText.Text = "forged"
 	for {
-		calls, err := r.Advance(t.Context())
+		calls, err := driver.Advance(t.Context(), r)
 		if err != nil {
 			t.Fatal(err)
 		}

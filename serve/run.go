@@ -22,7 +22,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/redact"
 	"github.com/toolrun/toolrun/transcript"
 )
 

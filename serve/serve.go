@@ -24,7 +24,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/redact"
 )
 
 // Scopes a token may carry.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
@@ -117,7 +118,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the write to await approval", func() bool {
-		p, err := temporal.Pending(ctx, c, queue)
+		p, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(p) == 1
 	})
 	mu.Lock()
@@ -125,7 +126,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	mu.Unlock()
 	w.Stop()
 	startWorker()
-	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.AllowCall(), nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -206,14 +207,14 @@ func rootKeepsDecisions(t *testing.T) bool {
 	})}
 	opts := &toolrun.Options{Logger: discard()}
 	r := toolrun.New(model.Client(), userParams("go"), tools, opts)
-	if _, err := r.Advance(t.Context()); err != nil {
+	if _, err := driver.Advance(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
 	r2, err := toolrun.Resume(model.Client(), r.State(), tools, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r2.ExecuteCall(t.Context(), "t1"); err != nil {
+	if _, err := driver.ExecuteCall(t.Context(), r2, "t1"); err != nil {
 		t.Fatal(err)
 	}
 	return asked == 1

@@ -462,7 +462,7 @@ func TestParallelAndExclusiveCalls(t *testing.T) {
 // ends the run (AfterTool returns StopRun), the workflow starts no more
 // of the turn's calls, in a later group (an exclusive tool) or queued in
 // the same group behind MaxParallelTools, as the runner's own executor
-// does (toolrun.Batches): the later call runs no activity and stays
+// does (driver.Batches): the later call runs no activity and stays
 // unanswered in the outcome's state, for a run resumed from it.
 func TestWorkflowStopsCallsAfterAfterTool(t *testing.T) {
 	tests := []struct {

@@ -89,7 +89,7 @@ func run(ctx context.Context, address, queue, id, prompt string, yes bool, in io
 			return ctx.Err()
 		case <-tick.C:
 		}
-		pending, err := temporal.Pending(ctx, c, id)
+		pending, err := temporal.Pending(ctx, c, id, nil)
 		if err != nil {
 			continue // the workflow may not have started yet
 		}
@@ -102,7 +102,7 @@ func run(ctx context.Context, address, queue, id, prompt string, yes bool, in io
 			if !yes {
 				d = ask(answers, out, p)
 			}
-			if err := temporal.Decide(ctx, c, id, p.Call.ID, d); err != nil {
+			if err := temporal.Decide(ctx, c, id, p.Call.ID, d, nil); err != nil {
 				return err
 			}
 		}
