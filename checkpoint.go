@@ -13,13 +13,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
-// ErrRunBusy is wrapped by the error of [Store.Save] when the saved state is
-// not the one the runner last saw: another runner (in this process or
-// another) has saved the run since. The runner that gets it stops without
-// running anything more, and every later step returns the same error: the
-// run belongs to the other runner.
-var ErrRunBusy = errors.New("toolrun: run saved by another runner")
-
 // Store keeps the [State] of runs so that a run outlives its process. With
 // [Options.Store] set, a runner saves its state after every step: when it
 // first steps in this process, when a response arrives, before each tool

@@ -271,7 +271,7 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	if got := r2.Result(); got == nil || len(got.Pending) != 1 {
 		t.Fatalf("resumed Result = %+v, want one pending call", got)
 	}
-	if err := r2.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r2.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r2.Run(t.Context())
@@ -319,7 +319,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("a1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -334,7 +334,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("a1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -513,8 +513,8 @@ func ExampleErrRunBusy() {
 
 	a, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
 	b, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
-	_ = a.Decide("toolu_1", toolrun.AllowCall())
-	_ = b.Decide("toolu_1", toolrun.AllowCall())
+	_ = a.Decide("toolu_1", toolrun.Decision{})
+	_ = b.Decide("toolu_1", toolrun.Decision{})
 	res, _ = a.Run(context.Background())
 	fmt.Println("a:", res.StopReason, res.Text())
 	_, err := b.Run(context.Background())

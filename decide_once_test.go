@@ -33,7 +33,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 	}{
 		{
 			name:     "allowed",
-			person:   toolrun.AllowCall(),
+			person:   toolrun.Decision{},
 			answered: toolrun.DeferCall("asks a person"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 allow approval", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=false sunny in Paris"},
@@ -42,7 +42,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			// A deny rule still wins over the person's Allow, when the
 			// policies take the person's answer.
 			name:     "overruled",
-			person:   toolrun.AllowCall(),
+			person:   toolrun.Decision{},
 			answered: toolrun.DenyCall("not any more"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 deny policy", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=true tool call denied: not any more"},

@@ -26,10 +26,10 @@ func TestDecideWhileAdvancing(t *testing.T) {
 	if err != nil || len(plans) != 1 || plans[0].Call.ID != "e1" {
 		t.Fatalf("Advance = %v, %v; want the echo call alone", plans, err)
 	}
-	if err := r.State().Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := r.State().Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("State.Decide: %v", err)
 	}
-	if err := r.Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("Runner.Decide where State.Decide takes the decision: %v", err)
 	}
 	for {

@@ -34,13 +34,13 @@ func TestDriverState(t *testing.T) {
 	if len(skel.Params.Messages) != 0 || !driver.HasCall(skel, "d1") || driver.HasCall(skel, "x") {
 		t.Fatalf("skeleton: %d messages, has d1 %v, has x %v; want 0, true, false", len(skel.Params.Messages), driver.HasCall(skel, "d1"), driver.HasCall(skel, "x"))
 	}
-	if err := driver.CanDecide(skel, "d1", toolrun.AllowCall()); err != nil {
+	if err := driver.CanDecide(skel, "d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("CanDecide: %v", err)
 	}
-	if err := skel.Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := skel.Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := driver.CanDecide(skel, "d1", toolrun.AllowCall()); err == nil {
+	if err := driver.CanDecide(skel, "d1", toolrun.Decision{}); err == nil {
 		t.Errorf("CanDecide after Decide = nil, want the refusal")
 	}
 	merged := driver.Merge(skel, whole)

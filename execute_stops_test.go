@@ -214,7 +214,7 @@ func TestExecuteCallWhileOthersAwaitApproval(t *testing.T) {
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 	}
-	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := driver.ExecuteCall(t.Context(), r, "t1")

@@ -625,13 +625,13 @@ func TestStateAsData(t *testing.T) {
 		},
 		{
 			name:      "a call not deferred",
-			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.AllowCall()) },
+			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.Decision{}) },
 			wantErr:   `not awaiting approval: call "b" (read) was never deferred to a person`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "a call answered",
-			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.AllowCall()) },
+			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.Decision{}) },
 			wantErr:   `not awaiting approval: call "c" (write) was decided, or has run, already`,
 			wantAwait: []string{"a write writes"},
 		},
@@ -656,7 +656,7 @@ func TestStateAsData(t *testing.T) {
 			name: "no pending turn",
 			change: func(s *toolrun.State) error {
 				*s = toolrun.State{Format: 2}
-				return s.Decide("a", toolrun.AllowCall())
+				return s.Decide("a", toolrun.Decision{})
 			},
 			wantErr: `no call "a" in the pending turn`,
 		},

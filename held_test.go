@@ -126,7 +126,7 @@ func TestHeldRunKeepsJSON(t *testing.T) {
 	if diff := cmp.Diff(len(res.Messages), len(again.Messages)); diff != "" || len(again.Pending) != 1 || again.StopReason != res.StopReason {
 		t.Errorf("Result() = %d messages, %d pending, %s; want %d, 1, %s", len(again.Messages), len(again.Pending), again.StopReason, len(res.Messages), res.StopReason)
 	}
-	if err := r.Decide("d1", AllowCall()); err != nil {
+	if err := r.Decide("d1", Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res2, err := r.Run(t.Context())

@@ -149,7 +149,7 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 		if strings.Contains(string(c.Input), "9999") {
 			return toolrun.DenyCall("too much")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}
 	tests := []struct {
 		name     string
@@ -226,7 +226,7 @@ func TestDecisionsStick(t *testing.T) {
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
@@ -781,7 +781,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 		if !strings.HasPrefix(in.Path, "/sandbox/") {
 			return toolrun.DenyCall("outside the sandbox")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})
 	for _, tc := range []struct {
 		input string

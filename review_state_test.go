@@ -146,7 +146,7 @@ func TestRunnerStateIsACopy(t *testing.T) {
 			res.Content[0].OfText.Text = "forged"
 		}
 	}()
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -242,7 +242,7 @@ func TestResumePreviousVersionState(t *testing.T) {
 	if res := r.Result(); res == nil || res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1 || res.Pending[0].Call.ID != "w1" {
 		t.Fatalf("Result after Resume = %+v, want awaiting approval of w1", res)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -324,7 +324,7 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
 	st := reencodes(t, b)
 	r, s, reads, writes := resumePrevious(t, st)
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())

@@ -630,7 +630,7 @@ func (h *Handler) clientCall(ctx context.Context, q querier, thread string, m me
 func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision, error) {
 	switch dp.Decision {
 	case "approve":
-		return toolrun.AllowCall(), nil
+		return toolrun.Decision{}, nil
 	case "deny":
 		reason := dp.Reason
 		if reason == "" {

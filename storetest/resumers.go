@@ -252,7 +252,7 @@ func resumerChild(mode string, open func(dir string) (toolrun.Store, error)) err
 	if err != nil {
 		return fmt.Errorf("toolrun.Open: %w", err)
 	}
-	if err := r.Decide(resumerCall, toolrun.AllowCall()); err != nil {
+	if err := r.Decide(resumerCall, toolrun.Decision{}); err != nil {
 		return fmt.Errorf("Decide: %w", err)
 	}
 	fmt.Println("ready")

@@ -59,7 +59,7 @@ func TestAddedToolOnServer(t *testing.T) {
 				}
 				return len(pending) == 1 && pending[0].Call.Name == "write_file"
 			})
-			if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall(), nil); err != nil {
+			if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 				t.Fatalf("update: %v", err)
 			}
 			var out temporal.Outcome

@@ -87,7 +87,7 @@ func TestAppendMessagesOnServer(t *testing.T) {
 	if err := temporal.AppendMessages(ctx, c, queue, second); !errors.Is(err, temporal.ErrMessagesTooLarge) {
 		t.Errorf("a message at the bound after another on the same turn: got %v, want ErrMessagesTooLarge", err)
 	}
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

@@ -79,7 +79,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 		if err := temporal.FromFailure(err); !errors.Is(err, temporal.ErrDecisionTooLarge) {
 			t.Errorf("a 1 MB update for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
-		edit := toolrun.AllowCall()
+		edit := toolrun.Decision{}
 		edit.Input = json.RawMessage(`{"path":"` + huge[:512<<10] + `"}`)
 		edit.Reason = huge[:512<<10]
 		if err := temporal.Decide(ctx, c, queue, id, edit, nil); !errors.Is(err, temporal.ErrDecisionTooLarge) {
@@ -88,7 +88,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 		if err := temporal.DecideBySignal(ctx, c, queue, id, edit, nil); !errors.Is(err, temporal.ErrDecisionTooLarge) {
 			t.Errorf("DecideBySignal with a 1 MB edited input and reason for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
-		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall(), nil); err != nil {
+		if err := temporal.Decide(ctx, c, queue, id, toolrun.Decision{}, nil); err != nil {
 			t.Fatalf("the Allow after them for %s: %v (the 1 MB signal was applied?)", id, err)
 		}
 	}

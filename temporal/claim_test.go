@@ -373,7 +373,7 @@ func TestClaimWhileAnotherCallWaits(t *testing.T) {
 		if now, _ := store.count(); now != 1 {
 			t.Errorf("while t1 waits, the Store holds %d claims, want 1 (f0's result)", now)
 		}
-		env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.AllowCall()})
+		env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.Decision{}})
 	}, time.Hour)
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &fastRetries))
 	out := outcome(t, env)

@@ -114,7 +114,7 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 	if _, err := temporal.Pending(ctx, c, queue, nil); err == nil {
 		t.Error("Pending read an encrypted memo with the default converter")
 	}
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

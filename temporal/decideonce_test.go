@@ -78,7 +78,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	fetch.Idempotent = true
 	fetch.Policy = func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		count(asked, call.ID)
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}
 	opts := &toolrun.Options{
 		Logger: discard(),
@@ -126,7 +126,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	mu.Unlock()
 	w.Stop()
 	startWorker()
-	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -182,7 +182,7 @@ func decisionsInProcess(t *testing.T, model *toolruntest.Server, tools []toolrun
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -203,7 +203,7 @@ func rootKeepsDecisions(t *testing.T) bool {
 	var calls counter
 	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		asked++
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})}
 	opts := &toolrun.Options{Logger: discard()}
 	r := toolrun.New(model.Client(), userParams("go"), tools, opts)

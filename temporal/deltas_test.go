@@ -36,7 +36,7 @@ func deltaTools(calls *counter) []toolrun.Tool {
 		if json.Unmarshal(call.Input, &in) == nil && in.Path == "/2" {
 			return toolrun.DeferCall("writes change files")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})}
 }
 
@@ -64,7 +64,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		t.Fatalf("in process: %v %v, want a stop awaiting approval", res, err)
 	}
 	waiting := r.State()
-	if err := r.Decide("t2", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -101,7 +101,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 	// No worker runs: the conversation is read from the history.
 	read := stateFromHistory(ctx, t, c, queue)
 	sameState(t, "read from the history while awaiting", waiting, read)
-	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	w = start() // a worker whose cache is empty
@@ -334,7 +334,7 @@ func TestCacheMissAsksTheWorkflow(t *testing.T) {
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("in process: %v %v, want a stop awaiting approval", res, err)
 	}
-	if err := r.Decide("t2", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -359,7 +359,7 @@ func TestCacheMissAsksTheWorkflow(t *testing.T) {
 		pending, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(pending) == 1 && pending[0].Call.ID == "t2"
 	})
-	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome
@@ -475,9 +475,9 @@ func TestDeltasApprovalOnServer(t *testing.T) {
 			return err == nil && len(pending) == 1 && pending[0].Call.ID == id
 		})
 		if i == 0 {
-			err = temporal.Decide(ctx, c, queue, id, toolrun.AllowCall(), nil)
+			err = temporal.Decide(ctx, c, queue, id, toolrun.Decision{}, nil)
 		} else {
-			err = temporal.DecideBySignal(ctx, c, queue, id, toolrun.AllowCall(), nil)
+			err = temporal.DecideBySignal(ctx, c, queue, id, toolrun.Decision{}, nil)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -365,7 +365,7 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		}
 	}
 
-	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	inProcessWorker(t, c, queue, acts)

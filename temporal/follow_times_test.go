@@ -23,7 +23,7 @@ func TestFollowStepTimes(t *testing.T) {
 		p, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(p) == 1
 	})
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall(), nil); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.Get(ctx, nil); err != nil {

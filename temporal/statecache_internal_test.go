@@ -72,7 +72,7 @@ func TestCachedRunResume(t *testing.T) {
 		{name: "awaiting, as returned", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return driver.Skeleton(whole) }, inRef: "k1", hit: true},
 		{name: "a person's decision", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State {
 			s := driver.Skeleton(whole)
-			if err := s.Decide("t1", toolrun.AllowCall()); err != nil {
+			if err := s.Decide("t1", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			return s

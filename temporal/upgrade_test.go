@@ -365,7 +365,7 @@ func TestUpgradeFromRecordedRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range upgradeRuns {
-		if err := temporal.Decide(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i), fmt.Sprintf("toolu_w%d", i), toolrun.AllowCall(), nil); err != nil {
+		if err := temporal.Decide(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i), fmt.Sprintf("toolu_w%d", i), toolrun.Decision{}, nil); err != nil {
 			t.Errorf("approving run %d: %v", i, err)
 		}
 	}
