@@ -82,7 +82,7 @@ type State struct {
 	// edited reports that the caller changed the history after pending was
 	// handed out, so pending will be left out. It and compactNext sit
 	// beside CostIncomplete, in the padding after it: a State held by the
-	// thousand stays in its size class (TestRunnerSizeClasses).
+	// thousand stays in its size class (the bench's held-run row measures it).
 	edited bool
 	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
 	// compaction it asks for is made.
