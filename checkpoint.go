@@ -85,9 +85,6 @@ func (f *FileStore) name(id string) string {
 	return filepath.Join(f.Dir, b.String())
 }
 
-// path returns the state file of run id.
-func (f *FileStore) path(id string) string { return f.name(id) + ".state.json" }
-
 // Save writes s as the state of run id, atomically, if the saved state's
 // Version is prev.
 func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) error {
