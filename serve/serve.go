@@ -359,8 +359,6 @@ type identity struct {
 
 func (id identity) can(scope string) bool { return slices.Contains(id.scopes, scope) }
 
-type identityKey struct{}
-
 // auth wraps a route with the bearer-token check for scope.
 func (h *Handler) auth(scope string, next func(http.ResponseWriter, *http.Request, identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
