@@ -18,18 +18,6 @@ import (
 // with the inline-tools beta, in the role "system" messages of that beta,
 // as the official runner does.
 
-// ErrToolExists is wrapped by the error of [Runner.AddTools] and
-// [Runner.AddToolParams] for a tool whose name the run has already: the
-// API refuses two tools of one name, and a call could not tell them apart.
-var ErrToolExists = errors.New("toolrun: the run has a tool of that name")
-
-// ErrAddedToolMissing is wrapped by the error of [Resume] (and
-// [Template.Resume], [Open]) for a run that was given a tool with
-// [Runner.AddTools] when that tool is not among the tools given to Resume:
-// the State keeps the tool's definition, which the model has seen, but not
-// its function, so the tool must be given again, as every tool is.
-var ErrAddedToolMissing = errors.New("toolrun: a tool added to the run is missing")
-
 // toolChanges is what a run's tools became after it began: the definitions
 // added, and the inline-tools beta's blocks not sent yet. A State holds it
 // through a pointer and never writes through it: each change builds a new
@@ -204,7 +192,8 @@ func (r *Runner) saveToolChange() error {
 // are sent as given and kept in the run's [State], like the tools of the
 // params given to [New]. A client tool's definition (OfTool) is refused:
 // the runner would have nothing to run its calls with; give it with its
-// function through AddTools(NewSDKToolParam(p, fn)) instead. A name the
+// function through AddTools instead ([NewRawTool] takes its name,
+// description and schema). A name the
 // run has already is refused as by AddTools (wrapping [ErrToolExists]).
 // The inline-tools beta changes how they are sent as it does for AddTools,
 // and a Store saves them as it does for AddTools.
@@ -212,7 +201,7 @@ func (r *Runner) AddToolParams(defs ...anthropic.BetaToolUnionParam) error {
 	taken := r.toolNameSet()
 	for _, def := range defs {
 		if def.OfTool != nil {
-			return fmt.Errorf("toolrun: add tool params: %q is a client tool, which the runner would have no function to run; add it with AddTools(NewSDKToolParam(p, fn))", def.OfTool.Name)
+			return fmt.Errorf("toolrun: add tool params: %q is a client tool, which the runner would have no function to run; add it with its function through AddTools (NewRawTool takes its name, description and schema)", def.OfTool.Name)
 		}
 		b, err := json.Marshal(def)
 		if err != nil || string(b) == "{}" || string(b) == "null" {

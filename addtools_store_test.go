@@ -107,7 +107,7 @@ func TestToolChangeSurvivesCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+			if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := r.Run(t.Context())

@@ -267,7 +267,7 @@ func TestAddedToolSurvivesResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r2.Decide("t2", toolrun.AllowCall()); err != nil {
+			if err := r2.Decide("t2", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := r2.Run(t.Context()); err != nil {
@@ -394,7 +394,7 @@ func TestAddToolsRefuses(t *testing.T) {
 		{"one name twice", func(r *toolrun.Runner) error { return r.AddTools(writeTool(&writes), writeTool(&writes)) }, toolrun.ErrToolExists, `"write_file"`},
 		{"a client tool as a param", func(r *toolrun.Runner) error {
 			return r.AddToolParams(anthropic.BetaToolUnionParam{OfTool: &anthropic.BetaToolParam{Name: "x"}})
-		}, nil, "NewSDKToolParam"},
+		}, nil, "NewRawTool"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,7 +542,7 @@ func TestAddedToolSurvivesStore(t *testing.T) {
 	}()); diff != "" {
 		t.Errorf("added tools after Open (-want +got):\n%s", diff)
 	}
-	if err := r2.Decide("t2", toolrun.AllowCall()); err != nil {
+	if err := r2.Decide("t2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r2.Run(t.Context()); err != nil {

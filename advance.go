@@ -15,9 +15,9 @@ import (
 // Advance takes the run as far as it goes without running a tool, and
 // returns the calls that must run before it can go further, in the order of
 // the response. The caller runs them, here or elsewhere, with
-// [Runner.ExecuteCall] (on this runner, or on one resumed from its [State]
-// whose results are then recorded with [State.SetResult]), then calls
-// Advance again; [Batches] says which of them may run together. When
+// driver.ExecuteCall (on this runner, or on one resumed from its [State]
+// whose results are then recorded with driver.SetResult), then calls
+// Advance again; batches says which of them may run together. When
 // Advance returns no calls and no error, the run has either stopped
 // ([Runner.Result] is non-nil) or sent a request whose response needs no
 // tool to run (a pause_turn, say, or calls that were all denied), and the
@@ -27,7 +27,7 @@ import (
 // request per call (and a compaction's, when one is due), so that each call
 // of Advance is a bounded piece of work that can be retried from the State
 // it started from. It returns the error Run would return.
-func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
+func (r *Runner) advance(ctx context.Context) ([]plannedCall, error) {
 	ctx, cancel := r.runContext(ctx)
 	defer cancel()
 	request := true
@@ -37,7 +37,7 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 		case stepTurn:
 			request = false
 		case stepCalls:
-			plans := make([]PlannedCall, len(s.calls))
+			plans := make([]plannedCall, len(s.calls))
 			for i, c := range s.calls {
 				plans[i] = r.plan(c)
 			}
@@ -81,7 +81,7 @@ func (r *Runner) Advance(ctx context.Context) ([]PlannedCall, error) {
 // Like the rest of Runner it is not safe for concurrent use, so calls of one
 // turn run in parallel on runners of their own, each resumed from the run's
 // [State].
-func (r *Runner) ExecuteCall(ctx context.Context, toolUseID string) (*ToolResult, error) {
+func (r *Runner) executeCall(ctx context.Context, toolUseID string) (*ToolResult, error) {
 	ctx, cancel := r.runContext(ctx)
 	defer cancel()
 	c := r.st.call(toolUseID)
@@ -166,10 +166,12 @@ func (r *Runner) refusal(c *callState) error {
 	return fmt.Errorf("toolrun: execute call: call %q (%s): %w: %s", c.Call.ID, c.Call.Name, ErrNotRun, why)
 }
 
-// PlannedCall is a call of the pending turn that is decided and allowed,
-// ready to be run with [Runner.ExecuteCall], with what a scheduler needs to
-// know about its tool.
-type PlannedCall struct {
+// plannedCall is a call of the pending turn that is decided and allowed,
+// ready to be run with executeCall, with what a scheduler needs to know
+// about its tool. It is an alias of a struct literal, with exported fields
+// only, so that package driver's PlannedCall converts to and from it
+// without naming it (see bridge.go); the two field lists must stay alike.
+type plannedCall = struct {
 	// Call is the call; its Input is the input the tool will run with (the
 	// decision's, if it replaced the model's).
 	Call ToolCall `json:"call"`
@@ -180,14 +182,14 @@ type PlannedCall struct {
 	Idempotent bool          `json:"idempotent,omitempty"`
 	Timeout    time.Duration `json:"timeout,omitempty"`
 	// MaxParallel is the tool's [ToolConfig.MaxParallel]: at most that
-	// many of its calls run at once (see [CallQueue]); zero for no bound
+	// many of its calls run at once (see callQueue); zero for no bound
 	// of its own.
 	MaxParallel int `json:"max_parallel,omitempty"`
 }
 
-func (r *Runner) plan(c *callState) PlannedCall {
+func (r *Runner) plan(c *callState) plannedCall {
 	call := c.Call
 	call.Input = c.input()
 	e := r.tool(call.Name)
-	return PlannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e), MaxParallel: e.config.MaxParallel}
+	return plannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e), MaxParallel: e.config.MaxParallel}
 }

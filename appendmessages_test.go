@@ -53,13 +53,13 @@ func TestAppendMessagesAwaitingApproval(t *testing.T) {
 			first := func() {
 				if tt.appendFirst {
 					r.AppendMessages(user("and more"))
-				} else if err := r.Decide("c1", toolrun.AllowCall()); err != nil {
+				} else if err := r.Decide("c1", toolrun.Decision{}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			second := func() {
 				if tt.appendFirst {
-					if err := r.Decide("c1", toolrun.AllowCall()); err != nil {
+					if err := r.Decide("c1", toolrun.Decision{}); err != nil {
 						t.Fatal(err)
 					}
 				} else {
@@ -259,7 +259,7 @@ func ExampleRunner_AppendMessages() {
 	res, _ := r.Run(ctx)
 	fmt.Println(res.StopReason)
 
-	r.Decide("toolu_1", toolrun.AllowCall())
+	r.Decide("toolu_1", toolrun.Decision{})
 	r.AppendMessages(anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("And B-2 too.")))
 	res, _ = r.Run(ctx)
 	conv := s.Requests()[1].Conversation

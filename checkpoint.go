@@ -13,13 +13,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
 
-// ErrRunBusy is wrapped by the error of [Store.Save] when the saved state is
-// not the one the runner last saw: another runner (in this process or
-// another) has saved the run since. The runner that gets it stops without
-// running anything more, and every later step returns the same error: the
-// run belongs to the other runner.
-var ErrRunBusy = errors.New("toolrun: run saved by another runner")
-
 // Store keeps the [State] of runs so that a run outlives its process. With
 // [Options.Store] set, a runner saves its state after every step: when it
 // first steps in this process, when a response arrives, before each tool
@@ -91,9 +84,6 @@ func (f *FileStore) name(id string) string {
 	}
 	return filepath.Join(f.Dir, b.String())
 }
-
-// path returns the state file of run id.
-func (f *FileStore) path(id string) string { return f.name(id) + ".state.json" }
 
 // Save writes s as the state of run id, atomically, if the saved state's
 // Version is prev.
@@ -235,7 +225,7 @@ func (f *FileStore) blobPath(key string) string { return f.name(key) + ".blob" }
 // keeps next to the states it saves, such as the large values the temporal
 // module's claim check keeps out of a workflow's history; they share Dir
 // with the states, and no key of a blob is ever a state's.
-func (f *FileStore) PutBlob(ctx context.Context, key string, b []byte) error {
+func (f *FileStore) putBlob(ctx context.Context, key string, b []byte) error {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
@@ -256,9 +246,9 @@ func (f *FileStore) PutBlob(ctx context.Context, key string, b []byte) error {
 	return nil
 }
 
-// GetBlob returns the bytes [FileStore.PutBlob] saved under key, or an
+// GetBlob returns the bytes putBlob saved under key, or an
 // error wrapping [fs.ErrNotExist] if there are none.
-func (f *FileStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
+func (f *FileStore) getBlob(ctx context.Context, key string) ([]byte, error) {
 	b, err := os.ReadFile(f.blobPath(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("toolrun: file store: no blob %q: %w", key, err)
@@ -271,7 +261,7 @@ func (f *FileStore) GetBlob(ctx context.Context, key string) ([]byte, error) {
 
 // DeleteBlob removes the blob under key; it is not an error if there is
 // none.
-func (f *FileStore) DeleteBlob(ctx context.Context, key string) error {
+func (f *FileStore) deleteBlob(ctx context.Context, key string) error {
 	if err := os.Remove(f.blobPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}

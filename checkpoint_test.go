@@ -23,6 +23,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/storetest"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -270,7 +271,7 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	if got := r2.Result(); got == nil || len(got.Pending) != 1 {
 		t.Fatalf("resumed Result = %+v, want one pending call", got)
 	}
-	if err := r2.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r2.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r2.Run(t.Context())
@@ -318,7 +319,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("a1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -333,7 +334,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("a1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("a1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -512,8 +513,8 @@ func ExampleErrRunBusy() {
 
 	a, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
 	b, _ := toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
-	_ = a.Decide("toolu_1", toolrun.AllowCall())
-	_ = b.Decide("toolu_1", toolrun.AllowCall())
+	_ = a.Decide("toolu_1", toolrun.Decision{})
+	_ = b.Decide("toolu_1", toolrun.Decision{})
 	res, _ = a.Run(context.Background())
 	fmt.Println("a:", res.StopReason, res.Text())
 	_, err := b.Run(context.Background())
@@ -613,23 +614,23 @@ func TestFileStoreBlobs(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	for _, key := range []string{"run/1", "../escape", "a b/ü", ".hidden", "k"} {
-		if err := f.PutBlob(ctx, key, []byte("old")); err != nil {
+		if err := driver.Blobs(f).PutBlob(ctx, key, []byte("old")); err != nil {
 			t.Fatalf("PutBlob(%q): %v", key, err)
 		}
-		if err := f.PutBlob(ctx, key, big); err != nil {
+		if err := driver.Blobs(f).PutBlob(ctx, key, big); err != nil {
 			t.Fatalf("PutBlob(%q): %v", key, err)
 		}
-		got, err := f.GetBlob(ctx, key)
+		got, err := driver.Blobs(f).GetBlob(ctx, key)
 		if err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("GetBlob(%q): got %d bytes, %v; want the %d bytes saved", key, len(got), err, len(big))
 		}
-		if err := f.DeleteBlob(ctx, key); err != nil {
+		if err := driver.Blobs(f).DeleteBlob(ctx, key); err != nil {
 			t.Fatalf("DeleteBlob(%q): %v", key, err)
 		}
-		if _, err := f.GetBlob(ctx, key); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := driver.Blobs(f).GetBlob(ctx, key); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("GetBlob(%q) after DeleteBlob: got %v, want fs.ErrNotExist", key, err)
 		}
-		if err := f.DeleteBlob(ctx, key); err != nil {
+		if err := driver.Blobs(f).DeleteBlob(ctx, key); err != nil {
 			t.Fatalf("DeleteBlob(%q) of no blob: %v", key, err)
 		}
 	}

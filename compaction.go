@@ -186,6 +186,7 @@ func (r *Runner) compactionParams() anthropic.BetaMessageNewParams {
 	}
 	p.ContextManagement = anthropic.BetaContextManagementConfigParam{}
 	p.StopSequences = nil
+	//lint:ignore SA1019 a caller may still set the deprecated field, and a compaction request must send no output format
 	p.OutputFormat = anthropic.BetaJSONOutputFormatParam{}
 	p.OutputConfig.Format = anthropic.BetaJSONOutputFormatParam{}
 	if p.ToolChoice.OfAny != nil || p.ToolChoice.OfTool != nil {

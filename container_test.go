@@ -54,7 +54,7 @@ func TestContainerCarried(t *testing.T) {
 			}
 			// The rest of the run, in a runner resumed from the state.
 			st := r.State()
-			if err := st.Decide("toolu_1", toolrun.AllowCall()); err != nil {
+			if err := st.Decide("toolu_1", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			opts.Policy = nil

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -32,7 +33,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 	}{
 		{
 			name:     "allowed",
-			person:   toolrun.AllowCall(),
+			person:   toolrun.Decision{},
 			answered: toolrun.DeferCall("asks a person"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 allow approval", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=false sunny in Paris"},
@@ -41,7 +42,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			// A deny rule still wins over the person's Allow, when the
 			// policies take the person's answer.
 			name:     "overruled",
-			person:   toolrun.AllowCall(),
+			person:   toolrun.Decision{},
 			answered: toolrun.DenyCall("not any more"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 deny policy", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=true tool call denied: not any more"},
@@ -92,16 +93,16 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			}
 
 			r1 := toolrun.New(client(s), userParams("weather?"), tools, opts)
-			plans, err := r1.Advance(ctx)
+			plans, err := driver.Advance(ctx, r1)
 			if err != nil || len(plans) != 1 || plans[0].Call.ID != "t1" {
 				t.Fatalf("Advance = %v, %v; want t1 to run", plans, err)
 			}
 
 			r2 := resume(r1.State())
-			if _, err := r2.ExecuteCall(ctx, "t1"); err != nil {
+			if _, err := driver.ExecuteCall(ctx, r2, "t1"); err != nil {
 				t.Fatal(err)
 			}
-			if plans, err := r2.Advance(ctx); err != nil || len(plans) != 0 || r2.Result() == nil || r2.Result().StopReason != toolrun.StopAwaitingApproval {
+			if plans, err := driver.Advance(ctx, r2); err != nil || len(plans) != 0 || r2.Result() == nil || r2.Result().StopReason != toolrun.StopAwaitingApproval {
 				t.Fatalf("second Advance = %v, %v, %+v; want the run awaiting approval", plans, err, r2.Result())
 			}
 

@@ -63,9 +63,9 @@ func (k *DecisionKind) UnmarshalText(b []byte) error {
 }
 
 // Decision is what a hook, a policy or a person decides about one tool call.
-// The zero value allows the call. Build one with [AllowCall], [DenyCall],
-// [SkipCall] or [DeferCall], or as a literal to allow the call with other
-// input: Decision{Kind: Allow, Input: edited}.
+// The zero value, Decision{}, allows the call. Build the others with
+// [DenyCall], [SkipCall] or [DeferCall], or as a literal to allow the call
+// with other input: Decision{Kind: Allow, Input: edited}.
 type Decision struct {
 	Kind DecisionKind `json:"kind"`
 	// Reason is sent to the model for Deny and shown to the person for
@@ -94,9 +94,6 @@ type Decision struct {
 	Who string    `json:"who,omitempty"`
 	At  time.Time `json:"at,omitzero"`
 }
-
-// AllowCall returns a decision that runs the call.
-func AllowCall() Decision { return Decision{Kind: Allow} }
 
 // DenyCall returns a decision that refuses the call; the model is told reason.
 func DenyCall(reason string) Decision { return Decision{Kind: Deny, Reason: reason} }
@@ -521,7 +518,7 @@ func (r *Runner) rules(ctx context.Context, e *toolEntry, c *callState) (Decisio
 	case v.final != nil:
 		return *v.final, ByPolicy, nil, nil
 	}
-	allow, allowBy := AllowCall(), ByDefault
+	allow, allowBy := Decision{}, ByDefault
 	if len(v.edit) > 0 {
 		allow, allowBy = Decision{Kind: Allow, Input: v.edit}, ByPolicy
 	}

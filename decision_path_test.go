@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -21,23 +22,23 @@ func TestDecideWhileAdvancing(t *testing.T) {
 	deploy.Policy = toolrun.RequireApproval("deploys")
 	r := toolrun.New(client(srv), userParams("go"), []toolrun.Tool{echo, deploy}, &toolrun.Options{Logger: discard()})
 	ctx := context.Background()
-	plans, err := r.Advance(ctx)
+	plans, err := driver.Advance(ctx, r)
 	if err != nil || len(plans) != 1 || plans[0].Call.ID != "e1" {
 		t.Fatalf("Advance = %v, %v; want the echo call alone", plans, err)
 	}
-	if err := r.State().Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := r.State().Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("State.Decide: %v", err)
 	}
-	if err := r.Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("Runner.Decide where State.Decide takes the decision: %v", err)
 	}
 	for {
-		plans, err := r.Advance(ctx)
+		plans, err := driver.Advance(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range plans {
-			if _, err := r.ExecuteCall(ctx, p.Call.ID); err != nil {
+			if _, err := driver.ExecuteCall(ctx, r, p.Call.ID); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -92,7 +92,7 @@ func TestDecisions(t *testing.T) {
 			name: "policy of the decoded input",
 			policy: toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
 				if strings.HasPrefix(in.Path, "/tmp/") {
-					return toolrun.AllowCall()
+					return toolrun.Decision{}
 				}
 				return toolrun.DenyCall("only /tmp is writable")
 			}),
@@ -116,7 +116,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "Options.Policy allows, the tool's policy still applies",
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.AllowCall()
+				return toolrun.Decision{}
 			}},
 			policy:     func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall("policy says no") },
 			wantRuns:   map[string]int{},
@@ -237,10 +237,10 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 	if err := r2.Decide("t_write", toolrun.DenyCall("not /etc")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Decide("t_write2", toolrun.AllowCall()); err != nil {
+	if err := r2.Decide("t_write2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Decide("t_nope", toolrun.AllowCall()); err == nil {
+	if err := r2.Decide("t_nope", toolrun.Decision{}); err == nil {
 		t.Error("Decide of an unknown id succeeded, want an error")
 	}
 	res, err = r2.Run(t.Context())
@@ -297,7 +297,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	if got := r.State().AlwaysAllow; !cmp.Equal(got, []string{"write_file"}) {
 		t.Errorf("AlwaysAllow = %v, want [write_file]", got)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+	if err := r.Decide("w1", toolrun.Decision{}); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("Decide on a finished run = %v, want ErrNotAwaitingApproval", err)
 	}
 }
@@ -318,7 +318,7 @@ func TestHookOrder(t *testing.T) {
 	})
 	w.Policy = func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		add("tool.Policy")
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}
 	opts := &toolrun.Options{
 		Logger: discard(),
@@ -332,7 +332,7 @@ func TestHookOrder(t *testing.T) {
 		},
 		Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 			add("Options.Policy")
-			return toolrun.AllowCall()
+			return toolrun.Decision{}
 		},
 		AfterTool: func(ctx context.Context, r *toolrun.ToolResult) error { add("AfterTool"); return nil },
 		OnEvent: func(ctx context.Context, e toolrun.Event) {

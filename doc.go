@@ -120,11 +120,11 @@
 // A run is one state machine. The engine looks at the run's [State] and
 // says what happens next: hand out a turn, run these calls, or stopped.
 // Every driver is a short loop over it: [Runner.Next], [Runner.Turns],
-// [Runner.Run], [Runner.Events], and [Runner.Advance] with
-// [Runner.ExecuteCall] for runs whose calls go elsewhere (the Temporal
-// module). The calls go to one executor, which starts them as a
-// [CallQueue] allows: in the groups [Batches] gives (an exclusive tool's
-// call alone), within [Options].MaxParallelTools and each tool's
+// [Runner.Run], [Runner.Events], and, for runs whose calls go elsewhere
+// (the Temporal module, a program's own driver), Advance with ExecuteCall
+// of package [github.com/toolrun/toolrun/driver]. The calls go to one
+// executor, which starts them as a call queue allows (driver.CallQueue):
+// in the groups driver.Batches gives (an exclusive tool's call alone), within [Options].MaxParallelTools and each tool's
 // MaxParallel, none after a stop; the Temporal workflow schedules by the
 // same queue. The executor journals
 // each as started before it runs, and answers it. A call's life is one
@@ -143,7 +143,7 @@
 //	engine:   step(State) → hand out a turn │ run these calls │ stopped
 //	             │ calls to run
 //	             ▼
-//	executor: one CallQueue (Batches, parallel bounds, no start after a stop)
+//	executor: one call queue (groups, parallel bounds, no start after a stop)
 //	             │ results
 //	             ▼
 //	state:    State (plain data, JSON, optionally signed) — the only copy

@@ -6,15 +6,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // plan builds planned calls from "id:tool[:x][:pN]" specs: x marks an
 // exclusive tool, pN a tool whose MaxParallel is N.
-func plan(specs ...string) []toolrun.PlannedCall {
-	var out []toolrun.PlannedCall
+func plan(specs ...string) []driver.PlannedCall {
+	var out []driver.PlannedCall
 	for _, s := range specs {
 		f := strings.Split(s, ":")
-		p := toolrun.PlannedCall{Call: toolrun.ToolCall{ID: f[0], Name: f[1]}}
+		p := driver.PlannedCall{Call: toolrun.ToolCall{ID: f[0], Name: f[1]}}
 		for _, o := range f[2:] {
 			switch {
 			case o == "x":
@@ -31,7 +32,7 @@ func plan(specs ...string) []toolrun.PlannedCall {
 // drain starts what the queue allows, then finishes the oldest running
 // call, until nothing is left; it returns the waves of calls started
 // together, and stops the queue after the call stopAfter is done.
-func drain(q *toolrun.CallQueue, stopAfter string) [][]string {
+func drain(q *driver.CallQueue, stopAfter string) [][]string {
 	var waves [][]string
 	var running []string
 	for {
@@ -62,7 +63,7 @@ func drain(q *toolrun.CallQueue, stopAfter string) [][]string {
 func TestCallQueue(t *testing.T) {
 	tests := []struct {
 		name      string
-		calls     []toolrun.PlannedCall
+		calls     []driver.PlannedCall
 		limit     int
 		stopAfter string
 		want      [][]string
@@ -77,7 +78,7 @@ func TestCallQueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := drain(toolrun.NewCallQueue(tt.calls, tt.limit), tt.stopAfter)
+			got := drain(driver.NewCallQueue(tt.calls, tt.limit), tt.stopAfter)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("waves (-want +got):\n%s", diff)
 			}
@@ -87,7 +88,7 @@ func TestCallQueue(t *testing.T) {
 
 func TestCallQueueKeepsCallersCalls(t *testing.T) {
 	calls := plan("a:t:p1", "b:t:p1", "c:u")
-	drain(toolrun.NewCallQueue(calls, 0), "")
+	drain(driver.NewCallQueue(calls, 0), "")
 	var got []string
 	for _, p := range calls {
 		got = append(got, p.Call.ID)
@@ -114,7 +115,7 @@ func TestStopAfterCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &toolrun.State{StopReason: tt.before}
-			err := s.StopAfterCall(tt.reason, "why")
+			err := driver.StopAfterCall(s, tt.reason, "why")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -29,24 +30,24 @@ func TestDriverState(t *testing.T) {
 		t.Fatalf("Run = %v, %v; want awaiting approval", res.StopReason, err)
 	}
 	whole := r.State() // what a workflow holds
-	skel := whole.Skeleton()
-	if len(skel.Params.Messages) != 0 || !skel.HasCall("d1") || skel.HasCall("x") {
-		t.Fatalf("skeleton: %d messages, has d1 %v, has x %v; want 0, true, false", len(skel.Params.Messages), skel.HasCall("d1"), skel.HasCall("x"))
+	skel := driver.Skeleton(whole)
+	if len(skel.Params.Messages) != 0 || !driver.HasCall(skel, "d1") || driver.HasCall(skel, "x") {
+		t.Fatalf("skeleton: %d messages, has d1 %v, has x %v; want 0, true, false", len(skel.Params.Messages), driver.HasCall(skel, "d1"), driver.HasCall(skel, "x"))
 	}
-	if err := skel.CanDecide("d1", toolrun.AllowCall()); err != nil {
+	if err := driver.CanDecide(skel, "d1", toolrun.Decision{}); err != nil {
 		t.Fatalf("CanDecide: %v", err)
 	}
-	if err := skel.Decide("d1", toolrun.AllowCall()); err != nil {
+	if err := skel.Decide("d1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := skel.CanDecide("d1", toolrun.AllowCall()); err == nil {
+	if err := driver.CanDecide(skel, "d1", toolrun.Decision{}); err == nil {
 		t.Errorf("CanDecide after Decide = nil, want the refusal")
 	}
-	merged := skel.Merge(whole)
+	merged := driver.Merge(skel, whole)
 	if len(merged.Params.Messages) != len(whole.Params.Messages) {
 		t.Errorf("merged: %d messages, want %d", len(merged.Params.Messages), len(whole.Params.Messages))
 	}
-	stopped := merged.Merge(merged) // a copy to stop
+	stopped := driver.Merge(merged, merged) // a copy to stop
 	if err := stopped.Stop(toolrun.StopEndTurn, "no"); err == nil {
 		t.Errorf("Stop(end_turn) = nil, want an error")
 	}
@@ -82,7 +83,7 @@ func TestRetryable(t *testing.T) {
 		if err == nil {
 			t.Fatal("request succeeded, want the script's fault")
 		}
-		if got, _ := toolrun.Retryable(err); got != want {
+		if got, _ := driver.Retryable(err); got != want {
 			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
 		}
 	}

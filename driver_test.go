@@ -20,10 +20,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// TestNestedModulesImportNoInternal: no nested module (sqlitestore,
+// TestNestedModulesImportNoInternal: no nested module (bench, cmd/toolrun, serve, sqlitestore,
 // temporal, toolrunotel, any later one) depends on a package under the
 // root module's internal/. The nested modules are versioned apart from the
 // root, so an internal package they used would be a compatibility contract
@@ -54,7 +55,7 @@ func TestNestedModulesImportNoInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cmd/toolrun", "sqlitestore", "temporal", "toolrunotel"} {
+	for _, want := range []string{"bench", "cmd/toolrun", "serve", "sqlitestore", "temporal", "toolrunotel"} {
 		if !slices.Contains(mods, want) {
 			t.Errorf("nested module %s not found (found %v)", want, mods)
 		}
@@ -128,25 +129,25 @@ func twoAwaiting(t *testing.T) *toolrun.State {
 // State.Decide and keeps the run whole across a skeleton and a merge.
 func TestDriverAPI(t *testing.T) {
 	st := twoAwaiting(t)
-	if !st.HasCall("w1") || !st.HasCall("w2") || st.HasCall("nope") {
-		t.Fatalf("HasCall: w1 %v, w2 %v, nope %v; want true, true, false", st.HasCall("w1"), st.HasCall("w2"), st.HasCall("nope"))
+	if !driver.HasCall(st, "w1") || !driver.HasCall(st, "w2") || driver.HasCall(st, "nope") {
+		t.Fatalf("HasCall: w1 %v, w2 %v, nope %v; want true, true, false", driver.HasCall(st, "w1"), driver.HasCall(st, "w2"), driver.HasCall(st, "nope"))
 	}
 	var nilState *toolrun.State
-	if nilState.HasCall("w1") {
+	if driver.HasCall(nilState, "w1") {
 		t.Error("a nil State has call w1")
 	}
 	allow := toolrun.Decision{Kind: toolrun.Allow}
-	if err := st.CanDecide("w1", allow); err != nil {
+	if err := driver.CanDecide(st, "w1", allow); err != nil {
 		t.Fatalf("CanDecide(w1) = %v, want nil", err)
 	}
 	if got := len(st.AwaitingApproval()); got != 2 {
 		t.Fatalf("CanDecide changed the state: %d calls await, want 2", got)
 	}
-	if err := st.CanDecide("w1", toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{`)}); err == nil {
+	if err := driver.CanDecide(st, "w1", toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{`)}); err == nil {
 		t.Error("CanDecide accepts input that is not JSON")
 	}
 
-	skel := st.Skeleton()
+	skel := driver.Skeleton(st)
 	if len(skel.Params.Messages) != 0 {
 		t.Errorf("the skeleton holds %d messages, want none", len(skel.Params.Messages))
 	}
@@ -156,7 +157,7 @@ func TestDriverAPI(t *testing.T) {
 	if err := skel.Decide("w1", allow); err != nil {
 		t.Fatalf("Decide on the skeleton: %v", err)
 	}
-	err := skel.CanDecide("w1", toolrun.Decision{Kind: toolrun.Deny})
+	err := driver.CanDecide(skel, "w1", toolrun.Decision{Kind: toolrun.Deny})
 	if !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("CanDecide for a decided call = %v, want ErrNotAwaitingApproval", err)
 	}
@@ -164,7 +165,7 @@ func TestDriverAPI(t *testing.T) {
 		t.Fatalf("a decision on the skeleton reached the whole State: %v", err)
 	}
 
-	whole := skel.Merge(st)
+	whole := driver.Merge(skel, st)
 	if len(whole.Params.Messages) != len(st.Params.Messages) {
 		t.Errorf("merged history has %d messages, want %d", len(whole.Params.Messages), len(st.Params.Messages))
 	}
@@ -182,14 +183,14 @@ func TestDriverAPI(t *testing.T) {
 		t.Fatalf("the merged state does not round-trip: %v", err)
 	}
 
-	one := st.ForCall("w2")
-	if !one.HasCall("w2") || one.HasCall("w1") {
-		t.Errorf("ForCall(w2): has w1 %v, w2 %v; want w2 alone", one.HasCall("w1"), one.HasCall("w2"))
+	one := driver.ForCall(st, "w2")
+	if !driver.HasCall(one, "w2") || driver.HasCall(one, "w1") {
+		t.Errorf("ForCall(w2): has w1 %v, w2 %v; want w2 alone", driver.HasCall(one, "w1"), driver.HasCall(one, "w2"))
 	}
 	if len(one.Params.Messages) != 0 {
 		t.Errorf("ForCall holds %d messages, want none", len(one.Params.Messages))
 	}
-	if !st.HasCall("w1") {
+	if !driver.HasCall(st, "w1") {
 		t.Error("ForCall changed the State it was cut from")
 	}
 }
@@ -214,7 +215,7 @@ func TestRetryableExported(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: the request succeeded", tc.name)
 		}
-		ok, wait := toolrun.Retryable(err)
+		ok, wait := driver.Retryable(err)
 		if ok != tc.ok || (tc.wait != 0 && wait != tc.wait) {
 			t.Errorf("%s: Retryable(%v) = %v, %v; want %v, %v", tc.name, err, ok, wait, tc.ok, tc.wait)
 		}
@@ -265,20 +266,20 @@ func TestCutResultAsInProcess(t *testing.T) {
 	s2 := toolruntest.New(t, script())
 	opts := &toolrun.Options{Logger: discard()}
 	step := toolrun.New(client(s2), userParams("go"), []toolrun.Tool{bigTool()}, opts)
-	calls, err := step.Advance(t.Context())
+	calls, err := driver.Advance(t.Context(), step)
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("Advance = %v, %v; want one call", calls, err)
 	}
 	st := step.State()
-	worker, err := toolrun.Resume(client(s2), st.ForCall("b1"), []toolrun.Tool{bigTool()}, opts)
+	worker, err := toolrun.Resume(client(s2), driver.ForCall(st, "b1"), []toolrun.Tool{bigTool()}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := worker.ExecuteCall(t.Context(), "b1")
+	res, err := driver.ExecuteCall(t.Context(), worker, "b1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := worker.CutResult(res)
+	cut := driver.CutResult(worker, res)
 	if !cut.Truncated || len(cut.Content) != 2 {
 		t.Fatalf("CutResult: truncated %v, %d blocks; want a cut text and its note", cut.Truncated, len(cut.Content))
 	}
@@ -288,7 +289,7 @@ func TestCutResultAsInProcess(t *testing.T) {
 	if len(res.Content[0].OfText.Text) != 2<<20 {
 		t.Errorf("CutResult changed the result it was given")
 	}
-	if err := st.SetResult("b1", cut); err != nil {
+	if err := driver.SetResult(st, "b1", cut); err != nil {
 		t.Fatal(err)
 	}
 	commit, err := toolrun.Resume(client(s2), st, []toolrun.Tool{bigTool()}, opts)
@@ -303,7 +304,7 @@ func TestCutResultAsInProcess(t *testing.T) {
 	}
 	// A result within the limit is returned as it is.
 	small := &toolrun.ToolResult{Call: toolrun.ToolCall{Name: "big"}, Content: []toolrun.Content{toolrun.Text("short")}}
-	if worker.CutResult(small) != small {
+	if driver.CutResult(worker, small) != small {
 		t.Error("CutResult copied a result within the limit")
 	}
 }

@@ -67,6 +67,42 @@ var (
 	// ErrStateSignature is wrapped by the error of [Resume] and [Open] for a
 	// state whose signature does not match Options.StateKey.
 	ErrStateSignature = errors.New("toolrun: state signature does not match")
+
+	// ErrToolExists is wrapped by the error of [Runner.AddTools] and
+	// [Runner.AddToolParams] for a tool whose name the run has already: the
+	// API refuses two tools of one name, and a call could not tell them apart.
+	ErrToolExists = errors.New("toolrun: the run has a tool of that name")
+
+	// ErrAddedToolMissing is wrapped by the error of [Resume] (and
+	// [Template.Resume], [Open]) for a run that was given a tool with
+	// [Runner.AddTools] when that tool is not among the tools given to Resume:
+	// the State keeps the tool's definition, which the model has seen, but not
+	// its function, so the tool must be given again, as every tool is.
+	ErrAddedToolMissing = errors.New("toolrun: a tool added to the run is missing")
+
+	// ErrRunBusy is wrapped by the error of [Store.Save] when the saved state is
+	// not the one the runner last saw: another runner (in this process or
+	// another) has saved the run since. The runner that gets it stops without
+	// running anything more, and every later step returns the same error: the
+	// run belongs to the other runner.
+	ErrRunBusy = errors.New("toolrun: run saved by another runner")
+
+	// ErrInvalidSchema is wrapped by the error of [NewRawTool], and of
+	// [Resume] and [Open] for a tool of any kind ([New] panics with it), for
+	// an input schema a tool cannot use: not an object schema, an unknown $schema, a reference outside the
+	// schema, a pattern no engine compiles, a number too large for the
+	// definition sent to the API or past the limits on numbers (see
+	// [ValidationError]), or a schema that is valid JSON Schema but
+	// could not be validated safely (the message then says "cannot be
+	// validated safely"): a cycle of references that never reaches into the
+	// input (which would recurse forever), or a schema larger than 1 MiB,
+	// nested deeper than 128 levels, or with more than 20000 subschemas.
+	//
+	// true and {} accept any object; false is refused. A schema's $schema may
+	// name draft 2020-12 (the default), 2019-09, draft-07, draft-06 or
+	// draft-04, with http or https and with or without the trailing "#"; each
+	// is validated as that draft.
+	ErrInvalidSchema = errors.New("toolrun: invalid input schema")
 )
 
 // PanicError is the failure of a tool that panicked. The runner recovers the

@@ -172,7 +172,7 @@ func ExampleRunner_Decide() {
 	var state toolrun.State
 	_ = json.Unmarshal(saved, &state)
 	r2, _ := toolrun.Resume(server.Client(), &state, []toolrun.Tool{sendMail}, nil)
-	_ = r2.Decide(res.Pending[0].Call.ID, toolrun.AllowCall())
+	_ = r2.Decide(res.Pending[0].Call.ID, toolrun.Decision{})
 	res, _ = r2.Run(context.Background())
 	fmt.Println(res.StopReason, strings.TrimSpace(res.Text()))
 	// Output:
@@ -209,7 +209,7 @@ func ExampleOpen() {
 
 	// The process may exit here. Later, Open finds the saved run.
 	r, _ = toolrun.Open(context.Background(), server.Client(), params, []toolrun.Tool{charge}, opts)
-	_ = r.Decide("toolu_1", toolrun.AllowCall())
+	_ = r.Decide("toolu_1", toolrun.Decision{})
 	res, _ = r.Run(context.Background())
 	fmt.Println(res.StopReason, res.Text())
 	// Output:

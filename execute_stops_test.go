@@ -7,6 +7,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -121,7 +122,7 @@ func TestExecuteCallKeepsTheEnginesStops(t *testing.T) {
 			opts.Logger = discard()
 			r := toolrun.New(client(s), userParams("clean up"), []toolrun.Tool{deleteTool(&calls)}, &opts)
 			tt.drive(t, r)
-			res, err := r.ExecuteCall(t.Context(), "t1")
+			res, err := driver.ExecuteCall(t.Context(), r, "t1")
 			if got := calls.get("build"); got != 0 {
 				t.Errorf("ExecuteCall ran the tool %d times (result %+v, error %v); want it refused, as Next would never run it", got, res, err)
 			}
@@ -182,7 +183,7 @@ func TestExecuteCallAfterAfterToolStoppedTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := r2.ExecuteCall(t.Context(), "t2")
+	out, err := driver.ExecuteCall(t.Context(), r2, "t2")
 	if got := calls.get("src"); got != 0 {
 		t.Errorf("ExecuteCall on the resumed run deleted src %d times (result %+v, error %v), after AfterTool stopped the run", got, out, err)
 	}
@@ -190,7 +191,7 @@ func TestExecuteCallAfterAfterToolStoppedTheRun(t *testing.T) {
 		t.Errorf("ExecuteCall = %+v, %v; want no result and an error wrapping ErrNotRun", out, err)
 	}
 	// The call answered before the stop is still answered as it was.
-	done, err := r2.ExecuteCall(t.Context(), "t1")
+	done, err := driver.ExecuteCall(t.Context(), r2, "t1")
 	if err != nil || done == nil || !done.Ran {
 		t.Errorf("ExecuteCall(t1) = %+v, %v; want the recorded result", done, err)
 	}
@@ -213,14 +214,14 @@ func TestExecuteCallWhileOthersAwaitApproval(t *testing.T) {
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 	}
-	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := r.ExecuteCall(t.Context(), "t1")
+	out, err := driver.ExecuteCall(t.Context(), r, "t1")
 	if err != nil || out == nil || !out.Ran || calls.get("build") != 1 {
 		t.Fatalf("ExecuteCall(t1) = %+v, %v with %d runs; want it run once", out, err, calls.get("build"))
 	}
-	if _, err := r.ExecuteCall(t.Context(), "t2"); err == nil || errors.Is(err, toolrun.ErrNotRun) || calls.get("src") != 0 {
+	if _, err := driver.ExecuteCall(t.Context(), r, "t2"); err == nil || errors.Is(err, toolrun.ErrNotRun) || calls.get("src") != 0 {
 		t.Errorf("ExecuteCall(t2) = %v with %d runs; want the awaiting-a-decision error and no run", err, calls.get("src"))
 	}
 }

@@ -24,10 +24,10 @@ import (
 // [StopRun]), no call that has not started starts, in its group or a
 // later one: the calls that are running finish, and the others stay
 // decided, not run, for a run resumed from its [State].
-// [CallQueue] applies this rule, with the bounds on parallel calls: the
+// callQueue applies this rule, with the bounds on parallel calls: the
 // runner's executor and the Temporal workflow both start calls through it.
-func Batches(calls []PlannedCall) [][]PlannedCall {
-	var out [][]PlannedCall
+func batches(calls []plannedCall) [][]plannedCall {
+	var out [][]plannedCall
 	for i := 0; i < len(calls); {
 		j := i + 1
 		if !calls[i].Exclusive {
@@ -42,7 +42,7 @@ func Batches(calls []PlannedCall) [][]PlannedCall {
 }
 
 // execute runs calls, which the engine allowed, in the order a
-// [CallQueue] hands them out (the groups of Batches, within
+// callQueue hands them out (the groups of Batches, within
 // Options.MaxParallelTools and each tool's MaxParallel), and answers them:
 // the queue is the one statement of the rule, which the Temporal workflow
 // follows too. Each call is journaled as started before its tool runs. It
@@ -50,7 +50,7 @@ func Batches(calls []PlannedCall) [][]PlannedCall {
 // a failed checkpoint); calls not started then stay as they were, and none
 // starts after the stop, in its group or a later one.
 func (r *Runner) execute(ctx context.Context, calls []*callState) error {
-	plans := make([]PlannedCall, len(calls))
+	plans := make([]plannedCall, len(calls))
 	byID := make(map[string]*callState, len(calls))
 	for i, c := range calls {
 		plans[i] = r.plan(c)
@@ -60,7 +60,7 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 		id  string
 		err error // AfterTool's
 	}
-	q := NewCallQueue(plans, r.opts.maxParallel())
+	q := newCallQueue(plans, r.opts.maxParallel())
 	done := make(chan finished, len(calls))
 	var hookErr error
 	for {
@@ -99,7 +99,7 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 
 // runCall journals c as started, runs it and answers it. It returns the
 // error of AfterTool, if any.
-func (r *Runner) runCall(ctx context.Context, c *callState, pc PlannedCall) error {
+func (r *Runner) runCall(ctx context.Context, c *callState, pc plannedCall) error {
 	if ctx.Err() != nil || r.hasSaveErr() {
 		return nil // a call queued behind others does not start once the run is stopping
 	}
@@ -131,7 +131,7 @@ func (r *Runner) runCall(ctx context.Context, c *callState, pc PlannedCall) erro
 // then stays started, and is answered as interrupted unless its tool is
 // idempotent. A tool that ignores its ctx is waited for CancelGrace at
 // most, then abandoned and logged at Error.
-func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc PlannedCall) *ToolResult {
+func (r *Runner) runTool(ctx context.Context, e *toolEntry, pc plannedCall) *ToolResult {
 	call := pc.Call
 	callCtx, cancel := context.WithCancel(ctx)
 	if pc.Timeout > 0 {
@@ -245,7 +245,7 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 
 // asFailure makes a result that failed with no content an is_error result
 // with the error's text, so that no failure reaches the model as an empty
-// success: the one rule for the runner's results and [State.SetResult].
+// success: the one rule for the runner's results and driver.SetResult.
 func asFailure(res *ToolResult) {
 	if res.Err != nil && len(res.Content) == 0 {
 		res.IsError = true

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -47,7 +47,7 @@ type distributed struct {
 	decisions map[string]toolrun.Decision
 
 	requestsPerAdvance []int
-	plans              [][]toolrun.PlannedCall
+	plans              [][]driver.PlannedCall
 }
 
 func (d *distributed) resume(s *toolrun.State) *toolrun.Runner {
@@ -65,7 +65,7 @@ func (d *distributed) run(s *toolrun.State) *toolrun.State {
 	for range 20 {
 		r := d.resume(s)
 		before := len(d.server.Requests())
-		plans, err := r.Advance(t.Context())
+		plans, err := driver.Advance(t.Context(), r)
 		if err != nil && !errors.Is(err, toolrun.ErrMaxTurns) && !errors.Is(err, toolrun.ErrBudget) && !errors.Is(err, toolrun.ErrIncomplete) {
 			t.Fatalf("Advance: %v", err)
 		}
@@ -94,14 +94,14 @@ func (d *distributed) run(s *toolrun.State) *toolrun.State {
 			one := roundTrip(t, s)
 			one.Params.Messages = nil // a tool call needs no history
 			rr := d.resume(one)
-			if _, err := rr.ExecuteCall(t.Context(), p.Call.ID); err != nil {
+			if _, err := driver.ExecuteCall(t.Context(), rr, p.Call.ID); err != nil {
 				t.Fatalf("ExecuteCall(%s): %v", p.Call.ID, err)
 			}
 			res := callResult(rr.State(), p.Call.ID)
 			if res == nil {
 				t.Fatalf("ExecuteCall(%s) recorded no result", p.Call.ID)
 			}
-			if err := s.SetResult(p.Call.ID, res); err != nil {
+			if err := driver.SetResult(s, p.Call.ID, res); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -479,7 +479,7 @@ func TestExecuteCall(t *testing.T) {
 			if id == "" {
 				id = "t1"
 			}
-			res, err := r.ExecuteCall(ctx, id)
+			res, err := driver.ExecuteCall(ctx, r, id)
 			switch {
 			case tt.wantErr == errAny && err == nil:
 				t.Fatalf("ExecuteCall succeeded, want an error")
@@ -531,7 +531,7 @@ func TestExecuteCall(t *testing.T) {
 				wantRuns = 1
 			}
 			// Executing it again returns the same result without running it.
-			again, err := r.ExecuteCall(t.Context(), id)
+			again, err := driver.ExecuteCall(t.Context(), r, id)
 			if b1, _ := json.Marshal(res); err != nil || again == nil || string(mustJSON(t, again)) != string(b1) || again.Ran != res.Ran {
 				t.Errorf("second ExecuteCall = %+v, %v, want the first result %+v", again, err, res)
 			}
@@ -575,11 +575,11 @@ func TestExecuteCallAfterCancelRunsAgain(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := r.ExecuteCall(ctx, "t1"); !errors.Is(err, context.Canceled) {
+	if _, err := driver.ExecuteCall(ctx, r, "t1"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("ExecuteCall with a cancelled ctx = %v, want context.Canceled", err)
 	}
 	block = false
-	res, err := r.ExecuteCall(t.Context(), "t1")
+	res, err := driver.ExecuteCall(t.Context(), r, "t1")
 	if err != nil || res.IsError || res.Content[0].OfText.Text != "done" {
 		t.Fatalf("ExecuteCall = %+v, %v, want done", res, err)
 	}
@@ -625,30 +625,30 @@ func TestStateAsData(t *testing.T) {
 		},
 		{
 			name:      "a call not deferred",
-			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.AllowCall()) },
+			change:    func(s *toolrun.State) error { return s.Decide("b", toolrun.Decision{}) },
 			wantErr:   `not awaiting approval: call "b" (read) was never deferred to a person`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "a call answered",
-			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.AllowCall()) },
+			change:    func(s *toolrun.State) error { return s.Decide("c", toolrun.Decision{}) },
 			wantErr:   `not awaiting approval: call "c" (write) was decided, or has run, already`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "set a result",
-			change:    func(s *toolrun.State) error { return s.SetResult("b", &toolrun.ToolResult{Ran: true}) },
+			change:    func(s *toolrun.State) error { return driver.SetResult(s, "b", &toolrun.ToolResult{Ran: true}) },
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "set a result twice",
-			change:    func(s *toolrun.State) error { return s.SetResult("c", &toolrun.ToolResult{}) },
+			change:    func(s *toolrun.State) error { return driver.SetResult(s, "c", &toolrun.ToolResult{}) },
 			wantErr:   `call "c" already has a result`,
 			wantAwait: []string{"a write writes"},
 		},
 		{
 			name:      "set the result of no call",
-			change:    func(s *toolrun.State) error { return s.SetResult("z", &toolrun.ToolResult{}) },
+			change:    func(s *toolrun.State) error { return driver.SetResult(s, "z", &toolrun.ToolResult{}) },
 			wantErr:   `no call "z"`,
 			wantAwait: []string{"a write writes"},
 		},
@@ -656,7 +656,7 @@ func TestStateAsData(t *testing.T) {
 			name: "no pending turn",
 			change: func(s *toolrun.State) error {
 				*s = toolrun.State{Format: 2}
-				return s.Decide("a", toolrun.AllowCall())
+				return s.Decide("a", toolrun.Decision{})
 			},
 			wantErr: `no call "a" in the pending turn`,
 		},
@@ -686,52 +686,6 @@ func TestStateAsData(t *testing.T) {
 			}
 		})
 	}
-}
-
-// ExampleRunner_Advance runs a run's tool calls outside the runner, as a
-// durable workflow does: Advance does everything but run tools, and each
-// call runs with ExecuteCall on a runner resumed from the run's State.
-func ExampleRunner_Advance() {
-	s := toolruntest.New(nil, toolruntest.Script(
-		toolruntest.Message(toolruntest.ToolUse("toolu_1", "get_time", map[string]any{"zone": "UTC"})),
-		toolruntest.Message(toolruntest.Text("It is noon.")),
-	))
-	defer s.Close()
-	tools := []toolrun.Tool{toolrun.NewTool("get_time", "The time in a zone",
-		func(ctx context.Context, in struct {
-			Zone string `json:"zone"`
-		}) (string, error) {
-			return "12:00 " + in.Zone, nil
-		})}
-	ctx := context.Background()
-	r := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
-		Model: "claude-test", MaxTokens: 256,
-		Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("What time is it?"))},
-	}, tools, nil)
-	for r.Result() == nil {
-		calls, err := r.Advance(ctx)
-		if err != nil {
-			fmt.Println("error:", err)
-			return
-		}
-		state := r.State()
-		for _, batch := range toolrun.Batches(calls) { // the calls of a batch may run at once
-			for _, c := range batch {
-				// Elsewhere: another goroutine, process or machine.
-				worker, _ := toolrun.Resume(s.Client(), state, tools, nil)
-				res, _ := worker.ExecuteCall(ctx, c.Call.ID)
-				fmt.Println("ran", c.Call.Name, "→", res.Content[0].OfText.Text)
-				state.SetResult(c.Call.ID, res)
-			}
-		}
-		if len(calls) > 0 {
-			r, _ = toolrun.Resume(s.Client(), state, tools, nil)
-		}
-	}
-	fmt.Println(r.Result().StopReason, r.Result().Text())
-	// Output:
-	// ran get_time → 12:00 UTC
-	// end_turn It is noon.
 }
 
 // TestExecuteCallStartedBefore checks that a call that started and never
@@ -766,7 +720,7 @@ func TestExecuteCallStartedBefore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := r.ExecuteCall(t.Context(), "t1")
+			res, err := driver.ExecuteCall(t.Context(), r, "t1")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -500,7 +500,7 @@ func (st *faultRunState) raceGoroutines(ctx context.Context, store toolrun.Store
 	for i, mode := range p.store.modes {
 		fr, err := newFaultRunner(ctx, p, st.dir, string(rune('a'+i)), mode, store, newClient)
 		if err == nil {
-			err = fr.r.Decide(p.chargeID(), toolrun.AllowCall())
+			err = fr.r.Decide(p.chargeID(), toolrun.Decision{})
 		}
 		if err != nil {
 			failf("resumer %d: %v", i, err)
@@ -695,7 +695,7 @@ func faultChildRun(name string) error {
 		return err
 	}
 	if p.store.kind == storeResumers {
-		if err := fr.r.Decide(p.chargeID(), toolrun.AllowCall()); err != nil {
+		if err := fr.r.Decide(p.chargeID(), toolrun.Decision{}); err != nil {
 			return err
 		}
 		fmt.Println("ready")

@@ -8,7 +8,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun/internal/deepcopy"
-	"github.com/toolrun/toolrun/internal/defaults"
 )
 
 // This file holds what a caller reads and changes of a run between steps:
@@ -181,7 +180,7 @@ func (r *Runner) markEdited() {
 // at its limit may go on after it is raised.
 func (r *Runner) SetMaxTurns(n int) {
 	if n == 0 {
-		n = defaults.MaxTurns
+		n = DefaultMaxTurns
 	}
 	r.st.MaxTurns = n
 	if r.stopped() && r.st.StopReason == StopMaxTurns {

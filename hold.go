@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-
-	"github.com/toolrun/toolrun/internal/defaults"
 )
 
 // This file holds the hold rule: whether the calls of a pending turn may
@@ -19,7 +17,7 @@ func (r *Runner) maxTurns() int {
 	case r.opts.MaxTurns != 0:
 		return r.opts.MaxTurns
 	}
-	return defaults.MaxTurns
+	return DefaultMaxTurns
 }
 
 // hold says why the calls of the pending turn may not start now.

@@ -108,7 +108,7 @@ func TestTurnLeftOutWithCallsThatRanIsAWarning(t *testing.T) {
 			r.SetMessages(append(r.Messages(), anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("never mind"))))
 			// The run stays suspended until the call is decided; the
 			// decision is then moot, as the turn was taken over.
-			if err := r.Decide("m1", toolrun.AllowCall()); err != nil {
+			if err := r.Decide("m1", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {

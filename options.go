@@ -7,8 +7,6 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-
-	"github.com/toolrun/toolrun/internal/defaults"
 )
 
 // defaultRetryAfterCap is the longest wait a failed request's retry-after
@@ -186,7 +184,7 @@ type Timeouts struct {
 // maxParallel returns the bound on the calls of a turn that run at once.
 func (o *Options) maxParallel() int {
 	if o.MaxParallelTools <= 0 {
-		return defaults.MaxParallelTools
+		return DefaultMaxParallelTools
 	}
 	return o.MaxParallelTools
 }

@@ -44,7 +44,7 @@ func TestResultPendingListsOnlyUndecided(t *testing.T) {
 		if diff := cmp.Diff(pendingIDs(res.Pending), []string{"w1", "w2"}); diff != "" {
 			t.Fatalf("first stop's Pending (-got +want):\n%s", diff)
 		}
-		if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+		if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 			t.Fatal(err)
 		}
 		return r, s, &writes, w

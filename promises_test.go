@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -65,7 +66,7 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 			continue
 		}
 		// A resumed runner answers ExecuteCall with the recorded result.
-		res, err := r2.ExecuteCall(t.Context(), c.ID)
+		res, err := driver.ExecuteCall(t.Context(), r2, c.ID)
 		if err != nil {
 			t.Fatalf("ExecuteCall(%s): %v", c.ID, err)
 		}
@@ -148,7 +149,7 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 		if strings.Contains(string(c.Input), "9999") {
 			return toolrun.DenyCall("too much")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}
 	tests := []struct {
 		name     string
@@ -225,7 +226,7 @@ func TestDecisionsStick(t *testing.T) {
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
@@ -326,7 +327,7 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plans, err := r.Advance(t.Context())
+				plans, err := driver.Advance(t.Context(), r)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -334,7 +335,7 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 				if r.Result() != nil {
 					return
 				}
-				for _, batch := range toolrun.Batches(plans) {
+				for _, batch := range driver.Batches(plans) {
 					// A runner is not safe for concurrent use: each call of
 					// a batch runs on a runner of its own, as a workflow's
 					// activities do.
@@ -346,7 +347,7 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 							t.Fatal(err)
 						}
 						wg.Go(func() {
-							if _, err := rp.ExecuteCall(t.Context(), p.Call.ID); err != nil {
+							if _, err := driver.ExecuteCall(t.Context(), rp, p.Call.ID); err != nil {
 								t.Error(err)
 							}
 							answered[i] = rp.State()
@@ -355,7 +356,7 @@ func TestOneExecutorForEveryDriver(t *testing.T) {
 					wg.Wait()
 					for i, p := range batch {
 						if res, ok := answered[i].CallResult(p.Call.ID); ok {
-							if err := st.SetResult(p.Call.ID, res); err != nil {
+							if err := driver.SetResult(st, p.Call.ID, res); err != nil {
 								t.Fatal(err)
 							}
 						}
@@ -510,7 +511,7 @@ func TestCancelReturnsWhenAToolIgnoresItsContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		start := time.Now()
-		_, err = r.ExecuteCall(ctx, "t1")
+		_, err = driver.ExecuteCall(ctx, r, "t1")
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("ExecuteCall = %v, want context.Canceled", err)
 		}
@@ -528,7 +529,7 @@ func TestCancelReturnsWhenAToolIgnoresItsContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := r.ExecuteCall(t.Context(), "t1")
+		res, err := driver.ExecuteCall(t.Context(), r, "t1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -557,7 +558,7 @@ func TestWallTimeIsADeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		_, err = r.ExecuteCall(t.Context(), "t1")
+		_, err = driver.ExecuteCall(t.Context(), r, "t1")
 		if !errors.Is(err, toolrun.ErrBudget) {
 			t.Fatalf("ExecuteCall = %v, want ErrBudget", err)
 		}
@@ -780,7 +781,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 		if !strings.HasPrefix(in.Path, "/sandbox/") {
 			return toolrun.DenyCall("outside the sandbox")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})
 	for _, tc := range []struct {
 		input string

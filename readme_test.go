@@ -76,8 +76,10 @@ var docImports = []string{
 	"time",
 	"github.com/anthropics/anthropic-sdk-go/v2",
 	"github.com/toolrun/toolrun",
+	"github.com/toolrun/toolrun/driver",
 	"github.com/toolrun/toolrun/fstools",
 	"github.com/toolrun/toolrun/mcptool",
+	"github.com/toolrun/toolrun/redact",
 	"github.com/toolrun/toolrun/serve",
 	"github.com/toolrun/toolrun/storetest",
 	"github.com/toolrun/toolrun/toolruntest",
@@ -145,7 +147,7 @@ func TestDocGoBlocksCheck(t *testing.T) {
 		{"stale field", block{src: "_ = toolrun.Options{StreamIdleTimeout: time.Second}\n"}, "unknown field StreamIdleTimeout"},
 		{"whole file with an unused import", block{src: "package main\n\nimport \"fmt\"\n\nfunc main() {}\n"}, `"fmt" imported and not used`},
 		{"file that differs", block{directive: "file", path: "examples/quickstart/main.go", src: "package main\n"}, "differs from examples/quickstart/main.go"},
-		{"excerpt not in the file", block{directive: "excerpt", path: "examples/approval/main.go", src: "r.Decide(\"x\", toolrun.AllowCall())\n"}, "not an excerpt of examples/approval/main.go"},
+		{"excerpt not in the file", block{directive: "excerpt", path: "examples/approval/main.go", src: "r.Decide(\"x\", toolrun.Decision{})\n"}, "not an excerpt of examples/approval/main.go"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

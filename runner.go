@@ -43,7 +43,7 @@ type Runner struct {
 	//
 	// st is an object of its own rather than a field, which keeps each of
 	// the two within a smaller allocation for runs held by the thousand
-	// (TestRunnerSizeClasses).
+	// (the bench's held-run row measures it).
 	mu sync.Mutex
 	st *State // the run's data: the only copy
 

@@ -133,13 +133,14 @@ func TestSDKTools(t *testing.T) {
 			}
 			return tool
 		}},
-		{"NewSDKToolParam", func(t *testing.T) toolrun.Tool {
+		{"NewRawTool of a BetaToolParam", func(t *testing.T) toolrun.Tool {
 			sdk := sdkForecast(t)
-			tool, err := toolrun.NewSDKToolParam(anthropic.BetaToolParam{
-				Name:        sdk.Name(),
-				Description: anthropic.String(sdk.Description()),
-				InputSchema: sdk.InputSchema(),
-			}, sdk.Execute)
+			p := anthropic.BetaToolParam{Name: sdk.Name(), Description: anthropic.String(sdk.Description()), InputSchema: sdk.InputSchema()}
+			schema, err := json.Marshal(p.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tool, err := toolrun.NewRawTool(p.Name, p.Description.Value, schema, sdk.Execute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,38 +189,9 @@ func TestNewToolSDKTagsRequired(t *testing.T) {
 	}
 }
 
-// TestNewSDKToolParamRefusesWhatItCannotSend checks that a definition
-// asking the API for what a toolrun tool does not send is an error, not a
-// tool that silently behaves otherwise.
-func TestNewSDKToolParamRefusesWhatItCannotSend(t *testing.T) {
-	run := func(context.Context, json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
-		return nil, nil
-	}
-	schema := anthropic.BetaToolInputSchemaParam{Properties: map[string]any{"q": map[string]any{"type": "string"}}}
-	tests := []struct {
-		name    string
-		p       anthropic.BetaToolParam
-		fn      func(context.Context, json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error)
-		wantErr string // "" for none
-	}{
-		{"plain", anthropic.BetaToolParam{Name: "q", InputSchema: schema}, run, ""},
-		{"strict", anthropic.BetaToolParam{Name: "q", InputSchema: schema, Strict: anthropic.Bool(true)}, run, "strict"},
-		{"cache control", anthropic.BetaToolParam{Name: "q", InputSchema: schema, CacheControl: anthropic.NewBetaCacheControlEphemeralParam()}, run, "cache_control"},
-		{"allowed callers", anthropic.BetaToolParam{Name: "q", InputSchema: schema, AllowedCallers: []string{"direct"}}, run, "allowed_callers"},
-		{"nil function", anthropic.BetaToolParam{Name: "q", InputSchema: schema}, nil, "nil function"},
-		{"bad name", anthropic.BetaToolParam{Name: "a b", InputSchema: schema}, run, "must match"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := toolrun.NewSDKToolParam(tt.p, tt.fn)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("got error %v, want none", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Errorf("got error %v, want one that says %q", err, tt.wantErr)
-			}
-		})
-	}
+// TestNewSDKToolNil checks that a nil tool is an error, not a tool that
+// panics when the model calls it.
+func TestNewSDKToolNil(t *testing.T) {
 	if _, err := toolrun.NewSDKTool(nil); err == nil {
 		t.Error("NewSDKTool(nil): got no error")
 	}

@@ -100,7 +100,7 @@ func TestRemovedToolStaysRemovedAfterResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Decide("t1", toolrun.AllowCall()); err != nil {
+	if err := r2.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r2.Run(t.Context()); err != nil {

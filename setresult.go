@@ -1,7 +1,7 @@
 package toolrun
 
 // SetResult records res as the result of the pending call toolUseID in the
-// runner's state, as [State.SetResult] does on a State: for a call that ran
+// runner's state, as driver.SetResult does on a State: for a call that ran
 // on another runner (each call of a turn run in parallel on a runner
 // resumed from the State, or in another process), so that this runner,
 // which holds the run, sends the result with its next request without
@@ -11,5 +11,5 @@ package toolrun
 func (r *Runner) SetResult(toolUseID string, res *ToolResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st.SetResult(toolUseID, res)
+	return r.st.setResult(toolUseID, res)
 }

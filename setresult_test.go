@@ -7,6 +7,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -30,7 +31,7 @@ func TestRunnerSetResult(t *testing.T) {
 	opts := &toolrun.Options{Logger: slog.New(slog.DiscardHandler)}
 	params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))}}
 	r := toolrun.New(model.Client(), params, tools, opts)
-	calls, err := r.Advance(t.Context())
+	calls, err := driver.Advance(t.Context(), r)
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("got calls %v, %v; want one", calls, err)
 	}
@@ -38,7 +39,7 @@ func TestRunnerSetResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := other.ExecuteCall(t.Context(), "t1")
+	res, err := driver.ExecuteCall(t.Context(), other, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestRunnerSetResult(t *testing.T) {
 	if err := r.SetResult("t9", res); err == nil {
 		t.Error("a result for a call the turn does not have was taken, want an error")
 	}
-	if calls, err := r.Advance(t.Context()); err != nil || len(calls) != 0 {
+	if calls, err := driver.Advance(t.Context(), r); err != nil || len(calls) != 0 {
 		t.Fatalf("got calls %v, %v; want none", calls, err)
 	}
 	if ran != 1 {

@@ -35,7 +35,7 @@ const stateFormat = 2
 // The turn in progress — its response and, for each call, where it is in
 // its life (new, decided, started, answered), its decision and its result —
 // is in the JSON but not in exported fields: it changes only through
-// [State.Decide] and [State.SetResult], which move a call forward and never
+// [State.Decide] and driver.SetResult, which move a call forward and never
 // back, and is read through [State.Calls], [State.CallResult] and
 // [State.AwaitingApproval], which return copies. A call cannot be marked
 // unanswered by hand and so run twice.
@@ -82,7 +82,7 @@ type State struct {
 	// edited reports that the caller changed the history after pending was
 	// handed out, so pending will be left out. It and compactNext sit
 	// beside CostIncomplete, in the padding after it: a State held by the
-	// thousand stays in its size class (TestRunnerSizeClasses).
+	// thousand stays in its size class (the bench's held-run row measures it).
 	edited bool
 	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
 	// compaction it asks for is made.
@@ -409,8 +409,8 @@ func (s *State) Calls() []ToolCall {
 // response whose calls [State.Calls] lists, which is in Params.Messages
 // only once the turn is committed. A driver that reports each response as
 // it arrives reads it here. A state without its history
-// ([State.Skeleton]) has no response text.
-func (s *State) ResponseText() (string, bool) {
+// (driver.Skeleton) has no response text.
+func (s *State) responseText() (string, bool) {
 	if s.pending == nil || s.pending.Message.OfAssistant == nil {
 		return "", s.pending != nil
 	}
@@ -585,7 +585,7 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 }
 
 // SetResult records res as the result of the pending call toolUseID, as
-// [Runner.ExecuteCall] would have on a runner holding s: for a call run
+// driver.ExecuteCall would have on a runner holding s: for a call run
 // elsewhere, or answered by the caller (a call interrupted by a crash, say).
 // What is recorded is what the result's JSON form keeps (see
 // [ToolResult.MarshalJSON]), and, as by ExecuteCall, a result with Err and
@@ -594,7 +594,7 @@ func (s *State) decidable(toolUseID string, d Decision) (*callState, error) {
 // res.Decision are ignored. The
 // call is then never run again. It is an error if the pending turn has no
 // such call or the call has a result already.
-func (s *State) SetResult(toolUseID string, res *ToolResult) error {
+func (s *State) setResult(toolUseID string, res *ToolResult) error {
 	cs := s.call(toolUseID)
 	switch {
 	case res == nil:
@@ -707,7 +707,7 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 // or calls that are not the tool_use blocks of the turn's response, in
 // their order, by id and name. Such a State (edited by hand, or forged)
 // would make every later request fail, or leave a call that can never be
-// decided. A skeleton's response has no content ([State.Skeleton]): its
+// decided. A skeleton's response has no content (driver.Skeleton): its
 // calls are checked for their ids alone.
 func (p *turnState) check() error {
 	ids := make(map[string]bool, len(p.Calls))

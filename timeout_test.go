@@ -11,6 +11,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // pendingState is a run whose last response asks for one call of name, as a
@@ -100,7 +101,7 @@ func TestTimeoutsInFakeTime(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				res, err := r.ExecuteCall(t.Context(), "t1")
+				res, err := driver.ExecuteCall(t.Context(), r, "t1")
 				if err != nil {
 					t.Fatal(err)
 				}

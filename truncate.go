@@ -75,7 +75,7 @@ func truncateContent(content []Content, limit int) ([]Content, bool) {
 const cutNote = "[toolrun: this result was truncated from %d to %d bytes of text; the full result was kept for the operator. Ask for less, or for a part of it, if you need the rest.]"
 
 // alreadyCut reports whether content is a result cut to limit already
-// (by [Runner.CutResult] on another machine): its text without the last
+// (by driver.CutResult on another machine): its text without the last
 // block is within limit and the last block is the note for limit. Such a
 // result is sent as it is, as the cut it is.
 func alreadyCut(content []Content, limit int) bool {
@@ -106,7 +106,7 @@ func alreadyCut(content []Content, limit int) bool {
 // carries its result through a channel of bounded size (an activity's
 // result, a queue) cuts it there; what it no longer carries is the text
 // past the limit, which the model never sees. res is not changed.
-func (r *Runner) CutResult(res *ToolResult) *ToolResult {
+func (r *Runner) cutResult(res *ToolResult) *ToolResult {
 	if res == nil {
 		return nil
 	}

@@ -28,23 +28,6 @@ import (
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
-// ErrInvalidSchema is wrapped by the error of [NewRawTool], and of
-// [Resume] and [Open] for a tool of any kind ([New] panics with it), for
-// an input schema a tool cannot use: not an object schema, an unknown $schema, a reference outside the
-// schema, a pattern no engine compiles, a number too large for the
-// definition sent to the API or past the limits on numbers (see
-// [ValidationError]), or a schema that is valid JSON Schema but
-// could not be validated safely (the message then says "cannot be
-// validated safely"): a cycle of references that never reaches into the
-// input (which would recurse forever), or a schema larger than 1 MiB,
-// nested deeper than 128 levels, or with more than 20000 subschemas.
-//
-// true and {} accept any object; false is refused. A schema's $schema may
-// name draft 2020-12 (the default), 2019-09, draft-07, draft-06 or
-// draft-04, with http or https and with or without the trailing "#"; each
-// is validated as that draft.
-var ErrInvalidSchema = errors.New("toolrun: invalid input schema")
-
 func compileSchema(raw json.RawMessage) (*schema.Schema, error) {
 	s, err := schema.Compile(raw)
 	if err != nil {

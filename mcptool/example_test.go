@@ -128,7 +128,7 @@ func ExampleOptions_configFor() {
 	fmt.Println(res.StopReason, res.Pending[0].Call.Name, "—", res.Pending[0].Reason)
 
 	// A person approves; the run goes on.
-	if err := r.Decide("toolu_1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("toolu_1", toolrun.Decision{}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -361,7 +361,7 @@ func TestRunnerConfig(t *testing.T) {
 	if n := deletes.Load(); n != 0 {
 		t.Errorf("delete ran %d times before approval", n)
 	}
-	if err := r.Decide("t3", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t3", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {

@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
-	toolschema "github.com/toolrun/toolrun/internal/schema"
+	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/redact"
 )
 
 // The approval inbox is a web page at /inbox where a person sees every
@@ -872,22 +872,11 @@ func checkInput(ctx context.Context, tool string, raw json.RawMessage, input jso
 	if len(raw) == 0 {
 		return nil
 	}
-	sch, err := toolschema.Compile(raw)
-	if err != nil {
+	err := driver.CheckInput(ctx, tool, raw, input)
+	if errors.Is(err, toolrun.ErrInvalidSchema) {
 		return nil // the runner refuses such a tool at its start; nothing to check against
 	}
-	vs, err := sch.Validate(ctx, input)
-	if err != nil {
-		return fmt.Errorf("invalid input for tool %q: %v", tool, err)
-	}
-	if len(vs) == 0 {
-		return nil
-	}
-	ve := &toolrun.ValidationError{Tool: tool}
-	for _, v := range vs {
-		ve.Violations = append(ve.Violations, toolrun.Violation(v))
-	}
-	return ve
+	return err
 }
 
 // goOn starts the next run of thread, as its owner, once no call of it

@@ -22,7 +22,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/redact"
 	"github.com/toolrun/toolrun/transcript"
 )
 
@@ -833,7 +833,7 @@ func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision,
 	}
 	switch dp.Decision {
 	case "approve":
-		return toolrun.AllowCall(), nil
+		return toolrun.Decision{}, nil
 	case "deny":
 		reason := dp.Reason
 		if reason == "" {

@@ -24,7 +24,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
-	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/redact"
 )
 
 // Scopes a token may carry.
@@ -501,8 +501,6 @@ type identity struct {
 }
 
 func (id identity) can(scope string) bool { return slices.Contains(id.scopes, scope) }
-
-type identityKey struct{}
 
 // auth wraps a route with the bearer-token check for scope.
 func (h *Handler) auth(scope string, next func(http.ResponseWriter, *http.Request, identity)) http.HandlerFunc {

@@ -191,7 +191,7 @@ func suspend(ctx context.Context, dir string, open func(dir string) (toolrun.Sto
 		defer c.Close()
 	}
 	if err := s.Delete(ctx, resumerID); err != nil {
-		return fmt.Errorf("Delete: %w", err)
+		return fmt.Errorf("delete: %w", err)
 	}
 	srv := toolruntest.New(nil, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse(resumerCall, "append", map[string]string{"id": resumerCall}))))
 	defer srv.Close()
@@ -252,8 +252,8 @@ func resumerChild(mode string, open func(dir string) (toolrun.Store, error)) err
 	if err != nil {
 		return fmt.Errorf("toolrun.Open: %w", err)
 	}
-	if err := r.Decide(resumerCall, toolrun.AllowCall()); err != nil {
-		return fmt.Errorf("Decide: %w", err)
+	if err := r.Decide(resumerCall, toolrun.Decision{}); err != nil {
+		return fmt.Errorf("decide: %w", err)
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin) // the parent closes it to start the race

@@ -15,6 +15,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -201,7 +202,7 @@ func Register(r Registry, a *Activities) {
 }
 
 // Step takes the run one step: on a runner resumed from the state, it
-// calls [toolrun.Runner.Advance], which decides the pending turn's calls,
+// calls [driver.Advance], which decides the pending turn's calls,
 // answers those that need no running, and commits the turn and sends at
 // most one request once every call is answered. It returns the new state
 // and the calls to run. With a Store, it loads the whole state from
@@ -318,7 +319,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		}
 	}
 	before := unanswered(s) // the calls the step may answer and commit
-	calls, err := r.Advance(ctx)
+	calls, err := driver.Advance(ctx, r)
 	// A limit the caller set (the turn limit, a budget), an answer cut
 	// short (max_tokens) and a hook's failure
 	// are how the run stopped, recorded in its state: not a step to retry.
@@ -491,7 +492,7 @@ func limitOr(n int) int {
 }
 
 // RunTool runs one call of the pending turn in in.State with
-// [toolrun.Runner.ExecuteCall]: input validated, panics recovered, the
+// [driver.ExecuteCall]: input validated, panics recovered, the
 // tool's timeout enforced, AfterTool called. A tool's failure is a result
 // (is_error), not an activity failure; the activity fails only when it is
 // cancelled or the call cannot run here: a call ExecuteCall refuses
@@ -519,7 +520,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	if err != nil {
 		return nil, activityError(err, "toolrun.InvalidState", true, 0)
 	}
-	res, err := r.ExecuteCall(ctx, in.ToolUseID)
+	res, err := driver.ExecuteCall(ctx, r, in.ToolUseID)
 	if res == nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -533,7 +534,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 	// process: the text past the tool's MaxResultBytes never reaches the
 	// model, so it does not travel through the history either.
 	// One over the claim threshold travels through the Store.
-	placed, key := a.resultClaim(ctx, c, st, in.ToolUseID, r.CutResult(res))
+	placed, key := a.resultClaim(ctx, c, st, in.ToolUseID, driver.CutResult(r, res))
 	out := &ToolOutput{Result: placed}
 	if key != "" {
 		out.Claims = []string{key}
@@ -554,7 +555,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (*ToolOutput, er
 }
 
 // callNotRun is the error type of a tool activity whose call
-// [toolrun.Runner.ExecuteCall] refused without running it.
+// [driver.ExecuteCall] refused without running it.
 const callNotRun = "toolrun.CallNotRun"
 
 // modelError makes a failed model request a Temporal error: not retryable

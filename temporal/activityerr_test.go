@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/testsuite"
@@ -30,7 +31,7 @@ func TestToolActivityRefusalIsTyped(t *testing.T) {
 	env := suite.NewTestActivityEnvironment()
 	acts := temporal.NewActivities(model.Client(), tools, opts)
 	env.RegisterActivity(acts.RunTool)
-	_, err := env.ExecuteActivity(acts.RunTool, temporal.ToolInput{State: r.State().ForCall("t1"), ToolUseID: "t1"})
+	_, err := env.ExecuteActivity(acts.RunTool, temporal.ToolInput{State: driver.ForCall(r.State(), "t1"), ToolUseID: "t1"})
 	if err == nil {
 		t.Fatal("the activity ran a call the turn limit holds back")
 	}

@@ -53,13 +53,13 @@ func TestAddedToolOnServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, 30*time.Second, "the call awaiting approval", func() bool {
-				pending, err := temporal.Pending(ctx, c, queue)
+				pending, err := temporal.Pending(ctx, c, queue, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return len(pending) == 1 && pending[0].Call.Name == "write_file"
 			})
-			if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+			if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 				t.Fatalf("update: %v", err)
 			}
 			var out temporal.Outcome

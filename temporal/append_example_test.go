@@ -42,7 +42,7 @@ func Example_appendMessages() {
 			OnReject: func(err error) { fmt.Println("refused:", err) },
 			OnComplete: func(_ any, err error) {
 				// The messages are in; now the decision.
-				env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "toolu_1", Decision: toolrun.AllowCall()})
+				env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "toolu_1", Decision: toolrun.Decision{}})
 			},
 		}, []anthropic.BetaMessageParam{msg})
 	}, time.Minute)

@@ -33,7 +33,7 @@ func TestAppendMessagesOnServer(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.Text("Done.")))
 	waitFor(t, 30*time.Second, "the call awaiting approval", func() bool {
-		p, err := temporal.Pending(ctx, c, queue)
+		p, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(p) == 1
 	})
 	// send bypasses the client's checks, as another client might.
@@ -87,7 +87,7 @@ func TestAppendMessagesOnServer(t *testing.T) {
 	if err := temporal.AppendMessages(ctx, c, queue, second); !errors.Is(err, temporal.ErrMessagesTooLarge) {
 		t.Errorf("a message at the bound after another on the same turn: got %v, want ErrMessagesTooLarge", err)
 	}
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

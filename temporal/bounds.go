@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // The bounds on the decisions a run takes, so that no input a client can
@@ -17,7 +18,7 @@ const (
 	// MaxDecisionBytes bounds one decision as its JSON: the tool_use id,
 	// the reason of a Deny, the input of an Allow, the result of a Skip,
 	// as the workflow receives it (with a value in the Store, the mark
-	// that stands for it: see [WithStore]).
+	// that stands for it: see [ClientOptions].Store).
 	MaxDecisionBytes = 64 << 10
 	// MaxEarlyDecisions bounds the decisions a run keeps for calls that do
 	// not exist yet (a signal sent before the model asked for the call).
@@ -32,7 +33,7 @@ const (
 // is refused whole (nothing of it is applied), the call still awaits a
 // decision, and the run goes on; [Decide] returns the refusal, and
 // errors.Is(err, ErrDecisionTooLarge) holds on the client. Give the client
-// the workers' Store with [WithStore], and a decision of any size goes
+// the workers' Store with [ClientOptions].Store, and a decision of any size goes
 // through: its large values travel through the Store (see
 // [RunOptions.ClaimThreshold]), and Decide and DecideBySignal refuse it
 // only if what is left is over the limit still.
@@ -64,7 +65,7 @@ func (w *run) roomForEarly(a Approval) error {
 	count, size := 0, decisionSize(a)
 	sizes := w.sizes()
 	for i, b := range w.buffered {
-		if !w.state.HasCall(b.ToolUseID) {
+		if !driver.HasCall(w.state, b.ToolUseID) {
 			count++
 			size += sizes[i]
 		}

@@ -52,13 +52,13 @@ func TestDecisionFloodOnServer(t *testing.T) {
 	}
 	reason := strings.Repeat("r", 10<<10)
 	for i := range 300 {
-		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), toolrun.DenyCall(reason)); err != nil {
+		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), toolrun.DenyCall(reason), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	awaiting := func(id string) func() bool {
 		return func() bool {
-			p, err := temporal.Pending(ctx, c, queue)
+			p, err := temporal.Pending(ctx, c, queue, nil)
 			return err == nil && len(p) == 1 && p[0].Call.ID == id
 		}
 	}
@@ -79,16 +79,16 @@ func TestDecisionFloodOnServer(t *testing.T) {
 		if err := temporal.FromFailure(err); !errors.Is(err, temporal.ErrDecisionTooLarge) {
 			t.Errorf("a 1 MB update for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
-		edit := toolrun.AllowCall()
+		edit := toolrun.Decision{}
 		edit.Input = json.RawMessage(`{"path":"` + huge[:512<<10] + `"}`)
 		edit.Reason = huge[:512<<10]
-		if err := temporal.Decide(ctx, c, queue, id, edit); !errors.Is(err, temporal.ErrDecisionTooLarge) {
+		if err := temporal.Decide(ctx, c, queue, id, edit, nil); !errors.Is(err, temporal.ErrDecisionTooLarge) {
 			t.Errorf("Decide with a 1 MB edited input and reason for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
-		if err := temporal.DecideBySignal(ctx, c, queue, id, edit); !errors.Is(err, temporal.ErrDecisionTooLarge) {
+		if err := temporal.DecideBySignal(ctx, c, queue, id, edit, nil); !errors.Is(err, temporal.ErrDecisionTooLarge) {
 			t.Errorf("DecideBySignal with a 1 MB edited input and reason for %s: %v, want it refused with ErrDecisionTooLarge", id, err)
 		}
-		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall()); err != nil {
+		if err := temporal.Decide(ctx, c, queue, id, toolrun.Decision{}, nil); err != nil {
 			t.Fatalf("the Allow after them for %s: %v (the 1 MB signal was applied?)", id, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"go.temporal.io/sdk/activity"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -25,7 +26,7 @@ import (
 // the large values of a run in (see [RunOptions.ClaimThreshold]):
 // [toolrun.FileStore] and sqlitestore's Store implement it. A worker uses
 // it when its [toolrun.Options.Store] implements it too, and a client
-// when it is given one with [WithStore].
+// when it is given one with [ClientOptions].Store.
 //
 // It is an interface of its own, not a kind of [toolrun.Store], because a
 // Store keeps States with compare-and-swap versions for a runner that
@@ -46,7 +47,7 @@ type BlobStore interface {
 }
 
 // DefaultClaimThreshold is the default of [RunOptions.ClaimThreshold] and
-// of [WithClaimThreshold]: a value whose JSON is larger than this travels
+// of [ClientOptions].ClaimThreshold: a value whose JSON is larger than this travels
 // through the Store, not through the workflow's history.
 const DefaultClaimThreshold = 16 << 10
 
@@ -68,7 +69,7 @@ const claimMark = "\x00toolrun-claim:"
 func claimKeyPrefix(workflowID string) string { return workflowID + "/claim-" }
 
 // thresholdOf returns the claim threshold that option n (of
-// [RunOptions.ClaimThreshold] or a [ClientOption]) means: 0 for none.
+// [RunOptions.ClaimThreshold] or a [ClientOptions]) means: 0 for none.
 func thresholdOf(n int) int {
 	switch {
 	case n == 0:
@@ -238,7 +239,7 @@ func rewriteCalls(s *toolrun.State, f func(claimField, json.RawMessage) (json.Ra
 // no I/O, so a workflow may call it.
 func stateClaims(s *toolrun.State, prefix string) []string {
 	var keys []string
-	_, _ = rewriteCalls(s.Skeleton(), func(f claimField, raw json.RawMessage) (json.RawMessage, error) {
+	_, _ = rewriteCalls(driver.Skeleton(s), func(f claimField, raw json.RawMessage) (json.RawMessage, error) {
 		if key, ok := markKey(f, raw); ok && strings.HasPrefix(key, prefix) {
 			keys = append(keys, key)
 		}
@@ -249,7 +250,7 @@ func stateClaims(s *toolrun.State, prefix string) []string {
 }
 
 // approvalClaims returns the keys of the claims decision a refers to:
-// those a client put in the Store with [WithStore]. It does no I/O, so a
+// those a client put in the Store with [ClientOptions].Store. It does no I/O, so a
 // workflow may call it.
 func approvalClaims(a Approval, prefix string) []string {
 	var keys []string
@@ -288,7 +289,7 @@ type claims struct {
 // error wrapping [ErrClaimMissing]; any other error of the Store is
 // returned as it is, for the activity to be tried again.
 func (c *claims) restore(ctx context.Context, s *toolrun.State) (*toolrun.State, error) {
-	sk := s.Skeleton()
+	sk := driver.Skeleton(s)
 	out, err := rewriteCalls(sk, func(f claimField, raw json.RawMessage) (json.RawMessage, error) {
 		key, ok := markKey(f, raw)
 		if !ok || !strings.HasPrefix(key, c.prefix) {
@@ -310,7 +311,7 @@ func (c *claims) restore(ctx context.Context, s *toolrun.State) (*toolrun.State,
 	if err != nil || out == sk {
 		return s, err
 	}
-	return out.Merge(s), nil
+	return driver.Merge(out, s), nil
 }
 
 // remember records that b is in the Store under key, so that stashing b
@@ -380,7 +381,7 @@ func (c *claims) referred() []string {
 // claimsOf returns the claims of an activity of workflow workflowID with
 // threshold (an option's value, see [thresholdOf]).
 func (a *Activities) claimsOf(workflowID string, threshold int) *claims {
-	blobs, _ := a.store.(BlobStore)
+	blobs := driver.Blobs(a.store)
 	return &claims{store: blobs, prefix: claimKeyPrefix(workflowID), threshold: thresholdOf(threshold)}
 }
 
@@ -443,7 +444,7 @@ type DeleteClaimsInput struct {
 // left when a run ends (see [RunOptions.ClaimThreshold]). The workflow
 // runs it once, as its execution ends; keys of another run are skipped.
 func (a *Activities) DeleteClaims(ctx context.Context, in DeleteClaimsInput) error {
-	blobs, _ := a.store.(BlobStore)
+	blobs := driver.Blobs(a.store)
 	if blobs == nil || !activity.IsActivity(ctx) {
 		return nil
 	}
@@ -469,8 +470,8 @@ func (a *Activities) resultClaim(ctx context.Context, c *claims, st *toolrun.Sta
 		return res, ""
 	}
 	// The result as the workflow's State will keep it once recorded.
-	scratch := st.ForCall(id)
-	if scratch.SetResult(id, res) != nil {
+	scratch := driver.ForCall(st, id)
+	if driver.SetResult(scratch, id, res) != nil {
 		return res, ""
 	}
 	kept, ok := scratch.CallResult(id)

@@ -109,7 +109,7 @@ func TestClaimCheckOnServer(t *testing.T) {
 		history string // the golden history to record it as, if any
 		// approval makes the tool need one, and decide gives it.
 		approval bool
-		decide   func(ctx context.Context, id string, opts ...temporal.ClientOption) error
+		decide   func(ctx context.Context, id string, opts *temporal.ClientOptions) error
 		result   string // what the tool returns
 		wantSeen string // the result the model sees
 		wantRun  string // what the tool ran with, "" for not run
@@ -125,9 +125,9 @@ func TestClaimCheckOnServer(t *testing.T) {
 			name:     "1 MB edited input",
 			history:  "claim-decision",
 			approval: true,
-			decide: func(ctx context.Context, id string, opts ...temporal.ClientOption) error {
+			decide: func(ctx context.Context, id string, opts *temporal.ClientOptions) error {
 				in := fmt.Sprintf(`{"path":"/edited","text":%q}`, big)
-				return temporal.Decide(ctx, c, id, "b1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(in)}, opts...)
+				return temporal.Decide(ctx, c, id, "b1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(in)}, opts)
 			},
 			result:   "ok",
 			wantSeen: "b1 error=false ok",
@@ -136,8 +136,8 @@ func TestClaimCheckOnServer(t *testing.T) {
 		{
 			name:     "1 MB deny reason by signal",
 			approval: true,
-			decide: func(ctx context.Context, id string, opts ...temporal.ClientOption) error {
-				return temporal.DecideBySignal(ctx, c, id, "b1", toolrun.DenyCall(big), opts...)
+			decide: func(ctx context.Context, id string, opts *temporal.ClientOptions) error {
+				return temporal.DecideBySignal(ctx, c, id, "b1", toolrun.DenyCall(big), opts)
 			},
 			wantSeen: "b1 error=true tool call denied: " + big,
 		},
@@ -171,16 +171,16 @@ func TestClaimCheckOnServer(t *testing.T) {
 			}
 			if tt.approval {
 				waitFor(t, 30*time.Second, "b1 in Pending", func() bool {
-					p, err := temporal.Pending(ctx, c, queue)
+					p, err := temporal.Pending(ctx, c, queue, nil)
 					return err == nil && len(p) == 1
 				})
 				// Without the Store, the decision is refused before it
 				// is sent, and says what would let it through.
-				err := tt.decide(ctx, queue)
-				if !errors.Is(err, temporal.ErrDecisionTooLarge) || !strings.Contains(err.Error(), "WithStore") {
-					t.Fatalf("without a Store: got %v, want ErrDecisionTooLarge naming WithStore", err)
+				err := tt.decide(ctx, queue, nil)
+				if !errors.Is(err, temporal.ErrDecisionTooLarge) || !strings.Contains(err.Error(), "ClientOptions.Store") {
+					t.Fatalf("without a Store: got %v, want ErrDecisionTooLarge naming ClientOptions.Store", err)
 				}
-				if err := tt.decide(ctx, queue, temporal.WithStore(store)); err != nil {
+				if err := tt.decide(ctx, queue, &temporal.ClientOptions{Store: store}); err != nil {
 					t.Fatalf("with the Store: %v", err)
 				}
 			}
@@ -373,7 +373,7 @@ func TestClaimWhileAnotherCallWaits(t *testing.T) {
 		if now, _ := store.count(); now != 1 {
 			t.Errorf("while t1 waits, the Store holds %d claims, want 1 (f0's result)", now)
 		}
-		env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.AllowCall()})
+		env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.Decision{}})
 	}, time.Hour)
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("go"), &fastRetries))
 	out := outcome(t, env)

@@ -11,6 +11,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -58,9 +59,9 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // for [toolrun.State.Decide]'s; errors.As finds the update's
 // *temporal.ApplicationError (see [FromFailure]).
 //
-// A decision of any size goes through with a Store ([WithStore]): its
+// A decision of any size goes through with a Store ([ClientOptions].Store): its
 // edited input, reason or Skip result over the claim threshold
-// ([WithClaimThreshold], [DefaultClaimThreshold] by default) is put in
+// ([ClientOptions].ClaimThreshold, [DefaultClaimThreshold] by default) is put in
 // the Store first, and the update carries a mark that stands for it,
 // which the workers read back from the same Store; a refused decision's
 // values are deleted again. Without a Store, a decision over
@@ -71,7 +72,7 @@ func Start(ctx context.Context, c client.Client, start client.StartWorkflowOptio
 // apply, and with no worker of the run's task queue running, Decide blocks
 // until ctx is done. Give ctx a deadline, or use [DecideBySignal], which
 // the server accepts with no worker running.
-func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
+func Decide(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts *ClientOptions) error {
 	d, cl, err := prepareDecision(ctx, workflowID, toolUseID, d, clientOptionsOf(opts))
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func prepareDecision(ctx context.Context, workflowID, toolUseID string, d toolru
 func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 	a := Approval{ToolUseID: toolUseID, Decision: d}
 	if n := decisionSize(a); n > MaxDecisionBytes {
-		hint := "give the client the workers' Store with temporal.WithStore, so that the large values travel through it, or give a shorter reason, input or result"
+		hint := "give the client the workers' Store in temporal.ClientOptions.Store, so that the large values travel through it, or give a shorter reason, input or result"
 		if o.store != nil {
 			hint = "what is over the claim threshold travels through the Store, and the rest is too large still: give a shorter reason or tool_use id"
 		}
@@ -129,7 +130,7 @@ func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 
 // DecideBySignal gives a person's decision for a call of run workflowID
 // with [DecideSignal] (a large one through the Store given with
-// [WithStore], or refused with [ErrDecisionTooLarge] without one, as
+// [ClientOptions].Store, or refused with [ErrDecisionTooLarge] without one, as
 // Decide does), and returns as soon as the server has recorded the
 // signal in the run's history: it does not wait for a worker. A signal is
 // durable: the workflow applies it when a worker next runs it, even one
@@ -144,7 +145,7 @@ func sendable(toolUseID string, d toolrun.Decision, o clientOptions) error {
 // A dropped decision's values in the Store are deleted by the workers as
 // they drop it; those of a signal that failed, or was sent to a run that
 // has ended, stay.
-func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts ...ClientOption) error {
+func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID string, d toolrun.Decision, opts *ClientOptions) error {
 	d, _, err := prepareDecision(ctx, workflowID, toolUseID, d, clientOptionsOf(opts))
 	if err != nil {
 		return err
@@ -171,10 +172,10 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 // memo has none; for it, Pending falls back on the query.
 //
 // With a data converter of your own on the clients and workers (a codec
-// that encrypts or compresses payloads), pass it with [WithDataConverter]:
+// that encrypts or compresses payloads), pass it with [ClientOptions].DataConverter:
 // the memo is encoded with the worker's converter, and a client does not
 // tell its converter to the code it is given to.
-func Pending(ctx context.Context, c client.Client, workflowID string, opts ...ClientOption) ([]toolrun.PendingCall, error) {
+func Pending(ctx context.Context, c client.Client, workflowID string, opts *ClientOptions) ([]toolrun.PendingCall, error) {
 	o := clientOptionsOf(opts)
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
@@ -225,7 +226,7 @@ func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.S
 	if err != nil {
 		return nil, err
 	}
-	blobs, _ := store.(BlobStore)
+	blobs := driver.Blobs(store)
 	skel, err := (&claims{store: blobs, prefix: claimKeyPrefix(refWorkflow(o.Ref))}).restore(ctx, o.State)
 	if err != nil {
 		return nil, err
@@ -233,59 +234,57 @@ func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.S
 	return merge(skel, stored), nil
 }
 
-// ClientOption is an option of the functions of this package that read
+// ClientOptions are the options of the functions of this package that read
 // what a run shows or send it a decision with a client ([Pending],
-// [Decide], [DecideBySignal]).
-type ClientOption func(*clientOptions)
+// [Decide], [DecideBySignal], [Follow]). A nil *ClientOptions, like the
+// zero value, means the defaults.
+type ClientOptions struct {
+	// Store is the Store the workers keep their states in (their
+	// [toolrun.Options.Store]), which must keep blobs too
+	// ([driver.Blobs]: a [toolrun.FileStore] or sqlitestore's Store), so
+	// that a decision's edited input, reason or Skip result over the
+	// claim threshold travels through it rather than through the
+	// workflow's history, and a decision of any size goes through.
+	// Without one that keeps blobs, a decision over [MaxDecisionBytes] is
+	// refused with [ErrDecisionTooLarge]. [Follow] reads the values of the
+	// run's claims from it, so that a large result or input is reported
+	// whole.
+	Store toolrun.Store
 
-// clientOptions are the options a ClientOption sets.
+	// ClaimThreshold is the size, in bytes of JSON, above which a
+	// decision's value travels through Store: zero means
+	// [DefaultClaimThreshold], and a negative value sends every value
+	// whole, as without a Store.
+	ClaimThreshold int
+
+	// DataConverter decodes what a run shows (the memo [PendingMemo]):
+	// give it the DataConverter the clients and workers were built with
+	// (client.Options.DataConverter), a codec converter that encrypts or
+	// compresses payloads, say. Nil means the SDK's default converter,
+	// which is what a client has when it sets none.
+	DataConverter converter.DataConverter
+}
+
+// clientOptions are the ClientOptions in the form the functions use.
 type clientOptions struct {
 	dc        converter.DataConverter
 	store     BlobStore
 	threshold int
 }
 
-// WithStore gives [Decide] and [DecideBySignal] the Store the workers
-// keep their states in (their [toolrun.Options.Store], which must keep
-// blobs too: [BlobStore]), so that a decision's edited input, reason or
-// Skip result over the claim threshold travels through it rather than
-// through the workflow's history, and a decision of any size goes
-// through. Without it, a decision over [MaxDecisionBytes] is refused
-// with [ErrDecisionTooLarge]. [Follow] reads the values of the run's
-// claims from it, so that a large result or input is reported whole.
-func WithStore(store BlobStore) ClientOption {
-	return func(o *clientOptions) { o.store = store }
-}
-
-// WithClaimThreshold sets the size, in bytes of JSON, above which a
-// decision's value travels through the Store given with [WithStore]:
-// zero means [DefaultClaimThreshold], and a negative value sends every
-// value whole, as without a Store.
-func WithClaimThreshold(n int) ClientOption {
-	return func(o *clientOptions) { o.threshold = n }
-}
-
-// WithDataConverter decodes what a run shows (the memo [PendingMemo])
-// with dc: give it the DataConverter the clients and workers were built
-// with (client.Options.DataConverter), a codec converter that encrypts or
-// compresses payloads, say. Without it, the SDK's default converter is
-// used, which is what a client has when it sets none.
-func WithDataConverter(dc converter.DataConverter) ClientOption {
-	return func(o *clientOptions) {
-		if dc != nil {
-			o.dc = dc
-		}
-	}
-}
-
-// clientOptionsOf applies opts to the defaults.
-func clientOptionsOf(opts []ClientOption) clientOptions {
+// clientOptionsOf returns opts with the defaults in place of zeros.
+func clientOptionsOf(opts *ClientOptions) clientOptions {
 	o := clientOptions{dc: converter.GetDefaultDataConverter()}
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
+	if opts == nil {
+		return o
 	}
+	if opts.DataConverter != nil {
+		o.dc = opts.DataConverter
+	}
+	if b := driver.Blobs(opts.Store); b != nil {
+		o.store = b
+	}
+	o.threshold = opts.ClaimThreshold
 	return o
 }
 

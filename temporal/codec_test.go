@@ -81,7 +81,7 @@ func (c *aesCodec) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 
 // TestEncryptingCodecOnServer runs the whole flow with clients and a worker
 // whose data converter encrypts every payload: Pending reads the memo with
-// WithDataConverter, a decision is taken, the run ends, and nothing in the
+// ClientOptions.DataConverter, a decision is taken, the run ends, and nothing in the
 // run's history, memo included, holds the tool input in plain text.
 func TestEncryptingCodecOnServer(t *testing.T) {
 	plainClient := dialTemporal(t)
@@ -105,16 +105,16 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "t1 in Pending", func() bool {
-		p, err := temporal.Pending(ctx, c, queue, temporal.WithDataConverter(dc))
+		p, err := temporal.Pending(ctx, c, queue, &temporal.ClientOptions{DataConverter: dc})
 		if err != nil {
 			t.Fatalf("Pending with the client's converter: %v", err)
 		}
 		return len(p) == 1 && p[0].Call.ID == "t1" && strings.Contains(string(p[0].Call.Input), secret)
 	})
-	if _, err := temporal.Pending(ctx, c, queue); err == nil {
+	if _, err := temporal.Pending(ctx, c, queue, nil); err == nil {
 		t.Error("Pending read an encrypted memo with the default converter")
 	}
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
@@ -77,7 +78,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	fetch.Idempotent = true
 	fetch.Policy = func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		count(asked, call.ID)
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}
 	opts := &toolrun.Options{
 		Logger: discard(),
@@ -117,7 +118,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the write to await approval", func() bool {
-		p, err := temporal.Pending(ctx, c, queue)
+		p, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(p) == 1
 	})
 	mu.Lock()
@@ -125,7 +126,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	mu.Unlock()
 	w.Stop()
 	startWorker()
-	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "w1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -181,7 +182,7 @@ func decisionsInProcess(t *testing.T, model *toolruntest.Server, tools []toolrun
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -202,18 +203,18 @@ func rootKeepsDecisions(t *testing.T) bool {
 	var calls counter
 	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		asked++
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})}
 	opts := &toolrun.Options{Logger: discard()}
 	r := toolrun.New(model.Client(), userParams("go"), tools, opts)
-	if _, err := r.Advance(t.Context()); err != nil {
+	if _, err := driver.Advance(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
 	r2, err := toolrun.Resume(model.Client(), r.State(), tools, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r2.ExecuteCall(t.Context(), "t1"); err != nil {
+	if _, err := driver.ExecuteCall(t.Context(), r2, "t1"); err != nil {
 		t.Fatal(err)
 	}
 	return asked == 1

@@ -36,7 +36,7 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "update then signal",
 			late: []decisionMsg{
-				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
+				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 				{id: "t1", d: toolrun.DenyCall("changed my mind")},
 			},
 			wantRuns: map[string]int{"write /a": 1},
@@ -45,7 +45,7 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "update then signal with other input",
 			late: []decisionMsg{
-				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
+				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 				{id: "t1", d: toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)}},
 			},
 			wantRuns: map[string]int{"write /a": 1},
@@ -55,7 +55,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "signal then update",
 			late: []decisionMsg{
 				{id: "t1", d: toolrun.DenyCall("no")},
-				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
+				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
@@ -65,7 +65,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "update then update",
 			late: []decisionMsg{
 				{byUpdate: true, id: "t1", d: toolrun.DenyCall("no")},
-				{byUpdate: true, id: "t1", d: toolrun.AllowCall()},
+				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns:     map[string]int{},
 			wantSeen:     "t1 error=true tool call denied: no",
@@ -74,9 +74,9 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "duplicate signals",
 			late: []decisionMsg{
-				{id: "t1", d: toolrun.AllowCall()},
+				{id: "t1", d: toolrun.Decision{}},
 				{id: "t1", d: toolrun.DenyCall("no")},
-				{id: "t1", d: toolrun.AllowCall()},
+				{id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns: map[string]int{"write /a": 1},
 			wantSeen: "t1 error=false wrote /a",
@@ -85,7 +85,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "signals before the call exists",
 			early: []decisionMsg{
 				{id: "t1", d: toolrun.DenyCall("decided early")},
-				{id: "t1", d: toolrun.AllowCall()},
+				{id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns: map[string]int{},
 			wantSeen: "t1 error=true tool call denied: decided early",

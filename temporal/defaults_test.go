@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	sdktemporal "go.temporal.io/sdk/temporal"
 )
 
@@ -31,13 +31,13 @@ func TestToolActivityOptions(t *testing.T) {
 	w := &run{opts: RunOptions{}.withDefaults()}
 	tests := []struct {
 		name        string
-		call        toolrun.PlannedCall
+		call        driver.PlannedCall
 		wantTimeout time.Duration
 		wantTries   int32
 	}{
-		{name: "a tool's timeout", call: toolrun.PlannedCall{Timeout: 10 * time.Second}, wantTimeout: 10*time.Second + toolGrace, wantTries: 1},
-		{name: "no timeout", call: toolrun.PlannedCall{}, wantTimeout: DefaultToolTimeout, wantTries: 1},
-		{name: "idempotent", call: toolrun.PlannedCall{Idempotent: true, Timeout: time.Minute}, wantTimeout: time.Minute + toolGrace, wantTries: 5},
+		{name: "a tool's timeout", call: driver.PlannedCall{Timeout: 10 * time.Second}, wantTimeout: 10*time.Second + toolGrace, wantTries: 1},
+		{name: "no timeout", call: driver.PlannedCall{}, wantTimeout: DefaultToolTimeout, wantTries: 1},
+		{name: "idempotent", call: driver.PlannedCall{Idempotent: true, Timeout: time.Minute}, wantTimeout: time.Minute + toolGrace, wantTries: 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

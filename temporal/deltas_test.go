@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -35,7 +36,7 @@ func deltaTools(calls *counter) []toolrun.Tool {
 		if json.Unmarshal(call.Input, &in) == nil && in.Path == "/2" {
 			return toolrun.DeferCall("writes change files")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})}
 }
 
@@ -63,7 +64,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		t.Fatalf("in process: %v %v, want a stop awaiting approval", res, err)
 	}
 	waiting := r.State()
-	if err := r.Decide("t2", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -92,7 +93,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "t2 awaiting approval", func() bool {
-		pending, err := temporal.Pending(ctx, c, queue)
+		pending, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(pending) == 1 && pending[0].Call.ID == "t2"
 	})
 	w.Stop()
@@ -100,7 +101,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 	// No worker runs: the conversation is read from the history.
 	read := stateFromHistory(ctx, t, c, queue)
 	sameState(t, "read from the history while awaiting", waiting, read)
-	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.AllowCall()); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	w = start() // a worker whose cache is empty
@@ -136,7 +137,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		}
 		last = ev
 		return true
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	wantTexts := []string{"Turn 0.", "Turn 1.", "Turn 2.", "Turn 3.", "Turn 4.", "Done."}
@@ -199,8 +200,8 @@ func sameState(t *testing.T, what string, want, got *toolrun.State) {
 	if w != g {
 		t.Errorf("%s: got %+v, want %+v", what, g, w)
 	}
-	if text, _ := want.ResponseText(); text != "" {
-		if gt, _ := got.ResponseText(); gt != text {
+	if text, _ := driver.ResponseText(want); text != "" {
+		if gt, _ := driver.ResponseText(got); gt != text {
 			t.Errorf("%s: the pending response's text %q, want %q", what, gt, text)
 		}
 	}
@@ -333,7 +334,7 @@ func TestCacheMissAsksTheWorkflow(t *testing.T) {
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("in process: %v %v, want a stop awaiting approval", res, err)
 	}
-	if err := r.Decide("t2", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("t2", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
@@ -355,10 +356,10 @@ func TestCacheMissAsksTheWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "t2 awaiting approval", func() bool {
-		pending, err := temporal.Pending(ctx, c, queue)
+		pending, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(pending) == 1 && pending[0].Call.ID == "t2"
 	})
-	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome
@@ -470,13 +471,13 @@ func TestDeltasApprovalOnServer(t *testing.T) {
 	}
 	for i, id := range []string{"t1", "t2"} {
 		waitFor(t, 30*time.Second, id+" awaiting approval", func() bool {
-			pending, err := temporal.Pending(ctx, c, queue)
+			pending, err := temporal.Pending(ctx, c, queue, nil)
 			return err == nil && len(pending) == 1 && pending[0].Call.ID == id
 		})
 		if i == 0 {
-			err = temporal.Decide(ctx, c, queue, id, toolrun.AllowCall())
+			err = temporal.Decide(ctx, c, queue, id, toolrun.Decision{}, nil)
 		} else {
-			err = temporal.DecideBySignal(ctx, c, queue, id, toolrun.AllowCall())
+			err = temporal.DecideBySignal(ctx, c, queue, id, toolrun.Decision{}, nil)
 		}
 		if err != nil {
 			t.Fatal(err)

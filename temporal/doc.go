@@ -16,15 +16,15 @@
 // [toolrun.Options] it was given ([NewActivities]):
 //
 //   - [Activities.Step] resumes a runner from the state and calls
-//     [toolrun.Runner.Advance]: it decides the pending turn's calls
+//     [driver.Advance]: it decides the pending turn's calls
 //     (Options.Policy and the tools' policies), answers
 //     the denied and skipped ones, and once every call is answered, commits
 //     the turn and sends one model request. It returns the new state and
 //     the calls to run.
-//   - [Activities.RunTool] runs one call with [toolrun.Runner.ExecuteCall]:
+//   - [Activities.RunTool] runs one call with [driver.ExecuteCall]:
 //     validated, panic-safe, with the tool's timeout and Options.AfterTool,
 //     exactly as in process. The workflow writes each result into its
-//     state with [toolrun.State.SetResult].
+//     state with [driver.SetResult].
 //
 // The hooks and events of [toolrun.Options] are called in the worker that
 // runs the activity, with the activity's context.
@@ -55,7 +55,7 @@
 // it in the Store and returns a mark, and the step that sends it to the
 // model reads it back. So does a decision's edited input, reason or Skip
 // result over the threshold, if the client is given the same Store
-// ([WithStore]): [Decide] and [DecideBySignal] put it in the Store and
+// ([ClientOptions].Store): [Decide] and [DecideBySignal] put it in the Store and
 // send a mark; without one, a decision over [MaxDecisionBytes] is refused
 // before it is sent ([ErrDecisionTooLarge]). A claim is deleted by the
 // step after the last one that read it, and the claims left when an

@@ -125,7 +125,7 @@ func TestEndStatus(t *testing.T) {
 			}
 			if tt.allowAt > 0 {
 				env.RegisterDelayedCallback(func() {
-					env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.AllowCall()})
+					env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.Decision{}})
 				}, tt.allowAt)
 			}
 			ro := fastRetries

@@ -39,7 +39,7 @@ func Example() {
 		v.Get(&pending)
 		for _, p := range pending {
 			fmt.Printf("awaiting approval: %s %s (%s)\n", p.Call.Name, p.Call.Input, p.Reason)
-			env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: p.Call.ID, Decision: toolrun.AllowCall()})
+			env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: p.Call.ID, Decision: toolrun.Decision{}})
 		}
 	}, time.Minute) // on the test environment's clock: a person answers a minute later
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("Refund order A-17."), nil))

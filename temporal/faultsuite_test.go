@@ -320,7 +320,7 @@ func (p *wfPlan) decision(id string) (how int, d toolrun.Decision) {
 	if rng.IntN(3) == 0 {
 		return how, toolrun.DenyCall("not now " + id)
 	}
-	return how, toolrun.AllowCall()
+	return how, toolrun.Decision{}
 }
 
 // wfSide is one driver's side of the server for a run: its faults, drawn

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -88,7 +89,7 @@ type RunEvent struct {
 	// alone) and StepFinished: see each kind for what they hold.
 	Turn  int
 	Text  string
-	Calls []toolrun.PlannedCall
+	Calls []driver.PlannedCall
 	Usage toolrun.Usage
 	// Started and Completed are when the step's activity started on a
 	// worker (its last attempt, if it was retried) and completed, as the
@@ -131,7 +132,7 @@ func seqOf(exec int, eventID int64, n int) int64 {
 // Follow reads the run's workflow history with long polls, one request at
 // a time: it needs no worker, and nothing the history records is missed
 // between reads. It decodes the payloads with the converter
-// [WithDataConverter] gives (the SDK's default without it): the one the
+// [ClientOptions].DataConverter gives (the SDK's default without it): the one the
 // workers encode with. It goes on to the next execution at each
 // continue-as-new; executions whose events are all at or below after are
 // skipped with one request each, for their last event.
@@ -148,7 +149,7 @@ func seqOf(exec int, eventID int64, n int) int64 {
 // a [toolrun.Store] too: the history holds what Follow reports, and only
 // that (a call a person denied, in a step that then sent the next request,
 // is in [StepResult.Committed]).
-func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts ...ClientOption) error {
+func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts *ClientOptions) error {
 	if yield == nil {
 		return errors.New("toolrun: follow: yield is nil")
 	}
@@ -186,7 +187,7 @@ func Follow(ctx context.Context, c client.Client, workflowID, runID string, afte
 // follower is the state of one [Follow].
 type follower struct {
 	ctx        context.Context // Follow's: for the claims read from store
-	store      BlobStore       // WithStore's, or nil
+	store      BlobStore       // ClientOptions.Store's, or nil
 	c          client.Client
 	dc         converter.DataConverter
 	fc         converter.FailureConverter
@@ -265,10 +266,10 @@ type execution struct {
 	exec    int    // the execution's index in the chain
 	run     string // its run id
 	acts    map[int64]*scheduled
-	memoKey string                // what the memo showed last, as pendingKey gives it
-	cancel  bool                  // the run's cancellation was requested
-	planned []toolrun.PlannedCall // the calls of the last step, with their tools' settings
-	last    *toolrun.State        // the state of the last step
+	memoKey string               // what the memo showed last, as pendingKey gives it
+	cancel  bool                 // the run's cancellation was requested
+	planned []driver.PlannedCall // the calls of the last step, with their tools' settings
+	last    *toolrun.State       // the state of the last step
 }
 
 // execution reads the history of execution exec of the chain, run, with
@@ -480,7 +481,7 @@ func (x *execution) toolCompleted(s *scheduled, sched, id int64, result *commonp
 
 // claimed returns the value that raw, a field of shape fld, stands for if
 // it is a claim's mark of this run ([RunOptions.ClaimThreshold]) and the
-// follower has the workers' Store (WithStore); raw otherwise, a claim
+// follower has the workers' Store (ClientOptions.Store); raw otherwise, a claim
 // deleted already included: a claim lasts until no step reads it again,
 // so a reader that comes long after the step sees the mark.
 func (f *follower) claimed(fld claimField, raw json.RawMessage) json.RawMessage {
@@ -565,7 +566,7 @@ func (f *follower) decode(p *commonpb.Payload, v any) error {
 
 // payloadError says which payload of the history could not be decoded.
 func (f *follower) payloadError(run string, eventID int64, what string, err error) error {
-	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the client's data converter given with WithDataConverter?): %w", f.workflowID, run, what, eventID, err)
+	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the client's data converter given in ClientOptions.DataConverter?): %w", f.workflowID, run, what, eventID, err)
 }
 
 // stepFinished returns the events of a step that went from state in to
@@ -578,8 +579,8 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 	if s.Turns > in.Turns {
 		ev.Text = res.Text
 		for _, c := range s.Calls() {
-			p := toolrun.PlannedCall{Call: c}
-			if i := slices.IndexFunc(res.Calls, func(p toolrun.PlannedCall) bool { return p.Call.ID == c.ID }); i >= 0 {
+			p := driver.PlannedCall{Call: c}
+			if i := slices.IndexFunc(res.Calls, func(p driver.PlannedCall) bool { return p.Call.ID == c.ID }); i >= 0 {
 				p = res.Calls[i]
 			}
 			ev.Calls = append(ev.Calls, p)
@@ -608,7 +609,7 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 	}
 	out = append(out, ev)
 	for _, c := range s.Calls() {
-		if in.HasCall(c.ID) {
+		if driver.HasCall(in, c.ID) {
 			continue
 		}
 		if r, ok := s.CallResult(c.ID); ok {
@@ -639,7 +640,7 @@ func unanswered(s *toolrun.State) []toolrun.ToolCall {
 func committedResults(before []toolrun.ToolCall, whole *toolrun.State) map[string]*toolrun.ToolResult {
 	var out map[string]*toolrun.ToolResult
 	for _, c := range before {
-		if whole.HasCall(c.ID) {
+		if driver.HasCall(whole, c.ID) {
 			continue // still in the turn in progress, with its result if it has one
 		}
 		if r := committedResult(whole, c); r != nil {
@@ -675,15 +676,15 @@ func committedResult(s *toolrun.State, c toolrun.ToolCall) *toolrun.ToolResult {
 
 // plannedOf returns the planned call of tool activity input in: from the
 // last step's planned calls, or the call in the input's state.
-func plannedOf(in ToolInput, planned []toolrun.PlannedCall) toolrun.PlannedCall {
-	if i := slices.IndexFunc(planned, func(p toolrun.PlannedCall) bool { return p.Call.ID == in.ToolUseID }); i >= 0 {
+func plannedOf(in ToolInput, planned []driver.PlannedCall) driver.PlannedCall {
+	if i := slices.IndexFunc(planned, func(p driver.PlannedCall) bool { return p.Call.ID == in.ToolUseID }); i >= 0 {
 		return planned[i]
 	}
-	return toolrun.PlannedCall{Call: callIn(in)}
+	return driver.PlannedCall{Call: callIn(in)}
 }
 
 // callOf returns the call of tool activity input in.
-func callOf(in ToolInput, planned []toolrun.PlannedCall) toolrun.ToolCall {
+func callOf(in ToolInput, planned []driver.PlannedCall) toolrun.ToolCall {
 	return plannedOf(in, planned).Call
 }
 

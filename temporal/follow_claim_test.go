@@ -38,7 +38,7 @@ func TestFollowResolvesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	// resultOf follows the run until it waits, and returns b1's result text.
-	resultOf := func(opts ...temporal.ClientOption) string {
+	resultOf := func(opts *temporal.ClientOptions) string {
 		t.Helper()
 		var text string
 		err := temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
@@ -50,19 +50,19 @@ func TestFollowResolvesClaims(t *testing.T) {
 				}
 			}
 			return e.Kind != temporal.Awaiting
-		}, opts...)
+		}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return text
 	}
-	if got := resultOf(temporal.WithStore(store)); got != big {
+	if got := resultOf(&temporal.ClientOptions{Store: store}); got != big {
 		t.Errorf("with the Store: b1's result is %d bytes, %.60q…; want the %d bytes the tool returned", len(got), got, len(big))
 	}
-	if got := resultOf(); len(got) > 4096 || !strings.Contains(got, "toolrun-claim:") {
+	if got := resultOf(nil); len(got) > 4096 || !strings.Contains(got, "toolrun-claim:") {
 		t.Errorf("without the Store: b1's result is %d bytes, %.60q…; want the claim's mark", len(got), got)
 	}
-	if err := temporal.DecideBySignal(ctx, c, queue, "b2", toolrun.DenyCall("no")); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "b2", toolrun.DenyCall("no"), nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

@@ -43,7 +43,7 @@ func ExampleFollow() {
 			}
 		}
 		return true
-	})
+	}, nil)
 	if err != nil {
 		fmt.Println("error:", err)
 	}
@@ -97,7 +97,7 @@ func follow(ctx context.Context, c client.Client, id, runID string, after int64,
 	err := temporal.Follow(ctx, c, id, runID, after, func(e temporal.RunEvent) bool {
 		out = append(out, e)
 		return true
-	}, temporal.WithDataConverter(dc))
+	}, &temporal.ClientOptions{DataConverter: dc})
 	return out, err
 }
 
@@ -315,7 +315,7 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
 		first = append(first, e)
 		return e.Kind != temporal.Awaiting
-	}, temporal.WithDataConverter(dc))
+	}, &temporal.ClientOptions{DataConverter: dc})
 	w.Stop()
 	if err != nil {
 		t.Fatal(err)
@@ -324,8 +324,8 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		t.Fatalf("events up to the wait (-want +got):\n%s", diff)
 	}
 	if encrypt {
-		if _, err := follow(ctx, c, queue, run.GetRunID(), 0, nil); err == nil || !strings.Contains(err.Error(), "WithDataConverter") {
-			t.Errorf("Follow without the codec: got %v, want an error naming WithDataConverter", err)
+		if _, err := follow(ctx, c, queue, run.GetRunID(), 0, nil); err == nil || !strings.Contains(err.Error(), "ClientOptions.DataConverter") {
+			t.Errorf("Follow without the codec: got %v, want an error naming ClientOptions.DataConverter", err)
 		}
 	}
 
@@ -341,7 +341,7 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 			case <-ctx.Done():
 				return false
 			}
-		}, temporal.WithDataConverter(dc))
+		}, &temporal.ClientOptions{DataConverter: dc})
 		close(events)
 	}()
 	next := func() temporal.RunEvent {
@@ -365,13 +365,13 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		}
 	}
 
-	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	inProcessWorker(t, c, queue, acts)
 	// t2 alone waits now.
 	got = append(got, next())
-	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.DenyCall("no")); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.DenyCall("no"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for e, ok := <-events; ok; e, ok = <-events {
@@ -431,7 +431,7 @@ func TestFollowEnds(t *testing.T) {
 		}
 	}
 
-	if err := temporal.Follow(ctx, c, queue, "", 0, nil); err == nil {
+	if err := temporal.Follow(ctx, c, queue, "", 0, nil, nil); err == nil {
 		t.Error("Follow with a nil yield returned no error")
 	}
 	// A run that does not exist is an error, at once.
@@ -456,7 +456,7 @@ func TestFollowEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = temporal.Follow(ctx, c, id, run.GetRunID(), 0, func(e temporal.RunEvent) bool { return e.Kind != temporal.Awaiting })
+		err = temporal.Follow(ctx, c, id, run.GetRunID(), 0, func(e temporal.RunEvent) bool { return e.Kind != temporal.Awaiting }, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -489,7 +489,7 @@ func TestFollowCanceled(t *testing.T) {
 				close(awaiting)
 			}
 			return true
-		})
+		}, nil)
 	}()
 	select {
 	case <-awaiting:
@@ -502,7 +502,7 @@ func TestFollowCanceled(t *testing.T) {
 		t.Errorf("Follow returned %v once its context was cancelled, want %v", err, context.Canceled)
 	}
 	// A context that ended already ends Follow at once.
-	if err := temporal.Follow(fctx, c, queue, run.GetRunID(), 0, func(temporal.RunEvent) bool { return true }); err != context.Canceled {
+	if err := temporal.Follow(fctx, c, queue, run.GetRunID(), 0, func(temporal.RunEvent) bool { return true }, nil); err != context.Canceled {
 		t.Errorf("Follow with a cancelled context returned %v, want %v", err, context.Canceled)
 	}
 }
@@ -589,13 +589,13 @@ func testFollowDenied(t *testing.T, c client.Client, withStore bool) {
 	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
 		got = append(got, e)
 		if e.Kind == temporal.Awaiting {
-			if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.DenyCall("not now")); err != nil {
+			if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.DenyCall("not now"), nil); err != nil {
 				t.Error(err)
 				return false
 			}
 		}
 		return true
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +641,7 @@ func TestFollowManyAwaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	deny := func(i int) bool {
-		if err := temporal.DecideBySignal(ctx, c, queue, id(i), toolrun.DenyCall("no")); err != nil {
+		if err := temporal.DecideBySignal(ctx, c, queue, id(i), toolrun.DenyCall("no"), nil); err != nil {
 			t.Error(err)
 			return false
 		}
@@ -670,7 +670,7 @@ func TestFollowManyAwaiting(t *testing.T) {
 			waits = append(waits, e)
 		}
 		return true
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,10 @@ func TestFollowStepTimes(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.Text("Done.")))
 	waitFor(t, 30*time.Second, "the call awaiting approval", func() bool {
-		p, err := temporal.Pending(ctx, c, queue)
+		p, err := temporal.Pending(ctx, c, queue, nil)
 		return err == nil && len(p) == 1
 	})
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.Get(ctx, nil); err != nil {
@@ -56,7 +56,7 @@ func TestFollowStepTimes(t *testing.T) {
 			got = append(got, span{e.Started, e.Completed})
 		}
 		return true
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

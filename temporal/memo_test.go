@@ -58,7 +58,7 @@ func TestPendingMemo(t *testing.T) {
 	for i := range temporal.MemoMaxCalls + 2 {
 		d := toolrun.DenyCall("no")
 		if i == 0 {
-			d = toolrun.AllowCall()
+			d = toolrun.Decision{}
 		}
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: fmt.Sprintf("t%02d", i), Decision: d})
@@ -128,7 +128,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 		t.Helper()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		p, err := temporal.Pending(pctx, c, queue)
+		p, err := temporal.Pending(pctx, c, queue, nil)
 		if err != nil {
 			t.Fatalf("Pending with no worker: %v", err)
 		}
@@ -151,7 +151,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Pending with no worker (-want +got):\n%s", diff)
 	}
-	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatalf("DecideBySignal with no worker: %v", err)
 	}
 	// The same decision by update: the server may hand it to the next
@@ -161,7 +161,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 	// that Decide failed and blocked for most of the 2 s.
 	uctx, ucancel := context.WithTimeout(ctx, 2*time.Second)
 	began := time.Now()
-	err = temporal.Decide(uctx, c, queue, "t1", toolrun.AllowCall())
+	err = temporal.Decide(uctx, c, queue, "t1", toolrun.Decision{}, nil)
 	if took := time.Since(began); err == nil || took < 1500*time.Millisecond {
 		t.Errorf("Decide with no worker returned %v after %v, want it to block until its context ends (2s)", err, took)
 	}

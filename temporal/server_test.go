@@ -121,13 +121,13 @@ func TestApprovalOnServer(t *testing.T) {
 			return r.WorkflowID == queue && r.Model == "claude-test" && r.Turns == 1
 		})
 	})
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.AllowCall()); err != nil {
+	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.DenyCall("too late")}); err != nil {
 		t.Fatal(err)
 	}
-	err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)})
+	err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)}, nil)
 	if !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("got a second update's error %v, want one wrapping toolrun.ErrNotAwaitingApproval", err)
 	}
@@ -136,7 +136,7 @@ func TestApprovalOnServer(t *testing.T) {
 		t.Errorf("the refusal %v does not hold the update's ApplicationError", err)
 	}
 	// A call the run does not have is refused with the same sentinel.
-	if err := temporal.Decide(ctx, c, queue, "no-such-call", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+	if err := temporal.Decide(ctx, c, queue, "no-such-call", toolrun.Decision{}, nil); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("a decision for an unknown call: %v, want one wrapping toolrun.ErrNotAwaitingApproval", err)
 	}
 	var out temporal.Outcome

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // This file holds every use this package makes of the fields of
@@ -28,7 +29,7 @@ func decidable(s *toolrun.State, id string, d toolrun.Decision) error {
 	if !hasCall(s, id) {
 		return errUnknownCall
 	}
-	return s.CanDecide(id, d)
+	return driver.CanDecide(s, id, d)
 }
 
 // decide records decision d for call id in s if [decidable] allows it.
@@ -40,24 +41,24 @@ func decide(s *toolrun.State, id string, d toolrun.Decision) error {
 }
 
 // hasCall reports whether the pending turn of s has call id.
-func hasCall(s *toolrun.State, id string) bool { return s.HasCall(id) }
+func hasCall(s *toolrun.State, id string) bool { return driver.HasCall(s, id) }
 
 // skeleton returns s without what only a model request needs and what
 // grows with the run: the history and the pending response as a message
 // (its calls are kept, with their inputs, decisions and results). It is
 // what the workflow holds; the whole state is in the Store, and [merge]
 // puts the two together again.
-func skeleton(s *toolrun.State) *toolrun.State { return s.Skeleton() }
+func skeleton(s *toolrun.State) *toolrun.State { return driver.Skeleton(s) }
 
 // merge returns the whole state from the skeleton the workflow holds and
 // the whole state the Store holds for it: the skeleton's progress (the
 // decisions and results recorded in the workflow since) with the stored
 // history and pending response.
-func merge(skel, stored *toolrun.State) *toolrun.State { return skel.Merge(stored) }
+func merge(skel, stored *toolrun.State) *toolrun.State { return driver.Merge(skel, stored) }
 
 // forCall returns the state the tool activity needs for call id: the
 // skeleton with that call alone.
-func forCall(s *toolrun.State, id string) *toolrun.State { return s.ForCall(id) }
+func forCall(s *toolrun.State, id string) *toolrun.State { return driver.ForCall(s, id) }
 
 // summary is what the search attributes show of a run.
 type summary struct {
@@ -84,7 +85,7 @@ func summarize(s *toolrun.State) summary {
 // progress, whose response is not in the history until it is committed,
 // or else the last assistant message of the history.
 func lastText(s *toolrun.State) string {
-	if text, ok := s.ResponseText(); ok {
+	if text, ok := driver.ResponseText(s); ok {
 		return text
 	}
 	msgs := s.Params.Messages
@@ -119,5 +120,5 @@ func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.Stat
 
 // retryable classifies a failed model request, after the runner's own
 // stream retries, by the one rule the runner's stream retries use too
-// ([toolrun.Retryable]).
-func retryable(err error) (bool, time.Duration) { return toolrun.Retryable(err) }
+// ([driver.Retryable]).
+func retryable(err error) (bool, time.Duration) { return driver.Retryable(err) }

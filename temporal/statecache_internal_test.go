@@ -7,6 +7,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -26,7 +27,7 @@ func advanced(t *testing.T, prompt, path string, deferred bool) (*toolrun.Runner
 	}
 	params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))}}
 	r := toolrun.New(model.Client(), params, []toolrun.Tool{tool}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
-	if _, err := r.Advance(t.Context()); err != nil {
+	if _, err := driver.Advance(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r, r.State()
@@ -34,7 +35,7 @@ func advanced(t *testing.T, prompt, path string, deferred bool) (*toolrun.Runner
 
 func wrote(t *testing.T, s *toolrun.State) *toolrun.State {
 	t.Helper()
-	if err := s.SetResult("t1", &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text("wrote")}, Ran: true}); err != nil {
+	if err := driver.SetResult(s, "t1", &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text("wrote")}, Ran: true}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -68,15 +69,15 @@ func TestCachedRunResume(t *testing.T) {
 			_, other := advanced(t, "go", "/b", false)
 			return wrote(t, other)
 		}, hit: false},
-		{name: "awaiting, as returned", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole.Skeleton() }, inRef: "k1", hit: true},
+		{name: "awaiting, as returned", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return driver.Skeleton(whole) }, inRef: "k1", hit: true},
 		{name: "a person's decision", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State {
-			s := whole.Skeleton()
-			if err := s.Decide("t1", toolrun.AllowCall()); err != nil {
+			s := driver.Skeleton(whole)
+			if err := s.Decide("t1", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			return s
 		}, inRef: "k1", hit: false},
-		{name: "another Store key", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole.Skeleton() }, inRef: "k2", hit: false},
+		{name: "another Store key", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return driver.Skeleton(whole) }, inRef: "k2", hit: false},
 		{name: "a whole state for a stored one", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole }, hit: false},
 	}
 	for _, tt := range tests {
@@ -86,7 +87,7 @@ func TestCachedRunResume(t *testing.T) {
 			if e == nil {
 				t.Fatal("no entry")
 			}
-			got := e.resume(tt.in(t, whole.Skeleton().Merge(whole)), tt.inRef, "", 0)
+			got := e.resume(tt.in(t, driver.Merge(driver.Skeleton(whole), whole)), tt.inRef, "", 0)
 			if hit := got != nil; hit != tt.hit {
 				t.Fatalf("got hit %v, want %v", hit, tt.hit)
 			}
@@ -95,7 +96,7 @@ func TestCachedRunResume(t *testing.T) {
 	t.Run("the result reaches the runner", func(t *testing.T) {
 		r, whole := plain(t)
 		e := newCachedRun("wf", r, whole, "")
-		if got := e.resume(wrote(t, whole.Skeleton().Merge(whole)), "", "", 0); got == nil {
+		if got := e.resume(wrote(t, driver.Merge(driver.Skeleton(whole), whole)), "", "", 0); got == nil {
 			t.Fatal("got a miss, want a hit")
 		}
 		if res, ok := r.State().CallResult("t1"); !ok || res.IsError {

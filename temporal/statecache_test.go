@@ -89,7 +89,7 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 		if json.Unmarshal(call.Input, &in) == nil && (in.Path == "/3" || in.Path == "/5") {
 			return toolrun.DeferCall("writes change files")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})}
 	newActs := func() *temporal.Activities {
 		a := temporal.NewActivities(model.Client(), tools, opts)
@@ -118,7 +118,7 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 	}
 	for _, id := range []string{"t3", "t5"} {
 		waitFor(t, 30*time.Second, id+" awaiting approval", func() bool {
-			pending, err := temporal.Pending(ctx, c, queue)
+			pending, err := temporal.Pending(ctx, c, queue, nil)
 			return err == nil && len(pending) == 1 && pending[0].Call.ID == id
 		})
 		switch mode {
@@ -136,7 +136,7 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 			w.Stop()
 			w = start(newActs())
 		}
-		if err := temporal.Decide(ctx, c, queue, id, toolrun.AllowCall()); err != nil {
+		if err := temporal.Decide(ctx, c, queue, id, toolrun.Decision{}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

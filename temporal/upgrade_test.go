@@ -335,7 +335,7 @@ func TestUpgradeFromRecordedRelease(t *testing.T) {
 			if marks(dir, fmt.Sprintf("runs-quick-q%d", i)) != 1 || marks(dir, fmt.Sprintf("runs-charge-c%d", i)) != 1 {
 				return false
 			}
-			p, err := temporal.Pending(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i))
+			p, err := temporal.Pending(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i), nil)
 			if err != nil || len(p) != 1 {
 				return false
 			}
@@ -365,7 +365,7 @@ func TestUpgradeFromRecordedRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range upgradeRuns {
-		if err := temporal.Decide(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i), fmt.Sprintf("toolu_w%d", i), toolrun.AllowCall()); err != nil {
+		if err := temporal.Decide(ctx, c, fmt.Sprintf("%s-approve-%d", queue, i), fmt.Sprintf("toolu_w%d", i), toolrun.Decision{}, nil); err != nil {
 			t.Errorf("approving run %d: %v", i, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -66,7 +67,7 @@ type RunOptions struct {
 	// [toolrun.Options.MaxParallelTools]. Zero means
 	// [toolrun.DefaultMaxParallelTools], as there. Calls of [toolrun.ToolConfig.Exclusive]
 	// tools run alone, and a tool's [toolrun.ToolConfig.MaxParallel] bounds
-	// its own calls, as in the runner's executor ([toolrun.CallQueue]).
+	// its own calls, as in the runner's executor ([driver.CallQueue]).
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
 	// ContinueAsNewAfter is the number of turns after which the workflow
@@ -134,7 +135,7 @@ type RunOptions struct {
 	// that keeps blobs ([BlobStore]; [toolrun.FileStore] and
 	// sqlitestore's do); without one, every value travels whole, within
 	// [RunOptions.PayloadLimit]. The decisions a client sends are the
-	// client's: see [WithStore].
+	// client's: see [ClientOptions].Store.
 	//
 	// A claim is deleted once no step can read it again: the step after
 	// the one that read it last deletes it (a step is retried with its
@@ -295,7 +296,7 @@ type StepResult struct {
 	// Text is the text of the last response.
 	Text string `json:"text,omitempty"`
 	// Calls are the calls to run before the next step.
-	Calls []toolrun.PlannedCall `json:"calls,omitempty"`
+	Calls []driver.PlannedCall `json:"calls,omitempty"`
 	// Committed holds, by tool_use id, the results of the calls this step
 	// answered (denied or skipped) and committed with its request, which
 	// State no longer shows: with a Store, they are nowhere else in the
@@ -365,7 +366,7 @@ const (
 	versionDecisionBounds = "toolrun.decision-bounds"
 	// versionStopCalls guards the rule that no call of a turn starts once
 	// a call's answer ended the run (AfterTool, or the payload guard), as
-	// [toolrun.Batches] states it: an execution recorded before it went on
+	// [driver.Batches] states it: an execution recorded before it went on
 	// scheduling the turn's later calls. It is asked only when a stop
 	// meets a call not started yet, so an execution that never does
 	// records no marker.
@@ -410,7 +411,7 @@ const (
 // its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
 // attributes [StatusAttribute] and the others up to date.
 //
-// A turn's calls run as [toolrun.Batches] groups them, and once a call's
+// A turn's calls run as [driver.Batches] groups them, and once a call's
 // answer ends the run ([toolrun.Options.AfterTool] returns an error or
 // [toolrun.StopRun], or its result is over the payload limit) no call of
 // the turn that has not started starts: it stays decided, not run, in the
@@ -760,15 +761,15 @@ func (w *run) step(ctx workflow.Context, in StepInput) (*StepResult, error) {
 }
 
 // runCalls runs the planned calls of a turn as activities, in the order
-// and groups of the runner's own executor ([toolrun.CallQueue]):
+// and groups of the runner's own executor ([driver.CallQueue]):
 // consecutive calls of non-exclusive tools together, up to
 // MaxParallelTools at once and a tool's [toolrun.ToolConfig.MaxParallel]
 // of its calls, and each call of an exclusive tool alone; once a call's
 // answer ends the run, no call that has not started starts (the calls
 // running finish), so a later call stays decided, not run, in the
 // Outcome's state. Each result is written into the state as it arrives.
-func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error {
-	q := toolrun.NewCallQueue(calls, w.opts.MaxParallelTools)
+func (w *run) runCalls(ctx workflow.Context, calls []driver.PlannedCall) error {
+	q := driver.NewCallQueue(calls, w.opts.MaxParallelTools)
 	sel := workflow.NewSelector(ctx)
 	var firstErr error
 	for {
@@ -798,7 +799,7 @@ func (w *run) runCalls(ctx workflow.Context, calls []toolrun.PlannedCall) error 
 // more calls of the turn start. An execution recorded before the rule
 // (versionStopCalls) goes on scheduling them, as it did; on a new worker
 // such a call of a run stopped for good (StopRun, the payload guard) is
-// then refused (toolrun.Runner.ExecuteCall) and left unanswered by
+// then refused (driver.ExecuteCall) and left unanswered by
 // finish, while after a hook's failure (StopError, which a run tries
 // again) it still runs, as it did.
 func (w *run) stopsCalls(ctx workflow.Context) bool {
@@ -814,7 +815,7 @@ const toolGrace = 30 * time.Second
 // toolOptions are the activity options of call p: the tool's timeout
 // (plus [toolGrace]) as the start-to-close timeout, and a single attempt
 // for a call of a tool that is not idempotent.
-func (w *run) toolOptions(p toolrun.PlannedCall) workflow.ActivityOptions {
+func (w *run) toolOptions(p driver.PlannedCall) workflow.ActivityOptions {
 	timeout := w.opts.ToolTimeout
 	if p.Timeout > 0 {
 		timeout = p.Timeout + toolGrace
@@ -835,7 +836,7 @@ func (w *run) toolOptions(p toolrun.PlannedCall) workflow.ActivityOptions {
 // activity that failed (its worker lost, its timeout passed, its retries
 // spent) answers the call as interrupted; only the workflow's cancellation
 // is an error.
-func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Future) error {
+func (w *run) finish(ctx workflow.Context, p driver.PlannedCall, f workflow.Future) error {
 	var out ToolOutput
 	err := f.Get(ctx, &out)
 	if err != nil {
@@ -856,11 +857,11 @@ func (w *run) finish(ctx workflow.Context, p toolrun.PlannedCall, f workflow.Fut
 		n, _ := overLimit(out.Result, 0) // one call's result: small next to the state
 		w.size += n
 	}
-	if err := w.state.SetResult(p.Call.ID, out.Result); err != nil {
+	if err := driver.SetResult(w.state, p.Call.ID, out.Result); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: tool result dropped", "tool_use_id", p.Call.ID, "error", err.Error())
 	}
 	if out.StopReason != "" {
-		if err := w.state.StopAfterCall(out.StopReason, out.Detail); err != nil {
+		if err := driver.StopAfterCall(w.state, out.StopReason, out.Detail); err != nil {
 			workflow.GetLogger(ctx).Warn("toolrun: stop not recorded", "tool_use_id", p.Call.ID, "error", err.Error())
 		}
 	}
@@ -875,7 +876,7 @@ func notRun(err error) bool {
 }
 
 // interrupted is the result of a call whose activity failed.
-func interrupted(p toolrun.PlannedCall, err error) *toolrun.ToolResult {
+func interrupted(p driver.PlannedCall, err error) *toolrun.ToolResult {
 	cause := rootMessage(err)
 	var te *sdktemporal.TimeoutError
 	if errors.As(err, &te) {

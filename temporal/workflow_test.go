@@ -191,7 +191,7 @@ func TestWorkflowApproval(t *testing.T) {
 	}{
 		{
 			name:     "allowed by signal",
-			decision: toolrun.AllowCall(),
+			decision: toolrun.Decision{},
 			wantRuns: map[string]int{"weather Paris": 1, "write /a": 1},
 			wantSeen: []string{"t1 error=false sunny in Paris", "t2 error=false wrote /a"},
 		},
@@ -243,7 +243,7 @@ func TestWorkflowApproval(t *testing.T) {
 					OnReject:   func(err error) { rejected = err },
 					OnAccept:   func() {},
 					OnComplete: func(any, error) { t.Error("update for t1 completed, want it rejected") },
-				}, temporal.Approval{ToolUseID: "t1", Decision: toolrun.AllowCall()})
+				}, temporal.Approval{ToolUseID: "t1", Decision: toolrun.Decision{}})
 				env.UpdateWorkflow(temporal.DecideUpdate, "u2", &testsuite.TestUpdateCallback{
 					OnReject:   func(err error) { t.Errorf("update rejected: %v", err) },
 					OnAccept:   func() {},
@@ -288,7 +288,7 @@ func TestWorkflowContinuesAsNew(t *testing.T) {
 	ro.ContinueAsNewAfter = 1
 	in := temporal.NewInput(userParams("go"), &ro)
 	// A decision for a call not seen yet is carried along.
-	early := temporal.Approval{ToolUseID: "t9", Decision: toolrun.AllowCall()}
+	early := temporal.Approval{ToolUseID: "t9", Decision: toolrun.Decision{}}
 	var turns []int
 	for i := 0; ; i++ {
 		if i == 5 {
@@ -462,7 +462,7 @@ func TestParallelAndExclusiveCalls(t *testing.T) {
 // ends the run (AfterTool returns StopRun), the workflow starts no more
 // of the turn's calls, in a later group (an exclusive tool) or queued in
 // the same group behind MaxParallelTools, as the runner's own executor
-// does (toolrun.Batches): the later call runs no activity and stays
+// does (driver.Batches): the later call runs no activity and stays
 // unanswered in the outcome's state, for a run resumed from it.
 func TestWorkflowStopsCallsAfterAfterTool(t *testing.T) {
 	tests := []struct {

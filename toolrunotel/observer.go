@@ -11,6 +11,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/redact"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -169,7 +170,7 @@ func (o *Observer) Observe(ctx context.Context, e toolrun.Event) {
 		if e.Attempt > 1 && run.chat != nil {
 			// A stream asked for again: one chat, another attempt.
 			run.chat.span.AddEvent("toolrun.stream_retried", trace.WithAttributes(
-				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(toolrun.Redact(e.Err.Error()))))
+				attemptKey.Int(e.Attempt), semconv.ExceptionMessage(redact.String(e.Err.Error()))))
 			o.countFailedAttempt(run, e.Err)
 			break
 		}
@@ -378,7 +379,7 @@ const resultMarkedError = "result marked as error"
 // a hook's input or the API's answer, any of which may hold a credential,
 // so it is never recorded as it is; span.RecordError would record it so.
 func setError(span trace.Span, err error, errorType attribute.KeyValue) {
-	msg := toolrun.Redact(err.Error())
+	msg := redact.String(err.Error())
 	span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
 		semconv.ExceptionType(errorTypeName(err)), semconv.ExceptionMessage(msg)))
 	span.SetStatus(codes.Error, msg)
@@ -398,7 +399,7 @@ func errorTypeName(err error) string {
 // toolName is the name of a called tool, as recorded. The model chose it,
 // and a call of an unknown tool may be named anything, a pasted credential
 // included; so it is redacted, which leaves a real tool's name as it is.
-func toolName(name string) string { return toolrun.Redact(name) }
+func toolName(name string) string { return redact.String(name) }
 
 // countFailedAttempt adds the usage of a failed attempt of the request in
 // flight, carried by its *toolrun.TurnError, to the request's and the

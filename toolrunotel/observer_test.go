@@ -201,7 +201,7 @@ func TestSpans(t *testing.T) {
 				if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 					t.Fatalf("Run = %v, %v; want awaiting approval", res.StopReason, err)
 				}
-				if err := r.Decide("t1", toolrun.AllowCall()); err != nil {
+				if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := r.Run(ctx); err != nil {

@@ -110,6 +110,7 @@ func (pr *prompt) breakpoints(auto time.Duration) ([]breakpoint, error) {
 		}
 	}
 	if n > maxBreakpoints {
+		//lint:ignore ST1005 the API's own message, word for word, as a client sees it
 		return nil, fmt.Errorf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxBreakpoints, n)
 	}
 	for i := 1; i < len(bps); i++ {

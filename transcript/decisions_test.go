@@ -103,7 +103,7 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %v, %v; want awaiting_approval", res.StopReason, err)
 	}
-	d := toolrun.AllowCall()
+	d := toolrun.Decision{}
 	d.Input, d.Always, d.Reason = json.RawMessage(`{"env":"staging"}`), true, "staging first"
 	d.Who, d.At = "alice@example.com", personDecided
 	if err := r.Decide("toolu_2", d); err != nil {

@@ -130,7 +130,7 @@ func runOptions(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
 				d.Reason = "answered from the cache"
 				return d
 			}
-			return toolrun.AllowCall()
+			return toolrun.Decision{}
 		}),
 		OnEvent: onEvent,
 	}

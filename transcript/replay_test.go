@@ -261,7 +261,7 @@ func TestReplayApprovedCall(t *testing.T) {
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %v, %v; want awaiting_approval", res.StopReason, err)
 	}
-	if err := r.Decide("toolu_1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("toolu_1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {

@@ -99,7 +99,7 @@ type approveAll struct {
 
 func (a approveAll) approve(_ context.Context, p toolrun.PendingCall) (toolrun.Decision, error) {
 	fmt.Fprintf(a.w, "  ✓ %s approved (%s)\n", p.Call.Name, a.flag)
-	return toolrun.AllowCall(), nil
+	return toolrun.Decision{}, nil
 }
 
 // denyAll denies every call with reason: for --approve deny, or when
@@ -142,7 +142,7 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 		switch strings.ToLower(answer) {
 		case "y", "yes":
 			fmt.Fprintf(p.out, "  ✓ %s approved\n", pc.Call.Name)
-			return toolrun.AllowCall(), nil
+			return toolrun.Decision{}, nil
 		case "a", "always":
 			fmt.Fprintf(p.out, "  ✓ %s approved, and every later call of it in this run\n", pc.Call.Name)
 			return toolrun.Decision{Kind: toolrun.Allow, Always: true}, nil

@@ -52,8 +52,8 @@ func TestLiveDisplay(t *testing.T) {
 	d.event(ctx, toolrun.RequestSent{Turn: 1})
 	tick(1250 * time.Millisecond)
 	d.event(ctx, toolrun.ResponseReceived{Turn: 1, Message: msg})
-	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: grep, Decision: toolrun.AllowCall(), By: toolrun.ByDefault})
-	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: mcp, Decision: toolrun.AllowCall(), By: toolrun.ByDefault})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: grep, Decision: toolrun.Decision{}, By: toolrun.ByDefault})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: mcp, Decision: toolrun.Decision{}, By: toolrun.ByDefault})
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: grep})
 	clk.advance(100 * time.Millisecond)
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: mcp})
@@ -209,7 +209,7 @@ func TestDisplaySummary(t *testing.T) {
 			name: "interrupted",
 			events: []toolrun.Event{
 				toolrun.RequestSent{Turn: 1},
-				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: toolrun.AllowCall(), By: "approval"},
+				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: toolrun.Decision{}, By: "approval"},
 				toolrun.ToolStarted{Turn: 1, Call: echo},
 				toolrun.RunStopped{Turn: 1, Result: &toolrun.Result{StopReason: toolrun.StopCanceled}},
 			},
@@ -270,7 +270,7 @@ func TestDisplayAnsweredBefore(t *testing.T) {
 	var out bytes.Buffer
 	d := &display{w: &out, now: newClock().now, calls: map[string]*callView{}}
 	d.calls[first.ID] = &callView{call: first, result: ran(first, "notes.txt"), before: true}
-	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: second, Decision: toolrun.AllowCall(), By: "approval"})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: second, Decision: toolrun.Decision{}, By: "approval"})
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: second})
 	d.event(ctx, toolrun.TurnFinished{Turn: 1, Results: []*toolrun.ToolResult{ran(first, "notes.txt"), ran(second, "hi")}})
 	d.close()

@@ -283,7 +283,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		}
 	}
 	for _, id := range f.allow {
-		if code := decide(id, toolrun.AllowCall(), "--allow"); code != exitOK {
+		if code := decide(id, toolrun.Decision{}, "--allow"); code != exitOK {
 			return code
 		}
 		fmt.Fprintf(c.stdout, "  ✓ %s approved (--allow)\n", printable(id))

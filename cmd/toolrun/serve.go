@@ -274,7 +274,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 			if names[call.Name] {
 				return toolrun.DeferCall("--require-approval " + call.Name)
 			}
-			return toolrun.AllowCall()
+			return toolrun.Decision{}
 		}
 	}
 	params := anthropic.BetaMessageNewParams{Model: anthropic.Model(f.model), MaxTokens: int64(f.maxTokens)}

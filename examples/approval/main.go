@@ -84,7 +84,7 @@ func run(ctx context.Context, dir, decide string) error {
 	for _, p := range r.State().AwaitingApproval() {
 		switch decide {
 		case "allow":
-			err = r.Decide(p.Call.ID, toolrun.AllowCall())
+			err = r.Decide(p.Call.ID, toolrun.Decision{})
 		case "deny":
 			err = r.Decide(p.Call.ID, toolrun.DenyCall("the person said no"))
 		default:

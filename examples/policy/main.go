@@ -172,7 +172,7 @@ func writeFileTool(dir string) *toolrun.FuncTool {
 		if _, err := inside(dir, in.Path); err != nil {
 			return toolrun.DenyCall(err.Error())
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	})
 	return t
 }

@@ -40,7 +40,7 @@ func inProcess(t *testing.T) (url string, model *toolruntest.Server) {
 			if call.Name == "pay" {
 				return toolrun.DeferCall(call.Name + " needs a person")
 			}
-			return toolrun.AllowCall()
+			return toolrun.Decision{}
 		}},
 		DB:     db,
 		Logger: discard(),

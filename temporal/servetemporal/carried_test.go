@@ -34,7 +34,7 @@ func TestMessageKeptWhenRunFailsOnTemporal(t *testing.T) {
 	// Its first request is out once it awaits the decision.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		pending, err := temporal.Pending(t.Context(), f.c, foreign.GetID())
+		pending, err := temporal.Pending(t.Context(), f.c, foreign.GetID(), nil)
 		if err == nil && len(pending) == 1 {
 			break
 		}

@@ -52,12 +52,12 @@ type Config struct {
 // cursor) and in Temporal.
 type Executor struct {
 	cfg  Config
-	opts []temporal.ClientOption
+	opts *temporal.ClientOptions
 }
 
 // New returns the executor for cfg.
 func New(cfg Config) *Executor {
-	return &Executor{cfg: cfg, opts: []temporal.ClientOption{temporal.WithDataConverter(cfg.DataConverter)}}
+	return &Executor{cfg: cfg, opts: &temporal.ClientOptions{DataConverter: cfg.DataConverter}}
 }
 
 var (
@@ -87,7 +87,7 @@ func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
 	}
 	raw, ok := info.GetMemo().GetFields()[temporal.PendingMemo]
 	if !ok {
-		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts)
 		return err == nil && len(pending) == 0, err
 	}
 	var p temporal.PendingApprovals
@@ -160,7 +160,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		// request after the decisions, as in process; the decisions are
 		// sent after them (below), since a workflow whose last call is
 		// decided takes its next turn at once.
-		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +198,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		// for (a client tool's call handed over to its client, say) has
 		// nothing to follow: the workflow's history gets no new event, so
 		// the run stops at once as the thread is, as it does in process.
-		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+		pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts)
 		if err != nil {
 			return nil, err
 		}
@@ -378,7 +378,7 @@ func (e *Executor) sendDecisions(ctx context.Context, id string, decisions map[s
 	if len(decisions) == 0 {
 		return nil
 	}
-	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts)
 	if err != nil {
 		return err
 	}
@@ -387,7 +387,7 @@ func (e *Executor) sendDecisions(ctx context.Context, id string, decisions map[s
 		if !ok || sent[pc.Call.ID] {
 			continue
 		}
-		if err := temporal.DecideBySignal(ctx, e.cfg.Client, id, pc.Call.ID, d); err != nil {
+		if err := temporal.DecideBySignal(ctx, e.cfg.Client, id, pc.Call.ID, d, nil); err != nil {
 			return fmt.Errorf("servetemporal: sending the decision on call %s: %w", pc.Call.ID, err)
 		}
 		if sent != nil {
@@ -493,7 +493,7 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			return false
 		}
 		return res == nil && ferr == nil
-	}, e.opts...)
+	}, e.opts)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -522,7 +522,7 @@ func (e *Executor) Pending(ctx context.Context, thread string) ([]serve.ThreadCa
 		return e.awaiting(ctx)
 	}
 	id := e.workflowID(thread)
-	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts...)
+	pending, err := temporal.Pending(ctx, e.cfg.Client, id, e.opts)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return nil, nil
@@ -546,7 +546,7 @@ func (e *Executor) threadCalls(id string, pending []toolrun.PendingCall) []serve
 // the Temporal server at once, applied when a worker next runs the
 // workflow.
 func (e *Executor) Decide(ctx context.Context, thread, callID string, d toolrun.Decision) error {
-	return temporal.DecideBySignal(ctx, e.cfg.Client, e.workflowID(thread), callID, d)
+	return temporal.DecideBySignal(ctx, e.cfg.Client, e.workflowID(thread), callID, d, nil)
 }
 
 // CancelWait bounds how long [Executor.Cancel] waits for a cancelled

@@ -176,7 +176,7 @@ func newFixtureWith(t *testing.T, dc converter.DataConverter, needPerson ...stri
 		if slices.Contains(needPerson, call.Name) {
 			return toolrun.DeferCall(call.Name + " needs a person")
 		}
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	}}
 	f.acts = temporal.NewActivities(model.Client(), tools, &opts).DeferClientTools()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "serve.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")

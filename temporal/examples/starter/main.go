@@ -89,7 +89,7 @@ func run(ctx context.Context, address, queue, id, prompt string, yes bool, in io
 			return ctx.Err()
 		case <-tick.C:
 		}
-		pending, err := temporal.Pending(ctx, c, id)
+		pending, err := temporal.Pending(ctx, c, id, nil)
 		if err != nil {
 			continue // the workflow may not have started yet
 		}
@@ -98,11 +98,11 @@ func run(ctx context.Context, address, queue, id, prompt string, yes bool, in io
 				continue
 			}
 			asked[p.Call.ID] = true
-			d := toolrun.AllowCall()
+			d := toolrun.Decision{}
 			if !yes {
 				d = ask(answers, out, p)
 			}
-			if err := temporal.Decide(ctx, c, id, p.Call.ID, d); err != nil {
+			if err := temporal.Decide(ctx, c, id, p.Call.ID, d, nil); err != nil {
 				return err
 			}
 		}
@@ -116,7 +116,7 @@ func ask(in *bufio.Reader, out io.Writer, p toolrun.PendingCall) toolrun.Decisio
 	switch answer := strings.ToLower(strings.TrimSpace(line)); {
 	case answer == "y" || answer == "yes":
 		fmt.Fprintln(out, "approved")
-		return toolrun.AllowCall()
+		return toolrun.Decision{}
 	case err != nil && answer == "":
 		fmt.Fprintln(out, "no answer: denied")
 		return toolrun.DenyCall("nobody answered the approval prompt")

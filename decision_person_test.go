@@ -181,7 +181,7 @@ func TestPersonInputNotJSONIsRefused(t *testing.T) {
 	if got := r.State().AwaitingApproval(); len(got) != 1 {
 		t.Fatalf("AwaitingApproval = %v, want w1 still", got)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || writes.get("/tmp/one") != 1 {

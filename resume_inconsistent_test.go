@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -87,10 +88,10 @@ func TestResumeRefusesInconsistentTurn(t *testing.T) {
 		s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 		var reads, writes counter
 		tools := []toolrun.Tool{readPathTool(&reads), writeTool(&writes)}
-		if _, err := toolrun.Resume(client(s), st.ForCall("w1"), tools, &toolrun.Options{Logger: discard()}); err != nil {
+		if _, err := toolrun.Resume(client(s), driver.ForCall(st, "w1"), tools, &toolrun.Options{Logger: discard()}); err != nil {
 			t.Errorf("Resume of a skeleton = %v, want nil", err)
 		}
-		bad := editState(t, st.Skeleton(), func(m map[string]any) {
+		bad := editState(t, driver.Skeleton(st), func(m map[string]any) {
 			pendingCalls(m)[1].(map[string]any)["call"].(map[string]any)["id"] = "r1"
 		})
 		if _, err := toolrun.Resume(client(s), bad, tools, &toolrun.Options{Logger: discard()}); err == nil {

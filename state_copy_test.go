@@ -14,6 +14,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -115,7 +116,7 @@ func TestStateWritersKeepNoAlias(t *testing.T) {
 
 	_, st2, _, _ := awaitingState(t)
 	res := &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text("ran elsewhere")}, Ran: true}
-	if err := st2.SetResult("w1", res); err != nil {
+	if err := driver.SetResult(st2, "w1", res); err != nil {
 		t.Fatal(err)
 	}
 	res.Content[0].OfText.Text = "forged"
@@ -145,7 +146,7 @@ func TestRunnerStateIsACopy(t *testing.T) {
 			res.Content[0].OfText.Text = "forged"
 		}
 	}()
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -241,7 +242,7 @@ func TestResumePreviousVersionState(t *testing.T) {
 	if res := r.Result(); res == nil || res.StopReason != toolrun.StopAwaitingApproval || len(res.Pending) != 1 || res.Pending[0].Call.ID != "w1" {
 		t.Fatalf("Result after Resume = %+v, want awaiting approval of w1", res)
 	}
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -323,7 +324,7 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 	b = bytes.Replace(b, []byte(`"format": 2,`), []byte(`"format": 2, "edited": true,`), 1)
 	st := reencodes(t, b)
 	r, s, reads, writes := resumePrevious(t, st)
-	if err := r.Decide("w1", toolrun.AllowCall()); err != nil {
+	if err := r.Decide("w1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.Run(t.Context())
@@ -345,7 +346,7 @@ func TestResumePreviousVersionEditedState(t *testing.T) {
 // as an empty success.
 func TestSetResultOfAFailureIsAnError(t *testing.T) {
 	_, st, _, _ := awaitingState(t)
-	if err := st.SetResult("w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
+	if err := driver.SetResult(st, "w1", &toolrun.ToolResult{Err: errors.New("the worker running it crashed")}); err != nil {
 		t.Fatal(err)
 	}
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
@@ -383,17 +384,17 @@ func TestExecuteCallResultSharesNothing(t *testing.T) {
 	))
 	var writes counter
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard()})
-	calls, err := r.Advance(t.Context())
+	calls, err := driver.Advance(t.Context(), r)
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("Advance = %v, %v; want w1", calls, err)
 	}
-	res, err := r.ExecuteCall(t.Context(), "w1")
+	res, err := driver.ExecuteCall(t.Context(), r, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Content[0].OfText.Text = "forged"
 	for {
-		calls, err := r.Advance(t.Context())
+		calls, err := driver.Advance(t.Context(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
