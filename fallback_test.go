@@ -63,7 +63,7 @@ func TestFallbackDeclinedCallsNotRun(t *testing.T) {
 			if err := json.Unmarshal(raw, &st); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Decide("toolu_2", toolrun.AllowCall()); err != nil {
+			if err := st.Decide("toolu_2", toolrun.Decision{}); err != nil {
 				t.Fatal(err)
 			}
 			r, err = toolrun.Resume(client(s), &st, []toolrun.Tool{weatherTool(&calls)}, opts)
