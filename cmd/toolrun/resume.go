@@ -395,7 +395,7 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		// to it, those queued to be added and the tool_addition blocks of
 		// its history make the API itself reach a server, run a tool or
 		// load skills the file chooses, with the conversation.
-		c.errorf("resume", "the saved run names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, "; "))
+		c.errorf("resume", "the saved run's request names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, "; "))
 		return exitUsage
 	}
 	if f.approve == "" && saved.Approve == approveAuto {
