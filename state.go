@@ -816,8 +816,8 @@ func forCall(s *State, id string) *State {
 //
 // A tool_result block among messages for a call of the turn in progress
 // is taken out of them, since the turn sends that call's one result: for
-// a call that has not been decided to run (awaiting the rules or a
-// person) it becomes the call's result, as [State.SetResult] records one,
+// a call not allowed to run (awaiting the rules or a person, or denied by
+// a person and not yet answered) it becomes the call's result, as [State.SetResult] records one,
 // so the call never runs and a later decision of it is refused; for a
 // call allowed, started or answered it is dropped, and the call's own
 // result is sent. A message left with no content is dropped.
@@ -851,7 +851,8 @@ func (s *State) takeResults(messages []anthropic.BetaMessageParam) []anthropic.B
 				kept = append(kept, b)
 				continue
 			}
-			if cs.Phase == phaseNew || cs.awaiting() {
+			allowed := cs.Decision != nil && cs.Decision.Kind == Allow
+			if cs.awaiting() || (cs.Phase == phaseNew && !allowed) {
 				s.SetResult(tr.ToolUseID, &ToolResult{Content: tr.Content, IsError: tr.IsError.Value})
 			}
 		}
