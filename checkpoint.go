@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -45,6 +46,43 @@ type Store interface {
 	// Delete removes the saved state of run id; it is not an error if there
 	// is none. A run saved again after Delete starts from version 0.
 	Delete(ctx context.Context, id string) error
+}
+
+// ErrStoreMisbehaved is wrapped by the error that stops a run, or fails
+// [Open], when its [Store] breaks the Store contract in a way the runner
+// sees: a Save or Load still running when the run's context has been done
+// for Options.Timeouts.CancelGrace (a store that ignores its context), or
+// a Load that returns neither a state nor an error. The run stops for
+// good, as for [ErrRunBusy]: a Save left running may still land, so what
+// the store holds is unknown.
+var ErrStoreMisbehaved = errors.New("toolrun: the store broke its contract")
+
+// boundedStoreCall runs call (a Store method, named op) and returns its
+// error, or, if call is still running when ctx has been done for grace,
+// an error wrapping [ErrStoreMisbehaved]; call is then left to return on
+// its own, with its context cancelled. The context call gets is not
+// cancelled with ctx: a save made as a run stops (its context done) is
+// the one that must land, and it has the grace to do so.
+func boundedStoreCall(ctx context.Context, grace time.Duration, op string, call func(context.Context) error) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- call(sctx) }()
+	select {
+	case err := <-done:
+		cancel()
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		cancel()
+		return err
+	case <-t.C:
+		cancel()
+		return fmt.Errorf("%w: its %s did not return within %v of the run's end (%v)", ErrStoreMisbehaved, op, grace, context.Cause(ctx))
+	}
 }
 
 // FileStore is a [Store] that keeps each run's state as a JSON file in Dir.
@@ -275,6 +313,10 @@ func (f *FileStore) deleteBlob(ctx context.Context, key string) error {
 // [ToolConfig.Idempotent]; otherwise the model is told they were
 // interrupted ([ErrInterrupted]).
 //
+// A state the store returns is data, checked as [Resume] checks it
+// ([State.Check]); a Load that returns neither a state nor an error is
+// refused with an error wrapping [ErrStoreMisbehaved].
+//
 // Two processes may Open the same run at once: the first step of each saves
 // the state before deciding or running anything, and only one of those saves
 // succeeds (see [Store]). The other runner stops with an error wrapping
@@ -283,12 +325,26 @@ func Open(ctx context.Context, client anthropic.Client, params anthropic.BetaMes
 	if opts == nil || opts.Store == nil || opts.RunID == "" {
 		return nil, errors.New("toolrun: open: Options.Store and Options.RunID are required")
 	}
-	s, err := opts.Store.Load(ctx, opts.RunID)
+	var s *State
+	err := boundedStoreCall(ctx, opts.cancelGrace(), "Load", func(ctx context.Context) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("the store's Load: %w", &PanicError{Value: v, Stack: stack()})
+			}
+		}()
+		s, err = opts.Store.Load(ctx, opts.RunID)
+		return err
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return New(client, params, tools, opts), nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s == nil {
+		// The contract says a state or an error: nothing is neither a
+		// run to resume nor a run to begin.
+		return nil, fmt.Errorf("toolrun: open: %w: Load of run %q returned no state and no error", ErrStoreMisbehaved, opts.RunID)
 	}
 	if s.RunID != "" && s.RunID != opts.RunID {
 		// A store writer (or a mix-up) put another run's state here.
@@ -336,14 +392,18 @@ func (r *Runner) save(ctx context.Context) error {
 	s.Version, s.RunID = prev+1, r.opts.RunID
 	err := s.sign(r.opts.StateKey)
 	if err == nil {
-		err = r.storeSave(ctx, s, prev)
+		err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Save", func(ctx context.Context) error {
+			return r.storeSave(ctx, s, prev)
+		})
 	}
 	if err == nil {
 		r.version, r.claimed = s.Version, true
 		return nil
 	}
 	err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)
-	if errors.Is(err, ErrRunBusy) {
+	if errors.Is(err, ErrRunBusy) || errors.Is(err, ErrStoreMisbehaved) {
+		// A save the store never answered may yet land: what the store
+		// holds is unknown, so the run is not this runner's any more.
 		r.saveErr, r.busy = err, true
 		r.log.ErrorContext(ctx, "toolrun: run taken by another runner; stopping", "run_id", r.opts.RunID, "version", prev, "error", err.Error())
 		return err

@@ -644,7 +644,10 @@ func (s *State) AwaitingApproval() []PendingCall {
 // error wrapping [ErrAddedToolMissing] that names it otherwise.
 //
 // With Options.StateKey, s must carry a matching signature, or Resume
-// returns an error wrapping [ErrStateSignature].
+// returns an error wrapping [ErrStateSignature]. A State that
+// [State.Check] refuses (edited or forged: a negative counter, calls that
+// are not its response's) is refused with an error wrapping
+// [ErrInvalidState].
 func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Runner, error) {
 	if s == nil {
 		return nil, errors.New("toolrun: resume: nil state")
@@ -679,15 +682,8 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 	r.st.Betas = slices.Clone(s.Betas)
 	r.st.Params.Betas = nil
 	r.version = s.Version
-	if p := r.st.pending; p != nil {
-		for i := range p.Calls {
-			if err := p.Calls[i].check(); err != nil {
-				return nil, fmt.Errorf("toolrun: resume: %w", err)
-			}
-		}
-		if err := p.check(); err != nil {
-			return nil, fmt.Errorf("toolrun: resume: %w", err)
-		}
+	if err := r.st.Check(); err != nil {
+		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
 	if err := r.checkAddedTools(); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
@@ -818,10 +814,54 @@ func forCall(s *State, id string) *State {
 // still await their decisions, and those decided still run. With no turn
 // in progress, or one the caller took over ([Runner.SetMessages],
 // [Runner.RetryTurn]), they are appended to the history at once.
+//
+// A tool_result block among messages for a call of the turn in progress
+// is taken out of them, since the turn sends that call's one result: for
+// a call not allowed to run (awaiting the rules or a person, or denied by
+// a person and not yet answered) it becomes the call's result, as [State.SetResult] records one,
+// so the call never runs and a later decision of it is refused; for a
+// call allowed, started or answered it is dropped, and the call's own
+// result is sent. A message left with no content is dropped.
 func (s *State) AppendMessages(messages ...anthropic.BetaMessageParam) {
 	if s.pending == nil || s.edited {
 		s.Params.Messages = append(slices.Clip(s.Params.Messages), deepcopy.Copy(messages)...)
 		return
 	}
-	s.pending.After = append(slices.Clip(s.pending.After), deepcopy.Copy(messages)...)
+	s.pending.After = append(slices.Clip(s.pending.After), s.takeResults(deepcopy.Copy(messages))...)
+}
+
+// takeResults takes out of messages, which are s's own copy, the
+// tool_result blocks for calls of the pending turn, as AppendMessages
+// says, and returns what is left.
+func (s *State) takeResults(messages []anthropic.BetaMessageParam) []anthropic.BetaMessageParam {
+	out := messages[:0]
+	for _, m := range messages {
+		u := m.OfUser
+		if u == nil {
+			out = append(out, m)
+			continue
+		}
+		kept := u.Content[:0]
+		for _, b := range u.Content {
+			tr := b.OfToolResult
+			cs := (*callState)(nil)
+			if tr != nil {
+				cs = s.call(tr.ToolUseID)
+			}
+			if cs == nil {
+				kept = append(kept, b)
+				continue
+			}
+			allowed := cs.Decision != nil && cs.Decision.Kind == Allow
+			if cs.awaiting() || (cs.Phase == phaseNew && !allowed) {
+				s.SetResult(tr.ToolUseID, &ToolResult{Content: tr.Content, IsError: tr.IsError.Value})
+			}
+		}
+		if len(kept) == 0 && len(u.Content) > 0 {
+			continue
+		}
+		u.Content = kept
+		out = append(out, m)
+	}
+	return out
 }

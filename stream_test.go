@@ -234,7 +234,10 @@ func releaseAfter(n int) (<-chan struct{}, func()) {
 // bounded returns a context for a run that must end: a runner that breaks
 // ends in a failure, not a hung test.
 func bounded(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// Minutes, not seconds: a run of hundreds of turns takes seconds on a
+	// quiet machine and ten times that on a loaded one (the suite runs
+	// beside builds). The cause says what hung when it is reached.
+	ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Minute, errors.New("the run under test did not end within 10 minutes: it hung"))
 	t.Cleanup(cancel)
 	return ctx
 }

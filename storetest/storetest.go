@@ -53,7 +53,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if _, err := s.Load(ctx, "storetest-missing"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := load(ctx, s, "storetest-missing"); !errors.Is(err, fs.ErrNotExist) {
 		fail("Load of a run never saved: got %v, want an error wrapping fs.ErrNotExist", err)
 	}
 	if err := s.Delete(ctx, "storetest-missing"); err != nil {
@@ -69,7 +69,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 		}
 	}
 	for i, id := range ids {
-		got, err := s.Load(ctx, id)
+		got, err := load(ctx, s, id)
 		if err != nil {
 			fail("Load(%q): %v", id, err)
 			continue
@@ -82,7 +82,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	// A second Save replaces the first.
 	if err := s.Save(ctx, "storetest-a", sample(42, 2), 1); err != nil {
 		fail("second Save: %v", err)
-	} else if got, err := s.Load(ctx, "storetest-a"); err != nil || !same(got, sample(42, 2)) {
+	} else if got, err := load(ctx, s, "storetest-a"); err != nil || !same(got, sample(42, 2)) {
 		fail("Load after a second Save: got %+v, %v; want the second state", got, err)
 	}
 
@@ -102,7 +102,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	wg.Wait()
 	for i := range 8 {
 		id := fmt.Sprintf("storetest-concurrent-%d", i)
-		if got, err := s.Load(ctx, id); err != nil || !same(got, sample(100+i, 1)) {
+		if got, err := load(ctx, s, id); err != nil || !same(got, sample(100+i, 1)) {
 			fail("Load(%q) after concurrent saves: %v", id, err)
 		}
 		_ = s.Delete(ctx, id)
@@ -114,11 +114,22 @@ func Run(ctx context.Context, s toolrun.Store) error {
 		if err := s.Delete(ctx, id); err != nil {
 			fail("Delete(%q): %v", id, err)
 		}
-		if _, err := s.Load(ctx, id); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := load(ctx, s, id); !errors.Is(err, fs.ErrNotExist) {
 			fail("Load(%q) after Delete: got %v, want an error wrapping fs.ErrNotExist", id, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// load calls s.Load and turns a Load that returns neither a state nor an
+// error, which the contract rules out (and a runner refuses with
+// [toolrun.ErrStoreMisbehaved]), into an error.
+func load(ctx context.Context, s toolrun.Store, id string) (*toolrun.State, error) {
+	st, err := s.Load(ctx, id)
+	if st == nil && err == nil {
+		return nil, fmt.Errorf("Load(%q) returned no state and no error; want a state, or an error wrapping fs.ErrNotExist", id)
+	}
+	return st, err
 }
 
 // compareAndSwap checks that Save saves only over the version it is given,
@@ -131,7 +142,7 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 
 	// want checks that the saved state is sample(n, version).
 	want := func(step string, n int, version uint64) {
-		got, err := s.Load(ctx, id)
+		got, err := load(ctx, s, id)
 		switch {
 		case err != nil:
 			fail("%s: Load: %v", step, err)
@@ -192,6 +203,20 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 			return
 		}
 		want(step, 10+winner, prev+1)
+	}
+	// A Save given a context already done may save or not, but its
+	// answer must say which: a store that answers nil and saved nothing,
+	// or an error and saved, lies about the version it holds.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Save(done, id, sample(6, 3), 2); err == nil {
+		want("after a Save with a done context that returned nil", 6, 3)
+		s.Delete(ctx, id)
+		if err := s.Save(ctx, id, sample(4, 2), 0); err != nil {
+			fail("Save after Delete: %v", err)
+		}
+	} else {
+		want("after a Save with a done context that failed", 4, 2)
 	}
 	race("8 Saves over version 2 at once", 2)
 	if err := s.Delete(ctx, id); err != nil {

@@ -156,6 +156,12 @@ func (l *lastWins) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// loadsNothing keeps nothing and Loads nil, nil, which the contract
+// rules out: the kit must say so, and not panic.
+type loadsNothing struct{ forgetful }
+
+func (loadsNothing) Load(ctx context.Context, id string) (*toolrun.State, error) { return nil, nil }
+
 func TestKitFindsBrokenStores(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -164,6 +170,7 @@ func TestKitFindsBrokenStores(t *testing.T) {
 		{"forgetful", forgetful{}},
 		{"one state for all ids", &mixed{}},
 		{"last save wins", &lastWins{}},
+		{"Load returns nothing", loadsNothing{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := storetest.Run(t.Context(), tt.store); err == nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/temporal"
@@ -37,6 +38,7 @@ func ExampleRunOptions_claimCheck() {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(nopLogger)
 	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(10 * time.Minute) // the default 3 s is tripped by a loaded machine
 	temporal.Register(env, temporal.NewActivities(model.Client(), []toolrun.Tool{export}, &toolrun.Options{
 		Logger:         discard(),
 		Store:          &toolrun.FileStore{Dir: dir},

@@ -43,7 +43,7 @@ func newEnv(t *testing.T, s *toolruntest.Server, tools []toolrun.Tool, opts *too
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(nopLogger)
 	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(30 * time.Second)
+	env.SetTestTimeout(10 * time.Minute) // minutes: a loaded machine is slow, and only a hang takes this long
 	if opts == nil {
 		opts = &toolrun.Options{}
 	}

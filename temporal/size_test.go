@@ -106,7 +106,7 @@ func measuredEnv(t *testing.T, acts *temporal.Activities, p *payloads) *testsuit
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(nopLogger)
 	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(2 * time.Minute)
+	env.SetTestTimeout(10 * time.Minute) // minutes: a loaded machine is slow, and only a hang takes this long
 	env.RegisterWorkflowWithOptions(temporal.Workflow, workflow.RegisterOptions{Name: temporal.WorkflowName})
 	step := func(ctx context.Context, in temporal.StepInput) (*temporal.StepResult, error) {
 		p.see(in)

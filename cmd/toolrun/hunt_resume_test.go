@@ -51,7 +51,7 @@ func TestResumeStateParamsReachOut(t *testing.T) {
 	}{
 		{"mcp_servers", "mcp_servers", []any{map[string]any{"type": "url", "name": "x", "url": "https://mcp.invalid/sse", "authorization_token": "t"}}},
 		{"server tool", "tools", []any{map[string]any{"type": "web_fetch_20250910", "name": "web_fetch"}}},
-		{"container", "container", "container_0123"},
+		{"container with skills", "container", map[string]any{"id": "container_0123", "skills": []any{map[string]any{"type": "custom", "skill_id": "skill_01"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

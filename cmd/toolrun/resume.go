@@ -117,6 +117,13 @@ func (c *cli) readSavedRun(name string) (*savedRun, error) {
 			return nil, err
 		}
 		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if err := savedRunFile(name, fi); err != nil {
+			return nil, err
+		}
 		r = f
 	}
 	b, err := readAtMost(r, maxSavedRun)
@@ -134,6 +141,21 @@ func (c *cli) readSavedRun(name string) (*savedRun, error) {
 		return nil, fmt.Errorf("%s is not a saved run of this toolrun (format %d, want %d)", displayName(name), s.Version, savedRunVersion)
 	}
 	return &s, nil
+}
+
+// savedRunFile fails, before anything reads name, if fi (name's, links
+// followed) is not a regular file of at most maxSavedRun bytes: a device
+// (/dev/zero), a pipe or a directory is no saved run, and reading one
+// could take all memory or never end. Standard input ("-") is read with
+// the bound alone.
+func savedRunFile(name string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%v), so not a saved run", displayName(name), fi.Mode().Type())
+	}
+	if fi.Size() > maxSavedRun {
+		return fmt.Errorf("%s %w of %d MiB", displayName(name), errTooLong, maxSavedRun>>20)
+	}
+	return nil
 }
 
 func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
@@ -162,6 +184,10 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 	}
 	if sf != nil {
 		defer sf.close()
+	}
+	if err := saved.State.Check(); err != nil {
+		// Checked before anything starts, as the rest of the file's word.
+		return fail("the saved run in %s: %v", displayName(name), err)
 	}
 	if st := saved.State; finished(st.StopReason) {
 		// Checked before anything starts: no MCP server, no API key.
@@ -217,6 +243,12 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		// and its word is data, as its approvals are.
 		maxTurns = saved.State.Turns + toolrun.DefaultMaxTurns
 		c.errorf("resume", "the saved run has no turn limit; this resume stops after %d more model requests: give --max-turns for more, or --tools-from-state to run as saved", toolrun.DefaultMaxTurns)
+	case maxTurns-saved.State.Turns > toolrun.DefaultMaxTurns && !f.fromState:
+		// So is a limit far ahead: the requests are made, and paid, by
+		// whoever resumes. Without a word from them a resume makes as
+		// many as a run does by default.
+		c.errorf("resume", "the saved run allows %d more model requests; this resume stops after %d: give --max-turns for more, or --tools-from-state to run as saved", maxTurns-saved.State.Turns, toolrun.DefaultMaxTurns)
+		maxTurns = saved.State.Turns + toolrun.DefaultMaxTurns
 	}
 	opts := s.options(maxTurns)
 	if sf != nil {
@@ -358,11 +390,12 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 		c.errorf("resume", "none of them is started: a resume runs only the tools of its own flags; give these flags (after reading them), or --tools-from-state to start them as saved, if you trust the file")
 		return exitUsage
 	}
-	if reach := reachingParams(saved.State); len(reach) > 0 {
-		// The request params are the file's too: these make the API
-		// itself reach a server, run a tool or use a container the file
-		// chooses, with the conversation.
-		c.errorf("resume", "the saved run's request names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, ", "))
+	if reach := saved.State.Reaches(); len(reach) > 0 {
+		// The run's data is the file's too: its params, the tools added
+		// to it, those queued to be added and the tool_addition blocks of
+		// its history make the API itself reach a server, run a tool or
+		// load skills the file chooses, with the conversation.
+		c.errorf("resume", "the saved run's request names %s, which the API would reach or run with the conversation; toolrun run never saves these: give --tools-from-state to send them, if you trust the file", strings.Join(reach, "; "))
 		return exitUsage
 	}
 	if f.approve == "" && saved.Approve == approveAuto {
@@ -399,28 +432,6 @@ func (c *cli) trustSaved(f resumeFlags, saved *savedRun) int {
 	}
 	saved.Record, saved.Log = "", ""
 	return exitOK
-}
-
-// reachingParams returns the fields of st's request params that make the
-// API reach out on the run's behalf: remote MCP servers, server tools (a
-// saved run's own tools are the runner's, never in the params) and a
-// container.
-func reachingParams(st *toolrun.State) []string {
-	b, err := json.Marshal(st.Params)
-	if err != nil {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return nil
-	}
-	var out []string
-	for _, k := range []string{"mcp_servers", "tools", "container"} {
-		if v, ok := m[k]; ok && !slices.Contains([]string{"null", "[]", `""`, "{}"}, string(v)) {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // namedFiles describes the transcript and the log that saved names, for

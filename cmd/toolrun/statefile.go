@@ -69,8 +69,12 @@ type stateFile struct {
 // reads it. It fails with an error wrapping errStateFileBusy if another
 // process holds the lock. Close releases it.
 func (c *cli) openStateFile(name string) (*stateFile, *savedRun, error) {
-	if _, err := os.Stat(name); err != nil {
+	fi, err := os.Stat(name)
+	if err != nil {
 		return nil, nil, err // a missing file, said plainly, before any lock file is made
+	}
+	if err := savedRunFile(name, fi); err != nil {
+		return nil, nil, err // a device is not locked either: no lock file beside it
 	}
 	path, err := filepath.EvalSymlinks(name)
 	if err == nil {
@@ -104,7 +108,7 @@ func (c *cli) openStateFile(name string) (*stateFile, *savedRun, error) {
 	if err != nil {
 		return fail(err)
 	}
-	fi, err := os.Stat(path)
+	fi, err = os.Stat(path)
 	if err != nil {
 		return fail(err)
 	}

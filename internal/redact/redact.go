@@ -80,7 +80,11 @@ var (
 	}
 
 	// userinfoRE matches the password of a URL's userinfo.
-	userinfoRE = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@"'\\]+):([^/\s@"'\\]+)@`)
+	// The user may be empty ("redis://:pw@host"), the scheme absent
+	// ("//u:pw@host") and the slashes JSON-escaped ("\/\/"); the password
+	// runs to the last "@" before the path, query or fragment, so one
+	// with a raw "@" is redacted whole.
+	userinfoRE = regexp.MustCompile(`((?:\b[a-zA-Z][a-zA-Z0-9+.-]*:)?(?://|\\/\\/)[^/\s:@"'\\?#]*):([^/\s"'\\?#]+)@`)
 
 	// schemeTokenRE matches a bearer or basic credential outside a header.
 	schemeTokenRE = regexp.MustCompile(`(?i)` + wordStart + `(bearer|basic)(\s+)([A-Za-z0-9._~+/-]+=*)`)
@@ -155,7 +159,7 @@ func String(s string) string {
 			s = t.re.ReplaceAllString(s, "${1}"+Mark)
 		}
 	}
-	if strings.Contains(s, "://") && strings.Contains(s, "@") {
+	if (strings.Contains(s, "//") || strings.Contains(s, `\/\/`)) && strings.Contains(s, "@") {
 		s = userinfoRE.ReplaceAllString(s, "${1}:"+Mark+"@")
 	}
 	if containsFold(s, "bearer") || containsFold(s, "basic") {
