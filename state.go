@@ -854,7 +854,7 @@ func (s *State) takeResults(messages []anthropic.BetaMessageParam) []anthropic.B
 			}
 			allowed := cs.Decision != nil && cs.Decision.Kind == Allow
 			if cs.awaiting() || (cs.Phase == phaseNew && !allowed) {
-				s.SetResult(tr.ToolUseID, &ToolResult{Content: tr.Content, IsError: tr.IsError.Value})
+				s.setResult(tr.ToolUseID, &ToolResult{Content: tr.Content, IsError: tr.IsError.Value})
 			}
 		}
 		if len(kept) == 0 && len(u.Content) > 0 {
