@@ -48,7 +48,7 @@ func TestAppendMessagesToolResultOfPendingCall(t *testing.T) {
 				t.Fatalf("got %v, %v; want awaiting approval", res.StopReason, err)
 			}
 			if tt.allowFirst {
-				if err := r.Decide("c1", toolrun.AllowCall()); err != nil {
+				if err := r.Decide("c1", toolrun.Decision{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -57,7 +57,7 @@ func TestAppendMessagesToolResultOfPendingCall(t *testing.T) {
 				anthropic.NewBetaTextBlock("and more"),
 			))
 			if !tt.allowFirst {
-				if err := r.Decide("c1", toolrun.AllowCall()); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+				if err := r.Decide("c1", toolrun.Decision{}); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 					t.Errorf("Decide after the client answered the call: %v, want ErrNotAwaitingApproval", err)
 				}
 			}
