@@ -48,15 +48,6 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// ErrStoreMisbehaved is wrapped by the error that stops a run, or fails
-// [Open], when its [Store] breaks the Store contract in a way the runner
-// sees: a Save or Load still running when the run's context has been done
-// for Options.Timeouts.CancelGrace (a store that ignores its context), or
-// a Load that returns neither a state nor an error. The run stops for
-// good, as for [ErrRunBusy]: a Save left running may still land, so what
-// the store holds is unknown.
-var ErrStoreMisbehaved = errors.New("toolrun: the store broke its contract")
-
 // boundedStoreCall runs call (a Store method, named op) and returns its
 // error, or, if call is still running when ctx has been done for grace,
 // an error wrapping [ErrStoreMisbehaved]; call is then left to return on

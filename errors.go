@@ -103,6 +103,23 @@ var (
 	// draft-04, with http or https and with or without the trailing "#"; each
 	// is validated as that draft.
 	ErrInvalidSchema = errors.New("toolrun: invalid input schema")
+
+	// ErrStoreMisbehaved is wrapped by the error that stops a run, or fails
+	// [Open], when its [Store] breaks the Store contract in a way the runner
+	// sees: a Save or Load still running when the run's context has been done
+	// for Options.Timeouts.CancelGrace (a store that ignores its context), or
+	// a Load that returns neither a state nor an error. The run stops for
+	// good, as for [ErrRunBusy]: a Save left running may still land, so what
+	// the store holds is unknown.
+	ErrStoreMisbehaved = errors.New("toolrun: the store broke its contract")
+
+	// ErrInvalidState is wrapped by the error of [State.Check], and so of
+	// [Resume], [Template.Resume] and [Open], for a State no run of this
+	// package could have saved: a negative counter, a turn limit below -1, a
+	// call whose phase and data disagree, a turn whose calls are not its
+	// response's. Such a State was edited or forged, and run it would send
+	// requests without bound or requests the API refuses.
+	ErrInvalidState = errors.New("toolrun: invalid state")
 )
 
 // PanicError is the failure of a tool that panicked. The runner recovers the

@@ -2,7 +2,6 @@ package toolrun
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -14,14 +13,6 @@ import (
 // reach on the run's behalf ([State.Reaches]). Resume and Open check every
 // State they are given; the CLI's resume also refuses, without the user's
 // word, a State that reaches anything.
-
-// ErrInvalidState is wrapped by the error of [State.Check], and so of
-// [Resume], [Template.Resume] and [Open], for a State no run of this
-// package could have saved: a negative counter, a turn limit below -1, a
-// call whose phase and data disagree, a turn whose calls are not its
-// response's. Such a State was edited or forged, and run it would send
-// requests without bound or requests the API refuses.
-var ErrInvalidState = errors.New("toolrun: invalid state")
 
 // Check reports, with an error wrapping [ErrInvalidState], a State that no
 // run of this package could have saved (see ErrInvalidState). It reads s
