@@ -1342,7 +1342,19 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 		ids := []string{msgID}
 		texts := 0
 		var evs []event
-		for _, b := range e.Message.Content {
+		// The calls before a response's last fallback block are the
+		// attempt a server-side fallback declined: the runner neither runs
+		// nor answers them, so the client is not told of them either.
+		seam := -1
+		for i, b := range e.Message.Content {
+			if b.Type == "fallback" {
+				seam = i
+			}
+		}
+		for i, b := range e.Message.Content {
+			if b.Type == "tool_use" && i < seam {
+				continue
+			}
 			switch b.Type {
 			case "text":
 				id := msgID
