@@ -13,6 +13,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -177,7 +178,7 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 // tell its converter to the code it is given to.
 func Pending(ctx context.Context, c client.Client, workflowID string, opts *ClientOptions) ([]toolrun.PendingCall, error) {
 	o := clientOptionsOf(opts)
-	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	desc, err := describe(ctx, c, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: pending calls of %s: %w", workflowID, err)
 	}
@@ -371,4 +372,15 @@ func refWorkflow(ref string) string {
 		return ref[:i]
 	}
 	return ref[:j]
+}
+
+// describe returns the server's description of a workflow execution (its
+// latest run when runID is empty): DescribeWorkflow's raw response, which
+// holds the memo and search attributes as the server sent them.
+func describe(ctx context.Context, c client.Client, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return d.RawResponse, nil
 }

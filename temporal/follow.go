@@ -209,7 +209,7 @@ func (f *follower) fail(ctx context.Context, err error) error {
 // the latest execution of the workflow, if empty) belongs to, with one
 // request that reads no payload of the history.
 func (f *follower) first(ctx context.Context, runID string) (string, error) {
-	desc, err := f.c.DescribeWorkflowExecution(ctx, f.workflowID, runID)
+	desc, err := describe(ctx, f.c, f.workflowID, runID)
 	if err != nil {
 		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
 	}

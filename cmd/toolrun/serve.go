@@ -228,9 +228,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 			return exitError
 		}
 		defer root.Close()
-		for _, t := range root.Tools() {
-			tools = append(tools, t)
-		}
+		tools = append(tools, root.Tools()...)
 	}
 	servers, serverTools, err := connectMCP(ctx, specs, f.tools.mcpFlags, f.approve.mcpConfig, log)
 	if err != nil {

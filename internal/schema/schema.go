@@ -252,9 +252,7 @@ func (refuseLoader) Load(url string) (any, error) {
 func (s *Schema) checkGraph(roots []*jsonschema.Schema) error {
 	var all []*jsonschema.Schema
 	seen := map[*jsonschema.Schema]bool{}
-	var collect func(sch *jsonschema.Schema) error
-	//lint:ignore S1021 the closure calls itself, so it is declared before it is assigned
-	collect = func(sch *jsonschema.Schema) error {
+	collect := func(sch *jsonschema.Schema) error {
 		for stack := []*jsonschema.Schema{sch}; len(stack) > 0; {
 			n := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]

@@ -73,7 +73,7 @@ var (
 // process while the thread's run is in flight.
 func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
 	id := e.workflowID(thread)
-	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := describe(ctx, e.cfg.Client, id, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return false, nil
@@ -138,7 +138,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 	}
 	id := e.workflowID(r.Thread)
-	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := describe(ctx, e.cfg.Client, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -576,7 +576,7 @@ func (e *Executor) Cancel(ctx context.Context, thread string) error {
 // error wrapping fs.ErrNotExist for a thread with no workflow.
 func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State, error) {
 	id := e.workflowID(thread)
-	desc, err := e.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := describe(ctx, e.cfg.Client, id, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return nil, fmt.Errorf("servetemporal: thread %q: %w", thread, fs.ErrNotExist)
@@ -634,4 +634,15 @@ func (e *Executor) awaiting(ctx context.Context) ([]serve.ThreadCall, error) {
 // quote returns s as a string of a visibility query.
 func quote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
+}
+
+// describe returns the server's description of a workflow execution (its
+// latest run when runID is empty): DescribeWorkflow's raw response, which
+// holds the memo and search attributes as the server sent them.
+func describe(ctx context.Context, c client.Client, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return d.RawResponse, nil
 }
