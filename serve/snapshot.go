@@ -229,3 +229,15 @@ func resultsDiffer(msgs []anthropic.BetaMessageParam, in []message) bool {
 	}
 	return false
 }
+
+// showsResults reports whether the client's history, in, shows a result
+// of a call the server ran under the id TOOL_CALL_RESULT gave it, which
+// resultsDiffer compares with the thread's.
+func showsResults(in []message) bool {
+	for _, m := range in {
+		if m.Role == "tool" && m.ID == "result_"+m.ToolCallID {
+			return true
+		}
+	}
+	return false
+}
