@@ -25,8 +25,7 @@ const conformanceDir = "../../serve/testdata/agui-conformance"
 // with its detail (what was sent, what came back), and a listed case that
 // passes fails the test, so that the entry is removed as soon as the
 // server is fixed. Empty the list to see every failure as a failure.
-var aguiKnownFailures = map[string]string{
-}
+var aguiKnownFailures = map[string]string{}
 
 // conformanceCase is one line of conformance.mjs's report.
 type conformanceCase struct {

@@ -24,8 +24,7 @@ const copilotkitDir = "../../examples/copilotkit"
 // is skipped with its detail (the page, and every request the runtime
 // made to toolrun with its response), and a listed flow that passes fails
 // the test, so that its entry is removed once the server is fixed.
-var copilotkitKnownFailures = map[string]string{
-}
+var copilotkitKnownFailures = map[string]string{}
 
 // copilotkitFlow is one line of drive.mjs's report.
 type copilotkitFlow struct {
