@@ -87,6 +87,7 @@ func snapshotMessages(thread string, msgs []anthropic.BetaMessageParam, users []
 					if err != nil || tu.Input == nil {
 						args = []byte("{}")
 					}
+					size += len(args)
 					calls = append(calls, map[string]any{"id": tu.ID, "type": "function", "function": map[string]any{"name": tu.Name, "arguments": string(args)}})
 					if id == "" {
 						id = assistantByCall[tu.ID]
