@@ -33,7 +33,13 @@
 // TOOL_CALL_RESULT for each result; and one terminal event with the run's
 // token usage: RUN_FINISHED with the outcome success (the model's answer),
 // interrupt (calls awaiting a person) or cancelled, or RUN_ERROR for a
-// limit or an error, with toolrun's StopReason as its code.
+// limit or an error, with toolrun's StopReason as its code. A client that
+// declares no protocolVersion (@ag-ui/client 0.0.x, whose schema knows no
+// cancelled outcome) gets RUN_ERROR with code "cancelled" for a cancelled
+// run. When the client's history differs from the thread's (a changed
+// result of a call the server ran, an interrupt decided elsewhere whose
+// run went on), the run sends a MESSAGES_SNAPSHOT of the conversation the
+// model is sent, bounded by [MaxSnapshotMessages] and [MaxSnapshotBytes].
 //
 // Every event is recorded before it is sent, with an SSE id; GET
 // /runs/{run}/events with Last-Event-ID sends the rest of the stream,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -332,6 +333,23 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 // does in process.
 func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *prepared, clientTools []toolrun.Tool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
+	if sl, ok := h.cfg.Executor.(StateLoader); ok && (p.differs || len(p.caught) > 0 || showsResults(p.history)) {
+		// The snapshot of a client whose history differs from the
+		// thread's (see run), from the executor's State: the thread's
+		// conversation as the run starts.
+		if st, err := sl.LoadState(ctx, lr.thread); err == nil {
+			if p.differs || len(p.caught) > 0 || resultsDiffer(st.Params.Messages, p.history) {
+				users, err := userRecords(ctx, h.cfg.DB, lr.thread)
+				if err != nil {
+					h.finish(ctx, lr, m, nil, toolrun.Usage{}, err)
+					return
+				}
+				m.write(nil, snapshotEvent(lr.thread, st.Params.Messages, users, p.history, m.client))
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("serve: loading the thread's state for a MESSAGES_SNAPSHOT", "thread", lr.thread, "err", err)
+		}
+	}
 	var cursor string
 	var base toolrun.Usage
 	var usage []byte

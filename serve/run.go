@@ -149,6 +149,14 @@ type prepared struct {
 	// reused is set on a run that resumes an interrupted run under its
 	// runId: its events follow that run's, numbered on.
 	reused bool
+	// differs is set when the client's history differs from the
+	// thread's in what the server keeps (a tool message for a call the
+	// server ran or a person decided), and caught says the same of the
+	// run that went on elsewhere: the run sends a MESSAGES_SNAPSHOT of
+	// the thread's conversation (snapshots.mdx), built with the ids of
+	// history, the client's messages.
+	differs bool
+	history []message
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.
@@ -337,7 +345,7 @@ const MaxClientTools = 1000
 // to read, and the context, are recorded once the run's conversation has
 // them (prepared.carried).
 func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prepared, error) {
-	p := &prepared{}
+	p := &prepared{history: in.Messages}
 	if len(in.ForwardedProps) > 0 {
 		var fp struct {
 			CancelOnDisconnect bool `json:"cancelOnDisconnect"`
@@ -604,6 +612,11 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 						// the decision, or its own idea of the result) is
 						// not its result. The server's stands.
 						p.warnings = append(p.warnings, fmt.Sprintf("tool message %q answers call %q, which the server ran or a person decided; the server's result stands and the message was ignored", m.ID, m.ToolCallID))
+						// One the server ran already: the client shows
+						// a result the model did not read. (A gated call
+						// this request decided has none yet: the run
+						// gives it.)
+						p.differs = p.differs || known["result_"+m.ToolCallID]
 						newIDs = append(newIDs, m.ID)
 						continue
 					}
@@ -1023,6 +1036,17 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			}
 		}
 	}
+	if p.differs || len(p.caught) > 0 || resultsDiffer(r.Messages(), p.history) {
+		// The client's history is not the thread's: it shows a result the
+		// server did not keep, or lacks what a run that went on elsewhere
+		// said. The snapshot shows it the conversation the model is sent.
+		users, err := userRecords(ctx, h.cfg.DB, lr.thread)
+		if err != nil {
+			h.finish(ctx, lr, m, nil, base, err)
+			return
+		}
+		m.write(nil, snapshotEvent(lr.thread, r.Messages(), users, p.history, clientTools))
+	}
 	if !p.newThread && len(userMsgs) == 0 && st.StopReason == toolrun.StopEndTurn && p.branch < 0 {
 		// Nothing to do: the thread's last turn was answered, and the
 		// request brings no message (a client that caught up with a
@@ -1107,7 +1131,7 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
 		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),
 		// wherever the run was: before its first step too.
-		fin := event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "outcome": map[string]any{"type": "cancelled"}}
+		fin := cancelledEvent(lr)
 		if res != nil && res.Usage != base {
 			// Usage the run measured; a run cancelled before it knew any
 			// (before its first response, or one whose executor was not
@@ -1130,7 +1154,8 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 			fin["result"] = t
 		}
 	case toolrun.StopCanceled:
-		fin["outcome"] = map[string]any{"type": "cancelled"}
+		fin = cancelledEvent(lr)
+		fin["usage"] = usage
 	case toolrun.StopAwaitingApproval:
 		outcome, evs, ids, err := h.interrupts(dbctx, lr, m, res.Pending)
 		announce, announced = evs, ids
@@ -1152,6 +1177,20 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		fin = event{"type": "RUN_ERROR", "code": string(res.StopReason), "message": redact.String(msg), "usage": usage}
 	}
 	end(fin)
+}
+
+// cancelledEvent is the terminal event of a cancelled run: RUN_FINISHED
+// with outcome cancelled, or, for a client that declared no
+// protocolVersion, RUN_ERROR with code "cancelled". @ag-ui/core before
+// 1.0 (the @ag-ui/client CopilotKit pins) knows only the outcomes
+// success and interrupt and refuses the event, so such a client would
+// read a cancelled run as a broken stream; a RUN_ERROR it reads as the
+// end of the run, and its code says why.
+func cancelledEvent(lr *liveRun) event {
+	if lr.peer.legacy {
+		return event{"type": "RUN_ERROR", "code": "cancelled", "message": "the run was cancelled"}
+	}
+	return event{"type": "RUN_FINISHED", "threadId": lr.thread, "runId": lr.id, "outcome": map[string]any{"type": "cancelled"}}
 }
 
 // usageOf is the AG-UI usage of a run whose thread had used base before

@@ -25,18 +25,7 @@ const conformanceDir = "../../serve/testdata/agui-conformance"
 // with its detail (what was sent, what came back), and a listed case that
 // passes fails the test, so that the entry is removed as soon as the
 // server is fixed. Empty the list to see every failure as a failure.
-var aguiKnownFailures = map[string]string{
-	// The client sends a changed result of a call the server ran; the
-	// server (rightly) keeps its own result but does not resynchronise the
-	// client with a MESSAGES_SNAPSHOT.
-	"snapshots.mdx §Snapshots: a MESSAGES_SNAPSHOT when the client's history differs from what the model is sent (SHOULD)": "no MESSAGES_SNAPSHOT",
-	// A client without protocolVersion (0.0.59) gets outcome
-	// {type: "cancelled"}, which @ag-ui/core 0.0.59 refuses (its outcomes
-	// are success and interrupt). versioning.mdx forbids a version
-	// downgrade that changes the outcome, so the lead decides: keep it (the
-	// spec's reading), or downgrade to RUN_ERROR for such clients.
-	"@ag-ui/core 0.0.59 EventSchemas: every event of the client without protocolVersion validates (versioning.mdx §Downgrading)": "outcome cancelled reaches a client that declared no version",
-}
+var aguiKnownFailures = map[string]string{}
 
 // conformanceCase is one line of conformance.mjs's report.
 type conformanceCase struct {

@@ -24,15 +24,7 @@ const copilotkitDir = "../../examples/copilotkit"
 // is skipped with its detail (the page, and every request the runtime
 // made to toolrun with its response), and a listed flow that passes fails
 // the test, so that its entry is removed once the server is fixed.
-var copilotkitKnownFailures = map[string]string{
-	// The call is approved over the JSON API while the chat shows it; the
-	// chat's own approval then gets RUN_STARTED, two CUSTOM events (what
-	// was decided, by whom, which run went on) and RUN_FINISHED success:
-	// no MESSAGES_SNAPSHOT, so CopilotKit shows nothing of what the run
-	// that went on said ("it says hello"). Its next message is taken.
-	"1.0.0/approved elsewhere, the chat shows the run that went on":  "the chat's resume is answered with CUSTOM events only, which CopilotKit does not render",
-	"0.0.59/approved elsewhere, the chat shows the run that went on": "the chat's resume is answered with CUSTOM events only, which CopilotKit does not render",
-}
+var copilotkitKnownFailures = map[string]string{}
 
 // copilotkitFlow is one line of drive.mjs's report.
 type copilotkitFlow struct {
