@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/toolrun/toolrun/internal/redact"
+	"github.com/toolrun/toolrun/redact"
 )
 
 // MaxSnapshotMessages and MaxSnapshotBytes bound the MESSAGES_SNAPSHOT a
