@@ -262,8 +262,9 @@ func TestServeTemporalInboxInChromium(t *testing.T) {
 	if !strings.Contains(flash, "by alice at ") {
 		t.Errorf("the flash says %q, want who decided and when", flash)
 	}
-	// The decided call leaves the inbox, still with no worker.
-	waitPage(t, page, `document.querySelectorAll("#list li").length === 0`)
+	// The decided call stays in place, marked as decided, and nothing
+	// waits any more, still with no worker.
+	waitPage(t, page, `document.querySelector("#list li.selected.gone") !== null && document.querySelectorAll("#list li:not(.gone)").length === 0`)
 	if got := calls(); len(got) != 0 {
 		t.Fatalf("pay ran with no worker: %v", got)
 	}
