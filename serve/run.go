@@ -1497,8 +1497,17 @@ func reasoning(id string, b anthropic.BetaContentBlockUnion, pr peer) []event {
 
 // resultText is a tool result's text, as the client is shown it.
 func resultText(res *toolrun.ToolResult) string {
+	if t := contentText(res.Content); t != "" || res.Err == nil {
+		return t
+	}
+	return res.Err.Error()
+}
+
+// contentText is a tool result's content as the client is shown it: its
+// text parts, and a placeholder for each image or document.
+func contentText(content []toolrun.Content) string {
 	var b strings.Builder
-	for i, c := range res.Content {
+	for i, c := range content {
 		if i > 0 {
 			b.WriteString("\n")
 		}
@@ -1512,9 +1521,6 @@ func resultText(res *toolrun.ToolResult) string {
 		default:
 			b.WriteString("[content]")
 		}
-	}
-	if b.Len() == 0 && res.Err != nil {
-		b.WriteString(res.Err.Error())
 	}
 	return b.String()
 }

@@ -181,23 +181,7 @@ func snapshotEvent(thread string, msgs []anthropic.BetaMessageParam, users []use
 // conversation as TOOL_CALL_RESULT gave it to the client (resultText):
 // its text parts, a placeholder for each image or document, redacted.
 func toolResultText(tr *anthropic.BetaToolResultBlockParam) string {
-	var b strings.Builder
-	for i, c := range tr.Content {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		switch {
-		case c.OfText != nil:
-			b.WriteString(c.OfText.Text)
-		case c.OfImage != nil:
-			b.WriteString("[image]")
-		case c.OfDocument != nil:
-			b.WriteString("[document]")
-		default:
-			b.WriteString("[content]")
-		}
-	}
-	return redact.String(b.String())
+	return redact.String(contentText(tr.Content))
 }
 
 // resultsDiffer reports whether the client's history, in, shows a result
