@@ -120,16 +120,7 @@ func runConformance(t *testing.T, node, url, prefix string, knownFailures map[st
 		key := clientSuffix.ReplaceAllString(c.Case, "")
 		why, known := knownFailures[key]
 		listed[key] = true
-		t.Run(c.Case, func(t *testing.T) {
-			switch {
-			case c.OK && known && !strings.HasPrefix(why, "timing: "):
-				t.Errorf("passes now: remove it from the known failures (listed as: %s)", why)
-			case !c.OK && known:
-				t.Skipf("known failure (%s): %s", why, c.Detail)
-			case !c.OK:
-				t.Errorf("%s", c.Detail)
-			}
-		})
+		t.Run(c.Case, func(t *testing.T) { judge(t, c.OK, c.Detail, why, known) })
 	}
 	for key := range knownFailures {
 		if !listed[key] {
@@ -158,4 +149,20 @@ func TestServeTemporalAGUIConformance(t *testing.T) {
 	name := uniqueName(t)
 	p := startServe(t, append(conformanceArgs(t), "--temporal", addr, "--temporal-queue", name+"queue")...)
 	runConformance(t, node, p.url, name, aguiKnownFailuresTemporal)
+}
+
+// judge passes, fails or skips one case of a client harness against its
+// list of known failures: a listed case that fails is skipped with its
+// detail, a listed case that passes fails (unless its reason starts
+// "timing: "), and an unlisted one that fails fails with its detail.
+func judge(t *testing.T, ok bool, detail any, why string, known bool) {
+	t.Helper()
+	switch {
+	case ok && known && !strings.HasPrefix(why, "timing: "):
+		t.Errorf("passes now: remove it from the known failures (listed as: %s)", why)
+	case !ok && known:
+		t.Skipf("known failure (%s): %s", why, detail)
+	case !ok:
+		t.Errorf("%s", detail)
+	}
 }

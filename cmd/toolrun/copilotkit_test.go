@@ -97,16 +97,7 @@ func runCopilotKit(t *testing.T, node, chromium, url string) {
 		key := f.Client + "/" + f.Flow
 		why, known := copilotkitKnownFailures[key]
 		listed[key] = true
-		t.Run(key, func(t *testing.T) {
-			switch {
-			case f.OK && known:
-				t.Errorf("passes now: remove it from copilotkitKnownFailures (listed as: %s)", why)
-			case !f.OK && known:
-				t.Skipf("known failure (%s): %s", why, f.Detail)
-			case !f.OK:
-				t.Errorf("%s", f.Detail)
-			}
-		})
+		t.Run(key, func(t *testing.T) { judge(t, f.OK, f.Detail, why, known) })
 	}
 	for key := range copilotkitKnownFailures {
 		if !listed[key] {
