@@ -190,6 +190,6 @@ type plannedCall = struct {
 func (r *Runner) plan(c *callState) plannedCall {
 	call := c.Call
 	call.Input = c.input()
-	e := r.tool(call.Name)
+	e := r.tool(call)
 	return plannedCall{Call: call, Exclusive: e.config.Exclusive, Idempotent: e.config.Idempotent, Timeout: r.timeoutOf(e), MaxParallel: e.config.MaxParallel}
 }

@@ -36,7 +36,9 @@ func TestCallerAndToolsetSeen(t *testing.T) {
 			return toolrun.Decision{}
 		},
 	}
-	r := toolrun.New(client(s), userParams("Weather?"), []toolrun.Tool{weatherTool(&calls)}, opts)
+	weather := weatherTool(&calls)
+	weather.Toolset = "weather" // the call is one of the weather toolset's
+	r := toolrun.New(client(s), userParams("Weather?"), []toolrun.Tool{weather}, opts)
 	if _, err := r.Run(bounded(t)); err != nil {
 		t.Fatal(err)
 	}

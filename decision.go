@@ -428,9 +428,9 @@ func (r *Runner) decideTurn(ctx context.Context, p *turnState) ([]*callState, er
 // tool, denied, skipped, invalid input, interrupted), and reports whether c
 // is to run. The error is that of a hook.
 func (r *Runner) decideCall(ctx context.Context, c *callState) (bool, error) {
-	e := r.tool(c.Call.Name)
+	e := r.tool(c.Call)
 	if e == nil {
-		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: unknownToolError(c.Call.Name, r.toolNames())})
+		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: r.unknownCall(c.Call)})
 	}
 	if kind := inputKind(c.Call.Input); kind != "" {
 		return false, r.answer(ctx, c, &ToolResult{Call: c.Call, Err: nonObjectInput(c.Call.Name, kind)})

@@ -294,8 +294,12 @@ func sanitizeAssistant(m anthropic.BetaMessageParam) anthropic.BetaMessageParam 
 
 // resultBlock is the tool_result block of an answered call.
 func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion {
-	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tool(c.Call.Name)))
+	content, _ := truncateContent(c.Result.Content, r.resultLimit(r.tool(c.Call)))
 	b := anthropic.BetaToolResultBlockParam{ToolUseID: c.Call.ID, Content: content, CacheControl: c.Result.CacheControl}
+	if c.Call.Toolset != "" {
+		// A toolset member's result names its toolset, as the API expects.
+		b.ToolsetName = anthropic.String(c.Call.Toolset)
+	}
 	if c.Result.IsError {
 		b.IsError = anthropic.Bool(true)
 	}

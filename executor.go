@@ -113,7 +113,7 @@ func (r *Runner) runCall(ctx context.Context, c *callState, pc plannedCall) erro
 		r.mu.Unlock()
 		return nil
 	}
-	e := r.tool(pc.Call.Name)
+	e := r.tool(pc.Call)
 	started := pc.Call // the input that runs, an edit's if any
 	if r.observed() {
 		started.Input = slices.Clone(started.Input) // the State's bytes
@@ -225,7 +225,7 @@ func (r *Runner) answer(ctx context.Context, c *callState, res *ToolResult) erro
 		r.log.ErrorContext(ctx, "toolrun: tool result has an empty content block; answered as a failure",
 			"tool", c.Call.Name, "tool_use_id", c.Call.ID)
 	}
-	e := r.tool(c.Call.Name)
+	e := r.tool(c.Call)
 	if _, cut := truncateContent(res.Content, r.resultLimit(e)); cut {
 		res.Truncated = true
 		r.log.WarnContext(ctx, "toolrun: tool result truncated for the model", "tool", c.Call.Name,

@@ -61,10 +61,10 @@ func TestRunnersShare(t *testing.T) {
 	opts.MaxTurns = 8
 	echo.Timeout = 5 * time.Second
 	r3 := tpl.New(heldParams())
-	if r3.opts.MaxTurns != 7 || r3.tool("echo").config.Timeout != 0 {
-		t.Errorf("after a change of the caller's Options and tool: got MaxTurns %d, Timeout %v; want the Template's 7 and 0", r3.opts.MaxTurns, r3.tool("echo").config.Timeout)
+	if r3.opts.MaxTurns != 7 || r3.toolNamed("echo").config.Timeout != 0 {
+		t.Errorf("after a change of the caller's Options and tool: got MaxTurns %d, Timeout %v; want the Template's 7 and 0", r3.opts.MaxTurns, r3.toolNamed("echo").config.Timeout)
 	}
-	if got := New(c, heldParams(), tools, opts).tool("echo").config.Timeout; got != 5*time.Second {
+	if got := New(c, heldParams(), tools, opts).toolNamed("echo").config.Timeout; got != 5*time.Second {
 		t.Errorf("a runner of New after a change of the tool's settings: Timeout %v, want 5s", got)
 	}
 	t.Setenv(logEnv, "info")
@@ -73,8 +73,8 @@ func TestRunnersShare(t *testing.T) {
 	}
 
 	r1.RemoveTools("echo")
-	if r1.tool("echo") != nil || r2.tool("echo") == nil {
-		t.Errorf("RemoveTools on one runner: got echo in it %v, in another %v; want false, true", r1.tool("echo") != nil, r2.tool("echo") != nil)
+	if r1.toolNamed("echo") != nil || r2.toolNamed("echo") == nil {
+		t.Errorf("RemoveTools on one runner: got echo in it %v, in another %v; want false, true", r1.toolNamed("echo") != nil, r2.toolNamed("echo") != nil)
 	}
 	if diff := cmp.Diff([]string{"deploy", "echo"}, r2.toolNames()); diff != "" {
 		t.Errorf("the other runner's tool names (-want +got):\n%s", diff)

@@ -211,7 +211,7 @@ func (r *Runner) syncTools() {
 func (r *Runner) toolNames() []string {
 	var names []string
 	for _, name := range r.set.names {
-		if r.tool(name) != nil {
+		if r.toolNamed(name) != nil {
 			names = append(names, name)
 		}
 	}

@@ -112,6 +112,25 @@ type ToolConfig struct {
 	// model; see [Options.MaxResultBytes]. Zero means the runner's bound; a
 	// negative value means no bound.
 	MaxResultBytes int
+
+	// Toolset, if set, makes the tool a member of a toolset: the family
+	// the API names in a call's toolset_name, such as "browser" for a
+	// browser_toolset_20260801 entry in Params.Tools. The runner runs the
+	// tool for a call whose toolset_name is Toolset and whose name is the
+	// tool's Name, and for no other call: a member's name is not reserved,
+	// so a tool of its own, or a member of another toolset, may have the
+	// same name, and each gets only its own calls ([ToolCall.Toolset]). A
+	// call of a member the run lacks gets the unknown-tool result, as a
+	// call of an unknown name does, and its tool_result carries the
+	// toolset_name back as the API expects.
+	//
+	// A member sends no definition of its own: the toolset's entry, which
+	// the caller puts in Params.Tools, declares it to the model; the
+	// runner still validates a call's input against InputSchema. Members
+	// stay for the whole run: [Runner.RemoveTools] and [Runner.AddTools]
+	// deal in tools of their own. "" (the default) is a tool of its own,
+	// dispatched on its name.
+	Toolset string
 }
 
 // Config returns c: a type that embeds a ToolConfig has the Config method

@@ -110,7 +110,7 @@ func (r *Runner) cutResult(res *ToolResult) *ToolResult {
 	if res == nil {
 		return nil
 	}
-	cut, ok := truncateContent(res.Content, r.resultLimit(r.tool(res.Call.Name)))
+	cut, ok := truncateContent(res.Content, r.resultLimit(r.tool(res.Call)))
 	if !ok {
 		return res
 	}

@@ -402,10 +402,17 @@ type wireText struct {
 }
 
 type wireToolUse struct {
-	Type  string          `json:"type"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Input   json.RawMessage `json:"input"`
+	Toolset string          `json:"toolset_name,omitempty"`
+	Caller  *wireCaller     `json:"caller,omitempty"`
+}
+
+type wireCaller struct {
+	Type   string `json:"type"`
+	ToolID string `json:"tool_id,omitempty"`
 }
 
 type wireThinking struct {
@@ -462,7 +469,10 @@ func blockJSON(b Block, full bool) json.RawMessage {
 		}
 		return mustMarshal(w)
 	case "tool_use":
-		w := wireToolUse{Type: b.Type, ID: b.ID, Name: b.Name, Input: json.RawMessage("{}")}
+		w := wireToolUse{Type: b.Type, ID: b.ID, Name: b.Name, Input: json.RawMessage("{}"), Toolset: b.Toolset}
+		if b.Caller != "" {
+			w.Caller = &wireCaller{Type: b.Caller, ToolID: b.CallerToolID}
+		}
 		if full && b.Input != nil {
 			w.Input = b.Input
 		}

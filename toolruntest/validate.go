@@ -49,7 +49,16 @@ type Block struct {
 	ID        string          // tool_use
 	Name      string          // tool_use
 	Input     json.RawMessage // tool_use
-	ToolUseID string          // tool_result
+	// Toolset is a toolset member's family: a tool_use's toolset_name,
+	// such as "browser", or the toolset_name a tool_result echoes.
+	Toolset string // tool_use, tool_result
+	// Caller is the type of what made a tool_use: "" or "direct" for the
+	// model itself, or a code execution tool's type (such as
+	// "code_execution_20260120") for a programmatic call, made from code
+	// in the server_tool_use CallerToolID.
+	Caller       string // tool_use
+	CallerToolID string // tool_use
+	ToolUseID    string // tool_result
 	IsError   bool            // tool_result
 	Content   json.RawMessage // tool_result: the content as sent, a string or an array
 	// Raw is the whole block as sent. In a Reply, a block with a non-nil Raw
@@ -97,6 +106,10 @@ type ToolDef struct {
 
 // toolNamePattern is the pattern the API requires of tool names.
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+// toolsetType matches the type of a toolset entry the API runs the members
+// of, such as browser_toolset_20260801, and captures its family.
+var toolsetType = regexp.MustCompile(`^([a-z]+)_toolset_[0-9]{8}$`)
 
 // toolUseIDPattern is the pattern the API requires of tool_use ids.
 var toolUseIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -345,9 +358,29 @@ func decodeBlock(path string, raw json.RawMessage) (Block, error) {
 			return b, invalid(path+".input", "Input should be a valid dictionary")
 		}
 		b.Input = in
+		if v, ok := fields["toolset_name"]; ok && !isNull(v) {
+			if json.Unmarshal(v, &b.Toolset) != nil {
+				return b, invalid(path+".toolset_name", "Input should be a valid string")
+			}
+		}
+		if v, ok := fields["caller"]; ok && !isNull(v) {
+			var c struct {
+				Type   string `json:"type"`
+				ToolID string `json:"tool_id"`
+			}
+			if json.Unmarshal(v, &c) != nil {
+				return b, invalid(path+".caller", "Input should be a valid dictionary")
+			}
+			b.Caller, b.CallerToolID = c.Type, c.ToolID
+		}
 	case "tool_result":
 		if err := str("tool_use_id", &b.ToolUseID); err != nil {
 			return b, err
+		}
+		if v, ok := fields["toolset_name"]; ok && !isNull(v) {
+			if json.Unmarshal(v, &b.Toolset) != nil {
+				return b, invalid(path+".toolset_name", "Input should be a valid string")
+			}
 		}
 		if v, ok := fields["is_error"]; ok && !isNull(v) {
 			if json.Unmarshal(v, &b.IsError) != nil {
@@ -409,6 +442,13 @@ func decodeToolDef(path string, t json.RawMessage) (ToolDef, error) {
 		if json.Unmarshal(v, &def.Type) != nil {
 			return def, invalid(path+".type", "Input should be a valid string")
 		}
+	}
+	// A toolset entry (browser_toolset_20260801) has no name: it declares
+	// a family of member tools, and the family's name is its own, so no
+	// other tool may have it.
+	if m := toolsetType.FindStringSubmatch(def.Type); m != nil {
+		def.Name = m[1]
+		return def, nil
 	}
 	v, ok := fields["name"]
 	if !ok {
