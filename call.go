@@ -19,7 +19,9 @@ type ToolCall struct {
 	Input json.RawMessage `json:"input"`
 	// Toolset is the tool_use's toolset_name, such as "browser", for a
 	// call of a member of a toolset; "" for a tool of its own. The runner
-	// dispatches on Name alone, as the Go SDK's runner does.
+	// dispatches on Toolset and Name together, as the Python and
+	// TypeScript runners do: the tool whose [ToolConfig].Toolset and Name
+	// they are runs the call.
 	Toolset string `json:"toolset,omitempty"`
 	// Caller is how the model made the call: "" or "direct" for a call of
 	// its own, or the type of the server tool that made it from code (such

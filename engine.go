@@ -269,7 +269,12 @@ func (r *Runner) appendTurn(ctx context.Context) {
 		blocks = fitResults(blocks, r.resultBudget(p))
 		r.st.Params.Messages = append(r.st.Params.Messages, anthropic.NewBetaUserMessage(blocks...))
 	}
-	if len(p.After) > 0 {
+	if len(p.After) > 0 && answersCode(p) {
+		// The API takes nothing but tool_result blocks in the user turn
+		// that answers calls made from code, and would merge these into
+		// it: they wait for the next turn (state.go's held).
+		r.st.held = append(p.After, r.st.held...)
+	} else if len(p.After) > 0 {
 		r.st.Params.Messages = append(r.st.Params.Messages, p.After...)
 		r.historyIDs, r.inputStale = nil, true
 	}
@@ -304,4 +309,16 @@ func (r *Runner) resultBlock(c *callState) anthropic.BetaContentBlockParamUnion 
 		b.IsError = anthropic.Bool(true)
 	}
 	return anthropic.BetaContentBlockParamUnion{OfToolResult: &b}
+}
+
+// answersCode reports whether p's tool results answer a call made from
+// code the model ran (programmatic tool calling): a call whose Caller is
+// neither "" nor "direct".
+func answersCode(p *turnState) bool {
+	for i := range p.Calls {
+		if c := p.Calls[i].Call.Caller; c != "" && c != "direct" {
+			return true
+		}
+	}
+	return false
 }

@@ -84,6 +84,9 @@ func (r *Runner) request(ctx context.Context) *Turn {
 	}
 	r.lastInputMsgs, r.inputStale = len(params.Messages), false
 	p := newTurnState(n, msg)
+	// Messages held back from a turn that answered calls made from code
+	// follow this turn (state.go's held).
+	p.After, r.st.held = r.st.held, nil
 	if !r.objectInputs(ctx, p) {
 		r.threadReply(p)
 	}

@@ -87,6 +87,12 @@ type State struct {
 	// compactNext is set by [Runner.CompactBeforeNextTurn] until the
 	// compaction it asks for is made.
 	compactNext bool
+	// held are messages appended (AppendMessages) to a turn whose results
+	// answer calls made from code (ToolCall.Caller): the API takes
+	// nothing but tool_result blocks in the user turn that answers them,
+	// so the messages wait, and go after the next turn that is not one of
+	// those (a turn's After), in the order they were appended.
+	held []anthropic.BetaMessageParam
 	// StopReason and Detail are how the run stopped, if it had; Budget
 	// names the bound of a [StopBudget] stop, as [Result.Budget] does, so
 	// that a resumed run stops as the run that saved it did: with the same
@@ -116,16 +122,17 @@ type plainState State
 // in progress.
 type stateJSON struct {
 	*plainState
-	Pending     *turnState   `json:"pending,omitempty"`
-	Edited      bool         `json:"edited,omitempty"`
-	CompactNext bool         `json:"compact_next,omitempty"`
-	Tools       *toolChanges `json:"tools,omitempty"`
+	Pending     *turnState                   `json:"pending,omitempty"`
+	Edited      bool                         `json:"edited,omitempty"`
+	CompactNext bool                         `json:"compact_next,omitempty"`
+	Tools       *toolChanges                 `json:"tools,omitempty"`
+	Held        []anthropic.BetaMessageParam `json:"held,omitempty"`
 }
 
 // MarshalJSON encodes s whole, with the turn in progress.
 func (s State) MarshalJSON() ([]byte, error) {
 	p := plainState(s)
-	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext, Tools: s.tools})
+	return json.Marshal(stateJSON{plainState: &p, Pending: s.pending, Edited: s.edited, CompactNext: s.compactNext, Tools: s.tools, Held: s.held})
 }
 
 // UnmarshalJSON decodes a State that MarshalJSON encoded.
@@ -134,7 +141,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	s.pending, s.edited, s.compactNext, s.tools = j.Pending, j.Edited, j.CompactNext, j.Tools
+	s.pending, s.edited, s.compactNext, s.tools, s.held = j.Pending, j.Edited, j.CompactNext, j.Tools, j.Held
 	return nil
 }
 
@@ -443,6 +450,7 @@ func (s *State) clone() *State {
 	c.Betas = slices.Clone(s.Betas)
 	c.AlwaysAllow = slices.Clone(s.AlwaysAllow)
 	c.Removed = slices.Clone(s.Removed)
+	c.held = slices.Clone(s.held)
 	if s.pending != nil {
 		p := *s.pending
 		p.Calls = slices.Clone(s.pending.Calls)
@@ -823,6 +831,12 @@ func forCall(s *State, id string) *State {
 // call allowed, started or answered it is dropped, and the call's own
 // result is sent. A message left with no content is dropped.
 func (s *State) AppendMessages(messages ...anthropic.BetaMessageParam) {
+	if s.pending == nil && len(s.held) > 0 {
+		// Behind the messages that wait for a turn that answers no call
+		// made from code.
+		s.held = append(slices.Clip(s.held), deepcopy.Copy(messages)...)
+		return
+	}
 	if s.pending == nil || s.edited {
 		s.Params.Messages = append(slices.Clip(s.Params.Messages), deepcopy.Copy(messages)...)
 		return

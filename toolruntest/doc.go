@@ -121,6 +121,15 @@
 //     last fallback block (the attempt a server-side fallback declined)
 //     are stripped, as the API's fallback middleware strips them, before
 //     rules 3 and 4 apply: a tool_result for one of them is refused.
+//  10. The user turn (every user message up to the next assistant
+//     message) that follows an assistant message with a programmatic
+//     call, a tool_use whose caller is a code execution tool rather than
+//     "direct", holds nothing but tool_result blocks: the code waits for
+//     them, and the API refuses any text, even after the results.
+//  11. A toolset entry, such as browser_toolset_20260801, has no name: its
+//     family ("browser") is its name for rule 7, so no other tool may
+//     have it. A tool_use of a member carries the family as toolset_name
+//     ([Block].Toolset), and so may the tool_result that answers it.
 //
 // A body over [MaxRequestBytes] (the API's 32 MB) is refused first, with
 // HTTP 413 and a request_too_large error, as the API's edge refuses it.

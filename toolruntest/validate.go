@@ -495,8 +495,20 @@ func checkConversation(p Params) error {
 	}
 	last := len(msgs) - 1
 	toolUseSeen := make(map[string]bool)
+	fromCode := false // the user turn answers calls made from code
 	for i, m := range msgs {
 		path := fmt.Sprintf("messages.%d", i)
+		if m.Role == "assistant" {
+			fromCode = callsFromCode(m)
+		} else if m.Role == "user" && fromCode {
+			// The API merges the user messages of a turn, so each of
+			// them counts.
+			for j, b := range m.Content {
+				if b.Type != "tool_result" {
+					return invalid(fmt.Sprintf("%s.content.%d", path, j), "when answering programmatic tool calls (`tool_use` blocks whose `caller` is a code execution tool), the user turn must contain only `tool_result` blocks, but this is a %s block", b.Type)
+				}
+			}
+		}
 		if len(m.Content) == 0 && (i != last || m.Role != "assistant") {
 			return invalid(path, "all messages must have non-empty content except for the optional final assistant message")
 		}
@@ -543,6 +555,17 @@ func checkConversation(p Params) error {
 		}
 	}
 	return nil
+}
+
+// callsFromCode reports whether m has a tool_use made from code the model
+// ran (programmatic tool calling): one whose caller is not direct.
+func callsFromCode(m MessageParam) bool {
+	for _, b := range m.Content {
+		if b.Type == "tool_use" && b.Caller != "" && b.Caller != "direct" {
+			return true
+		}
+	}
+	return false
 }
 
 // toolUseIDs returns the ids of the tool_use blocks of m, in order.
