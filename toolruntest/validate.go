@@ -56,11 +56,11 @@ type Block struct {
 	// model itself, or a code execution tool's type (such as
 	// "code_execution_20260120") for a programmatic call, made from code
 	// in the server_tool_use CallerToolID.
-	Caller       string // tool_use
-	CallerToolID string // tool_use
-	ToolUseID    string // tool_result
-	IsError   bool            // tool_result
-	Content   json.RawMessage // tool_result: the content as sent, a string or an array
+	Caller       string          // tool_use
+	CallerToolID string          // tool_use
+	ToolUseID    string          // tool_result
+	IsError      bool            // tool_result
+	Content      json.RawMessage // tool_result: the content as sent, a string or an array
 	// Raw is the whole block as sent. In a Reply, a block with a non-nil Raw
 	// is sent verbatim, which is how to send a type the constructors don't
 	// cover, such as redacted_thinking or server_tool_use.

@@ -24,6 +24,10 @@ const (
 	answerBoth = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"one"},` +
 		`{"type":"tool_result","tool_use_id":"toolu_02","content":[{"type":"text","text":"two"}],"is_error":true}]}`
 	schema = `"input_schema":{"type":"object","properties":{}}`
+
+	askFromCode = `{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"code_execution","input":{"code":"a()"}},` +
+		`{"type":"tool_use","id":"toolu_01","name":"a","input":{},"caller":{"type":"code_execution_20260120","tool_id":"srvtoolu_01"}}]}`
+	answerFromCode = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"one"}]}`
 )
 
 func TestValidate(t *testing.T) {
@@ -126,6 +130,20 @@ func TestValidate(t *testing.T) {
 		{"schema not an object", body(`[`+userHi+`]`, `"tools":[{"name":"a","input_schema":"object"}]`), "tools.0.input_schema: Input should be a valid dictionary"},
 		{"schema without type", body(`[`+userHi+`]`, `"tools":[{"name":"a","input_schema":{"properties":{}}}]`), "tools.0.input_schema.type: Input should be 'object'"},
 		{"duplicate tool names", body(`[`+userHi+`]`, `"tools":[{"name":"a",`+schema+`},{"name":"b",`+schema+`},{"name":"a",`+schema+`}]`), `tools: Tool names must be unique: "a" appears more than once`},
+
+		// Rule 10: the user turn answering programmatic calls.
+		{"programmatic results alone", body(`[` + userHi + `,` + askFromCode + `,` + answerFromCode + `]`), ""},
+		{"programmatic results then text", body(`[` + userHi + `,` + askFromCode + `,{"role":"user","content":[` +
+			`{"type":"tool_result","tool_use_id":"toolu_01","content":"one"},{"type":"text","text":"Go on."}]}]`),
+			"messages.2.content.1: when answering programmatic tool calls (`tool_use` blocks whose `caller` is a code execution tool), the user turn must contain only `tool_result` blocks, but this is a text block"},
+		{"programmatic results then a user message", body(`[` + userHi + `,` + askFromCode + `,` + answerFromCode + `,` + userHi + `]`),
+			"messages.3.content.0: when answering programmatic tool calls (`tool_use` blocks whose `caller` is a code execution tool), the user turn must contain only `tool_result` blocks, but this is a text block"},
+		{"direct caller then text", body(`[` + userHi + `,{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"a","input":{},"caller":{"type":"direct"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01"},{"type":"text","text":"Go on."}]}]`), ""},
+
+		// Rule 11: toolset entries.
+		{"toolset entry", body(`[`+userHi+`]`, `"tools":[{"type":"browser_toolset_20260801"},{"name":"navigate",`+schema+`}]`), ""},
+		{"tool named like a toolset", body(`[`+userHi+`]`, `"tools":[{"type":"browser_toolset_20260801"},{"name":"browser",`+schema+`}]`), `tools: Tool names must be unique: "browser" appears more than once`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
