@@ -42,6 +42,20 @@ type Options struct {
 	// check that a client falls back to sending the whole history without
 	// a thread.
 	ThreadUnsupported []string
+	// BindThinking makes the server bind thinking blocks to their
+	// conversation, as the API does for accounts created on or after
+	// 2026-08-31: for each thinking block it sends, it records a hash of
+	// everything before it (the system prompt, the tools, the earlier
+	// messages and the blocks of its message before it, as canonical
+	// JSON, leaving out cache_control), and a later request that sends
+	// the block back behind anything else, or sends a thinking block the
+	// server never sent, fails the check. The request's
+	// thinking.block_binding.prefix_mismatch_behavior says what follows:
+	// "error" (the default) answers HTTP 400; "drop_block" leaves the
+	// block, and the rest of its run of thinking blocks, out of what the
+	// model sees, and records it in [Request].DroppedThinking. Off, the
+	// server checks no thinking block, as for older accounts.
+	BindThinking bool
 }
 
 // Clock is a clock for [Options].Now that stands still until Advance moves

@@ -67,6 +67,12 @@ type Request struct {
 	// it answered with, or for a compaction, that of its iterations. It is
 	// nil for a request answered with an error.
 	Usage *Usage
+	// DroppedThinking holds the paths (messages.i.content.j) of the
+	// thinking blocks the server left out of the request, with
+	// [Options].BindThinking set and thinking.block_binding's
+	// prefix_mismatch_behavior "drop_block", because what came before
+	// them had changed since the server sent them.
+	DroppedThinking []string
 
 	// conversation is the raw conversation of a request that continues a
 	// thread, or nil; system and tools are the thread's.
@@ -98,7 +104,7 @@ type Server struct {
 	aux     atomic.Int64         // numbers the requests that are not recorded
 	script  []Reply              // the replies of a scripted server
 
-	mu       sync.Mutex // guards next, requests, bodies, errs, cache, threads, usage and the records' Status, Usage and conversation
+	mu       sync.Mutex // guards next, requests, bodies, errs, cache, threads, thinking, usage and the records' Status, Usage, DroppedThinking and conversation
 	next     int        // index of the next reply of script
 	requests []*Request
 	bodies   map[uint64][]seenBody // by the hash of the body
@@ -106,6 +112,7 @@ type Server struct {
 	cache    promptCache
 	writes   int                    // counts cache writes, to prune expired entries now and then
 	threads  map[string]*threadTurn // by the id of the reply they end with
+	thinking map[string]prefixHash  // what came before each thinking block sent, by its signature
 	usage    Usage
 }
 
@@ -176,6 +183,7 @@ func (s *Server) Requests() []*Request {
 	out := make([]*Request, len(s.requests))
 	for i, r := range s.requests {
 		c := *r
+		c.DroppedThinking = slices.Clone(r.DroppedThinking)
 		if r.Usage != nil {
 			u := *r.Usage
 			c.Usage = &u
@@ -317,6 +325,21 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if rejected == nil {
 		rejected = checkToolChanges(f, full)
 	}
+	sent := full.Messages // the conversation as the client sent it
+	if rejected == nil && s.opts.BindThinking {
+		s.mu.Lock()
+		bad := s.checkThinking(full, full.Messages)
+		if len(bad) > 0 && blockBinding(p) == "drop_block" {
+			full.Messages = dropThinking(full.Messages, bad)
+			for _, b := range bad {
+				req.DroppedThinking = append(req.DroppedThinking, b.path())
+			}
+		}
+		s.mu.Unlock()
+		if len(bad) > 0 && req.DroppedThinking == nil {
+			rejected = invalid(bad[0].path(), "thinking block failed the prefix binding check: the conversation before it (system, tools and messages) differs from the one it was created in. Send earlier turns back unchanged, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"")
+		}
+	}
 	var pl *plan
 	if rejected == nil {
 		pl, rejected = s.plan(full, f)
@@ -382,6 +405,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	var m message
 	if f2.Status == 0 {
 		m = s.answer(req, n, p, full, f, pl, reply, prev)
+		if s.opts.BindThinking {
+			s.mu.Lock()
+			s.recordThinking(full, sent, m)
+			s.mu.Unlock()
+		}
 	}
 	if !p.Stream || f2.Status != 0 {
 		if !s.pause(r.Context(), f2.EventDelay) {
