@@ -236,8 +236,13 @@ func newTurnState(n int, msg *anthropic.BetaMessage) *turnState {
 // object. It reports whether it changed the message: the run's thread
 // then holds a reply that is not the history's, and the next request
 // starts a new thread.
+//
+// The thinking blocks after the first such tool_use are left out of the
+// history, as [blankInputs] leaves them out and for the same reason: what
+// came before them is not what the model wrote.
 func (r *Runner) objectInputs(ctx context.Context, p *turnState) (changed bool) {
-	for _, b := range p.Message.OfAssistant.Content {
+	first := -1
+	for j, b := range p.Message.OfAssistant.Content {
 		tu := b.OfToolUse
 		if tu == nil {
 			continue
@@ -251,6 +256,9 @@ func (r *Runner) objectInputs(ctx context.Context, p *turnState) (changed bool) 
 			continue
 		}
 		tu.Input, changed = json.RawMessage("{}"), true
+		if first < 0 {
+			first = j
+		}
 		for i := range p.Calls {
 			if c := &p.Calls[i].Call; c.ID == tu.ID {
 				c.Input = raw
@@ -258,6 +266,16 @@ func (r *Runner) objectInputs(ctx context.Context, p *turnState) (changed bool) 
 		}
 		r.log.WarnContext(ctx, "toolrun: a tool_use input is not a JSON object; the history holds {} in its place",
 			"turn", p.Turn, "tool", tu.Name, "id", tu.ID, "input", kind)
+	}
+	if first >= 0 {
+		a := p.Message.OfAssistant
+		kept := slices.Clone(a.Content[:first])
+		for _, b := range a.Content[first:] {
+			if b.OfThinking == nil && b.OfRedactedThinking == nil {
+				kept = append(kept, b)
+			}
+		}
+		a.Content = kept
 	}
 	return changed
 }

@@ -246,6 +246,15 @@ func sendableInputs(m anthropic.BetaMessageParam) anthropic.BetaMessageParam {
 // blankInputs returns m with the input of every tool_use that bad names
 // replaced by {}, in copies of the message and its blocks: m is not
 // changed, and an m with none to replace is returned as it is.
+//
+// The thinking blocks of m after the first such tool_use are left out. The
+// API binds a thinking block to everything before it (thinking's
+// block_binding), and what came before those is no longer what the model
+// wrote: sent back, each would fail the check, and the request with it
+// (prefix_mismatch_behavior "error"), or be dropped by the API
+// ("drop_block"). Leaving them out is what the API would do in the second
+// case, and lets the first go on; the thinking blocks before the tool_use
+// keep their prefix and are sent back unchanged.
 func blankInputs(m anthropic.BetaMessageParam, bad func(input any) bool) anthropic.BetaMessageParam {
 	if m.OfAssistant == nil {
 		return m
@@ -262,11 +271,23 @@ func blankInputs(m anthropic.BetaMessageParam, bad func(input any) bool) anthrop
 		tu.Input = map[string]any{}
 		content[i].OfToolUse = &tu
 	}
-	if content != nil {
-		a := *m.OfAssistant
-		a.Content = content
-		m.OfAssistant = &a
+	if content == nil {
+		return m
 	}
+	blanked := false
+	kept := content[:0]
+	for i, b := range content {
+		if blanked && (b.OfThinking != nil || b.OfRedactedThinking != nil) {
+			continue
+		}
+		if b.OfToolUse != nil && b.OfToolUse != m.OfAssistant.Content[i].OfToolUse {
+			blanked = true
+		}
+		kept = append(kept, b)
+	}
+	a := *m.OfAssistant
+	a.Content = kept
+	m.OfAssistant = &a
 	return m
 }
 
