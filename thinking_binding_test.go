@@ -189,3 +189,51 @@ func compactNext(t *testing.T, r *toolrun.Runner, c anthropic.Client, tools []to
 	r.CompactBeforeNextTurn()
 	return r
 }
+
+// TestThinkingBlockBindingSent checks that the params' thinking
+// block_binding reaches every request of a run, the compaction's
+// included, and that with drop_block the server drops no thinking block
+// toolrun sends back.
+func TestThinkingBlockBindingSent(t *testing.T) {
+	opts := toolruntest.Script(
+		toolruntest.Message(toolruntest.Thinking("Paris first.", "sig_1"), weatherCall("toolu_1", "Paris")),
+		toolruntest.Message(toolruntest.Thinking("Now Oslo.", "sig_2"), weatherCall("toolu_2", "Oslo")),
+		toolruntest.Message(toolruntest.Thinking("Done.", "sig_3"), toolruntest.Text("Both sunny.")),
+	)
+	opts.BindThinking = true
+	s := toolruntest.New(t, opts)
+	var calls counter
+	r := toolrun.New(client(s), thinkingParams(anthropic.BetaThinkingPrefixMismatchBehaviorDropBlock),
+		[]toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard(), NoThread: true})
+	ctx := bounded(t)
+	for _, err := range r.Turns(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.CompactBeforeNextTurn()
+		break
+	}
+	if _, err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("got %d requests, want 4 (3 turns and a compaction)", len(reqs))
+	}
+	for i, req := range reqs {
+		var thinking struct {
+			BlockBinding struct {
+				PrefixMismatchBehavior string `json:"prefix_mismatch_behavior"`
+			} `json:"block_binding"`
+		}
+		if err := json.Unmarshal(req.Params.Raw["thinking"], &thinking); err != nil {
+			t.Fatalf("request %d: thinking: %v", i+1, err)
+		}
+		if got, want := thinking.BlockBinding.PrefixMismatchBehavior, "drop_block"; got != want {
+			t.Errorf("request %d: got prefix_mismatch_behavior %q, want %q", i+1, got, want)
+		}
+		if req.DroppedThinking != nil {
+			t.Errorf("request %d: the server dropped thinking blocks %v", i+1, req.DroppedThinking)
+		}
+	}
+}
