@@ -67,7 +67,12 @@ type Options struct {
 	// BeforeRequest, if non-nil, is called before each request (a turn's or
 	// a compaction's) with its params and the number of the turn it comes
 	// before. It gets a copy of the history; its changes apply to that
-	// request only. An error ends the run as for AfterTool.
+	// request only. An error ends the run as for AfterTool. With thinking
+	// on, make an edit of what came before (the system prompt, the tools,
+	// earlier messages) the same way in every later request: the API binds
+	// a thinking block to everything before it (Params.Thinking's
+	// block_binding), and refuses, or drops, one sent back behind a
+	// changed prefix.
 	BeforeRequest func(ctx context.Context, turn int, params *anthropic.BetaMessageNewParams) error
 
 	// AfterResponse, if non-nil, is called with each response before the

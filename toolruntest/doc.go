@@ -271,6 +271,26 @@
 // the thread_not_found and thread_unsupported_request answers, which a
 // client meets in the normal course.
 //
+// # Thinking block binding
+//
+// With [Options].BindThinking the server binds each thinking block it sends
+// to the conversation it was made in, as the API does for accounts created
+// on or after 2026-08-31: it records a hash of everything before the block
+// (the system prompt, the tools, the earlier messages of the whole
+// conversation, a thread's history included, and the blocks of its own
+// message before it), written as canonical JSON: object keys sorted, null
+// members and cache_control members left out (a moving cache breakpoint
+// changes nothing), a string system prompt or content as the text block it
+// stands for; numbers are kept as written. A later request that sends a
+// thinking block back behind anything else, or one the server never sent,
+// fails the check: with the request's
+// thinking.block_binding.prefix_mismatch_behavior "error" (the default)
+// the server answers HTTP 400 naming the block's path; with "drop_block" it
+// leaves the block and the rest of its run of thinking blocks out of what
+// the model sees, and lists their paths in [Request].DroppedThinking. A
+// test of a runner turns it on to see whether the runner sends history
+// back unchanged.
+//
 // # Sources
 //
 // The rules above follow the API documentation at platform.claude.com and
