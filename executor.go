@@ -19,8 +19,12 @@ import (
 // into the groups that may run at once: consecutive calls of tools that are
 // not [ToolConfig.Exclusive] form one group, and each call of an exclusive
 // tool is a group of its own, so it runs after the calls before it have
-// finished and before any after it start. The groups run one after another.
-// Once a call's answer ends the run (AfterTool returned an error or
+// finished and before any after it start. A toolset's calls
+// ([ToolConfig].Toolset) run one at a time in the model's order, as the
+// other runners run them, since a toolset's members act on one thing (a
+// browser, a screen) whose state each call leaves for the next: a group
+// ends before a second call of a toolset it has. The groups run one after
+// another. Once a call's answer ends the run (AfterTool returned an error or
 // [StopRun]), no call that has not started starts, in its group or a
 // later one: the calls that are running finish, and the others stay
 // decided, not run, for a run resumed from its [State].
@@ -31,7 +35,17 @@ func batches(calls []plannedCall) [][]plannedCall {
 	for i := 0; i < len(calls); {
 		j := i + 1
 		if !calls[i].Exclusive {
+			var toolsets []string // of the group's calls, usually none
+			if ts := calls[i].Call.Toolset; ts != "" {
+				toolsets = append(toolsets, ts)
+			}
 			for j < len(calls) && !calls[j].Exclusive {
+				if ts := calls[j].Call.Toolset; ts != "" {
+					if slices.Contains(toolsets, ts) {
+						break
+					}
+					toolsets = append(toolsets, ts)
+				}
 				j++
 			}
 		}

@@ -122,7 +122,9 @@ type ToolConfig struct {
 	// same name, and each gets only its own calls ([ToolCall.Toolset]). A
 	// call of a member the run lacks gets the unknown-tool result, as a
 	// call of an unknown name does, and its tool_result carries the
-	// toolset_name back as the API expects.
+	// toolset_name back as the API expects. A toolset's calls of one turn
+	// run one at a time, in the model's order (see [github.com/toolrun/toolrun/driver.Batches]), as
+	// its members act on one browser or screen.
 	//
 	// A member sends no definition of its own: the toolset's entry, which
 	// the caller puts in Params.Tools, declares it to the model; the

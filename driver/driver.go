@@ -152,8 +152,10 @@ func CutResult(r *toolrun.Runner, res *toolrun.ToolResult) *toolrun.ToolResult {
 // into the groups that may run at once: consecutive calls of tools that are
 // not [toolrun.ToolConfig].Exclusive form one group, and each call of an
 // exclusive tool is a group of its own, so it runs after the calls before
-// it have finished and before any after it start. The groups run one after
-// another. Once a call's answer ends the run (AfterTool returned an error
+// it have finished and before any after it start. A toolset's calls
+// ([toolrun.ToolConfig].Toolset) run one at a time in the model's order: a
+// group ends before a second call of a toolset it has. The groups run one
+// after another. Once a call's answer ends the run (AfterTool returned an error
 // or [toolrun.StopRun]), no call that has not started starts, in its group
 // or a later one. [CallQueue] applies this rule, with the bounds on
 // parallel calls: the runner's executor and the Temporal workflow both
