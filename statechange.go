@@ -21,7 +21,10 @@ import (
 // writes what the step added, and uses Save otherwise (the first save of
 // a runner, a new turn, a changed history).
 //
-// A Store without Append works as before, only slower on long turns.
+// A Store without Append works as before, only slower on long turns. A
+// type that embeds a [FileStore] has its Append too: one that overrides
+// Save to change or watch what is saved overrides Append as well, or hides
+// it (a field or method named Append that is not this one).
 // [FileStore] and the sqlitestore module are StateAppenders. A signed run
 // (Options.StateKey) is always saved with Save: its signature covers the
 // whole state, so every save computes it over the whole state anyway.
