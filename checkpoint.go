@@ -32,6 +32,14 @@ import (
 // [ToolConfig.Idempotent] run at most once, across crashes and across
 // processes. Without a Store nothing coordinates two copies of one State:
 // resuming the same State twice runs its pending calls twice.
+//
+// Each method given a context already done returns at once with an error
+// wrapping the context's error, and one whose context is cancelled while it
+// waits stops waiting. A runner waits for a Store past its run's end only
+// for Timeouts.CancelGrace, then stops with an error wrapping
+// [ErrStoreMisbehaved] and leaves the store's call to end on its own.
+// A Store that can save a step as what it changed is a [StateAppender].
+// The storetest package checks all of this.
 type Store interface {
 	// Save replaces the saved state of run id with s if the saved state's
 	// Version equals prev (prev 0: nothing is saved yet); otherwise it saves
@@ -127,6 +135,9 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) 
 	if s.Version <= prev {
 		return fmt.Errorf("toolrun: file store: saving version %d of run %q over version %d", s.Version, id, prev)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: saving the state of %q: %w", id, err)
+	}
 	data, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("toolrun: file store: encoding the state of %q: %w", id, err)
@@ -199,6 +210,9 @@ type changeLine struct {
 func (f *FileStore) Append(ctx context.Context, id string, c *StateChange, prev uint64) error {
 	if c.Version <= prev || prev == 0 {
 		return fmt.Errorf("toolrun: file store: appending version %d of run %q to version %d", c.Version, id, prev)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: appending to the state of %q: %w", id, err)
 	}
 	change, err := json.Marshal(c)
 	if err != nil {
@@ -383,9 +397,15 @@ func savedVersion(path string) (uint64, error) {
 	return 0, nil
 }
 
-// Load reads the state of run id. It needs no lock: a save replaces the file
-// in one rename.
+// Load reads the state of run id, with the changes appended to it. It
+// needs no lock: a save replaces the file in one rename, and an Append
+// adds a line a Load reads whole or not at all. Like Save, Append and
+// Delete, it does nothing with a context already done but return its
+// error.
 func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("toolrun: file store: loading the state of %q: %w", id, err)
+	}
 	name := f.name(id)
 	if _, err := os.Lstat(name + ".state.json.tmp"); err == nil {
 		// A save in progress, or one killed midway: once the lock is free,
@@ -442,6 +462,9 @@ func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
 // Delete removes the state of run id, with its lock file and any temporary
 // file a killed save left.
 func (f *FileStore) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: deleting the state of %q: %w", id, err)
+	}
 	if _, err := os.Stat(f.Dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

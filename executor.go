@@ -87,10 +87,12 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	switch {
 	case hookErr != nil:
 		r.hookFailed(ctx, hookErr)
+	case r.hasSaveErr():
+		// Before the context: a save the store never answered is why the
+		// run outlived its deadline, and what the caller has to fix.
+		r.fail(ctx, r.takeSaveErr(), "")
 	case ctx.Err() != nil:
 		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.pending.Turn))
-	case r.hasSaveErr():
-		r.fail(ctx, r.takeSaveErr(), "")
 	default:
 		return nil
 	}
