@@ -614,12 +614,16 @@ func (r *Runner) save(ctx context.Context) error {
 	if r.opts.Store == nil {
 		return nil
 	}
-	s := r.snapshot()
+	// The snapshot is taken under saveMu, so that saves land in the order
+	// their snapshots were taken: a call's save made on one goroutine
+	// never overwrites, with an older snapshot, the journal of a call
+	// another goroutine started. (saveMu is never taken under r.mu.)
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	if r.saveErr != nil {
 		return r.saveErr
 	}
+	s := r.snapshot()
 	prev := r.version
 	s.Version, s.RunID = prev+1, r.opts.RunID
 	// A save that changed only what a StateChange carries is appended, if
