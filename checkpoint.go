@@ -1,6 +1,7 @@
 package toolrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,14 @@ import (
 // [ToolConfig.Idempotent] run at most once, across crashes and across
 // processes. Without a Store nothing coordinates two copies of one State:
 // resuming the same State twice runs its pending calls twice.
+//
+// Each method given a context already done returns at once with an error
+// wrapping the context's error, and one whose context is cancelled while it
+// waits stops waiting. A runner waits for a Store past its run's end only
+// for Timeouts.CancelGrace, then stops with an error wrapping
+// [ErrStoreMisbehaved] and leaves the store's call to end on its own.
+// A Store that can save a step as what it changed is a [StateAppender].
+// The storetest package checks all of this.
 type Store interface {
 	// Save replaces the saved state of run id with s if the saved state's
 	// Version equals prev (prev 0: nothing is saved yet); otherwise it saves
@@ -86,7 +95,13 @@ func boundedStoreCall(ctx context.Context, grace time.Duration, op string, call 
 // of its run (flock) while it compares versions and renames; the OS releases
 // it when the process dies, so a killed process never leaves a run locked.
 // The temporary file a killed save leaves behind is removed by the next
-// Save, Load or Delete of that run. On systems without flock (Windows,
+// Save, Load or Delete of that run.
+//
+// FileStore is a [StateAppender]: a save that changes only the calls of the
+// turn in progress (and the small rest of the state) is appended as a line
+// to the run's changes file and synced, rather than written whole, so that
+// a turn of n calls writes what its calls add, not n copies of the turn;
+// the next Save writes the whole state again and empties the changes file. On systems without flock (Windows,
 // Plan 9, js/wasm) Save and Delete return an error wrapping
 // [errors.ErrUnsupported].
 type FileStore struct {
@@ -96,8 +111,8 @@ type FileStore struct {
 }
 
 // name returns the base of the files of run id: the state is name.state.json,
-// the temporary file of a save in progress name.state.json.tmp, and the lock
-// name.lock. The id is escaped so that any string is a safe file name and two
+// the changes appended to it name.changes.jsonl, the temporary file of a
+// save in progress name.state.json.tmp, and the lock name.lock. The id is escaped so that any string is a safe file name and two
 // ids never share a file; the suffixes keep the three kinds apart.
 func (f *FileStore) name(id string) string {
 	var b strings.Builder
@@ -120,6 +135,9 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) 
 	if s.Version <= prev {
 		return fmt.Errorf("toolrun: file store: saving version %d of run %q over version %d", s.Version, id, prev)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: saving the state of %q: %w", id, err)
+	}
 	data, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("toolrun: file store: encoding the state of %q: %w", id, err)
@@ -133,12 +151,15 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) 
 		return fmt.Errorf("toolrun: file store: locking run %q: %w", id, err)
 	}
 	defer unlock()
-	cur, err := savedVersion(name + ".state.json")
+	cur, _, err := currentVersion(name)
 	if err != nil {
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
 	if cur != prev {
 		return fmt.Errorf("toolrun: file store: run %q is at version %d, not %d: %w", id, cur, prev, ErrRunBusy)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: saving the state of %q: %w", id, err)
 	}
 	// The lock is held, so the temporary file is this save's alone; one left
 	// by a killed save is truncated here and renamed or removed below.
@@ -152,11 +173,172 @@ func (f *FileStore) Save(ctx context.Context, id string, s *State, prev uint64) 
 		return fmt.Errorf("toolrun: file store: %w", err)
 	}
 	// Sync the directory so the rename itself survives a power loss.
-	if d, err := os.Open(f.Dir); err == nil {
+	syncDir(f.Dir)
+	// The changes appended to the state replaced are of an older base: a
+	// Load skips them, so emptying their file is tidiness, not safety (a
+	// crash before it leaves them to be skipped).
+	if err := os.Truncate(name+".changes.jsonl", 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	return nil
+}
+
+// syncDir syncs directory dir, so that a file created or renamed in it
+// survives a power loss.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
+}
+
+// changeLine is one line of a run's changes file: a [StateChange] appended
+// to the state file of version Base, making version Version out of Prev.
+type changeLine struct {
+	Base    uint64          `json:"base"`
+	Prev    uint64          `json:"prev"`
+	Version uint64          `json:"version"`
+	Change  json.RawMessage `json:"change,omitempty"`
+}
+
+// Append saves version c.Version of run id as a change to the version it
+// holds, if that is prev: one line appended to the run's changes file and
+// synced, so that a save costs what the change holds, not the whole state.
+// The state file stays as the last Save wrote it; Load applies the changes
+// after it. A line a killed Append left half-written was never
+// acknowledged: Load skips it and the next Append cuts it off.
+func (f *FileStore) Append(ctx context.Context, id string, c *StateChange, prev uint64) error {
+	if c.Version <= prev || prev == 0 {
+		return fmt.Errorf("toolrun: file store: appending version %d of run %q to version %d", c.Version, id, prev)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: appending to the state of %q: %w", id, err)
+	}
+	change, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: encoding a change of %q: %w", id, err)
+	}
+	name := f.name(id)
+	unlock, err := lockFile(name + ".lock")
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: locking run %q: %w", id, err)
+	}
+	defer unlock()
+	cur, base, err := currentVersion(name)
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	if cur != prev {
+		return fmt.Errorf("toolrun: file store: run %q is at version %d, not %d: %w", id, cur, prev, ErrRunBusy)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: appending to the state of %q: %w", id, err)
+	}
+	line, err := json.Marshal(changeLine{Base: base, Prev: prev, Version: c.Version, Change: change})
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: encoding a change of %q: %w", id, err)
+	}
+	path := name + ".changes.jsonl"
+	_, statErr := os.Lstat(path)
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	if _, err := w.Write(append(line, '\n')); err != nil {
+		w.Close()
+		return fmt.Errorf("toolrun: file store: appending to the state of %q: %w", id, err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return fmt.Errorf("toolrun: file store: appending to the state of %q: %w", id, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("toolrun: file store: %w", err)
+	}
+	if statErr != nil {
+		syncDir(f.Dir)
+	}
 	return nil
+}
+
+// currentVersion returns the version of the run whose files are named
+// name, 0 if none is saved, and the version of its state file (the base
+// of its changes). It reads the start of the state file and the last line
+// of the changes file, not the whole run, and cuts off a half-written last
+// line (a killed Append's), so it must be called with the run's lock held.
+func currentVersion(name string) (cur, base uint64, err error) {
+	base, err = savedVersion(name + ".state.json")
+	if err != nil || base == 0 {
+		return base, base, err
+	}
+	last, err := lastChange(name + ".changes.jsonl")
+	if err != nil {
+		return 0, 0, err
+	}
+	if last != nil && last.Base == base {
+		return last.Version, base, nil
+	}
+	return base, base, nil
+}
+
+// lastChange returns the last whole line of the changes file at path, or
+// nil if there is none, cutting off a line not ended by a newline.
+func lastChange(path string) (*changeLine, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// Read back from the end, a block at a time, to the newline before
+	// the last line.
+	size := fi.Size()
+	var tail []byte
+	end := size // the end of the whole lines
+	for off := size; off > 0; {
+		n := min(off, 64<<10)
+		off -= n
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return nil, err
+		}
+		tail = append(buf, tail...)
+		if end == size && len(tail) > 0 && tail[len(tail)-1] != '\n' {
+			// A half-written line: find where it starts, and cut it off.
+			i := bytes.LastIndexByte(tail, '\n')
+			if i < 0 {
+				if off > 0 {
+					continue
+				}
+				end = 0
+			} else {
+				end = off + int64(i) + 1
+			}
+			if err := f.Truncate(end); err != nil {
+				return nil, err
+			}
+			tail = tail[:end-off]
+		}
+		if end == 0 {
+			return nil, nil
+		}
+		// tail ends with the newline of the last line; the line starts
+		// after the newline before it.
+		if i := bytes.LastIndexByte(tail[:len(tail)-1], '\n'); i >= 0 || off == 0 {
+			var l changeLine
+			if err := json.Unmarshal(tail[i+1:], &l); err != nil {
+				return nil, fmt.Errorf("decoding the last change of %s: %w", path, err)
+			}
+			return &l, nil
+		}
+	}
+	return nil, nil
 }
 
 // writeSynced writes data to the file at path, replacing it, and syncs it.
@@ -177,27 +359,53 @@ func writeSynced(path string, data []byte) error {
 }
 
 // savedVersion returns the Version of the state file at path, 0 if there is
-// none.
+// none. It reads the file only up to the version, which a State's JSON
+// has second, so that checking a version does not cost a read of the state.
 func savedVersion(path string) (uint64, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	var v struct {
-		Version uint64 `json:"version"`
+	defer f.Close()
+	d := json.NewDecoder(f)
+	bad := func(err error) (uint64, error) { return 0, fmt.Errorf("decoding %s: %w", path, err) }
+	if t, err := d.Token(); err != nil {
+		return bad(err)
+	} else if t != json.Delim('{') {
+		return bad(errors.New("not a JSON object"))
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return 0, fmt.Errorf("decoding %s: %w", path, err)
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return bad(err)
+		}
+		if t == "version" {
+			var v uint64
+			if err := d.Decode(&v); err != nil {
+				return bad(err)
+			}
+			return v, nil
+		}
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return bad(err)
+		}
 	}
-	return v.Version, nil
+	return 0, nil
 }
 
-// Load reads the state of run id. It needs no lock: a save replaces the file
-// in one rename.
+// Load reads the state of run id, with the changes appended to it. It
+// needs no lock: a save replaces the file in one rename, and an Append
+// adds a line a Load reads whole or not at all. Like Save, Append and
+// Delete, it does nothing with a context already done but return its
+// error.
 func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("toolrun: file store: loading the state of %q: %w", id, err)
+	}
 	name := f.name(id)
 	if _, err := os.Lstat(name + ".state.json.tmp"); err == nil {
 		// A save in progress, or one killed midway: once the lock is free,
@@ -218,12 +426,45 @@ func (f *FileStore) Load(ctx context.Context, id string) (*State, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("toolrun: file store: decoding the state of %q: %w", id, err)
 	}
+	changes, err := os.ReadFile(name + ".changes.jsonl")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("toolrun: file store: %w", err)
+	}
+	base := s.Version
+	for len(changes) > 0 {
+		i := bytes.IndexByte(changes, '\n')
+		if i < 0 {
+			break // a line being written, or a killed Append's: not saved
+		}
+		line := changes[:i]
+		changes = changes[i+1:]
+		var l changeLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("toolrun: file store: decoding a change of %q: %w", id, err)
+		}
+		if l.Base != base {
+			continue // appended to a state a later Save replaced
+		}
+		if l.Prev != s.Version {
+			return nil, fmt.Errorf("toolrun: file store: a change of %q makes version %d out of %d, and the state is at %d", id, l.Version, l.Prev, s.Version)
+		}
+		var c StateChange
+		if err := json.Unmarshal(l.Change, &c); err != nil {
+			return nil, fmt.Errorf("toolrun: file store: decoding a change of %q: %w", id, err)
+		}
+		if err := s.Apply(&c); err != nil {
+			return nil, fmt.Errorf("toolrun: file store: the change to version %d of %q: %w", l.Version, id, err)
+		}
+	}
 	return &s, nil
 }
 
 // Delete removes the state of run id, with its lock file and any temporary
 // file a killed save left.
 func (f *FileStore) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("toolrun: file store: deleting the state of %q: %w", id, err)
+	}
 	if _, err := os.Stat(f.Dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -233,7 +474,7 @@ func (f *FileStore) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("toolrun: file store: locking run %q: %w", id, err)
 	}
 	defer unlock()
-	for _, suffix := range []string{".state.json", ".state.json.tmp", ".lock"} {
+	for _, suffix := range []string{".state.json", ".changes.jsonl", ".state.json.tmp", ".lock"} {
 		// lockFile notices a lock file removed under it, so removing it
 		// while holding it is safe.
 		if err := os.Remove(name + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -373,22 +614,51 @@ func (r *Runner) save(ctx context.Context) error {
 	if r.opts.Store == nil {
 		return nil
 	}
-	s := r.snapshot()
+	// The snapshot is taken under saveMu, so that saves land in the order
+	// their snapshots were taken: a call's save made on one goroutine
+	// never overwrites, with an older snapshot, the journal of a call
+	// another goroutine started. (saveMu is never taken under r.mu.)
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	if r.saveErr != nil {
 		return r.saveErr
 	}
+	s := r.snapshot()
 	prev := r.version
 	s.Version, s.RunID = prev+1, r.opts.RunID
-	err := s.sign(r.opts.StateKey)
-	if err == nil {
-		err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Save", func(ctx context.Context) error {
-			return r.storeSave(ctx, s, prev)
+	// A save that changed only what a StateChange carries is appended, if
+	// the store can: it then costs what the step added, not the whole
+	// state again. A signed state is saved whole: its signature covers it
+	// all.
+	var change *StateChange
+	var shape *savedShape
+	ap, canAppend := r.opts.Store.(StateAppender)
+	var err error
+	if canAppend && len(r.opts.StateKey) == 0 && r.claimed {
+		change, shape, err = r.shape.change(s)
+	}
+	switch {
+	case err != nil:
+	case change != nil:
+		err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Append", func(ctx context.Context) error {
+			return r.storeCall(ctx, "Append", func(ctx context.Context) error {
+				return ap.Append(ctx, r.opts.RunID, change, prev)
+			})
 		})
+	default:
+		if err = s.sign(r.opts.StateKey); err == nil {
+			err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Save", func(ctx context.Context) error {
+				return r.storeSave(ctx, s, prev)
+			})
+		}
+		if err == nil && canAppend && len(r.opts.StateKey) == 0 {
+			// What the next save compares with. A state that does not
+			// encode failed in Save already.
+			shape, _ = shapeOf(s)
+		}
 	}
 	if err == nil {
-		r.version, r.claimed = s.Version, true
+		r.version, r.claimed, r.shape = s.Version, true, shape
 		return nil
 	}
 	err = fmt.Errorf("toolrun: saving the state of run %q: %w", r.opts.RunID, err)

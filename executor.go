@@ -101,10 +101,12 @@ func (r *Runner) execute(ctx context.Context, calls []*callState) error {
 	switch {
 	case hookErr != nil:
 		r.hookFailed(ctx, hookErr)
+	case r.hasSaveErr():
+		// Before the context: a save the store never answered is why the
+		// run outlived its deadline, and what the caller has to fix.
+		r.fail(ctx, r.takeSaveErr(), "")
 	case ctx.Err() != nil:
 		r.fail(ctx, context.Cause(ctx), fmt.Sprintf("cancelled during the tool calls of turn %d", r.st.pending.Turn))
-	case r.hasSaveErr():
-		r.fail(ctx, r.takeSaveErr(), "")
 	default:
 		return nil
 	}
@@ -306,12 +308,22 @@ func stack() []byte { return debug.Stack() }
 // error: saves are made on the goroutines that run the calls too, where a
 // panic would end the process.
 func (r *Runner) storeSave(ctx context.Context, s *State, prev uint64) (err error) {
+	return r.storeCall(ctx, "Save", func(ctx context.Context) error {
+		return r.opts.Store.Save(ctx, r.opts.RunID, s, prev)
+	})
+}
+
+// storeCall calls call, the store's method op (Save or Append), as
+// storeSave says.
+func (r *Runner) storeCall(ctx context.Context, op string, call func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: stack()}
 			r.log.ErrorContext(ctx, "toolrun: the store panicked", "run_id", r.opts.RunID, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
-			err = fmt.Errorf("the store's Save: %w", pe)
+			err = fmt.Errorf("the store's %s: %w", op, pe)
 		}
 	}()
-	return r.opts.Store.Save(context.WithoutCancel(ctx), r.opts.RunID, s, prev)
+	// ctx is boundedStoreCall's: not cancelled when the run ends, only
+	// when the grace for the store's answer has run out.
+	return call(ctx)
 }

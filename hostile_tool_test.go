@@ -25,6 +25,15 @@ func (s *panickyStore) Save(ctx context.Context, id string, st *toolrun.State, p
 	return s.FileStore.Save(ctx, id, st, prev)
 }
 
+// Append panics as Save does: the FileStore's own would journal the call
+// past the Save that panics.
+func (s *panickyStore) Append(ctx context.Context, id string, c *toolrun.StateChange, prev uint64) error {
+	if b, _ := json.Marshal(c); strings.Contains(string(b), `"phase":"started"`) {
+		panic("store bug")
+	}
+	return s.FileStore.Append(ctx, id, c, prev)
+}
+
 // TestHostileCodeChild is the child process of TestHostileCodeNeverCrashes;
 // it does nothing in a normal run.
 func TestHostileCodeChild(t *testing.T) {

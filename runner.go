@@ -90,11 +90,12 @@ type Runner struct {
 	// It is nil until the first request, and again once the run stops.
 	wire *wireCache
 
-	saveMu  sync.Mutex // serialises saves to Options.Store; guards saveErr, busy, version and claimed
-	saveErr error      // the first failed save, which stops the run
-	version uint64     // the version of the state last loaded from or saved to the store
-	busy    bool       // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
-	claimed bool       // a save succeeded in this process
+	saveMu  sync.Mutex  // serialises saves to Options.Store; guards saveErr, busy, version, claimed and shape
+	saveErr error       // the first failed save, which stops the run
+	version uint64      // the version of the state last loaded from or saved to the store
+	busy    bool        // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
+	claimed bool        // a save succeeded in this process
+	shape   *savedShape // the state last saved, for a StateAppender's next Append (statechange.go)
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
 	sink    *eventSink // the consumer of Events, while it runs

@@ -10,7 +10,7 @@
 // takes 4–6 minutes on a busy 2-core machine, and the serve and inbox
 // workloads (their 10,000 and 1,000 pending runs) several more. Flags:
 //
-//	-run history,wire,pause,parallel,wide,suspended,concurrent,serve,inbox the workloads to run (all by default)
+//	-run history,wire,pause,parallel,wide,stores,suspended,concurrent,serve,inbox the workloads to run (all by default)
 //	-quick                                       fewer rounds and runs, to check the harness, not to quote
 //	-o file                                      also write the table into file
 //	-cpuprofile file                             CPU profile of the harness process (history, parallel)
@@ -38,6 +38,12 @@
 //     default options (toolrun's default MaxParallelTools is to cost at most
 //     1.2× the official runner's turn, which runs every call at once).
 //     Wall time of the tool turn, taken as for parallel.
+//   - stores: one turn of 100 and of 400 calls of a tool with a 200-byte
+//     result, run by toolrun with no Store, with a FileStore and with
+//     sqlitestore, each in a fresh directory under os.TempDir, beside the
+//     floor: one synced append per call of its input and result, on the
+//     same disk. Wall time, and bytes written (write syscalls, less the
+//     run's requests), and how both grow with the calls.
 //   - suspended: 10,000 runs whose second turn calls a tool that needs
 //     approval, held in memory, in a child process: live heap per run, held
 //     as runners and as serialised state. The official runner cannot suspend

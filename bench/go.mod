@@ -8,6 +8,7 @@ require (
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/toolrun/toolrun v0.1.0
 	github.com/toolrun/toolrun/serve v0.1.0
+	github.com/toolrun/toolrun/sqlitestore v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 

@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "suspended", "concurrent", "serve", "inbox"}
+var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "stores", "suspended", "concurrent", "serve", "inbox"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -121,6 +121,11 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	}
 	if cfg.workloads["wide"] {
 		if res.Wide, err = runWide(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["stores"] {
+		if res.Stores, err = runStores(ctx, cfg.storeRounds, progress); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ type results struct {
 	Wire       *wireResult
 	Parallel   *parallelResult
 	Wide       *parallelResult
+	Stores     *storesResult
 	Pause      *pauseResult
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
@@ -168,6 +169,9 @@ func (res *results) rows(cfg config) []row {
 			turn.met = check(r <= 1.2)
 		}
 		rows = append(rows, turn)
+	}
+	if s := res.Stores; s != nil {
+		rows = append(rows, s.rows()...)
 	}
 	if s := res.Suspended; s != nil {
 		hd, t := s["hand"], s["toolrun"]

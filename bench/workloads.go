@@ -64,6 +64,8 @@ type config struct {
 	wireTurns  int // the turns of the wire workload's conversation
 	wireRounds int
 
+	storeRounds int // the rounds of the stores workload (stores.go)
+
 	// The serve workload: serveRuns concurrent runs of serveTurns turns,
 	// through the server and in process, over serveRounds rounds;
 	// servePending runs awaiting approval, listed serveListRounds times;
@@ -91,7 +93,8 @@ func fullConfig() config {
 		suspendedRuns:  10000,
 		concurrentRuns: 1000, concurrentTurns: 5, concurrentRounds: 9,
 		wireTurns: 300, wireRounds: 7,
-		serveRuns: 200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
+		storeRounds: 3,
+		serveRuns:   200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
 		serveMany: 1000, serveManyRounds: 3,
 		inboxPending: 1000, inboxRounds: 5,
 		profiles: "unmet", profileConversations: 1000,
@@ -108,7 +111,8 @@ func quickConfig() config {
 		suspendedRuns:  1000,
 		concurrentRuns: 200, concurrentTurns: 5, concurrentRounds: 1,
 		wireTurns: 300, wireRounds: 1,
-		serveRuns: 50, serveTurns: 5, serveRounds: 1, servePending: 1000, serveListRounds: 3, serveDecisions: 20,
+		storeRounds: 1,
+		serveRuns:   50, serveTurns: 5, serveRounds: 1, servePending: 1000, serveListRounds: 3, serveDecisions: 20,
 		serveMany: 200, serveManyRounds: 1,
 		inboxPending: 1000, inboxRounds: 2,
 		profiles: "unmet", profileConversations: 20,

@@ -100,7 +100,7 @@ func TestStalledReadersOfALargeRun(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after the readers went the heap is %d MiB above what it was before them, want it back", (int64(after)-int64(before))>>20)
+			t.Fatalf("%v after the readers went the heap is %d MiB above what it was before them, want it back: their streams hang on to it", clientPatience, (int64(after)-int64(before))>>20)
 		}
 		runtime.Gosched()
 	}

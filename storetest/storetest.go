@@ -42,13 +42,19 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/toolrun/toolrun"
 )
 
 // Run checks s and returns every violation found, joined with errors.Join,
 // or nil. It saves, loads and deletes runs whose ids start with
-// "storetest-", so s may be shared with other data.
+// "storetest-", so s may be shared with other data. It checks Save's
+// compare-and-swap; that each method given a context already done returns
+// its error, and returns within a minute (else it names the method that
+// hung); and, if s is a [toolrun.StateAppender], that Append is a
+// compare-and-swap on the versions Save keeps, whose changes Load applies
+// in order and a Save or Delete clears.
 func Run(ctx context.Context, s toolrun.Store) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -109,6 +115,10 @@ func Run(ctx context.Context, s toolrun.Store) error {
 	}
 
 	errs = append(errs, compareAndSwap(ctx, s)...)
+	errs = append(errs, doneContext(ctx, s)...)
+	if a, ok := s.(toolrun.StateAppender); ok {
+		errs = append(errs, appends(ctx, a)...)
+	}
 
 	for _, id := range ids {
 		if err := s.Delete(ctx, id); err != nil {
@@ -204,12 +214,13 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 		}
 		want(step, 10+winner, prev+1)
 	}
-	// A Save given a context already done may save or not, but its
-	// answer must say which: a store that answers nil and saved nothing,
-	// or an error and saved, lies about the version it holds.
+	// A Save given a context already done fails with its error (see
+	// doneContext) and saves nothing: a store that answers an error and
+	// saved lies about the version it holds.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := s.Save(done, id, sample(6, 3), 2); err == nil {
+		fail("Save with a done context: got nil, want an error wrapping context.Canceled")
 		want("after a Save with a done context that returned nil", 6, 3)
 		s.Delete(ctx, id)
 		if err := s.Save(ctx, id, sample(4, 2), 0); err != nil {
@@ -249,4 +260,202 @@ func same(a, b *toolrun.State) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+// doneContext checks that each method given a context already done (one
+// cancelled, one past its deadline) returns an error wrapping the
+// context's, and promptly: a store that goes on with work its caller gave
+// up holds the runner, which waits for a save only as long as its cancel
+// grace ([toolrun.Timeouts]) and then stops with
+// [toolrun.ErrStoreMisbehaved]. A method that has not returned after a
+// minute is reported as hung, by name; the check goes on without it.
+func doneContext(ctx context.Context, s toolrun.Store) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const id = "storetest-done"
+	defer s.Delete(ctx, id)
+	if err := s.Save(ctx, id, sample(1, 1), 0); err != nil {
+		fail("Save of version 1 over nothing: %v", err)
+		return errs
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(ctx, time.Unix(0, 0))
+	defer cancel2()
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Load", func(ctx context.Context) error { _, err := s.Load(ctx, id); return err }},
+		{"Save", func(ctx context.Context) error { return s.Save(ctx, id, sample(2, 2), 1) }},
+		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, id) }},
+	}
+	if a, ok := s.(toolrun.StateAppender); ok {
+		calls = append(calls, struct {
+			name string
+			call func(context.Context) error
+		}{"Append", func(ctx context.Context) error { return a.Append(ctx, id, answered(1, 2), 1) }})
+	}
+	for _, c := range calls {
+		for _, done := range []context.Context{cancelled, expired} {
+			errc := make(chan error, 1)
+			go func() { errc <- c.call(done) }()
+			t := time.NewTimer(time.Minute)
+			select {
+			case err := <-errc:
+				t.Stop()
+				if want := done.Err(); !errors.Is(err, want) {
+					fail("%s with a done context: got %v, want an error wrapping %v", c.name, err, want)
+				}
+			case <-t.C:
+				fail("%s with a done context (%v) has not returned after a minute: it ignores its context", c.name, done.Err())
+			}
+		}
+	}
+	if got, err := load(ctx, s, id); err != nil || got.Version != 1 || !same(got, sample(1, 1)) {
+		fail("Load after calls with done contexts: got %v, want version 1 as saved; a call with a done context changed the run", err)
+	}
+	return errs
+}
+
+// answered returns the change that answers the call of sample(n, prev)
+// and counts a turn more, as the version after prev: the change a runner
+// appends when a call of its turn finishes. It is written as JSON: a
+// StateChange is made only by a runner or by decoding one.
+func answered(n int, prev uint64) *toolrun.StateChange {
+	j := fmt.Sprintf(`{"version": %[2]d,
+		"rest": {"format": 2, "params": {"model": "", "max_tokens": 0, "messages": null},
+			"pending": {"turn": %[3]d, "stop_reason": "tool_use", "message": {"role": "assistant", "content": []}, "calls": null},
+			"turns": %[4]d, "tool_calls": 1, "usage": {"input_tokens": %[5]d}},
+		"calls": [{"i": 0, "id": "toolu_%[1]d", "call": {"call": {"id": "toolu_%[1]d", "name": "write", "input": {"n": 1}}, "phase": "answered",
+			"decision": {"kind": "defer", "reason": "needs approval"}, "decided_by": "policy",
+			"result": {"content": [{"type": "text", "text": "wrote %[1]d"}]}}}]}`, n, prev+1, n+1, n+int(prev), n*10)
+	var c toolrun.StateChange
+	if err := json.Unmarshal([]byte(j), &c); err != nil {
+		panic("storetest: sample change: " + err.Error())
+	}
+	return &c
+}
+
+// applied returns sample(n, base) with the changes of answered for each
+// version after base up to version, applied.
+func applied(n int, base, version uint64) *toolrun.State {
+	s := sample(n, base)
+	for v := base; v < version; v++ {
+		if err := s.Apply(answered(n, v)); err != nil {
+			panic("storetest: sample change: " + err.Error())
+		}
+	}
+	return s
+}
+
+// appends checks a [toolrun.StateAppender]'s Append: a compare-and-swap
+// on the same versions as Save, whose changes Load applies in order, and
+// which a Save replaces and a Delete removes.
+func appends(ctx context.Context, s toolrun.StateAppender) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const id = "storetest-append"
+	defer s.Delete(ctx, id)
+	want := func(step string, st *toolrun.State) {
+		got, err := load(ctx, s, id)
+		switch {
+		case err != nil:
+			fail("%s: Load: %v", step, err)
+		case got.Version != st.Version:
+			fail("%s: Load: got version %d, want %d", step, got.Version, st.Version)
+		case !same(got, st):
+			fail("%s: Load: got turns %d, tool calls %d; want turns %d, tool calls %d: the changes were not applied in order", step, got.Turns, got.ToolCalls, st.Turns, st.ToolCalls)
+		}
+	}
+	refused := func(step string, err error) {
+		if !errors.Is(err, toolrun.ErrRunBusy) {
+			fail("%s: got %v, want an error wrapping toolrun.ErrRunBusy", step, err)
+		}
+	}
+
+	if err := s.Append(ctx, id, answered(7, 1), 1); err == nil {
+		fail("Append over nothing saved: got nil, want an error")
+	}
+	if _, err := load(ctx, s, id); !errors.Is(err, fs.ErrNotExist) {
+		fail("Load after an Append over nothing: got %v, want an error wrapping fs.ErrNotExist", err)
+	}
+	if err := s.Save(ctx, id, sample(7, 1), 0); err != nil {
+		fail("Save of version 1: %v", err)
+		return errs
+	}
+	for v := uint64(1); v < 4; v++ {
+		if err := s.Append(ctx, id, answered(7, v), v); err != nil {
+			fail("Append of version %d over %d: %v", v+1, v, err)
+		}
+	}
+	want("after 3 Appends", applied(7, 1, 4))
+	refused("Append with the stale prev 3 over version 4", s.Append(ctx, id, answered(7, 3), 3))
+	refused("Append with prev 5 over version 4", s.Append(ctx, id, answered(7, 5), 5))
+	refused("Save with the stale prev 1 over version 4, the last Save's", s.Save(ctx, id, sample(8, 2), 1))
+	refused("Save with prev 0 over version 4", s.Save(ctx, id, sample(8, 1), 0))
+	want("after refused Appends and Saves", applied(7, 1, 4))
+
+	// Runners that loaded the same version race, by Append and by Save:
+	// one wins.
+	const n = 8
+	results := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if i%2 == 0 {
+				results[i] = s.Append(ctx, id, answered(7, 4), 4)
+			} else {
+				results[i] = s.Save(ctx, id, sample(20+i, 5), 4)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range results {
+		switch {
+		case err == nil && winner >= 0:
+			fail("%d Appends and Saves over version 4 at once: %d and %d both won, want exactly one", n, winner, i)
+		case err == nil:
+			winner = i
+		default:
+			refused(fmt.Sprintf("%d Appends and Saves over version 4 at once: %d", n, i), err)
+		}
+	}
+	switch {
+	case winner < 0:
+		fail("%d Appends and Saves over version 4 at once: none won, want exactly one", n)
+		return errs
+	case winner%2 == 0:
+		want("after an Append won the race", applied(7, 1, 5))
+	default:
+		want("after a Save won the race", sample(20+winner, 5))
+	}
+
+	// A Save replaces the state and its changes; changes appended after
+	// it apply to it alone.
+	if err := s.Save(ctx, id, sample(9, 6), 5); err != nil {
+		fail("Save of version 6 over 5: %v", err)
+	}
+	want("after a Save over appended changes", sample(9, 6))
+	if err := s.Append(ctx, id, answered(9, 6), 6); err != nil {
+		fail("Append of version 7 over a Save: %v", err)
+	}
+	want("after an Append over a Save", applied(9, 6, 7))
+
+	// Delete removes the changes too: a run saved again starts afresh.
+	if err := s.Delete(ctx, id); err != nil {
+		fail("Delete: %v", err)
+	}
+	if _, err := load(ctx, s, id); !errors.Is(err, fs.ErrNotExist) {
+		fail("Load after Delete: got %v, want an error wrapping fs.ErrNotExist", err)
+	}
+	if err := s.Save(ctx, id, sample(10, 1), 0); err != nil {
+		fail("Save of version 1 after Delete: %v", err)
+	}
+	want("after Delete and a Save (no change of the deleted run applies)", sample(10, 1))
+	return errs
 }

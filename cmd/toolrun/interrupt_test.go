@@ -59,10 +59,10 @@ func ctrlCAtPrompt(t *testing.T, dir string, args ...string) (int, string) {
 		io.Copy(&out, tty) // ends with an error when the process is gone
 		close(done)
 	}()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "approve [y]es / [n]o / [a]lways? "); {
+	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(out.String(), "approve [y]es / [n]o / [a]lways? "); {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatalf("no approval prompt; output:\n%s", out.String())
+			t.Fatalf("no approval prompt within 5 minutes: the run hangs before it; output:\n%s", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

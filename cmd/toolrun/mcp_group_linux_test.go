@@ -107,15 +107,17 @@ func npxEverything(t *testing.T) string {
 	return "ev=npx --offline --prefix " + prefix + " mcp-server-everything stdio"
 }
 
-// waitFor polls cond until it holds, for at most 60s.
+// waitFor polls cond until it holds, for at most 5 minutes: a bound a
+// loaded machine does not trip, which only a hang reaches.
 func waitFor(t *testing.T, what string, cond func() bool) bool {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	const patience = 5 * time.Minute
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return true
 		}
 	}
-	t.Errorf("gave up waiting for %s", what)
+	t.Errorf("gave up waiting for %s after %v: it hangs", what, patience)
 	return false
 }
 

@@ -1,0 +1,327 @@
+package toolrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// StateAppender is a [Store] that can also save a version of a run as what
+// changed since the version it holds, rather than as the whole [State].
+// A runner saves after every step of every call; a turn of n calls saves
+// about 2n times, and a Store that writes the whole state each time
+// writes the turn's calls and results over and over: time and bytes that
+// grow with n². With a StateAppender, a runner saves with Append whenever
+// the step changed only what a [StateChange] can carry (the calls of the
+// turn in progress, and the small rest of the state), so that each save
+// writes what the step added, and uses Save otherwise (the first save of
+// a runner, a new turn, a changed history).
+//
+// A Store without Append works as before, only slower on long turns. A
+// type that embeds a [FileStore] has its Append too: one that overrides
+// Save to change or watch what is saved overrides Append as well, or hides
+// it (a field or method named Append that is not this one).
+// [FileStore] and the sqlitestore module are StateAppenders. A signed run
+// (Options.StateKey) is always saved with Save: its signature covers the
+// whole state, so every save computes it over the whole state anyway.
+type StateAppender interface {
+	Store
+	// Append saves version c.Version of run id, the saved state with c
+	// applied to it ([State.Apply]), if the saved state's Version equals
+	// prev; otherwise it saves nothing and returns an error wrapping
+	// [ErrRunBusy]. c.Version is greater than prev, and prev is not 0: a
+	// change applies to a saved state. Like Save, Append is a
+	// compare-and-swap, atomic (a crash in the middle leaves version prev
+	// readable) and safe for concurrent use by several goroutines and
+	// processes; Save and Append of one run are one sequence of versions.
+	// Load returns the state as the last Save wrote it with every later
+	// Append applied in order, at the Version of the last; a Save replaces
+	// it all, and Delete removes it all.
+	Append(ctx context.Context, id string, c *StateChange, prev uint64) error
+}
+
+// StateChange is what changed in a run's [State] from one saved version to
+// the next, as a runner hands it to [StateAppender.Append]: the calls of the
+// turn in progress that changed, and the parts of the rest of the state
+// that changed. It is opaque data: a store keeps its JSON (MarshalJSON)
+// and, to load the run, decodes it (UnmarshalJSON) and applies it to the
+// state it changes with [State.Apply]. Its size is that of what changed,
+// not of the state.
+type StateChange struct {
+	// Version is the version of the state the change makes.
+	Version uint64
+	// rest is the state without its params, version and signature, and
+	// with its turn in progress stripped of its response and calls, if
+	// that changed.
+	rest json.RawMessage
+	// params is Params and Betas, if they changed.
+	params json.RawMessage
+	// message is the response of the turn in progress, if it changed.
+	message json.RawMessage
+	// calls are the calls of the turn in progress that changed.
+	calls []changedCall
+}
+
+// changedCall is one call of the turn in progress, at its index in it.
+type changedCall struct {
+	Index int             `json:"i"`
+	ID    string          `json:"id"`
+	Call  json.RawMessage `json:"call"`
+}
+
+// stateChangeJSON is the JSON form of a StateChange.
+type stateChangeJSON struct {
+	Version uint64          `json:"version"`
+	Rest    json.RawMessage `json:"rest,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Message json.RawMessage `json:"message,omitempty"`
+	Calls   []changedCall   `json:"calls,omitempty"`
+}
+
+// MarshalJSON encodes c, for a store to keep.
+func (c StateChange) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stateChangeJSON{Version: c.Version, Rest: c.rest, Params: c.params, Message: c.message, Calls: c.calls})
+}
+
+// UnmarshalJSON decodes a StateChange that MarshalJSON encoded.
+func (c *StateChange) UnmarshalJSON(b []byte) error {
+	var j stateChangeJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = StateChange{Version: j.Version, rest: j.Rest, params: j.Params, message: j.Message, calls: j.Calls}
+	return nil
+}
+
+// errChange is wrapped by the error of [State.Apply] for a change that
+// does not apply to the state.
+var errChange = errors.New("toolrun: the change does not apply to this state")
+
+// Apply changes s by c, making it the state of version c.Version, in
+// place. A store calls it in Load, on the state it saved, for each change
+// appended since, in order. A change applies only to the state of the
+// version it was made after, which has a turn in progress with the same
+// calls; one that does not fit (another turn, a call that is not there)
+// is refused with an error and s is left as it was. Apply leaves the
+// signature out: a change is made only for an unsigned run.
+func (s *State) Apply(c *StateChange) error {
+	if c == nil {
+		return fmt.Errorf("%w: no change", errChange)
+	}
+	if s.pending == nil {
+		return fmt.Errorf("%w: it changes a turn in progress and the state has none", errChange)
+	}
+	t := *s
+	p := *s.pending
+	if c.rest != nil {
+		var r State
+		if err := json.Unmarshal(c.rest, &r); err != nil {
+			return fmt.Errorf("%w: decoding it: %w", errChange, err)
+		}
+		if r.pending == nil || r.pending.Turn != p.Turn {
+			return fmt.Errorf("%w: it is of another turn", errChange)
+		}
+		r.Params, r.Betas = t.Params, t.Betas
+		rp := *r.pending
+		rp.Message, rp.Calls = p.Message, p.Calls
+		t, p = r, rp
+	}
+	if c.params != nil {
+		var pj paramsJSON
+		if err := json.Unmarshal(c.params, &pj); err != nil {
+			return fmt.Errorf("%w: decoding its params: %w", errChange, err)
+		}
+		t.Params, t.Betas = pj.Params, pj.Betas
+	}
+	if c.message != nil {
+		var m anthropic.BetaMessageParam
+		if err := json.Unmarshal(c.message, &m); err != nil {
+			return fmt.Errorf("%w: decoding its response: %w", errChange, err)
+		}
+		p.Message = m
+	}
+	if len(c.calls) > 0 {
+		calls := make([]callState, len(c.calls))
+		for i, cc := range c.calls {
+			if cc.Index < 0 || cc.Index >= len(p.Calls) || p.Calls[cc.Index].Call.ID != cc.ID {
+				return fmt.Errorf("%w: it changes call %q, which is not call %d of the turn", errChange, cc.ID, cc.Index)
+			}
+			if err := json.Unmarshal(cc.Call, &calls[i]); err != nil {
+				return fmt.Errorf("%w: decoding call %q: %w", errChange, cc.ID, err)
+			}
+			if calls[i].Call.ID != cc.ID {
+				return fmt.Errorf("%w: call %d is %q, not %q", errChange, cc.Index, calls[i].Call.ID, cc.ID)
+			}
+		}
+		// Written in place: the state is the store's own, decoded for this
+		// Load, and a copy per change would make a Load of n changes cost n².
+		for i, cc := range c.calls {
+			p.Calls[cc.Index] = calls[i]
+		}
+	}
+	t.pending = &p
+	t.Version, t.Signature = c.Version, ""
+	*s = t
+	return nil
+}
+
+// paramsJSON is the params part of a StateChange.
+type paramsJSON struct {
+	Params anthropic.BetaMessageNewParams `json:"params"`
+	Betas  []anthropic.AnthropicBeta      `json:"betas,omitempty"`
+}
+
+// savedShape is what a runner remembers of the state it last saved, to
+// tell what the next save changes without encoding what did not: the
+// encoded small parts, and the identity of the large ones (the history,
+// the response of the turn in progress) and of each call's record. The
+// runner never changes a message of the history or the response in place
+// (it appends to the history or replaces it, and a turn's response is set
+// once), and records a call's progress by a new phase and new Decision and
+// Result values, never by writing into the old ones: so the same slice, of
+// the same length, holding the same pointers, is the same data.
+type savedShape struct {
+	rest      []byte
+	params    []byte // Params and Betas, without the history
+	history   sliceID
+	turn      int
+	messageID messageID
+	calls     []callID
+}
+
+// sliceID is the identity of a slice: where its elements are and how many.
+type sliceID struct {
+	data any // a pointer to the first element of the backing array, or nil
+	n    int
+}
+
+func sliceIDOf[T any](s []T) sliceID {
+	id := sliceID{n: len(s)}
+	if cap(s) > 0 {
+		id.data = &s[:1][0]
+	}
+	return id
+}
+
+// messageID is the identity of a message: its parts and their content.
+type messageID struct {
+	assistant *anthropic.BetaAssistantMessageParam
+	user      *anthropic.BetaUserMessageParam
+	content   sliceID
+}
+
+func messageIDOf(m *anthropic.BetaMessageParam) messageID {
+	id := messageID{assistant: m.OfAssistant, user: m.OfUser}
+	switch {
+	case m.OfAssistant != nil:
+		id.content = sliceIDOf(m.OfAssistant.Content)
+	case m.OfUser != nil:
+		id.content = sliceIDOf(m.OfUser.Content)
+	}
+	return id
+}
+
+// callID is the identity of a call's record.
+type callID struct {
+	id        string
+	phase     callPhase
+	decidedBy DecidedBy
+	decision  *Decision
+	result    *resultState
+}
+
+func callIDOf(c *callState) callID {
+	return callID{id: c.Call.ID, phase: c.Phase, decidedBy: c.DecidedBy, decision: c.Decision, result: c.Result}
+}
+
+// shapeOf returns the shape of s, which is a snapshot the runner saves.
+func shapeOf(s *State) (*savedShape, error) {
+	sh := &savedShape{history: sliceIDOf(s.Params.Messages)}
+	var err error
+	if sh.rest, err = restJSON(s); err != nil {
+		return nil, err
+	}
+	if sh.params, err = paramsWithoutHistory(s); err != nil {
+		return nil, err
+	}
+	if s.pending != nil {
+		sh.turn = s.pending.Turn
+		sh.messageID = messageIDOf(&s.pending.Message)
+		sh.calls = make([]callID, len(s.pending.Calls))
+		for i := range s.pending.Calls {
+			sh.calls[i] = callIDOf(&s.pending.Calls[i])
+		}
+	}
+	return sh, nil
+}
+
+// restJSON encodes s without what a StateChange carries apart: params,
+// version, signature, and the response and calls of the turn in progress.
+func restJSON(s *State) ([]byte, error) {
+	c := *s
+	c.Params, c.Betas = anthropic.BetaMessageNewParams{}, nil
+	c.Version, c.Signature = 0, ""
+	if s.pending != nil {
+		p := *s.pending
+		// An empty assistant message: a zero BetaMessageParam does not
+		// round-trip through JSON.
+		p.Message = anthropic.BetaMessageParam{OfAssistant: &anthropic.BetaAssistantMessageParam{}}
+		p.Calls = nil
+		c.pending = &p
+	}
+	return json.Marshal(&c)
+}
+
+// paramsWithoutHistory encodes s's Params without their messages, and its
+// Betas.
+func paramsWithoutHistory(s *State) ([]byte, error) {
+	p := s.Params
+	p.Messages = nil
+	return json.Marshal(paramsJSON{Params: p, Betas: s.Betas})
+}
+
+// change returns the change from the state sh was taken of to s, and the
+// shape of s; or a nil change if s differs in more than a change carries
+// (no turn in progress, another turn, other calls), and is to be saved
+// whole.
+func (sh *savedShape) change(s *State) (*StateChange, *savedShape, error) {
+	if sh == nil || s.pending == nil || s.pending.Turn != sh.turn || len(s.pending.Calls) != len(sh.calls) {
+		return nil, nil, nil
+	}
+	next, err := shapeOf(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &StateChange{Version: s.Version}
+	for i, id := range next.calls {
+		if id.id != sh.calls[i].id {
+			return nil, nil, nil
+		}
+		if id == sh.calls[i] {
+			continue
+		}
+		b, err := json.Marshal(&s.pending.Calls[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		c.calls = append(c.calls, changedCall{Index: i, ID: id.id, Call: b})
+	}
+	if !bytes.Equal(next.rest, sh.rest) {
+		c.rest = next.rest
+	}
+	if next.history != sh.history || !bytes.Equal(next.params, sh.params) {
+		if c.params, err = json.Marshal(paramsJSON{Params: s.Params, Betas: s.Betas}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if next.messageID != sh.messageID {
+		if c.message, err = json.Marshal(&s.pending.Message); err != nil {
+			return nil, nil, err
+		}
+	}
+	return c, next, nil
+}
