@@ -51,11 +51,69 @@ type liveRun struct {
 	mu     sync.Mutex // guards seq, notify
 	seq    int64
 	notify chan struct{} // closed and replaced at every event
+
+	recentMu sync.Mutex // guards recent
+	// recent are the run's last events as recorded (at most recentEvents
+	// of at most recentBytes in all), which the streams that follow the
+	// run live take from memory rather than read back from the database:
+	// reading every event back once per stream was a sixth of a busy
+	// server's CPU. One slice for the run, however many streams: a stream
+	// that falls behind it reads the database, in pages, as any does.
+	recent []storedEvent
+}
+
+// What a run keeps of its last events for its live streams.
+const (
+	recentEvents = 32
+	recentBytes  = 32 << 10
+)
+
+// keep adds evs, just recorded, to the run's recent events, dropping
+// the oldest past the bound. An event larger than recentBytes is not
+// kept, and neither is anything before it: a stream finds it in the
+// database.
+func (lr *liveRun) keep(evs []storedEvent) {
+	lr.recentMu.Lock()
+	defer lr.recentMu.Unlock()
+	for _, e := range evs {
+		if len(e.data) > recentBytes || len(e.data) > eventChunk {
+			lr.recent = lr.recent[:0]
+			continue
+		}
+		lr.recent = append(lr.recent, e)
+	}
+	size := 0
+	for _, e := range lr.recent {
+		size += len(e.data)
+	}
+	drop := 0
+	for len(lr.recent)-drop > recentEvents || size > recentBytes {
+		size -= len(lr.recent[drop].data)
+		drop++
+	}
+	if drop > 0 {
+		lr.recent = append(lr.recent[:0:0], lr.recent[drop:]...)
+	}
+}
+
+// since returns the run's recent events from the one numbered after+1
+// on, and whether it had that one: if not, the stream reads the
+// database. Where a number is missing, the stream ends, as it does at a
+// gap in the database.
+func (lr *liveRun) since(after int64) ([]storedEvent, bool) {
+	lr.recentMu.Lock()
+	defer lr.recentMu.Unlock()
+	for i, e := range lr.recent {
+		if e.seq == after+1 {
+			return slices.Clone(lr.recent[i:]), true
+		}
+	}
+	return nil, false
 }
 
 // loadSeq sets the run's last event number from the database.
 func (lr *liveRun) loadSeq(ctx context.Context) error {
-	return lr.h.cfg.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
+	return lr.h.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
 }
 
 // emit records events as the run's next ones and wakes its streams. They
@@ -85,8 +143,23 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 		}
 		data[i] = b
 	}
-	if err := lr.h.events.insert(context.WithoutCancel(lr.h.base), lr.id, lr.seq+1, data, lr.thread, known); err != nil {
+	first := lr.seq + 1
+	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
+		return insertEvents(ctx, q, lr.id, first, data, lr.thread, known)
+	})
+	if err != nil {
 		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
+	} else {
+		// Kept for the live streams once recorded, never before: a
+		// stream sends nothing the database does not have. Numbers
+		// left unused by a failure are in neither, and a stream ends
+		// there.
+		kept := make([]storedEvent, len(data))
+		for i, b := range data {
+			t := events[i]["type"]
+			kept[i] = storedEvent{seq: first + int64(i), size: len(b), data: b, terminal: t == "RUN_FINISHED" || t == "RUN_ERROR"}
+		}
+		lr.keep(kept)
 	}
 	lr.seq += int64(len(events))
 	lr.wake()
@@ -936,7 +1009,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	m := &mapper{lr: lr, client: clientTools}
 	opts := h.cfg.Options
-	store := &carriedStore{sqlStore: h.store, db: h.cfg.DB, thread: lr.thread}
+	store := &carriedStore{sqlStore: h.store, thread: lr.thread}
 	opts.Store, opts.RunID, opts.OnEvent = store, lr.thread, m.on
 	var observers []func(context.Context, toolrun.Event)
 	if h.cfg.RecordDir != "" {
@@ -1005,7 +1078,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		awaiting[pc.Call.ID] = true
 	}
 	if len(awaiting) > 0 {
-		decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
+		decided, err := queryInterrupts(ctx, h.db, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
 		if err != nil {
 			h.finish(ctx, lr, m, nil, base, err)
 			return
@@ -1123,7 +1196,11 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 			lr.unlock()
 		}
 		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED
-		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
+		err := h.writes.do(dbctx, func(ctx context.Context, q querier) error {
+			_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+			return err
+		})
+		if err != nil {
 			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
 		}
 		h.inbox.notify() // the calls the run answered or made, at once
