@@ -35,6 +35,8 @@ type carriedStore struct {
 	// turn; serve changes a run's history only before it runs.
 	whole wholeShape
 	saved bool
+	// hist encodes the States saved whole, each message once.
+	hist historyEncoder
 }
 
 // wholeShape is what tells a State's history and response from those of
@@ -61,7 +63,7 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 	if skeleton {
 		b, err = s.w.enc.marshal(driver.Skeleton(st))
 	} else {
-		b, err = s.w.enc.marshal(st)
+		b, err = s.w.enc.run(func() ([]byte, error) { return s.hist.marshal(st) })
 	}
 	if err != nil {
 		return err

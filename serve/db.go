@@ -306,17 +306,22 @@ type encoders struct {
 // encoderIdle is how long an encoding goroutine waits for the next State.
 const encoderIdle = time.Second
 
-// encodeJob is one value to encode, and its encoding once done is closed.
+// encodeJob is one encoding to run, and its result once done is closed.
 type encodeJob struct {
-	v    any
-	b    []byte
-	err  error
-	done chan struct{}
+	encode func() ([]byte, error)
+	b      []byte
+	err    error
+	done   chan struct{}
 }
 
 // marshal returns json.Marshal(v), run by an idle worker or a new one.
 func (e *encoders) marshal(v any) ([]byte, error) {
-	j := &encodeJob{v: v, done: make(chan struct{})}
+	return e.run(func() ([]byte, error) { return json.Marshal(v) })
+}
+
+// run returns encode(), run by an idle worker or a new one.
+func (e *encoders) run(encode func() ([]byte, error)) ([]byte, error) {
+	j := &encodeJob{encode: encode, done: make(chan struct{})}
 	select {
 	case e.jobs <- j:
 	default:
@@ -332,7 +337,7 @@ func (e *encoders) work(j *encodeJob) {
 	t := time.NewTimer(encoderIdle)
 	defer t.Stop()
 	for {
-		j.b, j.err = json.Marshal(j.v)
+		j.b, j.err = j.encode()
 		close(j.done)
 		t.Reset(encoderIdle)
 		select {
