@@ -105,7 +105,7 @@ func recordCarried(ctx context.Context, q querier, thread string, ids []string, 
 		}
 	}
 	if digest != "" {
-		if _, err := q.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, thread, digest); err != nil {
+		if _, err := q.ExecContext(ctx, sqlContextPut, thread, digest); err != nil {
 			return err
 		}
 	}

@@ -288,7 +288,7 @@ var inWrites = append([]string{
 	sqlSavepoint, sqlRollbackTo, sqlRelease,
 	sqlStateInsert, sqlStateUpdate, sqlStateVersion, sqlSkeletonPut, sqlSkeletonDrop, sqlStateDelete,
 	sqlMessageInsert, sqlRunStatus,
-}, sqlEventInserts...)
+}, append(sqlEventInserts, inRequest...)...)
 
 // sqlRunStatus sets a run's status.
 const sqlRunStatus = `UPDATE serve_runs SET status = ? WHERE id = ?`

@@ -245,8 +245,13 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// interruptQuery is the query of the interrupts where says, oldest first.
+func interruptQuery(where string) string {
+	return `SELECT ` + interruptColumns + ` FROM serve_interrupts WHERE ` + where + ` ORDER BY created_at, id`
+}
+
 func queryInterrupts(ctx context.Context, q querier, where string, args ...any) ([]*interrupt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+interruptColumns+` FROM serve_interrupts WHERE `+where+` ORDER BY created_at, id`, args...)
+	rows, err := q.QueryContext(ctx, interruptQuery(where), args...)
 	if err != nil {
 		return nil, err
 	}
