@@ -519,11 +519,19 @@ func (s *serveResult) rows() []row {
 	wall.official, cpu.official, wall.vsOfficial, cpu.vsOfficial = na, na, "—", "—"
 	rows := []row{wall, cpu}
 	if s.Many > 0 {
-		w := fmt.Sprintf("serve: %s concurrent runs of 1 turn, %d rounds (hand: a Runner in process; toolrun: through serve over loopback, one token whose run cap lets all in)", thousands(s.Many), s.ManyRounds)
+		w := fmt.Sprintf("serve: %s concurrent runs of 1 turn, %d rounds, a model that answers at once (hand: the same runs through a Runner in process, default options, no Store; toolrun: through serve over loopback, its State and events in SQLite (WAL, synchronous FULL, one connection), one token whose run cap lets all in, AG-UI read to the end)", thousands(s.Many), s.ManyRounds)
 		wall := measureRow(w, "wall time of all the runs", pair(s.ManyWall), millis)
 		cpu := measureRow(w, "harness CPU per run (the server's included)", pair(s.ManyCPU), micros)
 		wall.official, cpu.official, wall.vsOfficial, cpu.vsOfficial = na, na, "—", "—"
-		rows = append(rows, wall, cpu)
+		// Throughput: runs per second of each side, from the median wall time.
+		rate := func(x []float64) string {
+			if m := median(x); m > 0 {
+				return fmt.Sprintf("%.0f runs/s", float64(s.Many)/(m/1e9))
+			}
+			return na
+		}
+		tput := row{w, "throughput (runs/s, from the median wall time)", na, rate(s.ManyWall["inprocess"]), rate(s.ManyWall["serve"]), "—", "—", "", "—"}
+		rows = append(rows, wall, cpu, tput)
 	}
 	w = fmt.Sprintf("serve: %s runs awaiting approval (SQLite store)", thousands(s.Pending))
 	one := func(measure, v string) row { return row{w, measure, na, na, v, "—", "—", "", "—"} }
