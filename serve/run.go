@@ -48,9 +48,13 @@ type liveRun struct {
 	// carry.
 	peer peer
 
-	mu     sync.Mutex // guards seq, notify
+	mu     sync.Mutex // guards seq, notify, ending
 	seq    int64
 	notify chan struct{} // closed and replaced at every event
+	// ending is set for the run's last write of events, which records
+	// the run's end with them: a client that reads the terminal event
+	// and at once resumes under the run's id finds the run ended.
+	ending bool
 
 	recentMu sync.Mutex // guards recent
 	// recent are the run's last events as recorded (at most recentEvents
@@ -139,14 +143,30 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 			lr.h.log.Error("serve: encoding an event", "run", lr.id, "type", e["type"], "err", err)
 			lr.seq += int64(len(events))
 			lr.wake()
+			if lr.ending {
+				lr.ending = false
+				lr.recordEnd()
+			}
 			return
 		}
 		data[i] = b
 	}
 	first := lr.seq + 1
+	ending := lr.ending
+	lr.ending = false
 	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
-		return insertEvents(ctx, q, lr.id, first, data, lr.thread, known)
+		if err := insertEvents(ctx, q, lr.id, first, data, lr.thread, known); err != nil {
+			return err
+		}
+		if ending {
+			_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+			return err
+		}
+		return nil
 	})
+	if err != nil && ending {
+		lr.recordEnd()
+	}
 	if err != nil {
 		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
 	} else {
@@ -163,6 +183,18 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 	}
 	lr.seq += int64(len(events))
 	lr.wake()
+}
+
+// recordEnd records the run's end alone, its events' write having
+// failed.
+func (lr *liveRun) recordEnd() {
+	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
+		_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+		return err
+	})
+	if err != nil {
+		lr.h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+	}
 }
 
 // wake tells the run's streams that it has new event numbers.
@@ -1409,15 +1441,11 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		if lr.unlock != nil {
 			lr.unlock()
 		}
-		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED
-		err := h.writes.do(dbctx, func(ctx context.Context, q querier) error {
-			_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
-			return err
-		})
-		if err != nil {
-			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
-		}
-		h.inbox.notify() // the calls the run answered or made, at once
+		lr.mu.Lock()
+		lr.ending = true
+		lr.mu.Unlock()
+		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED, and the run's end
+		h.inbox.notify()                           // the calls the run answered or made, at once
 	}
 	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
 		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),
