@@ -233,8 +233,13 @@ func scanInterrupt(sc scanner) (*interrupt, error) {
 	}
 	it.Input, it.Decision = input, decision
 	it.DecidedBy, it.DecidedAt = decidedBy.String, decidedAt.String
-	it.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
-	it.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
+	var err error
+	if it.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return nil, fmt.Errorf("interrupt %q: created_at: %w", it.ID, err)
+	}
+	if it.ExpiresAt, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+		return nil, fmt.Errorf("interrupt %q: expires_at: %w", it.ID, err)
+	}
 	return &it, nil
 }
 
