@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"github.com/toolrun/toolrun"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +265,52 @@ func TestHarness(t *testing.T) {
 	}
 	if s := string(b); !strings.Contains(s, report) || strings.Contains(s, "\nold\n") || !strings.HasSuffix(s, "## Analysis\n\nkept\n") {
 		t.Errorf("the report was not written between the markers, the rest kept:\n%s", s)
+	}
+}
+
+// BenchmarkServe runs the serve workload's concurrent runs (200 of 5
+// turns, or 1,000 of 1 turn) through the server alone and reports the
+// process's CPU per run, the server's side included. Profile the server
+// with, say,
+//
+//	go test ./bench -run '^$' -bench 'Serve/runs=200' -benchtime 5x -cpuprofile cpu.out
+func BenchmarkServe(b *testing.B) {
+	for _, c := range []struct{ runs, turns int }{{200, 5}, {1000, 1}} {
+		b.Run(fmt.Sprintf("runs=%d/turns=%d", c.runs, c.turns), func(b *testing.B) {
+			srv := benchServer(b)
+			ctx := context.Background()
+			sb, err := newServeBench(ctx, srv.URL, c.runs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close()
+			p := prompt("echo", c.turns)
+			one := func() error {
+				ev, err := sb.run(ctx, sb.newThread(), p, nil, nil)
+				if err == nil && outcome(ev) != "success" {
+					err = fmt.Errorf("the run ended with %s, want success", outcome(ev))
+				}
+				return err
+			}
+			if err := one(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			m := startMeter()
+			for range b.N {
+				var wg sync.WaitGroup
+				errs := make([]error, c.runs)
+				for i := range c.runs {
+					wg.Go(func() { errs[i] = one() })
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			u := m.stop()
+			b.ReportMetric(float64(u.CPU.Microseconds())/float64(b.N*c.runs), "cpu-µs/run")
+			b.ReportMetric(float64(b.N*c.runs)/u.Wall.Seconds(), "runs/s")
+		})
 	}
 }

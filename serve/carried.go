@@ -2,10 +2,10 @@ package serve
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // carriedStore is the Store of an in-process run: the server's sqlStore,
@@ -17,7 +17,6 @@ import (
 // brings them to the model, once.
 type carriedStore struct {
 	sqlStore
-	db     *sql.DB
 	thread string
 
 	mu sync.Mutex // guards ids, digest, users
@@ -28,7 +27,21 @@ type carriedStore struct {
 	users  []userRec
 	from   int
 	armed  bool
+	// whole is the shape of the State last saved whole, if saved: a
+	// State of the same shape with calls in its turn is of the same turn,
+	// with the same history and response, and is saved as a skeleton.
+	// Within a turn the runner adds to the history only by committing
+	// the turn (more messages, no calls) and a new response counts a
+	// turn; serve changes a run's history only before it runs.
+	whole wholeShape
+	saved bool
+	// hist encodes the States saved whole, each message once.
+	hist historyEncoder
 }
+
+// wholeShape is what tells a State's history and response from those of
+// the State saved whole before it.
+type wholeShape struct{ turns, messages, calls int }
 
 // carry arms s with p's carried ids and context: call it once the
 // runner's State holds p's messages, so that every save from then on has
@@ -43,27 +56,41 @@ func (s *carriedStore) carry(p *prepared) {
 func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ids) == 0 && s.digest == "" && !s.armed {
-		return s.sqlStore.Save(ctx, id, st, prev)
+	shape := wholeShape{turns: st.Turns, messages: len(st.Params.Messages), calls: len(st.Calls())}
+	skeleton := s.saved && prev != 0 && shape.calls > 0 && shape == s.whole
+	var b []byte
+	var err error
+	if skeleton {
+		b, err = s.w.enc.marshal(driver.Skeleton(st))
+	} else {
+		b, err = s.w.enc.run(func() ([]byte, error) { return s.hist.marshal(st) })
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	if err := (sqlStore{tx}).Save(ctx, id, st, prev); err != nil {
-		return err
-	}
-	if err := recordCarried(ctx, tx, s.thread, s.ids, s.digest); err != nil {
-		return err
-	}
-	if s.armed {
-		if err := recordUsers(ctx, tx, s.thread, s.from, s.users); err != nil {
+	carry := len(s.ids) > 0 || s.digest != "" || s.armed
+	err = s.w.do(ctx, func(ctx context.Context, q querier) error {
+		if err := saveState(ctx, q, id, int64(st.Version), b, skeleton, prev); err != nil {
 			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		if !carry {
+			return nil
+		}
+		if err := recordCarried(ctx, q, s.thread, s.ids, s.digest); err != nil {
+			return err
+		}
+		if s.armed {
+			return recordUsers(ctx, q, s.thread, s.from, s.users)
+		}
+		return nil
+	})
+	if err != nil {
+		// What the row holds is unknown: the next save is whole.
+		s.saved = false
 		return err
+	}
+	if !skeleton {
+		s.whole, s.saved = shape, true
 	}
 	s.ids, s.digest, s.users, s.armed = nil, "", nil, false
 	return nil
@@ -73,12 +100,12 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 // not "") as the context it was last given.
 func recordCarried(ctx context.Context, q querier, thread string, ids []string, digest string) error {
 	for _, mid := range ids {
-		if _, err := q.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, thread, mid); err != nil {
+		if _, err := q.ExecContext(ctx, sqlMessageInsert, thread, mid); err != nil {
 			return err
 		}
 	}
 	if digest != "" {
-		if _, err := q.ExecContext(ctx, `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`, thread, digest); err != nil {
+		if _, err := q.ExecContext(ctx, sqlContextPut, thread, digest); err != nil {
 			return err
 		}
 	}

@@ -98,6 +98,44 @@
 // records of them are matched by call: a call the database lacks is
 // recorded, one it has decided is not listed while the run catches up.
 //
+// # The database, and what a run costs
+//
+// The server's tables hold its threads' States (serve_states, with a
+// compare-and-swap on their version: the store passes storetest as the
+// server opens it) and what the protocol needs beside them: threads and
+// their owners and client tools, runs, the message ids a thread has,
+// interrupts and their decisions, and the events sent. The States stay in
+// the server's own tables rather than in package sqlitestore because a
+// profile of the bench's serve rows put most of a run's cost in what a
+// general Store cannot skip: a transaction and a sync per save, and the
+// whole conversation encoded at every save. The server instead
+//
+//   - makes every write (a run's events, a State, a run's end) on the
+//     database's one connection, queued, committing those that arrive
+//     together in one transaction: one sync for all the runs in flight;
+//   - saves a turn's intermediate States (a call started, a call answered)
+//     as their skeleton (see [github.com/toolrun/toolrun/driver.Skeleton])
+//     beside the whole State saved with the turn's response, and encodes
+//     each message of a run's history once however many saves carry it
+//     (the bytes are those of json.Marshal);
+//   - prepares its statements once, on that connection;
+//   - gives the streams that follow a run live its last events from
+//     memory (a bounded tail shared by the run's streams), reading the
+//     database only for a stream that falls behind or comes back.
+//
+// Config.DB is set up by [New] (one connection kept open, WAL, synchronous
+// FULL so a committed step survives a power cut, a busy timeout), whatever
+// it was opened with.
+//
+// # The turn limit
+//
+// A thread is one toolrun run, over many AG-UI runs, and the runner counts
+// its turns in its State. Each AG-UI run may take Options.MaxTurns turns
+// ([toolrun.DefaultMaxTurns] when zero, no limit when negative): the run
+// sets the State's limit that many turns past the count it starts at, and
+// the runner stops it there (RUN_ERROR max_turns), its last turn's calls
+// left pending. An [Executor] gets the same number as ExecutorRun.MaxTurns.
+//
 // # Safe to expose
 //
 // Without [Config.Tokens] only loopback clients are served. Tokens carry

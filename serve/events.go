@@ -68,9 +68,23 @@ func hasTerminalMark(b []byte) bool {
 }
 
 func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(storedEvent) bool) error {
+	b.h.mu.Lock()
+	lr := b.h.runs[run]
+	b.h.mu.Unlock()
+	if lr != nil {
+		// A run in flight: its last events are in memory.
+		if recent, ok := lr.since(after); ok {
+			for _, e := range recent {
+				if !yield(e) {
+					return nil
+				}
+			}
+			return nil
+		}
+	}
 	for {
 		page := make([]storedEvent, 0, 16)
-		rows, err := b.h.cfg.DB.QueryContext(ctx, `SELECT seq, length(data),
+		rows, err := b.h.db.QueryContext(ctx, `SELECT seq, length(data),
 			CASE WHEN length(data) <= ?1 THEN data ELSE substr(data, 1, ?1) END,
 			CASE WHEN length(data) > ?1 THEN substr(data, -?2) END
 			FROM serve_events WHERE run_id = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5`, eventChunk, eventTail, run, after, eventPage)
@@ -118,7 +132,7 @@ func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yi
 
 func (b sqlBackend) eventPart(ctx context.Context, run string, seq int64, off, n int) ([]byte, error) {
 	var part []byte
-	err := b.h.cfg.DB.QueryRowContext(ctx, `SELECT substr(data, ?, ?) FROM serve_events WHERE run_id = ? AND seq = ?`, off+1, n, run, seq).Scan(&part)
+	err := b.h.db.QueryRowContext(ctx, `SELECT substr(data, ?, ?) FROM serve_events WHERE run_id = ? AND seq = ?`, off+1, n, run, seq).Scan(&part)
 	return part, err
 }
 

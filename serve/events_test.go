@@ -123,6 +123,14 @@ type eventConn struct {
 }
 
 func (c *eventConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.exec(ctx, query, args, func() (driver.Result, error) {
+		return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	})
+}
+
+// exec runs a write by run, recording the events it writes to
+// serve_events, or failing it as l.failing says.
+func (c *eventConn) exec(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
 	var types []string
 	if strings.Contains(query, "INSERT INTO serve_events") {
 		for _, a := range args {
@@ -139,7 +147,7 @@ func (c *eventConn) ExecContext(ctx context.Context, query string, args []driver
 			return nil, errInjected
 		}
 	}
-	res, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	res, err := run()
 	if err != nil || types == nil {
 		return res, err
 	}
@@ -156,10 +164,25 @@ func (c *eventConn) QueryContext(ctx context.Context, query string, args []drive
 }
 
 func (c *eventConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if strings.Contains(query, "serve_events") && !strings.HasPrefix(strings.TrimSpace(query), "SELECT") {
-		return nil, fmt.Errorf("eventLog: a prepared write to serve_events is not recorded: %s", query)
+	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	if err != nil || !strings.Contains(query, "serve_events") || strings.HasPrefix(strings.TrimSpace(query), "SELECT") {
+		return st, err
 	}
-	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	return &eventStmt{Stmt: st, c: c, query: query}, nil
+}
+
+// eventStmt is a prepared write to serve_events, recorded as the
+// connection's writes are.
+type eventStmt struct {
+	driver.Stmt
+	c     *eventConn
+	query string
+}
+
+func (s *eventStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.c.exec(ctx, s.query, args, func() (driver.Result, error) {
+		return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	})
 }
 
 func (c *eventConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {

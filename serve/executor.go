@@ -110,7 +110,8 @@ type ExecutorRun struct {
 	// before a crash may not have): a person's, or a client tool's result.
 	Decisions map[string]toolrun.Decision
 	// MaxTurns is how many turns the run may take: [Config.Options]'s
-	// MaxTurns, or 25 by default.
+	// MaxTurns, or [toolrun.DefaultMaxTurns] if that is zero; negative
+	// for no limit.
 	MaxTurns int
 	// Cursor is what the executor said, with SetCursor, when the
 	// thread's last run stopped; "" for a thread's first run.
@@ -389,9 +390,9 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 	}
 	params := h.cfg.Params
 	params.Messages = nil
-	maxTurns := h.cfg.Options.MaxTurns
+	maxTurns := turnsPerRun(h.cfg.Options)
 	if maxTurns == 0 {
-		maxTurns = 25
+		maxTurns = -1 // no limit, as Options.MaxTurns says
 	}
 	er := &ExecutorRun{
 		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,

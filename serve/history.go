@@ -62,7 +62,7 @@ func contentDigest(raw json.RawMessage) string {
 
 // userRecords returns thread's user messages, in order.
 func userRecords(ctx context.Context, q querier, thread string) ([]userRec, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, digest FROM serve_user_messages WHERE thread_id = ? ORDER BY seq`, thread)
+	rows, err := q.QueryContext(ctx, sqlUserRecords, thread)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +81,11 @@ func userRecords(ctx context.Context, q querier, thread string) ([]userRec, erro
 // recordUsers records recs as thread's user messages from position from
 // on, in place of those there were.
 func recordUsers(ctx context.Context, q querier, thread string, from int, recs []userRec) error {
-	if _, err := q.ExecContext(ctx, `DELETE FROM serve_user_messages WHERE thread_id = ? AND seq >= ?`, thread, from); err != nil {
+	if _, err := q.ExecContext(ctx, sqlUserDropFrom, thread, from); err != nil {
 		return err
 	}
 	for i, r := range recs {
-		if _, err := q.ExecContext(ctx, `INSERT INTO serve_user_messages (thread_id, seq, id, digest) VALUES (?, ?, ?, ?)`, thread, from+i, r.ID, r.Digest); err != nil {
+		if _, err := q.ExecContext(ctx, sqlUserInsert, thread, from+i, r.ID, r.Digest); err != nil {
 			return err
 		}
 	}
@@ -99,7 +99,7 @@ func gatedOrRan(ctx context.Context, q querier, thread, call string, known map[s
 		return true, nil
 	}
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_interrupts WHERE thread_id = ? AND tool_call_id = ? AND kind = ?`, thread, call, kindApproval).Scan(&n)
+	err := q.QueryRowContext(ctx, sqlGatedCount, thread, call, kindApproval).Scan(&n)
 	return n > 0, err
 }
 

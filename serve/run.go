@@ -48,14 +48,76 @@ type liveRun struct {
 	// carry.
 	peer peer
 
-	mu     sync.Mutex // guards seq, notify
+	mu     sync.Mutex // guards seq, notify, ending
 	seq    int64
 	notify chan struct{} // closed and replaced at every event
+	// ending is set for the run's last write of events, which records
+	// the run's end with them: a client that reads the terminal event
+	// and at once resumes under the run's id finds the run ended.
+	ending bool
+
+	recentMu sync.Mutex // guards recent
+	// recent are the run's last events as recorded (at most recentEvents
+	// of at most recentBytes in all), which the streams that follow the
+	// run live take from memory rather than read back from the database:
+	// reading every event back once per stream was a sixth of a busy
+	// server's CPU. One slice for the run, however many streams: a stream
+	// that falls behind it reads the database, in pages, as any does.
+	recent []storedEvent
+}
+
+// What a run keeps of its last events for its live streams.
+const (
+	recentEvents = 32
+	recentBytes  = 32 << 10
+)
+
+// keep adds evs, just recorded, to the run's recent events, dropping
+// the oldest past the bound. An event larger than recentBytes is not
+// kept, and neither is anything before it: a stream finds it in the
+// database.
+func (lr *liveRun) keep(evs []storedEvent) {
+	lr.recentMu.Lock()
+	defer lr.recentMu.Unlock()
+	for _, e := range evs {
+		if len(e.data) > recentBytes || len(e.data) > eventChunk {
+			lr.recent = lr.recent[:0]
+			continue
+		}
+		lr.recent = append(lr.recent, e)
+	}
+	size := 0
+	for _, e := range lr.recent {
+		size += len(e.data)
+	}
+	drop := 0
+	for len(lr.recent)-drop > recentEvents || size > recentBytes {
+		size -= len(lr.recent[drop].data)
+		drop++
+	}
+	if drop > 0 {
+		lr.recent = append(lr.recent[:0:0], lr.recent[drop:]...)
+	}
+}
+
+// since returns the run's recent events from the one numbered after+1
+// on, and whether it had that one: if not, the stream reads the
+// database. Where a number is missing, the stream ends, as it does at a
+// gap in the database.
+func (lr *liveRun) since(after int64) ([]storedEvent, bool) {
+	lr.recentMu.Lock()
+	defer lr.recentMu.Unlock()
+	for i, e := range lr.recent {
+		if e.seq == after+1 {
+			return slices.Clone(lr.recent[i:]), true
+		}
+	}
+	return nil, false
 }
 
 // loadSeq sets the run's last event number from the database.
 func (lr *liveRun) loadSeq(ctx context.Context) error {
-	return lr.h.cfg.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
+	return lr.h.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM serve_events WHERE run_id = ?`, lr.id).Scan(&lr.seq)
 }
 
 // emit records events as the run's next ones and wakes its streams. They
@@ -81,15 +143,58 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 			lr.h.log.Error("serve: encoding an event", "run", lr.id, "type", e["type"], "err", err)
 			lr.seq += int64(len(events))
 			lr.wake()
+			if lr.ending {
+				lr.ending = false
+				lr.recordEnd()
+			}
 			return
 		}
 		data[i] = b
 	}
-	if err := lr.h.events.insert(context.WithoutCancel(lr.h.base), lr.id, lr.seq+1, data, lr.thread, known); err != nil {
+	first := lr.seq + 1
+	ending := lr.ending
+	lr.ending = false
+	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
+		if err := insertEvents(ctx, q, lr.id, first, data, lr.thread, known); err != nil {
+			return err
+		}
+		if ending {
+			_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+			return err
+		}
+		return nil
+	})
+	if err != nil && ending {
+		lr.recordEnd()
+	}
+	if err != nil {
 		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
+	} else {
+		// Kept for the live streams once recorded, never before: a
+		// stream sends nothing the database does not have. Numbers
+		// left unused by a failure are in neither, and a stream ends
+		// there.
+		kept := make([]storedEvent, len(data))
+		for i, b := range data {
+			t := events[i]["type"]
+			kept[i] = storedEvent{seq: first + int64(i), size: len(b), data: b, terminal: t == "RUN_FINISHED" || t == "RUN_ERROR"}
+		}
+		lr.keep(kept)
 	}
 	lr.seq += int64(len(events))
 	lr.wake()
+}
+
+// recordEnd records the run's end alone, its events' write having
+// failed.
+func (lr *liveRun) recordEnd() {
+	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
+		_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+		return err
+	})
+	if err != nil {
+		lr.h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+	}
 }
 
 // wake tells the run's streams that it has new event numbers.
@@ -343,123 +448,284 @@ const MaxClientTools = 1000
 // results of client tools and their message ids) in one transaction: a
 // request refused changes nothing. The ids of the messages the model is
 // to read, and the context, are recorded once the run's conversation has
-// them (prepared.carried).
+// them (prepared.carried). Each step is a function of its own, in the
+// order the checks depend on one another.
 func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prepared, error) {
-	p := &prepared{history: in.Messages}
-	if len(in.ForwardedProps) > 0 {
-		var fp struct {
-			CancelOnDisconnect bool `json:"cancelOnDisconnect"`
+	if err := checkClientTools(in.Tools); err != nil {
+		return nil, err
+	}
+	if _, ok := h.cfg.Executor.(BusyReporter); ok {
+		// The executor is asked, in the transaction, whether the thread
+		// is busy: a call the write queue must not wait for.
+		tx, err := h.cfg.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
 		}
-		json.Unmarshal(in.ForwardedProps, &fp)
-		p.cancelOnEOF = fp.CancelOnDisconnect
-	}
-	for _, ct := range in.Tools {
-		if ct.Name == "" {
-			return nil, refuse(http.StatusBadRequest, "bad_tool", "a client tool has no name")
+		defer tx.Rollback()
+		p, err := h.prepareIn(ctx, preparedTx{tx, h.db.s}, in, id)
+		if err != nil {
+			return nil, err
 		}
+		return p, tx.Commit()
 	}
-	if len(in.Tools) > MaxClientTools {
-		return nil, refuse(http.StatusBadRequest, "too_many_tools", "the run declares %d client tools; a thread may have at most %d", len(in.Tools), MaxClientTools)
-	}
-	tx, err := h.cfg.DB.BeginTx(ctx, nil)
+	// A write of the queue, committed with the other runs' writes: a
+	// transaction (and a sync) of its own was a seventh of the CPU of
+	// 1,000 runs at once. A refusal is an error of the write, which
+	// takes none of its rows.
+	var p *prepared
+	err := h.writes.do(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		p, err = h.prepareIn(ctx, q, in, id)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
-	now := h.cfg.Now()
+	return p, nil
+}
 
+// prepareIn is prepare's checks and records in q, a transaction. It may
+// run twice (see writeQueue.commit), and changes nothing but q.
+func (h *Handler) prepareIn(ctx context.Context, q querier, in *runInput, id identity) (*prepared, error) {
+	p := &prepared{history: in.Messages, branch: -1}
+	if err := p.readForwarded(in.ForwardedProps); err != nil {
+		return nil, err
+	}
+	rq := &runRequest{h: h, q: q, in: in, id: id, p: p, now: h.cfg.Now()}
+	if err := rq.thread(ctx); err != nil {
+		return nil, err
+	}
+	if err := rq.claimRun(ctx); err != nil {
+		return nil, err
+	}
+	if err := rq.loadThread(ctx); err != nil {
+		return nil, err
+	}
+	unknown, err := rq.takeResumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := rq.findBranch(ctx); err != nil {
+		return nil, err
+	}
+	if err := rq.takeMessages(ctx); err != nil {
+		return nil, err
+	}
+	if err := rq.checkReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.addPreamble(ctx, rq.q, in, p, rq.instructions); err != nil {
+		return nil, err
+	}
+	if err := rq.recordThread(ctx); err != nil {
+		return nil, err
+	}
+	if len(unknown) > 0 {
+		p.warnings = append(p.warnings, fmt.Sprintf("%d resume entries (the first for interrupt %q) answer interrupts this server did not raise; they were ignored", len(unknown), unknown[0]))
+	}
+	return p, nil
+}
+
+// The statements of a request to run, prepared at New (they run in its
+// transaction).
+const (
+	sqlThreadGet      = `SELECT owner, client_tools FROM serve_threads WHERE id = ?`
+	sqlThreadInsert   = `INSERT INTO serve_threads (id, owner, client_tools, created_at) VALUES (?, ?, ?, ?)`
+	sqlThreadTools    = `UPDATE serve_threads SET client_tools = ? WHERE id = ?`
+	sqlRunGet         = `SELECT thread_id, owner, status FROM serve_runs WHERE id = ?`
+	sqlRunInsert      = `INSERT INTO serve_runs (id, thread_id, owner, status, created_at) VALUES (?, ?, ?, ?, ?)`
+	sqlMessagesOf     = `SELECT id FROM serve_messages WHERE thread_id = ?`
+	sqlContextGet     = `SELECT digest FROM serve_thread_context WHERE thread_id = ?`
+	sqlUserRecords    = `SELECT id, digest FROM serve_user_messages WHERE thread_id = ? ORDER BY seq`
+	sqlUserDropFrom   = `DELETE FROM serve_user_messages WHERE thread_id = ? AND seq >= ?`
+	sqlUserInsert     = `INSERT INTO serve_user_messages (thread_id, seq, id, digest) VALUES (?, ?, ?, ?)`
+	sqlContextPut     = `INSERT INTO serve_thread_context (thread_id, digest) VALUES (?, ?) ON CONFLICT (thread_id) DO UPDATE SET digest = excluded.digest`
+	sqlDecide         = `UPDATE serve_interrupts SET status = ?, decision = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = ?`
+	sqlGatedCount     = `SELECT COUNT(*) FROM serve_interrupts WHERE thread_id = ? AND tool_call_id = ? AND kind = ?`
+	whereThreadStatus = `thread_id = ? AND status = ?`
+	whereID           = `id = ?`
+)
+
+// inRequest are the statements of a request to run, and of the writes of
+// the State that carry its records.
+var inRequest = []string{
+	sqlThreadGet, sqlThreadInsert, sqlThreadTools, sqlRunGet, sqlRunInsert,
+	sqlMessagesOf, sqlContextGet, sqlUserRecords, sqlUserDropFrom, sqlUserInsert,
+	sqlContextPut, sqlDecide, sqlGatedCount,
+	interruptQuery(whereThreadStatus), interruptQuery(whereID),
+}
+
+// runRequest is a request to run being checked and recorded, in the
+// transaction q: what prepare's steps share.
+type runRequest struct {
+	h   *Handler
+	q   querier
+	in  *runInput
+	id  identity
+	p   *prepared
+	now time.Time
+
+	hadRow bool // the thread has a row of serve_threads
+	tools  []clientTool
+	known  map[string]bool       // the message ids the thread has
+	open   map[string]*interrupt // pending, and not answered by this request
+	recs   []userRec             // the thread's user messages
+
+	newIDs       []string // message ids the request brings that the thread has from now on
+	instructions []string // the text of the request's system and developer messages
+}
+
+// readForwarded takes what the run's forwardedProps ask of the server.
+func (p *prepared) readForwarded(fp json.RawMessage) error {
+	if len(fp) == 0 {
+		return nil
+	}
+	var props struct {
+		CancelOnDisconnect bool `json:"cancelOnDisconnect"`
+	}
+	if err := json.Unmarshal(fp, &props); err != nil {
+		// Any JSON value may be the client's: one that is not an
+		// object asks nothing of the server.
+		var v any
+		if json.Unmarshal(fp, &v) != nil {
+			return refuse(http.StatusBadRequest, "bad_input", "forwardedProps is not JSON: %v", err)
+		}
+		return nil
+	}
+	p.cancelOnEOF = props.CancelOnDisconnect
+	return nil
+}
+
+// checkClientTools refuses client tools without a name, or too many.
+func checkClientTools(tools []clientTool) error {
+	for _, ct := range tools {
+		if ct.Name == "" {
+			return refuse(http.StatusBadRequest, "bad_tool", "a client tool has no name")
+		}
+	}
+	if len(tools) > MaxClientTools {
+		return refuse(http.StatusBadRequest, "too_many_tools", "the run declares %d client tools; a thread may have at most %d", len(tools), MaxClientTools)
+	}
+	return nil
+}
+
+// thread checks that the thread is the token's, if it exists, and takes
+// its client tools with the run's.
+func (rq *runRequest) thread(ctx context.Context) error {
+	in, p := rq.in, rq.p
 	var owner, toolsJSON string
-	err = tx.QueryRowContext(ctx, `SELECT owner, client_tools FROM serve_threads WHERE id = ?`, in.ThreadID).Scan(&owner, &toolsJSON)
+	err := rq.q.QueryRowContext(ctx, sqlThreadGet, in.ThreadID).Scan(&owner, &toolsJSON)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		p.newThread = true
 		toolsJSON = "[]"
 	case err != nil:
-		return nil, err
-	case owner != id.name:
-		return nil, h.foreignThread(id, in.ThreadID, owner)
+		return err
+	case owner != rq.id.name:
+		return rq.h.foreignThread(rq.id, in.ThreadID, owner)
 	}
+	rq.hadRow = !p.newThread
 	// The thread's client tools: those declared before, replaced by name
 	// by this run's, so a call made in an earlier run can be answered.
 	var threadTools []clientTool
 	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
-		return nil, err
+		return fmt.Errorf("thread %q: its client tools: %w", in.ThreadID, err)
 	}
 	p.clientTools = mergeTools(threadTools, in.Tools)
 	if len(p.clientTools) > MaxClientTools {
-		return nil, refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
+		return refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
 	}
-	threadTools = p.clientTools
-	p.branch = -1
+	rq.tools = p.clientTools
+	return nil
+}
+
+// claimRun records the run, or takes up the interrupted run whose id a
+// resume reuses.
+func (rq *runRequest) claimRun(ctx context.Context) error {
+	in := rq.in
 	var runThread, runOwner, runStatus string
-	err = tx.QueryRowContext(ctx, `SELECT thread_id, owner, status FROM serve_runs WHERE id = ?`, in.RunID).Scan(&runThread, &runOwner, &runStatus)
+	err := rq.q.QueryRowContext(ctx, sqlRunGet, in.RunID).Scan(&runThread, &runOwner, &runStatus)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (id, thread_id, owner, status, created_at) VALUES (?, ?, ?, ?, ?)`, in.RunID, in.ThreadID, id.name, runRunning, timestamp(now)); err != nil {
-			return nil, err
-		}
+		_, err := rq.q.ExecContext(ctx, sqlRunInsert, in.RunID, in.ThreadID, rq.id.name, runRunning, timestamp(rq.now))
+		return err
 	case err != nil:
-		return nil, err
-	case runThread == in.ThreadID && runOwner == id.name && runStatus != runRunning && len(in.Resume) > 0:
+		return err
+	case runThread == in.ThreadID && runOwner == rq.id.name && runStatus != runRunning && len(in.Resume) > 0:
 		// A resume under the interrupted run's own id (CopilotKit's):
 		// the run goes on under that id, its events numbered after the
 		// interrupted run's, so one Last-Event-ID sequence covers both.
-		if _, err := tx.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runRunning, in.RunID); err != nil {
-			return nil, err
+		if _, err := rq.q.ExecContext(ctx, sqlRunStatus, runRunning, in.RunID); err != nil {
+			return err
 		}
-		p.reused = true
+		rq.p.reused = true
+		return nil
 	default:
-		return nil, refuse(http.StatusConflict, "run_exists", "run %q exists already; every run needs a new runId (a run that answers interrupts may reuse the id of its thread's run that raised them)", in.RunID)
+		return refuse(http.StatusConflict, "run_exists", "run %q exists already; every run needs a new runId (a run that answers interrupts may reuse the id of its thread's run that raised them)", in.RunID)
 	}
+}
 
-	known := map[string]bool{}
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM serve_messages WHERE thread_id = ?`, in.ThreadID)
+// loadThread reads the message ids the thread has, its calls pending and
+// its user messages.
+func (rq *runRequest) loadThread(ctx context.Context) error {
+	thread := rq.in.ThreadID
+	known, err := messageIDs(ctx, rq.q, thread)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for rows.Next() {
-		var mid string
-		if err := rows.Scan(&mid); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		known[mid] = true
-	}
-	rows.Close()
+	rq.known = known
 	// A thread none of whose messages its conversation has is new still:
 	// its first run failed before it took them (a foreign workflow under
 	// the thread's id, say), so whatever holds the thread's id is not
 	// this thread's conversation.
-	hadRow := !p.newThread
 	if len(known) == 0 {
-		p.newThread = true
+		rq.p.newThread = true
 	}
-	pending, err := queryInterrupts(ctx, tx, `thread_id = ? AND status = ?`, in.ThreadID, statusPending)
+	pending, err := queryInterrupts(ctx, rq.q, whereThreadStatus, thread, statusPending)
+	if err != nil {
+		return err
+	}
+	rq.open = map[string]*interrupt{}
+	for _, it := range pending {
+		rq.open[it.ID] = it
+	}
+	rq.recs, err = userRecords(ctx, rq.q, thread)
+	return err
+}
+
+// messageIDs returns the message ids thread has.
+func messageIDs(ctx context.Context, q querier, thread string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, sqlMessagesOf, thread)
 	if err != nil {
 		return nil, err
 	}
-	open := map[string]*interrupt{} // pending and not answered by this request
-	for _, it := range pending {
-		open[it.ID] = it
+	defer rows.Close()
+	known := map[string]bool{}
+	for rows.Next() {
+		var mid string
+		if err := rows.Scan(&mid); err != nil {
+			return nil, err
+		}
+		known[mid] = true
 	}
+	return known, rows.Err()
+}
 
-	// The resume entries, each for an approval interrupt of this thread.
-	// One the server never raised is ignored with a warning
-	// (interrupt-resume.mdx, "An unrecognised entry"); one decided
-	// already is what the client missed, and the run tells it.
+// takeResumes records the decisions of the resume entries, each for an
+// approval interrupt of this thread, and returns the ids of those the
+// server never raised, which are ignored with a warning
+// (interrupt-resume.mdx, "An unrecognised entry"); one decided already
+// is what the client missed, and the run tells it.
+func (rq *runRequest) takeResumes(ctx context.Context) ([]string, error) {
+	in, p := rq.in, rq.p
 	seen := map[string]bool{}
 	var unknown []string
-	defer func() {
-		if len(unknown) > 0 {
-			p.warnings = append(p.warnings, fmt.Sprintf("%d resume entries (the first for interrupt %q) answer interrupts this server did not raise; they were ignored", len(unknown), unknown[0]))
-		}
-	}()
 	for _, re := range in.Resume {
 		if seen[re.InterruptID] {
 			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q is answered twice", re.InterruptID)
 		}
 		seen[re.InterruptID] = true
-		its, err := queryInterrupts(ctx, tx, `id = ?`, re.InterruptID)
+		its, err := queryInterrupts(ctx, rq.q, whereID, re.InterruptID)
 		if err != nil {
 			return nil, err
 		}
@@ -472,52 +738,61 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			p.caught = append(p.caught, it)
 			continue
 		}
-		if err := h.checkDecidable(it, in.ThreadID); err != nil {
+		d, err := rq.resumeDecision(it, re)
+		if err != nil {
 			return nil, err
 		}
-		if !id.can(ScopeApprove) && !h.userApproves(it.ToolName) {
-			return nil, refuse(http.StatusForbidden, "approver_only", "interrupt %q: a call of %q is an approver's to decide (a token with the approve scope, or the inbox); this token may not answer it", it.ID, it.ToolName)
-		}
-		var d toolrun.Decision
-		switch re.Status {
-		case "cancelled":
-			d = toolrun.DenyCall("the client cancelled the approval")
-		case "resolved":
-			if !now.Before(it.ExpiresAt) {
-				return nil, refuse(http.StatusConflict, "expired", "interrupt %q expired at %s; cancel it to continue the thread", it.ID, timestamp(it.ExpiresAt))
-			}
-			var dp decisionPayload
-			if err := strictJSON(re.Payload, &dp); err != nil {
-				return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: the payload is not a decision (see the interrupt's responseSchema): %v", it.ID, err)
-			}
-			if d, err = h.decision(it, dp); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: status %q; want resolved or cancelled", re.InterruptID, re.Status)
-		}
-		if err := decide(ctx, tx, it, d, id.name, now); err != nil {
+		if err := decide(ctx, rq.q, it, d, rq.id.name, rq.now); err != nil {
 			return nil, err
 		}
-		delete(open, it.ID)
+		delete(rq.open, it.ID)
 	}
+	return unknown, nil
+}
 
-	// The client's history against the thread's: a client that shows
-	// the thread any of its messages sends the conversation as it has
-	// it, and where that leaves the thread's (an earlier user message
-	// edited or dropped, the last answer dropped to have it again), the
-	// run goes on from the client's (run-input.mdx, "messages": the
-	// complete history). A client that shows none sends only what it
-	// adds, as toolrun's clients always could.
-	recs, err := userRecords(ctx, tx, in.ThreadID)
-	if err != nil {
-		return nil, err
+// resumeDecision returns the decision a resume entry gives the pending
+// interrupt it, if the token may give it.
+func (rq *runRequest) resumeDecision(it *interrupt, re resumeEntry) (toolrun.Decision, error) {
+	h := rq.h
+	if err := h.checkDecidable(it, rq.in.ThreadID); err != nil {
+		return toolrun.Decision{}, err
 	}
+	if !rq.id.can(ScopeApprove) && !h.userApproves(it.ToolName) {
+		return toolrun.Decision{}, refuse(http.StatusForbidden, "approver_only", "interrupt %q: a call of %q is an approver's to decide (a token with the approve scope, or the inbox); this token may not answer it", it.ID, it.ToolName)
+	}
+	switch re.Status {
+	case "cancelled":
+		return toolrun.DenyCall("the client cancelled the approval"), nil
+	case "resolved":
+		if !rq.now.Before(it.ExpiresAt) {
+			return toolrun.Decision{}, refuse(http.StatusConflict, "expired", "interrupt %q expired at %s; cancel it to continue the thread", it.ID, timestamp(it.ExpiresAt))
+		}
+		var dp decisionPayload
+		if err := strictJSON(re.Payload, &dp); err != nil {
+			return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: the payload is not a decision (see the interrupt's responseSchema): %v", it.ID, err)
+		}
+		return h.decision(it, dp)
+	default:
+		return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: status %q; want resolved or cancelled", re.InterruptID, re.Status)
+	}
+}
+
+// findBranch compares the client's history with the thread's: a client
+// that shows the thread any of its messages sends the conversation as it
+// has it, and where that leaves the thread's (an earlier user message
+// edited or dropped, the last answer dropped to have it again), the run
+// goes on from the client's (run-input.mdx, "messages": the complete
+// history). A client that shows none sends only what it adds, as
+// toolrun's clients always could. The calls of the part of the thread
+// the client leaves behind wait no more: their records stay, denied as
+// left behind.
+func (rq *runRequest) findBranch(ctx context.Context) error {
+	in, p, recs := rq.in, rq.p, rq.recs
 	var clientUsers []userRec
 	shows := false
 	answers := len(in.Resume) > 0
 	for _, m := range in.Messages {
-		shows = shows || known[m.ID]
+		shows = shows || rq.known[m.ID]
 		switch m.Role {
 		case "user":
 			clientUsers = append(clientUsers, userRec{ID: m.ID, Digest: contentDigest(m.Content)})
@@ -525,47 +800,48 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			answers = true
 		}
 	}
-	if shows && !p.newThread {
-		j := 0
-		for j < len(recs) && j < len(clientUsers) && recs[j] == clientUsers[j] {
-			j++
-		}
-		lastUser := len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role == "user"
-		// A history that keeps the model's answers (one with an
-		// assistant message, or a conversation of one user message) and
-		// ends with a user message the thread answered asks for that
-		// answer again. One of user messages alone is a client that sends
-		// what it said, which the same messages again leave as it was.
-		full := len(clientUsers) == 1 || slices.ContainsFunc(in.Messages, func(m message) bool { return m.Role == "assistant" })
-		switch {
-		case j < len(recs):
-			p.branch = j // edited or dropped
-		case j > 0 && j == len(clientUsers) && lastUser && !answers && full:
-			p.branch = j - 1 // answered again: regenerate
+	if !shows || p.newThread {
+		return nil
+	}
+	j := 0
+	for j < len(recs) && j < len(clientUsers) && recs[j] == clientUsers[j] {
+		j++
+	}
+	lastUser := len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role == "user"
+	// A history that keeps the model's answers (one with an assistant
+	// message, or a conversation of one user message) and ends with a
+	// user message the thread answered asks for that answer again. One of
+	// user messages alone is a client that sends what it said, which the
+	// same messages again leave as it was.
+	full := len(clientUsers) == 1 || slices.ContainsFunc(in.Messages, func(m message) bool { return m.Role == "assistant" })
+	switch {
+	case j < len(recs):
+		p.branch = j // edited or dropped
+	case j > 0 && j == len(clientUsers) && lastUser && !answers && full:
+		p.branch = j - 1 // answered again: regenerate
+	default:
+		return nil
+	}
+	if rq.h.cfg.Executor != nil {
+		return refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread is not supported on an Executor: start a new thread", in.ThreadID, p.branch+1)
+	}
+	for _, it := range rq.open {
+		d := toolrun.DenyCall("the client's history left this call behind")
+		if err := decide(ctx, rq.q, it, d, rq.id.name, rq.now); err != nil {
+			return err
 		}
 	}
-	if p.branch >= 0 {
-		if h.cfg.Executor != nil {
-			return nil, refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread is not supported on an Executor: start a new thread", in.ThreadID, p.branch+1)
-		}
-		// The calls of the part of the thread the client left behind
-		// wait no more: their records stay, denied as left behind.
-		for _, it := range open {
-			d := toolrun.DenyCall("the client's history left this call behind")
-			if err := decide(ctx, tx, it, d, id.name, now); err != nil {
-				return nil, err
-			}
-		}
-		clear(open)
-	}
+	clear(rq.open)
+	return nil
+}
 
-	// The messages the thread does not have yet. Those a decision
-	// carries (a client tool's result) are known with the decision, in
-	// this transaction; those the model is to read, once the run's
-	// conversation has them.
-	var newIDs []string
-	var instructions []string
-	p.usersFrom = len(recs)
+// takeMessages takes the messages the thread does not have yet. Those a
+// decision carries (a client tool's result) are known with the
+// decision, in this transaction; those the model is to read, once the
+// run's conversation has them.
+func (rq *runRequest) takeMessages(ctx context.Context) error {
+	in, p := rq.in, rq.p
+	p.usersFrom = len(rq.recs)
 	if p.branch >= 0 {
 		p.usersFrom = p.branch
 	}
@@ -576,117 +852,158 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			if p.branch >= 0 && nUser > p.branch {
 				// From the branch on, every user message of the client's is
 				// the run's, known or not.
-				if err := h.takeUser(p, m); err != nil {
-					return nil, err
+				if err := rq.h.takeUser(p, m); err != nil {
+					return err
 				}
 				continue
 			}
 		}
-		if known[m.ID] {
+		if rq.known[m.ID] {
 			continue
 		}
-		known[m.ID] = true // a map, not a search of newIDs: a request may bring many
+		rq.known[m.ID] = true // a map, not a search of newIDs: a request may bring many
 		switch m.Role {
 		case "user":
-			if err := h.takeUser(p, m); err != nil {
-				return nil, err
+			if err := rq.h.takeUser(p, m); err != nil {
+				return err
 			}
 		case "system", "developer":
 			text, err := m.text()
 			if err != nil {
-				return nil, refuse(http.StatusBadRequest, "bad_message", "%v", err)
+				return refuse(http.StatusBadRequest, "bad_message", "%v", err)
 			}
-			instructions = append(instructions, text)
+			rq.instructions = append(rq.instructions, text)
 		case "tool":
-			it, err := h.clientCall(ctx, tx, in.ThreadID, m)
-			if err != nil {
-				var re *requestError
-				if errors.As(err, &re) && (re.code == "not_pending" || re.code == "already_answered") {
-					gated, gerr := gatedOrRan(ctx, tx, in.ThreadID, m.ToolCallID, known)
-					if gerr != nil {
-						return nil, gerr
-					}
-					if gated {
-						// A call the server ran or a person decided: the
-						// client's message for it (CopilotKit's echo of
-						// the decision, or its own idea of the result) is
-						// not its result. The server's stands.
-						p.warnings = append(p.warnings, fmt.Sprintf("tool message %q answers call %q, which the server ran or a person decided; the server's result stands and the message was ignored", m.ID, m.ToolCallID))
-						// One the server ran already: the client shows
-						// a result the model did not read. (A gated call
-						// this request decided has none yet: the run
-						// gives it.)
-						p.differs = p.differs || known["result_"+m.ToolCallID]
-						newIDs = append(newIDs, m.ID)
-						continue
-					}
-				}
-				return nil, err
+			if err := rq.takeResult(ctx, m); err != nil {
+				return err
 			}
-			content, warns, err := m.blocks()
-			if err != nil {
-				return nil, refuse(http.StatusBadRequest, "bad_result", "the result of tool call %q has the wrong shape: %v", m.ToolCallID, err)
-			}
-			p.warnings = append(p.warnings, warns...)
-			d := toolrun.SkipCall(content...)
-			if m.Error != "" {
-				d = toolrun.SkipCall(append(content, toolrun.Text(m.Error))...)
-				if textOf(content) == "" {
-					d = toolrun.SkipCall(toolrun.Text(m.Error))
-				}
-				d.IsError = true
-			}
-			if err := decide(ctx, tx, it, d, id.name, now); err != nil {
-				return nil, err
-			}
-			delete(open, it.ID)
-			newIDs = append(newIDs, m.ID)
 			continue
 		}
-		// Another role (the client's own assistant greeting, say) gives
-		// the model nothing, and is known with the run's messages too: a
-		// thread whose first run failed is new still (above) however many
-		// such messages that run brought.
+		// The message is the thread's once its run's conversation has
+		// it. Another role (the client's own assistant greeting, say)
+		// gives the model nothing, and is known with the run's messages
+		// too: a thread whose first run failed is new still (loadThread)
+		// however many such messages that run brought.
 		p.carried = append(p.carried, m.ID)
 	}
-	if len(p.users) > 0 && len(open) > 0 {
+	return nil
+}
+
+// takeResult records the tool message m as the result of the client
+// tool's call it answers, or, for a call the server ran or a person
+// decided, ignores it with a warning.
+func (rq *runRequest) takeResult(ctx context.Context, m message) error {
+	in, p := rq.in, rq.p
+	it, err := rq.h.clientCall(ctx, rq.q, in.ThreadID, m)
+	if err != nil {
+		var re *requestError
+		if !errors.As(err, &re) || (re.code != "not_pending" && re.code != "already_answered") {
+			return err
+		}
+		gated, gerr := gatedOrRan(ctx, rq.q, in.ThreadID, m.ToolCallID, rq.known)
+		if gerr != nil {
+			return gerr
+		}
+		if !gated {
+			return err
+		}
+		// A call the server ran or a person decided: the client's
+		// message for it (CopilotKit's echo of the decision, or its own
+		// idea of the result) is not its result. The server's stands.
+		p.warnings = append(p.warnings, fmt.Sprintf("tool message %q answers call %q, which the server ran or a person decided; the server's result stands and the message was ignored", m.ID, m.ToolCallID))
+		// One the server ran already: the client shows a result the
+		// model did not read. (A gated call this request decided has
+		// none yet: the run gives it.)
+		p.differs = p.differs || rq.known["result_"+m.ToolCallID]
+		rq.newIDs = append(rq.newIDs, m.ID)
+		return nil
+	}
+	content, warns, err := m.blocks()
+	if err != nil {
+		return refuse(http.StatusBadRequest, "bad_result", "the result of tool call %q has the wrong shape: %v", m.ToolCallID, err)
+	}
+	p.warnings = append(p.warnings, warns...)
+	d := toolrun.SkipCall(content...)
+	if m.Error != "" {
+		d = toolrun.SkipCall(append(content, toolrun.Text(m.Error))...)
+		if textOf(content) == "" {
+			d = toolrun.SkipCall(toolrun.Text(m.Error))
+		}
+		d.IsError = true
+	}
+	if err := decide(ctx, rq.q, it, d, rq.id.name, rq.now); err != nil {
+		return err
+	}
+	delete(rq.open, it.ID)
+	rq.newIDs = append(rq.newIDs, m.ID)
+	return nil
+}
+
+// checkReady refuses a run that cannot start: a new message while calls
+// still wait for an answer, a thread an Executor is running a turn of, a
+// new thread without a user message.
+func (rq *runRequest) checkReady(ctx context.Context) error {
+	in, p := rq.in, rq.p
+	if len(p.users) > 0 && len(rq.open) > 0 {
 		var ids []string
-		for _, it := range open {
+		for _, it := range rq.open {
 			ids = append(ids, fmt.Sprintf("%s (%s call %s)", it.ID, it.Kind, it.ToolCallID))
 		}
 		slices.Sort(ids)
-		return nil, refuse(http.StatusConflict, "pending_calls", "thread %q has calls awaiting an answer: %s; answer them (resume entries, tool messages) before a new message", in.ThreadID, strings.Join(ids, ", "))
+		return refuse(http.StatusConflict, "pending_calls", "thread %q has calls awaiting an answer: %s; answer them (resume entries, tool messages) before a new message", in.ThreadID, strings.Join(ids, ", "))
 	}
-	if br, ok := h.cfg.Executor.(BusyReporter); ok && len(p.users) > 0 && !p.newThread {
+	if br, ok := rq.h.cfg.Executor.(BusyReporter); ok && len(p.users) > 0 && !p.newThread {
 		busy, err := br.Busy(ctx, in.ThreadID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if busy {
-			return nil, refuse(http.StatusConflict, "thread_busy", "thread %q is taking a turn; send the message once its run has stopped", in.ThreadID)
+			return refuse(http.StatusConflict, "thread_busy", "thread %q is taking a turn; send the message once its run has stopped", in.ThreadID)
 		}
 	}
 	if p.newThread && len(p.users) == 0 {
-		return nil, refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
+		return refuse(http.StatusBadRequest, "bad_input", "a new thread needs a user message")
 	}
-	if err := h.addPreamble(ctx, tx, in, p, instructions); err != nil {
-		return nil, err
-	}
-	for _, mid := range newIDs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, in.ThreadID, mid); err != nil {
-			return nil, err
+	return nil
+}
+
+// recordThread records the message ids the request made known, and the
+// thread with its client tools.
+func (rq *runRequest) recordThread(ctx context.Context) error {
+	in := rq.in
+	for _, mid := range rq.newIDs {
+		if _, err := rq.q.ExecContext(ctx, sqlMessageInsert, in.ThreadID, mid); err != nil {
+			return err
 		}
 	}
-	tb, _ := json.Marshal(threadTools)
-	if !hadRow {
-		_, err = tx.ExecContext(ctx, `INSERT INTO serve_threads (id, owner, client_tools, created_at) VALUES (?, ?, ?, ?)`, in.ThreadID, id.name, string(tb), timestamp(now))
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE serve_threads SET client_tools = ? WHERE id = ?`, string(tb), in.ThreadID)
-	}
+	tb, err := json.Marshal(rq.tools)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("thread %q: its client tools: %w", in.ThreadID, err)
 	}
-	return p, tx.Commit()
+	if !rq.hadRow {
+		_, err = rq.q.ExecContext(ctx, sqlThreadInsert, in.ThreadID, rq.id.name, string(tb), timestamp(rq.now))
+	} else {
+		_, err = rq.q.ExecContext(ctx, sqlThreadTools, string(tb), in.ThreadID)
+	}
+	return err
+}
+
+// turnsPerRun is how many turns an AG-UI run may take: o.MaxTurns, or
+// the runner's default ([toolrun.DefaultMaxTurns]) if it is zero; 0 if
+// it is negative, for no limit. A thread is one toolrun run that goes on
+// over many AG-UI runs, and the runner counts its turns in its State
+// (State.Turns): each AG-UI run sets the State's limit that many turns
+// past the count it starts at, so that a thread is not stopped for good
+// once its turns in all reach the limit, and the runner, not the server,
+// stops the run at it.
+func turnsPerRun(o toolrun.Options) int {
+	switch {
+	case o.MaxTurns < 0:
+		return 0
+	case o.MaxTurns == 0:
+		return toolrun.DefaultMaxTurns
+	}
+	return o.MaxTurns
 }
 
 // takeUser adds the user message m to the run's: its content as Claude's
@@ -712,14 +1029,17 @@ func (h *Handler) takeUser(p *prepared, m message) error {
 // given to the model as the client's words, not as the operator's. A run
 // that brings instructions or a new context but no user message to carry
 // them is refused, rather than have them dropped.
-func (h *Handler) addPreamble(ctx context.Context, tx *sql.Tx, in *runInput, p *prepared, instructions []string) error {
+func (h *Handler) addPreamble(ctx context.Context, q querier, in *runInput, p *prepared, instructions []string) error {
 	var digest string
 	if len(in.Context) > 0 {
-		b, _ := json.Marshal(in.Context)
+		b, err := json.Marshal(in.Context)
+		if err != nil {
+			return fmt.Errorf("the run's context: %w", err)
+		}
 		sum := sha256.Sum256(b)
 		digest = hex.EncodeToString(sum[:])
 		var had string
-		err := tx.QueryRowContext(ctx, `SELECT digest FROM serve_thread_context WHERE thread_id = ?`, in.ThreadID).Scan(&had)
+		err = q.QueryRowContext(ctx, sqlContextGet, in.ThreadID).Scan(&had)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -917,11 +1237,13 @@ func decide(ctx context.Context, q querier, it *interrupt, d toolrun.Decision, b
 	if it.Kind == kindClient {
 		status = statusAnswered
 	}
-	res, err := q.ExecContext(ctx, `UPDATE serve_interrupts SET status = ?, decision = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = ?`, status, b, by, timestamp(now), it.ID, statusPending)
+	res, err := q.ExecContext(ctx, sqlDecide, status, b, by, timestamp(now), it.ID, statusPending)
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
 		return refuse(http.StatusConflict, "already_decided", "interrupt %q was decided already", it.ID)
 	}
 	return nil
@@ -936,7 +1258,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	m := &mapper{lr: lr, client: clientTools}
 	opts := h.cfg.Options
-	store := &carriedStore{sqlStore: h.store, db: h.cfg.DB, thread: lr.thread}
+	store := &carriedStore{sqlStore: h.store, thread: lr.thread}
 	opts.Store, opts.RunID, opts.OnEvent = store, lr.thread, m.on
 	var observers []func(context.Context, toolrun.Event)
 	if h.cfg.RecordDir != "" {
@@ -1005,7 +1327,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		awaiting[pc.Call.ID] = true
 	}
 	if len(awaiting) > 0 {
-		decided, err := queryInterrupts(ctx, h.cfg.DB, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
+		decided, err := queryInterrupts(ctx, h.db, `thread_id = ? AND status IN (?, ?)`, lr.thread, statusDecided, statusAnswered)
 		if err != nil {
 			h.finish(ctx, lr, m, nil, base, err)
 			return
@@ -1063,10 +1385,7 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	if !p.newThread {
 		store.carry(p)
 	}
-	switch n := h.cfg.Options.MaxTurns; {
-	case n == 0:
-		r.SetMaxTurns(st.Turns + 25)
-	case n > 0:
+	if n := turnsPerRun(h.cfg.Options); n > 0 {
 		r.SetMaxTurns(st.Turns + n)
 	}
 	res, err := r.Run(ctx)
@@ -1122,11 +1441,11 @@ func (h *Handler) finish(ctx context.Context, lr *liveRun, m *mapper, res *toolr
 		if lr.unlock != nil {
 			lr.unlock()
 		}
-		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED
-		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runFinished, lr.id); err != nil {
-			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
-		}
-		h.inbox.notify() // the calls the run answered or made, at once
+		lr.mu.Lock()
+		lr.ending = true
+		lr.mu.Unlock()
+		m.write(announced, append(announce, e)...) // with the last step's STEP_FINISHED, and the run's end
+		h.inbox.notify()                           // the calls the run answered or made, at once
 	}
 	if ctx.Err() != nil && (res == nil || res.StopReason == toolrun.StopCanceled || errors.Is(res.Err, context.Canceled)) {
 		// Cancelled (POST /runs/{run}/cancel, a drain past its grace),

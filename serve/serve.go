@@ -151,8 +151,9 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	store  sqlStore
-	events *eventWriter // records every run's events, in batches
-	be     backend      // where the routes find runs, events and interrupts
+	writes *writeQueue // every write of the runs: events, States, ends
+	db     preparedDB  // the database, its statements prepared once
+	be     backend     // where the routes find runs, events and interrupts
 	log    *slog.Logger
 	mux    *http.ServeMux
 	inbox  *inbox // the approval inbox, which also continues decided threads
@@ -247,10 +248,16 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("serve: creating the tables: %w", err)
 		}
 	}
+	stmts := &statements{db: cfg.DB}
+	if err := stmts.prepare(ctx, inWrites...); err != nil {
+		return nil, fmt.Errorf("serve: preparing the statements: %w", err)
+	}
+	writes := &writeQueue{db: cfg.DB, stmts: stmts, enc: encoders{jobs: make(chan *encodeJob)}}
 	h := &Handler{
 		cfg:      cfg,
-		store:    sqlStore{cfg.DB},
-		events:   &eventWriter{db: cfg.DB},
+		store:    sqlStore{w: writes, db: preparedDB{stmts}},
+		writes:   writes,
+		db:       preparedDB{stmts},
 		log:      log,
 		threads:  map[string]bool{},
 		runs:     map[string]*liveRun{},

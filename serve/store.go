@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // schema creates the tables the server keeps. Every statement is
@@ -19,6 +19,7 @@ import (
 // database with SQLite's dialect works.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS serve_states (id TEXT PRIMARY KEY, version INTEGER NOT NULL, data BLOB NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS serve_state_skeletons (id TEXT PRIMARY KEY, data BLOB NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_threads (id TEXT PRIMARY KEY, owner TEXT NOT NULL, client_tools TEXT NOT NULL DEFAULT '[]', created_at TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_messages (thread_id TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (thread_id, id))`,
 	`CREATE TABLE IF NOT EXISTS serve_runs (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL)`,
@@ -52,19 +53,58 @@ const (
 // sqlStore is a [toolrun.Store] over the server's database: the State of
 // each thread, saved with a compare-and-swap on its Version in the same
 // database as the thread's runs, interrupts and events, so one file holds
-// everything a restart needs.
-type sqlStore struct{ db querier } // a *sql.DB, or a *sql.Tx (carriedStore)
+// everything a restart needs. A save is a write of the server's
+// writeQueue: the saves and events of every run in flight that arrive
+// together are one transaction, one sync. The State is encoded by its
+// caller, before it joins the queue, so that the write that commits a
+// batch encodes none of the others'.
+//
+// serve_states holds the State whole as it was last saved with a history
+// or a response the row did not have; serve_state_skeletons, if it has a
+// row of the thread, the State saved since, without those (see
+// [driver.Skeleton]), which Load merges with the whole one. A run's
+// store (carriedStore) saves a skeleton when the whole State's history
+// and response are the row's: the saves of a turn's calls (each started,
+// each answered) do not encode the conversation again.
+type sqlStore struct {
+	w  *writeQueue
+	db querier // reads: the database, its statements prepared
+}
+
+// The statements of a State's save and load.
+const (
+	sqlStateInsert  = `INSERT INTO serve_states (id, version, data) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	sqlStateUpdate  = `UPDATE serve_states SET version = ?, data = ? WHERE id = ? AND version = ?`
+	sqlStateVersion = `UPDATE serve_states SET version = ? WHERE id = ? AND version = ?`
+	sqlSkeletonPut  = `INSERT INTO serve_state_skeletons (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data`
+	sqlSkeletonDrop = `DELETE FROM serve_state_skeletons WHERE id = ?`
+	sqlStateLoad    = `SELECT s.data, k.data FROM serve_states s LEFT JOIN serve_state_skeletons k ON k.id = s.id WHERE s.id = ?`
+	sqlStateDelete  = `DELETE FROM serve_states WHERE id = ?`
+)
 
 func (s sqlStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
-	b, err := json.Marshal(st)
+	b, err := s.w.enc.marshal(st)
 	if err != nil {
 		return err
 	}
+	return s.w.do(ctx, func(ctx context.Context, q querier) error {
+		return saveState(ctx, q, id, int64(st.Version), b, false, prev)
+	})
+}
+
+// saveState writes the encoded State b of id as version, whole or as a
+// skeleton of the whole State the row has, if the version saved is prev
+// (none, for 0), or fails with ErrRunBusy.
+func saveState(ctx context.Context, q querier, id string, version int64, b []byte, skeleton bool, prev uint64) error {
 	var res sql.Result
-	if prev == 0 {
-		res, err = s.db.ExecContext(ctx, `INSERT INTO serve_states (id, version, data) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, int64(st.Version), b)
-	} else {
-		res, err = s.db.ExecContext(ctx, `UPDATE serve_states SET version = ?, data = ? WHERE id = ? AND version = ?`, int64(st.Version), b, id, int64(prev))
+	var err error
+	switch {
+	case prev == 0:
+		res, err = q.ExecContext(ctx, sqlStateInsert, id, version, b)
+	case skeleton:
+		res, err = q.ExecContext(ctx, sqlStateVersion, version, id, int64(prev))
+	default:
+		res, err = q.ExecContext(ctx, sqlStateUpdate, version, b, id, int64(prev))
 	}
 	if err != nil {
 		return err
@@ -74,12 +114,17 @@ func (s sqlStore) Save(ctx context.Context, id string, st *toolrun.State, prev u
 	} else if n != 1 {
 		return fmt.Errorf("run %q: %w", id, toolrun.ErrRunBusy)
 	}
-	return nil
+	if skeleton && prev != 0 {
+		_, err = q.ExecContext(ctx, sqlSkeletonPut, id, b)
+	} else {
+		_, err = q.ExecContext(ctx, sqlSkeletonDrop, id)
+	}
+	return err
 }
 
 func (s sqlStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
-	var b []byte
-	err := s.db.QueryRowContext(ctx, `SELECT data FROM serve_states WHERE id = ?`, id).Scan(&b)
+	var whole, skel []byte
+	err := s.db.QueryRowContext(ctx, sqlStateLoad, id).Scan(&whole, &skel)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("run %q: %w", id, fs.ErrNotExist)
 	}
@@ -87,155 +132,75 @@ func (s sqlStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
 		return nil, err
 	}
 	st := new(toolrun.State)
-	if err := json.Unmarshal(b, st); err != nil {
+	if err := json.Unmarshal(whole, st); err != nil {
 		return nil, fmt.Errorf("run %q: %w", id, err)
 	}
-	return st, nil
+	if skel == nil {
+		return st, nil
+	}
+	sk := new(toolrun.State)
+	if err := json.Unmarshal(skel, sk); err != nil {
+		return nil, fmt.Errorf("run %q: %w", id, err)
+	}
+	return driver.Merge(sk, st), nil
 }
 
 func (s sqlStore) Delete(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM serve_states WHERE id = ?`, id)
-	return err
+	return s.w.do(ctx, func(ctx context.Context, q querier) error {
+		if _, err := q.ExecContext(ctx, sqlSkeletonDrop, id); err != nil {
+			return err
+		}
+		_, err := q.ExecContext(ctx, sqlStateDelete, id)
+		return err
+	})
 }
 
-// eventWriter records the events of every run of the server, committing
-// those that arrive together in one transaction: with SQLite's one writer
-// and a sync at each commit, a commit per event write bounded a busy
-// server's throughput by the disk's syncs, not by its models (1,000
-// concurrent runs went through at about 70 a second). A write waits for
-// the commit of its batch, so an event is still recorded before it is
-// sent. There is no goroutine to stop: the first writer to find no batch
-// being committed commits the queue, and hands the next batch to the
-// first write queued meanwhile.
-type eventWriter struct {
-	db *sql.DB
+// sqlMessageInsert records a message id as its thread's.
+const sqlMessageInsert = `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`
 
-	mu      sync.Mutex // guards queue, leading
-	queue   []*eventWrite
-	leading bool // a write is committing a batch
+// eventRowsPrepared is the most rows an insert of events prepared at New
+// has: a write of more is cut into inserts of that many.
+const eventRowsPrepared = 16
+
+// sqlEventInsert returns the insert of n events' rows.
+func sqlEventInsert(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO serve_events (run_id, seq, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?)")
+	}
+	return q.String()
 }
 
-// eventWrite is one run's events and the message ids they make known.
-type eventWrite struct {
-	run, thread string
-	first       int64
-	data        [][]byte
-	known       []string
+// sqlEventInserts are the inserts of 1 to eventRowsPrepared events' rows,
+// by their number of rows less one.
+var sqlEventInserts = func() []string {
+	qs := make([]string, eventRowsPrepared)
+	for i := range qs {
+		qs[i] = sqlEventInsert(i + 1)
+	}
+	return qs
+}()
 
-	err  error
-	lead bool          // set before wake is closed: this write commits the next batch
-	wake chan struct{} // closed when the write is committed, or must lead
-}
-
-// insert records data as the events of run numbered from first on, and
-// known as message ids thread has: all of them or none.
-func (w *eventWriter) insert(ctx context.Context, run string, first int64, data [][]byte, thread string, known []string) error {
-	e := &eventWrite{run: run, thread: thread, first: first, data: data, known: known, wake: make(chan struct{})}
-	w.mu.Lock()
-	w.queue = append(w.queue, e)
-	if !w.leading {
-		w.leading, e.lead = true, true
-		w.mu.Unlock()
-	} else {
-		w.mu.Unlock()
-		<-e.wake
-	}
-	if e.lead {
-		w.commitQueue(ctx, e)
-	}
-	return e.err
-}
-
-// commitQueue commits the writes queued, leader's among them, in one
-// transaction, wakes them, and hands the lead to the first write queued
-// since, if any.
-func (w *eventWriter) commitQueue(ctx context.Context, leader *eventWrite) {
-	w.mu.Lock()
-	batch := w.queue
-	w.queue = nil
-	w.mu.Unlock()
-	w.commit(ctx, batch)
-	w.mu.Lock()
-	if len(w.queue) > 0 {
-		next := w.queue[0]
-		next.lead = true
-		close(next.wake)
-	} else {
-		w.leading = false
-	}
-	w.mu.Unlock()
-	for _, e := range batch {
-		if e != leader {
-			close(e.wake)
-		}
-	}
-}
-
-// commit records batch in one transaction, each write under a savepoint
-// of its own, so that one that fails takes none of its rows and leaves
-// the others'.
-func (w *eventWriter) commit(ctx context.Context, batch []*eventWrite) {
-	fail := func(err error) {
-		for _, e := range batch {
-			if e.err == nil {
-				e.err = err
-			}
-		}
-	}
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		fail(err)
-		return
-	}
-	defer tx.Rollback()
-	for _, e := range batch {
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT event_write`); err != nil {
-			fail(err)
-			return
-		}
-		if e.err = insertEvents(ctx, tx, e); e.err != nil {
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO event_write`); err != nil {
-				fail(err)
-				return
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `RELEASE event_write`); err != nil {
-			fail(err)
-			return
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		for _, e := range batch {
-			e.err = err
-		}
-	}
-}
-
-// insertEvents records e's rows in tx.
-func insertEvents(ctx context.Context, tx *sql.Tx, e *eventWrite) error {
-	// A statement takes at most 32766 parameters (SQLite's default
-	// limit); rowsPerInsert rows of three stay well below it.
-	const rowsPerInsert = 500
-	data, first := e.data, e.first
+// insertEvents records data as the events of run numbered from first on,
+// and known as message ids thread has, in q.
+func insertEvents(ctx context.Context, q querier, run string, first int64, data [][]byte, thread string, known []string) error {
 	for len(data) > 0 {
-		n := min(len(data), rowsPerInsert)
-		q := strings.Builder{}
-		q.WriteString(`INSERT INTO serve_events (run_id, seq, data) VALUES `)
+		n := min(len(data), eventRowsPrepared)
 		args := make([]any, 0, 3*n)
 		for i, b := range data[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?)")
-			args = append(args, e.run, first+int64(i), b)
+			args = append(args, run, first+int64(i), b)
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := q.ExecContext(ctx, sqlEventInserts[n-1], args...); err != nil {
 			return err
 		}
 		data, first = data[n:], first+int64(n)
 	}
-	for _, id := range e.known {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_messages (thread_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`, e.thread, id); err != nil {
+	for _, id := range known {
+		if _, err := q.ExecContext(ctx, sqlMessageInsert, thread, id); err != nil {
 			return err
 		}
 	}
@@ -268,8 +233,13 @@ func scanInterrupt(sc scanner) (*interrupt, error) {
 	}
 	it.Input, it.Decision = input, decision
 	it.DecidedBy, it.DecidedAt = decidedBy.String, decidedAt.String
-	it.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
-	it.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
+	var err error
+	if it.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return nil, fmt.Errorf("interrupt %q: created_at: %w", it.ID, err)
+	}
+	if it.ExpiresAt, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+		return nil, fmt.Errorf("interrupt %q: expires_at: %w", it.ID, err)
+	}
 	return &it, nil
 }
 
@@ -280,8 +250,13 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// interruptQuery is the query of the interrupts where says, oldest first.
+func interruptQuery(where string) string {
+	return `SELECT ` + interruptColumns + ` FROM serve_interrupts WHERE ` + where + ` ORDER BY created_at, id`
+}
+
 func queryInterrupts(ctx context.Context, q querier, where string, args ...any) ([]*interrupt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+interruptColumns+` FROM serve_interrupts WHERE `+where+` ORDER BY created_at, id`, args...)
+	rows, err := q.QueryContext(ctx, interruptQuery(where), args...)
 	if err != nil {
 		return nil, err
 	}
