@@ -157,6 +157,9 @@ type prepared struct {
 	// history, the client's messages.
 	differs bool
 	history []message
+	// reattach is set on a run a killed server left in flight, which
+	// this one goes on with on its Executor (see Handler.reattach).
+	reattach bool
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.

@@ -105,6 +105,10 @@ type cursor struct {
 	Seq   int64         `json:"seq"`
 	Turn  int           `json:"turn"`
 	Usage toolrun.Usage `json:"usage"`
+	// Done is set once the workflow's end was read: a thread's run that
+	// stopped before it (its server was killed) left the rest of the
+	// workflow unread, and the thread's next run reports it.
+	Done bool `json:"done,omitempty"`
 }
 
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
@@ -205,6 +209,19 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(pending) > 0 && !slices.ContainsFunc(pending, func(pc toolrun.PendingCall) bool { _, ok := r.Decisions[pc.Call.ID]; return ok }) {
 			return &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: pending, Usage: cur.Usage, Turns: cur.Turn}, nil
 		}
+	case len(r.Messages) == 0 && desc != nil && unread(cur, desc.GetWorkflowExecutionInfo()):
+		// The thread's last workflow ended while no run of this server
+		// read it to its end (the server was killed while it ran): the
+		// run reports what it did from where the thread's last run
+		// stopped reading, its results, its answer and its end, so that
+		// the client sees the run's end however late it comes back.
+		if first := desc.GetWorkflowExecutionInfo().GetFirstRunId(); first != "" && first != cur.Run {
+			cur = cursor{Run: first, Usage: cur.Usage, Turn: cur.Turn}
+		}
+	case r.Reattach:
+		// A run the server left in flight whose workflow has nothing
+		// unread: it never started one, or its end was read.
+		return nil, fmt.Errorf("servetemporal: workflow %s: %w", id, serve.ErrNothingToFollow)
 	case len(r.Messages) == 0:
 		// Nothing new for a thread that ended: as in process, the run
 		// ends as the thread did, with nothing sent.
@@ -232,6 +249,18 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 	}
 	return e.follow(ctx, id, r, cur)
+}
+
+// unread reports whether the workflow execution info describes, which
+// has closed, has events the thread's runs did not read, as cur records
+// them: its end was never read, or it is a chain cur does not name (its
+// first workflow, or a next one, started by a run that stopped before it
+// recorded its cursor).
+func unread(cur cursor, info *workflowpb.WorkflowExecutionInfo) bool {
+	if first := info.GetFirstRunId(); first != "" && first != cur.Run {
+		return true
+	}
+	return !cur.Done
 }
 
 // taken tells the server that the thread's workflow has r's messages.
@@ -421,7 +450,9 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			r.OnEvent(ctx, ev)
 		}
 	}
+	got := false // an event came after cur
 	err := temporal.Follow(ctx, e.cfg.Client, id, cur.Run, cur.Seq, func(ev temporal.RunEvent) bool {
+		got = true
 		switch ev.Kind {
 		case temporal.StepFinished:
 			prev := cur.Usage
@@ -473,6 +504,7 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				res = &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: waiting, Usage: cur.Usage, Turns: cur.Turn}
 			}
 		case temporal.Finished:
+			cur.Done = true
 			if ev.Err != nil {
 				ferr = ev.Err
 				res = nil
@@ -499,6 +531,19 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if res == nil && !got {
+		// A workflow that had ended, every event of which was read
+		// already (its end too, by a cursor from before Done): nothing
+		// is left to report.
+		if r.Reattach {
+			return nil, fmt.Errorf("servetemporal: workflow %s: %w", id, serve.ErrNothingToFollow)
+		}
+		cur.Done = true
+		if err := e.save(r, cur); err != nil {
+			return nil, err
+		}
+		return &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: cur.Usage, Turns: cur.Turn}, nil
 	}
 	if res == nil {
 		return nil, fmt.Errorf("servetemporal: the thread's workflow %s ended without an outcome", id)
