@@ -129,6 +129,16 @@ type ExecutorRun struct {
 	// An executor that never calls it has them recorded when its Run
 	// returns without an error.
 	MessagesTaken func() error
+	// Branch is set when the client's history leaves the thread's
+	// conversation at an earlier point (it edited or dropped a message,
+	// or asks for the last answer again): the run goes on from History,
+	// the thread's conversation before the first user message the client
+	// changed, with Messages, which replace the rest. A thread's run in
+	// flight stops first (its calls waiting were denied as left behind).
+	// Only an Executor that is a [StateLoader] is given it: the server
+	// reads History from the State it loads.
+	Branch  bool
+	History []anthropic.BetaMessageParam
 	// Reattach is set on a run that a killed server left in flight,
 	// which the server goes on with when it starts again, under the
 	// same run id and with no messages: the executor reports what the
@@ -407,6 +417,28 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 		}
 		decisions[it.ToolCallID] = d
 	}
+	var history []anthropic.BetaMessageParam
+	if p.branch >= 0 {
+		// The client's history leaves the thread's at its p.branch-th user
+		// message (see run): the run goes on from the conversation before
+		// it, which the thread's State holds (prepare refuses a branch on
+		// an Executor that cannot load it).
+		sl, _ := h.cfg.Executor.(StateLoader)
+		var st *toolrun.State
+		if sl != nil {
+			st, err = sl.LoadState(ctx, lr.thread)
+		}
+		if sl == nil || err != nil {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("loading the thread's state to go on from the client's history: %w", err))
+			return
+		}
+		msgs, ok := branchAt(st.Params.Messages, p.branch)
+		if !ok {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("the client's history leaves the thread at its user message %d, which the thread no longer has as such (its history was compacted): start a new thread", p.branch+1))
+			return
+		}
+		history = append([]anthropic.BetaMessageParam{}, msgs...)
+	}
 	params := h.cfg.Params
 	params.Messages = nil
 	maxTurns := h.cfg.Options.MaxTurns
@@ -415,7 +447,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 	}
 	er := &ExecutorRun{
 		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
-		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor, Reattach: p.reattach,
+		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor, Reattach: p.reattach, Branch: p.branch >= 0, History: history,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)
 			return err
@@ -617,7 +649,7 @@ func (h *Handler) reattachRun(ctx context.Context, id string) error {
 		}()
 		defer cancel()
 		defer h.metrics.runsFinished.Add(1)
-		h.runExecutor(runCtx, lr, m, &prepared{reattach: true}, tools[len(h.cfg.Tools):], onEvent, nil)
+		h.runExecutor(runCtx, lr, m, &prepared{reattach: true, branch: -1}, tools[len(h.cfg.Tools):], onEvent, nil)
 	}()
 	return nil
 }

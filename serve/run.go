@@ -548,8 +548,8 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 		}
 	}
 	if p.branch >= 0 {
-		if h.cfg.Executor != nil {
-			return nil, refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread is not supported on an Executor: start a new thread", in.ThreadID, p.branch+1)
+		if _, ok := h.cfg.Executor.(StateLoader); h.cfg.Executor != nil && !ok {
+			return nil, refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread needs an Executor that loads the thread's State (a StateLoader): start a new thread", in.ThreadID, p.branch+1)
 		}
 		// The calls of the part of the thread the client left behind
 		// wait no more: their records stay, denied as left behind.

@@ -226,7 +226,7 @@ func TestServeTemporalSIGKILLRunEnd(t *testing.T) {
 		}
 	}
 	early := map[string][]string{
-		"early": {"TOOL_CALL_RESULT call_early", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT early: the tracker did not answer", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED success"},
+		"early":  {"TOOL_CALL_RESULT call_early", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT early: the tracker did not answer", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED success"},
 		"stream": {"STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT stream: an answer that took its time", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED success"},
 	}
 	for _, th := range threads[1:] {

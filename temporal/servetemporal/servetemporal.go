@@ -151,6 +151,21 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
 	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if r.Branch && !r.NewThread && running {
+		// The client's history leaves the thread's at an earlier point:
+		// the workflow, which goes on from the thread's, stops first (its
+		// calls waiting were denied as left behind), and the next one
+		// starts from the client's history.
+		if err := e.Cancel(ctx, r.Thread); err != nil {
+			return nil, fmt.Errorf("servetemporal: cancelling the thread's workflow %s to go on from the client's history: %w", id, err)
+		}
+		if desc, err = describe(ctx, e.cfg.Client, id, ""); err != nil {
+			return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+		}
+		if running = desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING; running {
+			return nil, fmt.Errorf("%w: it did not stop within %s of its cancellation, to go on from the client's history", ErrThreadRunning, CancelWait)
+		}
+	}
 	if r.NewThread {
 		if running {
 			return nil, fmt.Errorf("%w: workflow %s runs under the id of this new thread: it is not this server's; give the thread another id", ErrThreadRunning, id)
@@ -314,11 +329,19 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	if st == nil {
 		params := r.Params
 		params.Messages = r.Messages
+		if r.Branch {
+			params.Messages = append(slices.Clone(r.History), r.Messages...)
+		}
 		runner = toolrun.New(anthropic.Client{}, params, nil, quiet)
 	} else {
 		var err error
 		if runner, err = toolrun.Resume(anthropic.Client{}, st, had, quiet); err != nil {
 			return temporal.Input{}, fmt.Errorf("servetemporal: the thread's last state: %w", err)
+		}
+		if r.Branch {
+			// The conversation goes on from the client's history: the
+			// thread's before the message the client changed.
+			runner.SetMessages(r.History)
 		}
 		runner.AppendMessages(r.Messages...)
 	}
@@ -488,7 +511,19 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				}})
 			}
 		case temporal.ToolFinished:
-			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: ev.Result})
+			res := ev.Result
+			if d, ok := r.Decisions[res.Call.ID]; ok && res.Decision.Kind == toolrun.Allow && d.Kind != toolrun.Allow {
+				// A result the history gives without its decision (a call
+				// denied, committed with the step's request): the decision
+				// is the one the server recorded and sent, so that a
+				// client tool's call a person denied is known as denied,
+				// and never announced to the client that was never shown
+				// it, as in process.
+				withDecision := *res
+				withDecision.Decision = d
+				res = &withDecision
+			}
+			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: res})
 		case temporal.Awaiting:
 			var waiting []toolrun.PendingCall
 			for _, pc := range ev.Pending {
