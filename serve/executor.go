@@ -362,7 +362,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 	// A client that asks again with nothing new may lack the end of the
 	// thread's last run: its run went on without the server that streamed
 	// it (killed), and the client never read what it did.
-	asksAgain := len(userMsgs) == 0 && len(p.history) > 0
+	asksAgain := len(userMsgs) == 0 && len(p.history) > 0 && !p.answers
 	if sl, ok := h.cfg.Executor.(StateLoader); ok && (p.differs || len(p.caught) > 0 || showsResults(p.history) || asksAgain) {
 		// The snapshot of a client whose history differs from the
 		// thread's (see run), from the executor's State: the thread's

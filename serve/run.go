@@ -157,6 +157,10 @@ type prepared struct {
 	// history, the client's messages.
 	differs bool
 	history []message
+	// answers is set on a request that answers calls (resume entries,
+	// a client tool's result): it goes on from the thread's run, rather
+	// than asking the thread again.
+	answers bool
 	// reattach is set on a run a killed server left in flight, which
 	// this one goes on with on its Executor (see Handler.reattach).
 	reattach bool
@@ -519,6 +523,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 	var clientUsers []userRec
 	shows := false
 	answers := len(in.Resume) > 0
+	p.answers = answers
 	for _, m := range in.Messages {
 		shows = shows || known[m.ID]
 		switch m.Role {
@@ -644,6 +649,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			}
 			delete(open, it.ID)
 			newIDs = append(newIDs, m.ID)
+			p.answers = true
 			continue
 		}
 		// Another role (the client's own assistant greeting, say) gives
