@@ -512,13 +512,15 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			}
 		case temporal.ToolFinished:
 			res := ev.Result
-			if d, ok := r.Decisions[res.Call.ID]; ok && res.Decision.Kind == toolrun.Allow && d.Kind != toolrun.Allow {
-				// A result the history gives without its decision (a call
-				// denied, committed with the step's request): the decision
-				// is the one the server recorded and sent, so that a
-				// client tool's call a person denied is known as denied,
+			if d, ok := r.Decisions[res.Call.ID]; ok && res.Decision.Kind == toolrun.Allow && d.Kind == toolrun.Deny {
+				// A denied call's result as the history gives it, without
+				// its decision (committed with the step's request): the
+				// denial is the one the server recorded and sent, so that
+				// a client tool's call a person denied is known as denied,
 				// and never announced to the client that was never shown
-				// it, as in process.
+				// it, as in process. (A client's own result, a Skip, is
+				// left as the history gives it: the server keeps it as
+				// the call's answer, which a second result cannot replace.)
 				withDecision := *res
 				withDecision.Decision = d
 				res = &withDecision
