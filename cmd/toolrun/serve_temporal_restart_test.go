@@ -109,7 +109,7 @@ func TestServeTemporalSIGKILLRunEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	post := func(url string, body any) *http.Response {
@@ -159,7 +159,7 @@ func TestServeTemporalSIGKILLRunEnd(t *testing.T) {
 	}
 	threads := []*thread{{scene: "late"}, {scene: "early"}, {scene: "stream"}}
 	p1 := startServe(t, args...)
-	for _, th := range threads {
+	begin := func(th *thread) {
 		th.id, th.run = name+th.scene, name+th.scene+"-run1"
 		th.got = make(chan sseEvent, 64)
 		go readStream(post(p1.url, map[string]any{
@@ -168,7 +168,12 @@ func TestServeTemporalSIGKILLRunEnd(t *testing.T) {
 		}).Body, th.got)
 	}
 	// The tool threads: their client has seen the call, and the tool
-	// runs. The stream thread: its response is streaming.
+	// runs. Then the stream thread, whose response is streaming when the
+	// kill comes (it takes seconds, and the kill follows its step's start
+	// at once).
+	for _, th := range threads[:2] {
+		begin(th)
+	}
 	for _, th := range threads[:2] {
 		for e := range th.got {
 			th.seen = append(th.seen, e)
@@ -178,6 +183,7 @@ func TestServeTemporalSIGKILLRunEnd(t *testing.T) {
 		}
 		started(th.id, temporal.ToolActivity)
 	}
+	begin(threads[2])
 	started(threads[2].id, temporal.StepActivity, temporal.StepDeltaActivity)
 	p1.cmd.Process.Signal(syscall.SIGKILL)
 	p1.done <- <-p1.done
