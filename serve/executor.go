@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -129,11 +130,36 @@ type ExecutorRun struct {
 	// An executor that never calls it has them recorded when its Run
 	// returns without an error.
 	MessagesTaken func() error
+	// Branch is set when the client's history leaves the thread's
+	// conversation at an earlier point (it edited or dropped a message,
+	// or asks for the last answer again): the run goes on from History,
+	// the thread's conversation before the first user message the client
+	// changed, with Messages, which replace the rest. A thread's run in
+	// flight stops first (its calls waiting were denied as left behind).
+	// Only an Executor that is a [StateLoader] is given it: the server
+	// reads History from the State it loads.
+	Branch  bool
+	History []anthropic.BetaMessageParam
+	// Reattach is set on a run that a killed server left in flight,
+	// which the server goes on with when it starts again, under the
+	// same run id and with no messages: the executor reports what the
+	// thread's run did from Cursor on (its results, its answer, its end;
+	// or the calls it waits for), whether the run still goes on or has
+	// ended since. With nothing to report (the thread's run ended and
+	// its end was read, or the run never started one, its messages not
+	// taken), Run returns an error wrapping [ErrNothingToFollow], and the
+	// run ends "interrupted": the client runs the thread again.
+	Reattach bool
 	// OnEvent receives the run's progress as toolrun's events, in order:
 	// RequestSent for a turn's start, ResponseReceived with the turn's
 	// text and tool_use blocks, ToolFinished for each result.
 	OnEvent func(context.Context, toolrun.Event)
 }
+
+// ErrNothingToFollow is the error of an [Executor]'s Run for an
+// [ExecutorRun] with Reattach set when the thread's run has nothing the
+// server has not read.
+var ErrNothingToFollow = errors.New("serve: the thread's run has nothing left to follow")
 
 // ThreadCall is a call of a thread awaiting a person's decision, as an
 // [Executor] lists it.
@@ -334,12 +360,16 @@ func insertInterrupt(ctx context.Context, q querier, it *interrupt) error {
 // does in process.
 func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *prepared, clientTools []toolrun.Tool, onEvent func(context.Context, toolrun.Event), userMsgs []anthropic.BetaMessageParam) {
 	dbctx := context.WithoutCancel(ctx)
-	if sl, ok := h.cfg.Executor.(StateLoader); ok && (p.differs || len(p.caught) > 0 || showsResults(p.history)) {
+	// A client that asks again with nothing new may lack the end of the
+	// thread's last run: its run went on without the server that streamed
+	// it (killed), and the client never read what it did.
+	asksAgain := len(userMsgs) == 0 && len(p.history) > 0 && !p.answers
+	if sl, ok := h.cfg.Executor.(StateLoader); ok && (p.differs || len(p.caught) > 0 || showsResults(p.history) || asksAgain) {
 		// The snapshot of a client whose history differs from the
 		// thread's (see run), from the executor's State: the thread's
 		// conversation as the run starts.
 		if st, err := sl.LoadState(ctx, lr.thread); err == nil {
-			if p.differs || len(p.caught) > 0 || resultsDiffer(st.Params.Messages, p.history) {
+			if p.differs || len(p.caught) > 0 || resultsDiffer(st.Params.Messages, p.history) || (asksAgain && lacksAnswer(st.Params.Messages, p.history)) {
 				users, err := userRecords(ctx, h.cfg.DB, lr.thread)
 				if err != nil {
 					h.finish(ctx, lr, m, nil, toolrun.Usage{}, err)
@@ -388,6 +418,28 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 		}
 		decisions[it.ToolCallID] = d
 	}
+	var history []anthropic.BetaMessageParam
+	if p.branch >= 0 {
+		// The client's history leaves the thread's at its p.branch-th user
+		// message (see run): the run goes on from the conversation before
+		// it, which the thread's State holds (prepare refuses a branch on
+		// an Executor that cannot load it).
+		sl, _ := h.cfg.Executor.(StateLoader)
+		var st *toolrun.State
+		if sl != nil {
+			st, err = sl.LoadState(ctx, lr.thread)
+		}
+		if sl == nil || err != nil {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("loading the thread's state to go on from the client's history: %w", err))
+			return
+		}
+		msgs, ok := branchAt(st.Params.Messages, p.branch)
+		if !ok {
+			h.finish(ctx, lr, m, nil, base, fmt.Errorf("the client's history leaves the thread at its user message %d, which the thread no longer has as such (its history was compacted): start a new thread", p.branch+1))
+			return
+		}
+		history = append([]anthropic.BetaMessageParam{}, msgs...)
+	}
 	params := h.cfg.Params
 	params.Messages = nil
 	maxTurns := turnsPerRun(h.cfg.Options)
@@ -396,7 +448,7 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 	}
 	er := &ExecutorRun{
 		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
-		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor,
+		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor, Reattach: p.reattach, Branch: p.branch >= 0, History: history,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)
 			return err
@@ -431,6 +483,17 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 		return nil
 	}
 	res, err := h.cfg.Executor.Run(ctx, er)
+	if p.reattach && errors.Is(err, ErrNothingToFollow) {
+		// Nothing of the thread's run to follow: the run ends as a killed
+		// server's run in process does.
+		lr.unlock()
+		m.closeStep()
+		m.write(nil, interruptedEvent())
+		if _, err := h.cfg.DB.ExecContext(dbctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runInterrupted, lr.id); err != nil {
+			h.log.Error("serve: recording a run's end", "run", lr.id, "err", err)
+		}
+		return
+	}
 	if err == nil {
 		// An executor that never said: its run had them, as it ran.
 		if err := er.MessagesTaken(); err != nil {
@@ -448,4 +511,192 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 		res = &toolrun.Result{StopReason: toolrun.StopCanceled, Err: err, Usage: base}
 	}
 	h.finish(ctx, lr, m, res, base, err)
+}
+
+// reattach goes on with the runs of ids, which a killed server left in
+// flight, on the executor, whose runs went on without it: each follows
+// its thread's run from the thread's cursor, under its own id and with
+// the thread's client tools, and writes what the run did since (the
+// results, the answer, the calls it waits for) and its end as its next
+// events. A client that reconnects to it (GET /runs/{run}/events with
+// Last-Event-ID) reads them, however late: while the thread's run still
+// goes on, or once it has ended. A run that cannot be set up again, or
+// whose thread's run has nothing unread ([ErrNothingToFollow]: it never
+// started, its messages not taken), ends "interrupted", as in process,
+// and its client runs the thread again.
+func (h *Handler) reattach(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		err := h.reattachRun(ctx, id)
+		if err == nil {
+			continue
+		}
+		h.log.Warn("serve: a run the server left in flight could not be followed again; it ends interrupted", "run", id, "err", err)
+		lr := &liveRun{id: id, h: h}
+		if err := lr.loadSeq(ctx); err != nil {
+			return err
+		}
+		lr.emit(interruptedEvent())
+		if _, err := h.cfg.DB.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runInterrupted, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reattachRun starts the run that goes on with run id; see reattach.
+func (h *Handler) reattachRun(ctx context.Context, id string) error {
+	var thread, owner, toolsJSON string
+	if err := h.cfg.DB.QueryRowContext(ctx, `SELECT thread_id, owner FROM serve_runs WHERE id = ?`, id).Scan(&thread, &owner); err != nil {
+		return err
+	}
+	if err := h.cfg.DB.QueryRowContext(ctx, `SELECT client_tools FROM serve_threads WHERE id = ?`, thread).Scan(&toolsJSON); err != nil {
+		return err
+	}
+	var declared []clientTool
+	if err := json.Unmarshal([]byte(toolsJSON), &declared); err != nil {
+		return err
+	}
+	tools, err := h.tools(declared)
+	if err != nil {
+		return err
+	}
+	client := map[string]bool{}
+	for _, ct := range declared {
+		client[ct.Name] = true
+	}
+	// The run's client and its step as the run's events left them: the
+	// protocol version RUN_STARTED declared (1.0 is taken for a client
+	// that declared none, whose schema is the narrower), and the turn of
+	// a step started and not finished, which the run's next events go on
+	// with rather than start again.
+	rows, err := h.cfg.DB.QueryContext(ctx, `SELECT data FROM serve_events WHERE run_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return err
+	}
+	speaks, step := "", 0
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			rows.Close()
+			return err
+		}
+		var e struct {
+			Type            string `json:"type"`
+			ProtocolVersion string `json:"protocolVersion"`
+			StepName        string `json:"stepName"`
+		}
+		if json.Unmarshal(data, &e) != nil {
+			continue // an event larger than its first part: none of these
+		}
+		switch e.Type {
+		case "RUN_STARTED":
+			speaks = e.ProtocolVersion
+		case "STEP_STARTED":
+			step, _ = strconv.Atoi(strings.TrimPrefix(e.StepName, "turn "))
+		case "STEP_FINISHED":
+			step = 0
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	pr := peer{speaks: speaks}
+	if speaks == "" || speaks == "1.0" {
+		pr, _ = negotiate("")
+	}
+
+	h.mu.Lock()
+	h.threads[thread] = true
+	h.perToken[owner]++
+	h.wg.Add(1)
+	h.mu.Unlock()
+	var once sync.Once
+	unlock := func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.threads, thread)
+			h.perToken[owner]--
+			h.mu.Unlock()
+		})
+	}
+	runCtx, cancel := context.WithCancel(h.base)
+	lr := &liveRun{id: id, thread: thread, owner: owner, h: h, cancel: cancel, unlock: unlock, peer: pr}
+	if err := lr.loadSeq(ctx); err != nil {
+		cancel()
+		unlock()
+		h.wg.Done()
+		return err
+	}
+	h.mu.Lock()
+	h.runs[id] = lr
+	h.mu.Unlock()
+	m := &mapper{lr: lr, client: client, step: step}
+	onEvent := m.on
+	if o := h.cfg.Options.OnEvent; o != nil {
+		onEvent = func(ctx context.Context, e toolrun.Event) {
+			m.on(ctx, e)
+			o(ctx, e)
+		}
+	}
+	h.metrics.runsStarted.Add(1)
+	go func() {
+		defer func() {
+			unlock()
+			h.mu.Lock()
+			delete(h.runs, id)
+			h.mu.Unlock()
+			h.wg.Done()
+		}()
+		defer cancel()
+		defer h.metrics.runsFinished.Add(1)
+		h.runExecutor(runCtx, lr, m, &prepared{reattach: true, branch: -1}, tools[len(h.cfg.Tools):], onEvent, nil)
+	}()
+	return nil
+}
+
+// lacksAnswer reports whether the client's history, in, lacks the last
+// assistant message of the thread's conversation, msgs: it shows none of
+// its tool calls, and none of its text blocks as an assistant message's
+// content (the events of a response give each text block its own
+// message).
+func lacksAnswer(msgs []anthropic.BetaMessageParam, in []message) bool {
+	var last *anthropic.BetaAssistantMessageParam // the union's
+	for _, mp := range msgs {
+		if mp.OfAssistant != nil {
+			last = mp.OfAssistant
+		}
+	}
+	if last == nil {
+		return false
+	}
+	calls, texts := map[string]bool{}, map[string]bool{}
+	for _, m := range in {
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID] = true
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil && s != "" {
+			texts[s] = true
+		}
+	}
+	said := false
+	for _, b := range last.Content {
+		switch {
+		case b.OfToolUse != nil:
+			if calls[b.OfToolUse.ID] {
+				return false
+			}
+			said = true
+		case b.OfText != nil && b.OfText.Text != "":
+			if texts[b.OfText.Text] {
+				return false
+			}
+			said = true
+		}
+	}
+	return said
 }

@@ -262,6 +262,13 @@ type prepared struct {
 	// history, the client's messages.
 	differs bool
 	history []message
+	// answers is set on a request that answers calls (resume entries,
+	// a client tool's result): it goes on from the thread's run, rather
+	// than asking the thread again.
+	answers bool
+	// reattach is set on a run a killed server left in flight, which
+	// this one goes on with on its Executor (see Handler.reattach).
+	reattach bool
 }
 
 // handleRun starts a run from a RunAgentInput and streams its events.
@@ -791,6 +798,7 @@ func (rq *runRequest) findBranch(ctx context.Context) error {
 	var clientUsers []userRec
 	shows := false
 	answers := len(in.Resume) > 0
+	p.answers = answers
 	for _, m := range in.Messages {
 		shows = shows || rq.known[m.ID]
 		switch m.Role {
@@ -822,8 +830,8 @@ func (rq *runRequest) findBranch(ctx context.Context) error {
 	default:
 		return nil
 	}
-	if rq.h.cfg.Executor != nil {
-		return refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread is not supported on an Executor: start a new thread", in.ThreadID, p.branch+1)
+	if _, ok := rq.h.cfg.Executor.(StateLoader); rq.h.cfg.Executor != nil && !ok {
+		return refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread needs an Executor that loads the thread's State (a StateLoader): start a new thread", in.ThreadID, p.branch+1)
 	}
 	for _, it := range rq.open {
 		d := toolrun.DenyCall("the client's history left this call behind")
@@ -936,6 +944,7 @@ func (rq *runRequest) takeResult(ctx context.Context, m message) error {
 	}
 	delete(rq.open, it.ID)
 	rq.newIDs = append(rq.newIDs, m.ID)
+	rq.p.answers = true
 	return nil
 }
 

@@ -189,7 +189,11 @@ type metrics struct {
 // New returns the server for cfg. It creates the tables the server needs
 // in cfg.DB, and closes the runs a killed process left running: their
 // streams end with a RUN_ERROR whose code is "interrupted", and their
-// threads go on from their saved State on the next run.
+// threads go on from their saved State on the next run. With an
+// Executor, whose runs go on while no server runs, such a run goes on
+// instead, following its thread's run from where it stopped (see
+// [ExecutorRun].Reattach), so that a client that reconnects to it reads
+// what the run did meanwhile, and its end.
 func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("serve: Config.DB is nil")
@@ -269,7 +273,8 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		h.be = execBackend{sqlBackend{h}, cfg.Executor}
 	}
 	h.base, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if err := h.closeOrphans(ctx); err != nil {
+	orphans, err := h.closeOrphans(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("serve: closing the runs of a stopped server: %w", err)
 	}
 	mux := http.NewServeMux()
@@ -286,6 +291,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	})
 	h.mountInbox(mux) // the approval inbox, serve/inbox.go
 	h.mux = mux
+	if err := h.reattach(ctx, orphans); err != nil {
+		return nil, fmt.Errorf("serve: closing the runs of a stopped server: %w", err)
+	}
 	return h, nil
 }
 
@@ -312,43 +320,56 @@ func configureDB(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// closeOrphans ends the runs a killed server left running.
-func (h *Handler) closeOrphans(ctx context.Context) error {
+// closeOrphans ends the runs a killed server left running. Those of an
+// Executor, whose runs go on without the server, it returns instead, for
+// [Handler.reattach].
+func (h *Handler) closeOrphans(ctx context.Context) ([]string, error) {
 	rows, err := h.cfg.DB.QueryContext(ctx, `SELECT id FROM serve_runs WHERE status = ?`, runRunning)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return err
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
+	var orphans []string
 	for _, id := range ids {
 		lr := &liveRun{id: id, h: h}
 		if err := lr.loadSeq(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		var last []byte
 		err := h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_events WHERE run_id = ? AND seq = ?`, id, lr.seq).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+			return nil, err
 		}
 		var t struct{ Type string }
 		json.Unmarshal(last, &t)
 		// A run killed after its terminal event was recorded has ended.
 		if t.Type != "RUN_FINISHED" && t.Type != "RUN_ERROR" {
-			lr.emit(event{"type": "RUN_ERROR", "code": "interrupted", "message": "the server stopped during this run; run the thread again to continue it from where it was saved"})
+			if h.cfg.Executor != nil {
+				orphans = append(orphans, id)
+				continue
+			}
+			lr.emit(interruptedEvent())
 		}
 		if _, err := h.cfg.DB.ExecContext(ctx, `UPDATE serve_runs SET status = ? WHERE id = ?`, runInterrupted, id); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return orphans, nil
+}
+
+// interruptedEvent is the terminal event of a run a killed server left
+// running, which no one goes on with.
+func interruptedEvent() event {
+	return event{"type": "RUN_ERROR", "code": "interrupted", "message": "the server stopped during this run; run the thread again to continue it from where it was saved"}
 }
 
 // ServeHTTP serves the server's routes:

@@ -30,19 +30,11 @@ var aguiKnownFailures = map[string]string{}
 // aguiKnownFailuresTemporal lists, as aguiKnownFailures does, the cases
 // that fail only over Temporal (toolrun serve --temporal).
 var aguiKnownFailuresTemporal = map[string]string{
-	// A thread over Temporal is one workflow, which cannot be taken back to
-	// an earlier message: a client's edited history is refused with 409
-	// cannot_branch rather than continued from the edit.
-	"run-input.mdx §messages: the client's history is the complete history: an edited earlier message reaches the model (MUST)": "409 cannot_branch over Temporal",
-	// Over Temporal a client tool's call that a person denied is announced
-	// with its denial (TOOL_CALL_START … TOOL_CALL_RESULT "tool call
-	// denied") from the workflow's events; in process it never is.
-	"issue 35 §5: a denied approval-gated frontend tool is never announced": "announced with its denial over Temporal",
 	// Over Temporal the run a JSON API decision continued is still in
 	// flight when the chat's next message comes, which gets 409
 	// thread_busy; in process that run has ended.
 	// It depends on timing, so a pass is not an error ("timing: ").
-	"issue 35 §4: after a decision over the JSON API, the chat's next message is taken": "timing: 409 thread_busy while the continued workflow step runs",
+	"catching up: after a decision over the JSON API, the chat's next message is taken": "timing: 409 thread_busy while the continued workflow step runs",
 }
 
 // conformanceCase is one line of conformance.mjs's report.

@@ -30,4 +30,25 @@
 // State carries their definitions to every worker; a call of one waits
 // as a call awaiting approval does, and the client's result is sent as a
 // decision ([toolrun.SkipCall]).
+//
+// The server and a worker may be one process ("toolrun serve --temporal"),
+// killed at any point. What the workflow does meanwhile is in its history,
+// and the thread's cursor in the server's database says how far the
+// server read it: when the server starts again it goes on with each run
+// the kill cut ([serve.ExecutorRun].Reattach), following the workflow from
+// the cursor, so that a client that reconnects to the run (GET
+// /runs/{run}/events with Last-Event-ID) reads its results, its answer and
+// its end, whether the workflow still runs or has ended. A client that
+// asks the thread again instead, with the history it has and nothing new
+// (as an AG-UI client does), is sent a MESSAGES_SNAPSHOT of the
+// conversation when its history lacks the thread's last answer. A
+// workflow whose end no run read (its run could not go on) is followed by
+// the thread's next run. Nothing runs twice: a tool call the kill cut is
+// answered "interrupted" by the workflow unless its tool is idempotent.
+//
+// A client's history that leaves the thread's at an earlier message (an
+// edit, a regenerate: [serve.ExecutorRun].Branch) stops the thread's
+// workflow if it runs, and starts the next one from the conversation
+// before the changed message, with the client's messages from there on;
+// the decision records stay in the server's database.
 package servetemporal

@@ -105,6 +105,10 @@ type cursor struct {
 	Seq   int64         `json:"seq"`
 	Turn  int           `json:"turn"`
 	Usage toolrun.Usage `json:"usage"`
+	// Done is set once the workflow's end was read: a thread's run that
+	// stopped before it (its server was killed) left the rest of the
+	// workflow unread, and the thread's next run reports it.
+	Done bool `json:"done,omitempty"`
 }
 
 func (e *Executor) workflowID(thread string) string { return e.cfg.WorkflowIDPrefix + thread }
@@ -147,6 +151,21 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
 	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if r.Branch && !r.NewThread && running {
+		// The client's history leaves the thread's at an earlier point:
+		// the workflow, which goes on from the thread's, stops first (its
+		// calls waiting were denied as left behind), and the next one
+		// starts from the client's history.
+		if err := e.Cancel(ctx, r.Thread); err != nil {
+			return nil, fmt.Errorf("servetemporal: cancelling the thread's workflow %s to go on from the client's history: %w", id, err)
+		}
+		if desc, err = describe(ctx, e.cfg.Client, id, ""); err != nil {
+			return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
+		}
+		if running = desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING; running {
+			return nil, fmt.Errorf("%w: it did not stop within %s of its cancellation, to go on from the client's history", ErrThreadRunning, CancelWait)
+		}
+	}
 	if r.NewThread {
 		if running {
 			return nil, fmt.Errorf("%w: workflow %s runs under the id of this new thread: it is not this server's; give the thread another id", ErrThreadRunning, id)
@@ -205,6 +224,19 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(pending) > 0 && !slices.ContainsFunc(pending, func(pc toolrun.PendingCall) bool { _, ok := r.Decisions[pc.Call.ID]; return ok }) {
 			return &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: pending, Usage: cur.Usage, Turns: cur.Turn}, nil
 		}
+	case len(r.Messages) == 0 && desc != nil && unread(cur, desc.GetWorkflowExecutionInfo()):
+		// The thread's last workflow ended while no run of this server
+		// read it to its end (the server was killed while it ran): the
+		// run reports what it did from where the thread's last run
+		// stopped reading, its results, its answer and its end, so that
+		// the client sees the run's end however late it comes back.
+		if first := desc.GetWorkflowExecutionInfo().GetFirstRunId(); first != "" && first != cur.Run {
+			cur = cursor{Run: first, Usage: cur.Usage, Turn: cur.Turn}
+		}
+	case r.Reattach:
+		// A run the server left in flight whose workflow has nothing
+		// unread: it never started one, or its end was read.
+		return nil, fmt.Errorf("servetemporal: workflow %s: %w", id, serve.ErrNothingToFollow)
 	case len(r.Messages) == 0:
 		// Nothing new for a thread that ended: as in process, the run
 		// ends as the thread did, with nothing sent.
@@ -232,6 +264,18 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 	}
 	return e.follow(ctx, id, r, cur)
+}
+
+// unread reports whether the workflow execution info describes, which
+// has closed, has events the thread's runs did not read, as cur records
+// them: its end was never read, or it is a chain cur does not name (its
+// first workflow, or a next one, started by a run that stopped before it
+// recorded its cursor).
+func unread(cur cursor, info *workflowpb.WorkflowExecutionInfo) bool {
+	if first := info.GetFirstRunId(); first != "" && first != cur.Run {
+		return true
+	}
+	return !cur.Done
 }
 
 // taken tells the server that the thread's workflow has r's messages.
@@ -285,11 +329,19 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	if st == nil {
 		params := r.Params
 		params.Messages = r.Messages
+		if r.Branch {
+			params.Messages = append(slices.Clone(r.History), r.Messages...)
+		}
 		runner = toolrun.New(anthropic.Client{}, params, nil, quiet)
 	} else {
 		var err error
 		if runner, err = toolrun.Resume(anthropic.Client{}, st, had, quiet); err != nil {
 			return temporal.Input{}, fmt.Errorf("servetemporal: the thread's last state: %w", err)
+		}
+		if r.Branch {
+			// The conversation goes on from the client's history: the
+			// thread's before the message the client changed.
+			runner.SetMessages(r.History)
 		}
 		runner.AppendMessages(r.Messages...)
 	}
@@ -421,7 +473,9 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 			r.OnEvent(ctx, ev)
 		}
 	}
+	got := false // an event came after cur
 	err := temporal.Follow(ctx, e.cfg.Client, id, cur.Run, cur.Seq, func(ev temporal.RunEvent) bool {
+		got = true
 		switch ev.Kind {
 		case temporal.StepFinished:
 			prev := cur.Usage
@@ -457,7 +511,21 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				}})
 			}
 		case temporal.ToolFinished:
-			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: ev.Result})
+			res := ev.Result
+			if d, ok := r.Decisions[res.Call.ID]; ok && res.Decision.Kind == toolrun.Allow && d.Kind == toolrun.Deny {
+				// A denied call's result as the history gives it, without
+				// its decision (committed with the step's request): the
+				// denial is the one the server recorded and sent, so that
+				// a client tool's call a person denied is known as denied,
+				// and never announced to the client that was never shown
+				// it, as in process. (A client's own result, a Skip, is
+				// left as the history gives it: the server keeps it as
+				// the call's answer, which a second result cannot replace.)
+				withDecision := *res
+				withDecision.Decision = d
+				res = &withDecision
+			}
+			emit(toolrun.ToolFinished{Turn: cur.Turn, Result: res})
 		case temporal.Awaiting:
 			var waiting []toolrun.PendingCall
 			for _, pc := range ev.Pending {
@@ -473,6 +541,7 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 				res = &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: waiting, Usage: cur.Usage, Turns: cur.Turn}
 			}
 		case temporal.Finished:
+			cur.Done = true
 			if ev.Err != nil {
 				ferr = ev.Err
 				res = nil
@@ -499,6 +568,19 @@ func (e *Executor) follow(ctx context.Context, id string, r *serve.ExecutorRun, 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if res == nil && !got {
+		// A workflow that had ended, every event of which was read
+		// already (its end too, by a cursor from before Done): nothing
+		// is left to report.
+		if r.Reattach {
+			return nil, fmt.Errorf("servetemporal: workflow %s: %w", id, serve.ErrNothingToFollow)
+		}
+		cur.Done = true
+		if err := e.save(r, cur); err != nil {
+			return nil, err
+		}
+		return &toolrun.Result{StopReason: toolrun.StopEndTurn, Usage: cur.Usage, Turns: cur.Turn}, nil
 	}
 	if res == nil {
 		return nil, fmt.Errorf("servetemporal: the thread's workflow %s ended without an outcome", id)

@@ -374,14 +374,14 @@ for (const p of PROFILES) {
     check(all.includes("call_mix_loc"), "the frontend call reaches the client in one of the two runs", { response: summary(r) });
   });
 
-  await kase(c("issue 35 §5: an approval-gated frontend tool is not announced before approval, and is after"), async () => {
+  await kase(c("approval-gated frontend tool: not announced before its approval, announced after it"), async () => {
     const first = await interrupted(p, "gated-frontend", "order it", { tools: [ORDER] });
     check(!started(first.r, "call_order"), "no TOOL_CALL_* for the gated call in the interrupted run", { response: summary(first.r) });
     const { inp, r } = await resume(p, first, [{ interruptId: first.interrupts[0].id, status: "resolved", payload: { decision: "approve" } }], { tools: [ORDER] });
     check(ok(r) && started(r, "call_order") && !resultOf(r, "call_order"), "announced after approval, left for the client", { request: request(inp), response: summary(r) });
   });
 
-  await kase(c("issue 35 §5: a denied approval-gated frontend tool is never announced"), async () => {
+  await kase(c("approval-gated frontend tool: a denied call is never announced"), async () => {
     const first = await interrupted(p, "gated-frontend-deny", "order it", { tools: [ORDER] });
     const { inp, r } = await resume(p, first, [{ interruptId: first.interrupts[0].id, status: "resolved", payload: { decision: "deny", reason: "no" } }], { tools: [ORDER] });
     check(ok(r) && !started(first.r, "call_order") && !started(r, "call_order"), "never announced", { request: request(inp), first: summary(first.r), response: summary(r) });
@@ -432,7 +432,7 @@ for (const p of PROFILES) {
   });
 
   // What CopilotKit sends (react-core v2 with the runtime): see
-  // examples/copilotkit. Not spec rules but issue 35 §3.
+  // examples/copilotkit. Not spec rules, but what CopilotKit needs.
   await kase(c("copilotkit: a resume that reuses the interrupted run's runId is accepted"), async () => {
     const first = await interrupted(p, "ck-runid", "read it");
     const { inp, r } = await resume(p, first, [{ interruptId: first.interrupts[0].id, status: "resolved", payload: { decision: "approve" } }], { runId: first.inp.runId });
@@ -466,13 +466,13 @@ for (const p of PROFILES) {
     });
   }
 
-  await kase(c("issue 35 §3: a tool_call interrupt's responseSchema advertises the {approved, editedArgs} payload"), async () => {
+  await kase(c("copilotkit: a tool_call interrupt's responseSchema advertises the {approved, editedArgs} payload"), async () => {
     const first = await interrupted(p, "ck-schema", "read it");
     const rs = JSON.stringify(first.interrupts[0].responseSchema);
     check(rs.includes('"approved"') && rs.includes('"editedArgs"'), "responseSchema names approved and editedArgs", { responseSchema: first.interrupts[0].responseSchema });
   });
 
-  await kase(c("issue 35 §4: after a decision over the JSON API, the chat's next message is taken"), async () => {
+  await kase(c("catching up: after a decision over the JSON API, the chat's next message is taken"), async () => {
     const first = await interrupted(p, "elsewhere", "read it");
     const it = first.interrupts[0];
     const d = await fetch(`${base}/api/interrupts/${encodeURIComponent(it.id)}/decision`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ decision: "approve" }) });
