@@ -47,6 +47,7 @@ func init() {
 	bridge.StopAfterCall = (*State).stopAfterCall
 	bridge.SetResult = (*State).setResult
 	bridge.ResponseText = (*State).responseText
+	bridge.Snapshot = func(r *Runner) *State { return ownCalls(r.sharedState()) }
 	bridge.FileBlobs = func(f *FileStore) (
 		put func(context.Context, string, []byte) error,
 		get func(context.Context, string) ([]byte, error),

@@ -38,6 +38,7 @@ var (
 	stopAfterCall = bridge.StopAfterCall.(func(*toolrun.State, toolrun.StopReason, string) error)
 	setResult     = bridge.SetResult.(func(*toolrun.State, string, *toolrun.ToolResult) error)
 	responseText  = bridge.ResponseText.(func(*toolrun.State) (string, bool))
+	snapshot      = bridge.Snapshot.(func(*toolrun.Runner) *toolrun.State)
 	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
 )
@@ -232,6 +233,17 @@ func (q *CallQueue) Running() int { return q.q.Running() }
 // workflow's history) and the whole State in a [toolrun.Store]; [Merge]
 // puts the two together again. s is not changed.
 func Skeleton(s *toolrun.State) *toolrun.State { return skeleton(s) }
+
+// Snapshot returns the state of r as [toolrun.Runner.State] does, but
+// sharing the history's messages with the runner rather than copying
+// them through JSON: the runner never writes into a message it holds (it
+// appends, or replaces the history), so the snapshot stays as it was
+// while the run goes on. It is for a driver that reads the state after
+// each step, encodes it or cuts it, and never writes into its messages:
+// it costs what the history's slice costs to copy, not what its JSON
+// costs, so that a step of a long run costs what a step of a short one
+// does. Write into a copy from State instead.
+func Snapshot(r *toolrun.Runner) *toolrun.State { return snapshot(r) }
 
 // Merge returns the whole state from skeleton (see [Skeleton]) and whole,
 // the State it was cut from or a later one of the same turn: skeleton's

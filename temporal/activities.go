@@ -332,7 +332,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 			return nil, nil, modelError(err)
 		}
 	}
-	whole := r.State()
+	whole := driver.Snapshot(r) // shares the history's messages: no copy of the whole conversation a step
 	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
 	if deltas {
 		cut, d, err := deltaOf(in, prev, whole)

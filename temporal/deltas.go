@@ -87,6 +87,20 @@ func ApplyStep(prev *toolrun.State, res *StepResult) (*toolrun.State, error) {
 	return &s, nil
 }
 
+// applyOwned is [ApplyStep] for the workflow, which owns prev and drops
+// it for the state returned: a result that follows the whole of prev's
+// history is appended to it in place, so that a step costs the workflow
+// task what the step added, not a copy of the whole history (a task
+// does no work that grows with the run).
+func applyOwned(prev *toolrun.State, res *StepResult) (*toolrun.State, error) {
+	if prev == nil || res == nil || res.State == nil || res.Ref != "" || res.Base == 0 || res.Base != len(prev.Params.Messages) {
+		return ApplyStep(prev, res)
+	}
+	s := *res.State
+	s.Params.Messages = append(prev.Params.Messages, res.State.Params.Messages...)
+	return &s, nil
+}
+
 // handleHistory registers [HistoryQuery].
 func (w *run) handleHistory(ctx workflow.Context) error {
 	return workflow.SetQueryHandler(ctx, HistoryQuery, func() (HistoryAt, error) {
@@ -115,7 +129,7 @@ func (w *run) takeStep(in StepInput, res *StepResult) error {
 		w.digest, w.histBytes = "", 0
 		return nil
 	}
-	whole, err := ApplyStep(w.state, res)
+	whole, err := applyOwned(w.state, res)
 	if err != nil {
 		return err
 	}
@@ -233,17 +247,33 @@ func digestOf(chain string, b []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// samePrefix reports whether a and b hold the same messages. Both are
-// decoded from JSON; a difference it sees where there is none costs a
-// whole history in the result, never a wrong one.
+// samePrefix reports whether a and b hold the same messages: a message
+// is the same if it is the very message (the runner's messages are never
+// written into, so the state a step began with on a runner and the one
+// it ended with share those it did not replace, as the runner's own
+// request cache takes them), else if it is equal. A step that went on
+// from its runner compares pointers only, whatever the history's length;
+// one resumed from a decoded state compares values, as decoding it cost.
+// A difference it sees where there is none costs a whole history in the
+// result, never a wrong one.
 func samePrefix(a, b []anthropic.BetaMessageParam) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if !reflect.DeepEqual(a[i], b[i]) {
+		if !sameMessage(&a[i], &b[i]) && !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameMessage reports whether a and b are the very same message: both
+// point at the same content. A message with no content pointer (an
+// override) is never the same.
+func sameMessage(a, b *anthropic.BetaMessageParam) bool {
+	if a.OfUser == nil && a.OfAssistant == nil && a.OfSystem == nil {
+		return false
+	}
+	return a.OfUser == b.OfUser && a.OfAssistant == b.OfAssistant && a.OfSystem == b.OfSystem
 }
