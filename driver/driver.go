@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/internal/bridge"
 	"github.com/toolrun/toolrun/internal/retry"
@@ -39,6 +40,7 @@ var (
 	setResult     = bridge.SetResult.(func(*toolrun.State, string, *toolrun.ToolResult) error)
 	responseText  = bridge.ResponseText.(func(*toolrun.State) (string, bool))
 	snapshot      = bridge.Snapshot.(func(*toolrun.Runner) *toolrun.State)
+	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
 	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
 )
@@ -244,6 +246,18 @@ func Skeleton(s *toolrun.State) *toolrun.State { return skeleton(s) }
 // costs, so that a step of a long run costs what a step of a short one
 // does. Write into a copy from State instead.
 func Snapshot(r *toolrun.Runner) *toolrun.State { return snapshot(r) }
+
+// ResumeOwned returns a runner that continues the run s, as
+// [toolrun.Resume] does, but takes s over rather than copying it through
+// JSON: the caller decoded s itself (from a Store, a workflow's payload)
+// and neither uses it again nor writes into its messages, which the
+// runner then shares. A driver that resumes a run each step pays for the
+// State's decoding once, not three times. Everything Resume checks (the
+// format, the signature, [toolrun.State.Check], the added tools) it
+// checks too.
+func ResumeOwned(client anthropic.Client, s *toolrun.State, tools []toolrun.Tool, opts *toolrun.Options) (*toolrun.Runner, error) {
+	return resumeOwned(client, s, tools, opts)
+}
 
 // Merge returns the whole state from skeleton (see [Skeleton]) and whole,
 // the State it was cut from or a later one of the same turn: skeleton's

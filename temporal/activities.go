@@ -306,8 +306,10 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// thread (toolrun's default) its request creates a new thread with
 		// the whole history: the same turn as without one. A step that
 		// found its run's runner in the cache goes on with its thread.
+		// s was decoded for this step alone: the runner takes it over
+		// rather than copying the whole conversation through JSON again.
 		var err error
-		r, err = toolrun.Resume(a.client, s, a.toolsFor(s), &a.opts)
+		r, err = driver.ResumeOwned(a.client, s, a.toolsFor(s), &a.opts)
 		if err != nil {
 			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
 		}
