@@ -263,7 +263,8 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	var prev []anthropic.BetaMessageParam
 	var r *toolrun.Runner
 	var held *toolrun.State // the whole state the cache holds for in's history
-	if e := a.cache.take(id); e != nil {
+	e := a.cache.take(id)   // nil, or the run's last step on this worker
+	if e != nil {
 		held = e.history(s, in.Digest, in.Messages)
 		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
 		if r != nil && e.whole != nil {
@@ -278,7 +279,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 			got := held
 			if got == nil {
 				var err error
-				if got, err = a.historyOf(ctx, in); err != nil {
+				if got, err = a.historyOf(ctx, in, e); err != nil {
 					return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
 				}
 				got = merge(s, got)
