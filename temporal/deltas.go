@@ -36,10 +36,12 @@ const (
 	StepDeltaActivity = "toolrun.StepDelta"
 	// HistoryQuery returns the run's whole state as the workflow holds
 	// it, with what identifies its history, as a [HistoryAt]: what a step
-	// whose worker does not hold the run asks for. Its size is the whole
-	// state's, which the payload guard keeps under
-	// [RunOptions.PayloadLimit] (the input of a continue-as-new carries
-	// it too), below the 4 MiB a Temporal server's gRPC answers take.
+	// whose worker does not hold the run asks for. Given a
+	// [HistorySince] the workflow knows, it leaves out the messages the
+	// asker holds. Its size is at most the whole state's, which the
+	// payload guard keeps under [RunOptions.PayloadLimit] (the input of a
+	// continue-as-new carries it too), below the 4 MiB a Temporal
+	// server's gRPC answers take.
 	HistoryQuery = "toolrun.history"
 )
 
