@@ -172,7 +172,7 @@
 // a dev server: worker CPU and history bytes per turn, at 10 and at 100
 // turns a run, with a Store and without, for a run of one tool on one
 // worker and for one of five tools (two calls a turn) on two workers.
-// Where it last ran, worker CPU per turn at 100 turns was within
+// Where it last ran, worker CPU per turn at 100 turns was
 // 1.08× to 1.44× that at 10 turns, and history bytes per turn were lower
 // at 100 turns (a run's start is spread over more turns); BENCHMARKS.md
 // has the figures. That is what those workloads measured, not a bound:
