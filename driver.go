@@ -3,8 +3,11 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun/internal/bridge"
 )
@@ -47,6 +50,16 @@ func init() {
 	bridge.StopAfterCall = (*State).stopAfterCall
 	bridge.SetResult = (*State).setResult
 	bridge.ResponseText = (*State).responseText
+	bridge.Snapshot = func(r *Runner) *State { return ownCalls(r.sharedState()) }
+	bridge.ResumeOwned = func(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Runner, error) {
+		if s == nil {
+			return nil, errors.New("toolrun: resume: nil state")
+		}
+		if s.Format != stateFormat {
+			return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
+		}
+		return NewTemplate(client, tools, opts).resume(s, true)
+	}
 	bridge.FileBlobs = func(f *FileStore) (
 		put func(context.Context, string, []byte) error,
 		get func(context.Context, string) ([]byte, error),

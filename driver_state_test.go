@@ -2,9 +2,11 @@ package toolrun_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -86,5 +88,87 @@ func TestRetryable(t *testing.T) {
 		if got, _ := driver.Retryable(err); got != want {
 			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
 		}
+	}
+}
+
+// TestSnapshotAndResumeOwned: a driver that reads the state after each
+// step with driver.Snapshot gets what State gives, whose messages stay
+// as they were while the run goes on, and a runner that took a decoded
+// state over with driver.ResumeOwned runs as one resumed with
+// toolrun.Resume does.
+func TestSnapshotAndResumeOwned(t *testing.T) {
+	script := func() *toolruntest.Server {
+		return toolruntest.New(t, toolruntest.Script(
+			toolruntest.Message(toolruntest.ToolUse("e1", "echo", map[string]string{"s": "a"})),
+			toolruntest.Message(toolruntest.ToolUse("e2", "echo", map[string]string{"s": "b"})),
+			toolruntest.Message(toolruntest.Text("done")),
+		))
+	}
+	echo := toolrun.NewTool("echo", "Echo", func(ctx context.Context, in echoIn) (string, error) { return "echo " + in.S, nil })
+	tools := []toolrun.Tool{echo}
+	opts := &toolrun.Options{Logger: discard()}
+	ctx := context.Background()
+	srv := script()
+	r := toolrun.New(client(srv), userParams("go"), tools, opts)
+	if _, err := driver.Advance(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	snap := driver.Snapshot(r)
+	before, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(r.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(before)); diff != "" {
+		t.Errorf("Snapshot's JSON differs from State's (-State +Snapshot):\n%s", diff)
+	}
+	if _, err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(after)); diff != "" {
+		t.Errorf("the snapshot changed as the run went on (-before +after):\n%s", diff)
+	}
+
+	// The same run, resumed after its first step from a decoded state,
+	// taken over and copied.
+	results := map[string]*toolrun.Result{}
+	for _, name := range []string{"Resume", "ResumeOwned"} {
+		srv := script()
+		first := toolrun.New(client(srv), userParams("go"), tools, opts)
+		if _, err := driver.Advance(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(first.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decoded toolrun.State
+		if err := json.Unmarshal(b, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		resume := toolrun.Resume
+		if name == "ResumeOwned" {
+			resume = driver.ResumeOwned
+		}
+		next, err := resume(client(srv), &decoded, tools, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		res, err := next.Run(ctx)
+		if err != nil {
+			t.Fatalf("%s: Run: %v", name, err)
+		}
+		results[name] = res
+	}
+	got, want2 := results["ResumeOwned"], results["Resume"]
+	if got.StopReason != want2.StopReason || got.Text() != want2.Text() || got.ToolCalls != want2.ToolCalls || got.Turns != want2.Turns {
+		t.Errorf("ResumeOwned's run ended %v %q after %d turns and %d calls; want %v %q after %d and %d, as Resume's", got.StopReason, got.Text(), got.Turns, got.ToolCalls, want2.StopReason, want2.Text(), want2.Turns, want2.ToolCalls)
 	}
 }

@@ -61,6 +61,24 @@ func (r *Runner) State() *State {
 	return s
 }
 
+// sharedState is State without its deep copy, for package driver's
+// Snapshot: a copy of the run's data whose history shares the runner's
+// messages, which the runner never writes into (it appends to the history
+// or replaces it), so that a driver reading the state after each step
+// pays for the history's slice, not for its JSON.
+func (r *Runner) sharedState() *State {
+	s := r.snapshot()
+	r.saveMu.Lock()
+	s.Version = r.version
+	r.saveMu.Unlock()
+	s.RunID = r.opts.RunID
+	s.Params.Betas = slices.Clone(s.Params.Betas)
+	if err := s.sign(r.opts.StateKey); err != nil {
+		r.log.Error("toolrun: signing the state failed", "error", err)
+	}
+	return s
+}
+
 // snapshot returns a copy of the run's data that shares no slice the
 // runner changes.
 func (r *Runner) snapshot() *State {

@@ -675,16 +675,26 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 	if s.Format != stateFormat {
 		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 	}
+	return t.resume(s, false)
+}
+
+// resume is [Template.Resume]; with owned, the runner takes s over, as
+// package driver's ResumeOwned does, rather than copying it through JSON.
+func (t *Template) resume(s *State, owned bool) (*Runner, error) {
 	r := t.newRunner()
 	if err := s.verify(r.opts.StateKey); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("toolrun: resume: %w", err)
-	}
-	if err := json.Unmarshal(b, r.st); err != nil {
-		return nil, fmt.Errorf("toolrun: resume: %w", err)
+	if owned {
+		r.st = s.clone()
+	} else {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("toolrun: resume: %w", err)
+		}
+		if err := json.Unmarshal(b, r.st); err != nil {
+			return nil, fmt.Errorf("toolrun: resume: %w", err)
+		}
 	}
 	r.st.Signature = ""
 	r.st.Betas = slices.Clone(s.Betas)

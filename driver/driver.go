@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/internal/bridge"
 	"github.com/toolrun/toolrun/internal/retry"
@@ -38,6 +39,8 @@ var (
 	stopAfterCall = bridge.StopAfterCall.(func(*toolrun.State, toolrun.StopReason, string) error)
 	setResult     = bridge.SetResult.(func(*toolrun.State, string, *toolrun.ToolResult) error)
 	responseText  = bridge.ResponseText.(func(*toolrun.State) (string, bool))
+	snapshot      = bridge.Snapshot.(func(*toolrun.Runner) *toolrun.State)
+	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
 	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
 )
@@ -234,6 +237,29 @@ func (q *CallQueue) Running() int { return q.q.Running() }
 // workflow's history) and the whole State in a [toolrun.Store]; [Merge]
 // puts the two together again. s is not changed.
 func Skeleton(s *toolrun.State) *toolrun.State { return skeleton(s) }
+
+// Snapshot returns the state of r as [toolrun.Runner.State] does, but
+// sharing the history's messages with the runner rather than copying
+// them through JSON: the runner never writes into a message it holds (it
+// appends, or replaces the history), so the snapshot stays as it was
+// while the run goes on. It is for a driver that reads the state after
+// each step, encodes it or cuts it, and never writes into its messages:
+// it costs what the history's slice costs to copy, not what its JSON
+// costs, so that a step of a long run costs what a step of a short one
+// does. Write into a copy from State instead.
+func Snapshot(r *toolrun.Runner) *toolrun.State { return snapshot(r) }
+
+// ResumeOwned returns a runner that continues the run s, as
+// [toolrun.Resume] does, but takes s over rather than copying it through
+// JSON: the caller decoded s itself (from a Store, a workflow's payload)
+// and neither uses it again nor writes into its messages, which the
+// runner then shares. A driver that resumes a run each step pays for the
+// State's decoding once, not three times. Everything Resume checks (the
+// format, the signature, [toolrun.State.Check], the added tools) it
+// checks too.
+func ResumeOwned(client anthropic.Client, s *toolrun.State, tools []toolrun.Tool, opts *toolrun.Options) (*toolrun.Runner, error) {
+	return resumeOwned(client, s, tools, opts)
+}
 
 // Merge returns the whole state from skeleton (see [Skeleton]) and whole,
 // the State it was cut from or a later one of the same turn: skeleton's

@@ -263,7 +263,8 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 	var prev []anthropic.BetaMessageParam
 	var r *toolrun.Runner
 	var held *toolrun.State // the whole state the cache holds for in's history
-	if e := a.cache.take(id); e != nil {
+	e := a.cache.take(id)   // nil, or the run's last step on this worker
+	if e != nil {
 		held = e.history(s, in.Digest, in.Messages)
 		r = e.resume(s, in.Ref, in.Digest, in.Messages) // nil: a miss, and the entry is dropped
 		if r != nil && e.whole != nil {
@@ -278,7 +279,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 			got := held
 			if got == nil {
 				var err error
-				if got, err = a.historyOf(ctx, in); err != nil {
+				if got, err = a.historyOf(ctx, in, e); err != nil {
 					return nil, nil, err // retried: an attempt the workflow moved on from is not recorded
 				}
 				got = merge(s, got)
@@ -306,8 +307,10 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		// thread (toolrun's default) its request creates a new thread with
 		// the whole history: the same turn as without one. A step that
 		// found its run's runner in the cache goes on with its thread.
+		// s was decoded for this step alone: the runner takes it over
+		// rather than copying the whole conversation through JSON again.
 		var err error
-		r, err = toolrun.Resume(a.client, s, a.toolsFor(s), &a.opts)
+		r, err = driver.ResumeOwned(a.client, s, a.toolsFor(s), &a.opts)
 		if err != nil {
 			return nil, nil, activityError(err, "toolrun.InvalidState", true, 0)
 		}
@@ -332,7 +335,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 			return nil, nil, modelError(err)
 		}
 	}
-	whole := r.State()
+	whole := driver.Snapshot(r) // shares the history's messages: no copy of the whole conversation a step
 	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
 	if deltas {
 		cut, d, err := deltaOf(in, prev, whole)

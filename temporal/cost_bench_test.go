@@ -32,8 +32,41 @@ var (
 )
 
 // costModelEnv, set to a number of turns, makes TestCostModelServer serve
-// the fake Messages API of BenchmarkCostPerTurn in this process.
-const costModelEnv = "TOOLRUN_COST_MODEL_TURNS"
+// the fake Messages API of BenchmarkCostPerTurn in this process;
+// costToolsEnv, set to a number of tools, makes it call that many.
+const (
+	costModelEnv = "TOOLRUN_COST_MODEL_TURNS"
+	costToolsEnv = "TOOLRUN_COST_MODEL_TOOLS"
+)
+
+// costWorkload is a workload of BenchmarkCostPerTurn: how many tools the
+// workers have, and how many workers poll the task queue. With one tool,
+// each turn calls write_file once; with more, each turn calls two of
+// them at once, in turn, with inputs and results of a few hundred bytes,
+// as an agent's file and search tools do. With two workers, a turn's
+// step and calls go to either, so that a step often finds its run in the
+// other worker's state cache rather than its own.
+type costWorkload struct {
+	tools   int
+	workers int
+}
+
+func (wl costWorkload) name() string { return fmt.Sprintf("%dtools-%dworkers", wl.tools, wl.workers) }
+
+func (wl costWorkload) String() string {
+	return fmt.Sprintf("%d tool%s, %d worker%s", wl.tools, plural(wl.tools), wl.workers, plural(wl.workers))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// costWorkloads are the workloads BenchmarkCostPerTurn measures: the
+// smallest, and one as a team deploys it.
+var costWorkloads = []costWorkload{{tools: 1, workers: 1}, {tools: 5, workers: 2}}
 
 // costCase is one side of BenchmarkCostPerTurn: runs of turns turns
 // each, with or without a Store on the workers.
@@ -57,48 +90,69 @@ type costResult struct {
 	historyPerTurn int           // bytes of history events, every execution of each run
 }
 
-// BenchmarkCostPerTurn measures the cost of a turn (a step activity and a
-// tool activity) against the dev server, at 10 and at 100 turns a run,
-// with and without a Store, side by side in one run: the worker's CPU per
-// turn and the history bytes per turn, and the ratio of the 100-turn
-// figure to the 10-turn one, which should stay within 1.5. Both sides run
-// the same number of turns (ten runs of 10, one of 100), with the
-// default RunOptions (continue-as-new every 20 turns) but a turn limit
-// past the run.
+// BenchmarkCostPerTurn measures the cost of a turn (a step activity and
+// its tool activities) against the dev server, at 10 and at 100 turns a
+// run, with and without a Store, for each of costWorkloads, side by side
+// in one run: the worker's CPU per turn and the history bytes per turn,
+// and the ratio of the 100-turn figure to the 10-turn one, which should
+// stay within 1.5. Both sides run the same number of turns (ten runs of
+// 10, one of 100), with the default RunOptions (continue-as-new every 20
+// turns) but a turn limit past the run.
 //
-// The worker's CPU is this process's: the worker and its Temporal client,
-// which run the workflow's tasks and the activities. The fake Messages
-// API runs in a child process, as the real API runs on another machine:
-// it decodes the whole conversation of every request, which a worker
-// does not pay for, so its CPU is a column of its own. The worker still
-// pays for encoding each request, which carries the whole conversation.
-// With -cost-cpuprofile, each case writes a CPU profile of this process.
+// The worker's CPU is this process's: the workers and their Temporal
+// client, which run the workflow's tasks and the activities. The fake
+// Messages API runs in a child process, as the real API runs on another
+// machine: it decodes the whole conversation of every request, which a
+// worker does not pay for, so its CPU is a column of its own. The worker
+// still pays for encoding each request, which carries the whole
+// conversation. With -cost-cpuprofile, each case writes a CPU profile of
+// this process. Name a workload to measure it alone:
+// -bench 'CostPerTurn/5tools-2workers'.
 //
 //	TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md
 func BenchmarkCostPerTurn(b *testing.B) {
 	c := dialTemporalTB(b)
 	cases := []costCase{{false, 10, 10}, {false, 100, 1}, {true, 10, 10}, {true, 100, 1}}
-	results := make([]costResult, len(cases))
-	for b.Loop() {
-		for i, cc := range cases {
-			results[i] = measureCost(b, c, cc)
-		}
+	const (
+		head       = "| workload | workers' Store | turns a run | runs | worker CPU per turn | history bytes per turn | fake API CPU per turn |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+		ratiosHead = "| workload | workers' Store | worker CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- | --- |\n"
+	)
+	var t, ratios strings.Builder
+	t.WriteString(head)
+	ratios.WriteString(ratiosHead)
+	measured := 0
+	for _, wl := range costWorkloads {
+		b.Run(wl.name(), func(b *testing.B) {
+			results := make([]costResult, len(cases))
+			for b.Loop() {
+				for i, cc := range cases {
+					results[i] = measureCost(b, c, wl, cc)
+				}
+			}
+			rows, rowRatios := len(t.String()), len(ratios.String())
+			defer func() {
+				// Each workload's rows, as soon as they are measured.
+				b.Logf("\n%s%s\n%s%s", head, t.String()[rows:], ratiosHead, ratios.String()[rowRatios:])
+			}()
+			for i, cc := range cases {
+				r := results[i]
+				fmt.Fprintf(&t, "| %s | %s | %d | %d | %.2f ms | %d | %.2f ms |\n", wl, storeName(cc.store), cc.turns, cc.runs, ms(r.cpuPerTurn), r.historyPerTurn, ms(r.modelPerTurn))
+			}
+			for i := 0; i < len(cases); i += 2 {
+				short, long := results[i], results[i+1]
+				fmt.Fprintf(&ratios, "| %s | %s | %.2fx | %.2fx |\n", wl, storeName(cases[i].store),
+					float64(long.cpuPerTurn)/float64(short.cpuPerTurn), float64(long.historyPerTurn)/float64(short.historyPerTurn))
+			}
+			measured++
+		})
 	}
-	var t strings.Builder
-	fmt.Fprintf(&t, "| workers | turns a run | runs | worker CPU per turn | history bytes per turn | fake API CPU per turn |\n| --- | --- | --- | --- | --- | --- |\n")
-	for i, cc := range cases {
-		r := results[i]
-		fmt.Fprintf(&t, "| %s | %d | %d | %.2f ms | %d | %.2f ms |\n", storeName(cc.store), cc.turns, cc.runs, ms(r.cpuPerTurn), r.historyPerTurn, ms(r.modelPerTurn))
+	if measured == 0 {
+		return
 	}
-	fmt.Fprintf(&t, "\n| workers | worker CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- |\n")
-	for i := 0; i < len(cases); i += 2 {
-		short, long := results[i], results[i+1]
-		fmt.Fprintf(&t, "| %s | %.2fx | %.2fx |\n", storeName(cases[i].store),
-			float64(long.cpuPerTurn)/float64(short.cpuPerTurn), float64(long.historyPerTurn)/float64(short.historyPerTurn))
-	}
-	b.Logf("\n%s", t.String())
+	table := t.String() + "\n" + ratios.String()
+	b.Logf("\n%s", table)
 	if *benchMarkdown != "" {
-		if err := writeSection(*benchMarkdown, t.String()); err != nil {
+		if err := writeSection(*benchMarkdown, table); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -116,16 +170,16 @@ func storeName(store bool) string {
 // measureCost runs cc's runs one after another on a worker of its own,
 // against a fake Messages API in a child process, and returns the cost
 // per turn.
-func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
+func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) costResult {
 	b.Helper()
 	queue := newQueue("toolrun-cost")
 	opts := &toolrun.Options{Logger: discard()}
 	if cc.store {
 		opts.Store = &toolrun.FileStore{Dir: b.TempDir()}
 	}
-	model, modelCPU := startCostModel(b, cc.turns)
+	model, modelCPU := startCostModel(b, cc.turns, wl.tools)
 	if *costProfile != "" {
-		f, err := os.Create(*costProfile + cc.name() + ".prof")
+		f, err := os.Create(*costProfile + wl.name() + "-" + cc.name() + ".prof")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,11 +190,21 @@ func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
 		defer pprof.StopCPUProfile()
 	}
 	var calls counter
+	tools := []toolrun.Tool{writeTool(&calls, nil)}
+	if wl.tools > 1 {
+		tools = costTools(wl.tools)
+	}
 	var total costResult
 	for range cc.runs {
-		w := temporal.NewWorker(c, queue, temporal.NewActivities(model, []toolrun.Tool{writeTool(&calls, nil)}, opts), worker.Options{WorkerStopTimeout: 5 * time.Second})
-		if err := w.Start(); err != nil {
-			b.Fatal(err)
+		// Each worker has activities of its own, so a state cache of its
+		// own, as workers in processes of their own have.
+		var workers []worker.Worker
+		for range wl.workers {
+			w := temporal.NewWorker(c, queue, temporal.NewActivities(model, tools, opts), worker.Options{WorkerStopTimeout: 5 * time.Second})
+			if err := w.Start(); err != nil {
+				b.Fatal(err)
+			}
+			workers = append(workers, w)
 		}
 		ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
 		before := cpuTime(b)
@@ -158,7 +222,9 @@ func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
 		}
 		total.historyPerTurn += historyBytes(ctx, b, c, run.GetID(), run.GetRunID())
 		cancel()
-		w.Stop()
+		for _, w := range workers {
+			w.Stop()
+		}
 	}
 	n := cc.turns * cc.runs
 	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), modelPerTurn: modelCPU() / time.Duration(n), historyPerTurn: total.historyPerTurn / n}
@@ -168,10 +234,10 @@ func measureCost(b *testing.B, c client.Client, cc costCase) costResult {
 // turns a run in a child process (TestCostModelServer), and returns a
 // client for it and a func that stops it and returns its CPU time. The
 // child fails, and so does the benchmark, if it rejected a request.
-func startCostModel(b *testing.B, turns int) (anthropic.Client, func() time.Duration) {
+func startCostModel(b *testing.B, turns, tools int) (anthropic.Client, func() time.Duration) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCostModelServer$", "-test.count=1")
-	cmd.Env = append(os.Environ(), costModelEnv+"="+strconv.Itoa(turns))
+	cmd.Env = append(os.Environ(), costModelEnv+"="+strconv.Itoa(turns), costToolsEnv+"="+strconv.Itoa(tools))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -212,18 +278,28 @@ func startCostModel(b *testing.B, turns int) (anthropic.Client, func() time.Dura
 // TestCostModelServer is not a test: with costModelEnv set, it is the
 // child process of BenchmarkCostPerTurn that serves the fake Messages API,
 // and it prints the server's URL and serves until its standard input
-// closes. Each run's n-th request gets a call of write_file, the last
-// turn's the text "Done.": the turn is known by the length of the
-// conversation, so that one server serves every run of a case.
+// closes. Each run's n-th request gets a call of write_file (with
+// costToolsEnv over 1, calls of two of costTools), the last turn's the
+// text "Done.": the turn is known by the length of the conversation, so
+// that one server serves every run of a case.
 func TestCostModelServer(t *testing.T) {
 	turns, err := strconv.Atoi(os.Getenv(costModelEnv))
 	if err != nil {
 		t.Skip("the child process of BenchmarkCostPerTurn; runs only with " + costModelEnv + " set")
 	}
+	tools, _ := strconv.Atoi(os.Getenv(costToolsEnv))
 	model := toolruntest.New(t, toolruntest.Options{Func: func(r *toolruntest.Request) toolruntest.Reply {
 		turn := len(r.Conversation) / 2 // user, then assistant and tool results a turn
 		if turn >= turns-1 {
 			return toolruntest.Message(toolruntest.Text("Done."))
+		}
+		if tools > 1 {
+			a, b := turn%tools, (turn+1)%tools
+			return toolruntest.Message(
+				toolruntest.Text(fmt.Sprintf("Turn %d: I will use %s and %s next, to look at the project's files.", turn, costToolName(a), costToolName(b))),
+				toolruntest.ToolUse(fmt.Sprintf("t%da", turn), costToolName(a), costIn{Path: fmt.Sprintf("/src/pkg%d/file%d.go", turn, a), Query: strings.Repeat("q", 80)}),
+				toolruntest.ToolUse(fmt.Sprintf("t%db", turn), costToolName(b), costIn{Path: fmt.Sprintf("/src/pkg%d/file%d.go", turn, b), Query: strings.Repeat("q", 80)}),
+			)
 		}
 		return toolruntest.Message(toolruntest.ToolUse(fmt.Sprintf("t%d", turn), "write_file", writeIn{Path: fmt.Sprintf("/%d", turn)}))
 	}})
@@ -274,7 +350,7 @@ func writeSection(path, table string) error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
 	}
-	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), one tool call a turn, the workers' state cache on (the default). Worker CPU is the worker process's (the worker and its Temporal client, which runs the workflow's tasks too); the fake Messages API runs in a child process of its own, as the real API runs elsewhere, and its CPU, which reads each request's whole conversation, is the last column. Without a Store the workflow holds the whole state and each step's input and result carry only the state without its history and what the step added (the input of each continue-as-new carries the whole state); with a Store the workflow holds a key, and the worker writes the state each turn. The machine was shared with other work while it ran.\n"
+	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), the workers' state cache on (the default); the workload of 1 tool makes one call a turn on one worker, the one of 5 tools two calls a turn (inputs and results of a few hundred bytes) on two workers of the task queue, each with a state cache of its own, so that about half the steps miss. Worker CPU is the worker process's (the worker and its Temporal client, which runs the workflow's tasks too); the fake Messages API runs in a child process of its own, as the real API runs elsewhere, and its CPU, which reads each request's whole conversation, is the last column. Without a Store the workflow holds the whole state and each step's input and result carry only the state without its history and what the step added (the input of each continue-as-new carries the whole state; a step that misses asks the workflow for what its cache does not hold); with a Store the workflow holds a key, the worker writes the state each turn, and a step that misses reads it. The machine was shared with other work while it ran.\n"
 	var out bytes.Buffer
 	out.Write(old[:i])
 	out.WriteString(section)
@@ -303,4 +379,26 @@ func dialTemporalTB(b *testing.B) client.Client {
 	}
 	b.Cleanup(c.Close)
 	return c
+}
+
+// costIn is the input of costTools.
+type costIn struct {
+	Path  string `json:"path"`
+	Query string `json:"query"`
+}
+
+func costToolName(i int) string { return fmt.Sprintf("tool%d", i) }
+
+// costTools returns n idempotent tools whose results are a few hundred
+// bytes of text, as a file reader's or a search's are.
+func costTools(n int) []toolrun.Tool {
+	var tools []toolrun.Tool
+	for i := range n {
+		t := toolrun.NewTool(costToolName(i), fmt.Sprintf("Tool %d of the workload: reads a file and searches it", i), func(ctx context.Context, in costIn) (string, error) {
+			return fmt.Sprintf("%s: %s", in.Path, strings.Repeat("line of the file that matched the query; ", 8)), nil
+		})
+		t.Idempotent = true
+		tools = append(tools, t)
+	}
+	return tools
 }

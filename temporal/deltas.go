@@ -36,10 +36,12 @@ const (
 	StepDeltaActivity = "toolrun.StepDelta"
 	// HistoryQuery returns the run's whole state as the workflow holds
 	// it, with what identifies its history, as a [HistoryAt]: what a step
-	// whose worker does not hold the run asks for. Its size is the whole
-	// state's, which the payload guard keeps under
-	// [RunOptions.PayloadLimit] (the input of a continue-as-new carries
-	// it too), below the 4 MiB a Temporal server's gRPC answers take.
+	// whose worker does not hold the run asks for. Given a
+	// [HistorySince] the workflow knows, it leaves out the messages the
+	// asker holds. Its size is at most the whole state's, which the
+	// payload guard keeps under [RunOptions.PayloadLimit] (the input of a
+	// continue-as-new carries it too), below the 4 MiB a Temporal
+	// server's gRPC answers take.
 	HistoryQuery = "toolrun.history"
 )
 
@@ -58,6 +60,67 @@ type HistoryAt struct {
 	State    *toolrun.State `json:"state"`
 	Messages int            `json:"messages"`
 	Digest   string         `json:"digest,omitempty"`
+	// From is the number of messages at the start of the history that
+	// State leaves out, as the query's [HistorySince] allowed: the asker
+	// holds them. Zero: State is whole.
+	From int `json:"from,omitempty"`
+}
+
+// HistorySince is the argument of [HistoryQuery], which a worker that
+// holds an earlier history of the run gives: its number of messages and
+// its digest ([StepResult.Digest]). If the workflow's history began with
+// that one (it knows the digests of its last few steps, and no step since
+// replaced the history), the answer leaves those messages out
+// ([HistoryAt.From]), so that a step on a worker whose cache is a step
+// or two behind (another worker took the steps since) gets what those
+// steps added, not the whole conversation. A query without it, as a
+// worker of an earlier release sends, gets the whole state; a workflow
+// of an earlier release ignores it and answers whole.
+type HistorySince struct {
+	Messages int    `json:"messages"`
+	Digest   string `json:"digest"`
+}
+
+// knownDigests is how many of its last histories' digests the workflow
+// keeps for [HistorySince].
+const knownDigests = 16
+
+// historyMark identifies a history the workflow held: its number of
+// messages and its digest.
+type historyMark struct {
+	messages int
+	digest   string
+}
+
+// mark records that the workflow's history is the one of digest d, with
+// replaced if the history before is not its beginning (a step replaced
+// it, or the workflow no longer knows its digest): the marks before are
+// forgotten.
+func (w *run) mark(d string, replaced bool) {
+	if replaced || d == "" {
+		w.known = w.known[:0]
+	}
+	if d == "" {
+		return
+	}
+	if len(w.known) == knownDigests {
+		w.known = append(w.known[:0], w.known[1:]...)
+	}
+	w.known = append(w.known, historyMark{messages: len(w.state.Params.Messages), digest: d})
+}
+
+// begins reports whether the workflow's history begins with the one
+// since names.
+func (w *run) begins(since HistorySince) bool {
+	if since.Digest == "" || since.Messages <= 0 || since.Messages > len(w.state.Params.Messages) {
+		return false
+	}
+	for _, m := range w.known {
+		if m == (historyMark{messages: since.Messages, digest: since.Digest}) {
+			return true
+		}
+	}
+	return false
 }
 
 // ApplyStep returns the run's whole state after a step, from prev, the
@@ -87,10 +150,30 @@ func ApplyStep(prev *toolrun.State, res *StepResult) (*toolrun.State, error) {
 	return &s, nil
 }
 
+// applyOwned is [ApplyStep] for the workflow, which owns prev and drops
+// it for the state returned: a result that follows the whole of prev's
+// history is appended to it in place, so that a step costs the workflow
+// task what the step added, not a copy of the whole history (a task
+// does no work that grows with the run).
+func applyOwned(prev *toolrun.State, res *StepResult) (*toolrun.State, error) {
+	if prev == nil || res == nil || res.State == nil || res.Ref != "" || res.Base == 0 || res.Base != len(prev.Params.Messages) {
+		return ApplyStep(prev, res)
+	}
+	s := *res.State
+	s.Params.Messages = append(prev.Params.Messages, res.State.Params.Messages...)
+	return &s, nil
+}
+
 // handleHistory registers [HistoryQuery].
 func (w *run) handleHistory(ctx workflow.Context) error {
-	return workflow.SetQueryHandler(ctx, HistoryQuery, func() (HistoryAt, error) {
-		return HistoryAt{State: w.state, Messages: len(w.state.Params.Messages), Digest: w.digest}, nil
+	return workflow.SetQueryHandler(ctx, HistoryQuery, func(since HistorySince) (HistoryAt, error) {
+		h := HistoryAt{State: w.state, Messages: len(w.state.Params.Messages), Digest: w.digest}
+		if w.begins(since) {
+			s := *w.state
+			s.Params.Messages = w.state.Params.Messages[since.Messages:]
+			h.State, h.From = &s, since.Messages
+		}
+		return h, nil
 	})
 }
 
@@ -113,14 +196,16 @@ func (w *run) takeStep(in StepInput, res *StepResult) error {
 	if res.Ref != "" || !in.Deltas {
 		w.state, w.ref, w.size = res.State, res.Ref, res.Size
 		w.digest, w.histBytes = "", 0
+		w.mark("", true)
 		return nil
 	}
-	whole, err := ApplyStep(w.state, res)
+	whole, err := applyOwned(w.state, res)
 	if err != nil {
 		return err
 	}
 	w.state, w.ref = whole, ""
 	w.digest, w.histBytes = res.Digest, res.HistoryBytes
+	w.mark(res.Digest, res.Base == 0)
 	// The whole state is about the result and the history before it.
 	w.size = res.Size + res.HistoryBytes
 	return nil
@@ -131,7 +216,7 @@ func (w *run) takeStep(in StepInput, res *StepResult) error {
 // which must hold exactly the history in names (its length and digest);
 // anything else (an attempt of a step the workflow moved on from) is an
 // error, and the attempt is retried.
-func (a *Activities) historyOf(ctx context.Context, in StepInput) (*toolrun.State, error) {
+func (a *Activities) historyOf(ctx context.Context, in StepInput, e *cachedRun) (*toolrun.State, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: a step given the state without its history runs only as an activity", "toolrun.NotActivity", nil)
 	}
@@ -139,13 +224,29 @@ func (a *Activities) historyOf(ctx context.Context, in StepInput) (*toolrun.Stat
 		return nil, needHistory(errors.New("the activities were not built into a worker by NewWorker, whose client a step queries its workflow with"))
 	}
 	info := activity.GetInfo(ctx)
-	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, HistoryQuery)
+	// An entry of an earlier history of the run (the worker's last step
+	// of it, before another worker took the steps since) asks for what
+	// came after it alone.
+	var since HistorySince
+	if e != nil && e.whole != nil && e.digest != "" && e.msgs > 0 && e.msgs <= in.Messages && len(e.whole.Params.Messages) == e.msgs {
+		since = HistorySince{Messages: e.msgs, Digest: e.digest}
+	}
+	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, HistoryQuery, since)
 	if err != nil {
 		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
 	}
 	var h HistoryAt
 	if err := v.Get(&h); err != nil {
 		return nil, needHistory(fmt.Errorf("query %s: %w", HistoryQuery, err))
+	}
+	if h.From != 0 {
+		if h.State == nil || since.Digest == "" || h.From != since.Messages {
+			return nil, needHistory(fmt.Errorf("the workflow left out %d messages of the history, and the step asked it to leave out %d", h.From, since.Messages))
+		}
+		// The messages held are never written into: the whole history
+		// shares them.
+		rest := h.State.Params.Messages
+		h.State.Params.Messages = append(slices.Clip(e.whole.Params.Messages[:h.From]), rest...)
 	}
 	if h.State == nil || h.Digest != in.Digest || len(h.State.Params.Messages) != in.Messages {
 		// An attempt of a step the workflow moved on from, whose result
@@ -233,17 +334,33 @@ func digestOf(chain string, b []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// samePrefix reports whether a and b hold the same messages. Both are
-// decoded from JSON; a difference it sees where there is none costs a
-// whole history in the result, never a wrong one.
+// samePrefix reports whether a and b hold the same messages: a message
+// is the same if it is the very message (the runner's messages are never
+// written into, so the state a step began with on a runner and the one
+// it ended with share those it did not replace, as the runner's own
+// request cache takes them), else if it is equal. A step that went on
+// from its runner compares pointers only, whatever the history's length;
+// one resumed from a decoded state compares values, as decoding it cost.
+// A difference it sees where there is none costs a whole history in the
+// result, never a wrong one.
 func samePrefix(a, b []anthropic.BetaMessageParam) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if !reflect.DeepEqual(a[i], b[i]) {
+		if !sameMessage(&a[i], &b[i]) && !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameMessage reports whether a and b are the very same message: both
+// point at the same content. A message with no content pointer (an
+// override) is never the same.
+func sameMessage(a, b *anthropic.BetaMessageParam) bool {
+	if a.OfUser == nil && a.OfAssistant == nil && a.OfSystem == nil {
+		return false
+	}
+	return a.OfUser == b.OfUser && a.OfAssistant == b.OfAssistant && a.OfSystem == b.OfSystem
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -503,4 +505,87 @@ func TestDeltasApprovalOnServer(t *testing.T) {
 		t.Errorf("%d steps were given the state without its history, want every step but the first", skeletons)
 	}
 	recordHistory(t, c, queue, "nostore-deltas")
+}
+
+// TestHistorySinceLeavesOutWhatTheWorkerHolds asks a run waiting for a
+// decision (3 steps taken, no Store) for its history as a worker whose
+// cache holds an earlier history of it does (temporal.HistorySince, the
+// number of messages and digest an earlier step reported): the answer
+// leaves those messages out, and they with the answer are the whole
+// history. A history the workflow does not know (a wrong digest), or no
+// argument (a worker of an earlier release), gets the whole state.
+func TestHistorySinceLeavesOutWhatTheWorkerHolds(t *testing.T) {
+	c := dialTemporal(t)
+	model := toolruntest.New(t, toolruntest.Script(deltaReplies()...))
+	var calls counter
+	queue := newQueue("toolrun-since")
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), deltaTools(&calls), &toolrun.Options{Logger: discard()}))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), &fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "t2 awaiting approval", func() bool {
+		pending, err := temporal.Pending(ctx, c, queue, nil)
+		return err == nil && len(pending) == 1 && pending[0].Call.ID == "t2"
+	})
+	query := func(args ...any) temporal.HistoryAt {
+		t.Helper()
+		v, err := c.QueryWorkflow(ctx, queue, "", temporal.HistoryQuery, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h temporal.HistoryAt
+		if err := v.Get(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	whole := query()
+	if whole.From != 0 || len(whole.State.Params.Messages) != whole.Messages || whole.Digest == "" {
+		t.Fatalf("got an answer without an argument leaving out %d messages, with %d of %d, digest %q; want the whole history, with its digest", whole.From, len(whole.State.Params.Messages), whole.Messages, whole.Digest)
+	}
+	// The histories the steps before the last one reported.
+	var marks []temporal.HistorySince
+	forEachStep(ctx, t, c, queue, func(name string, in temporal.StepInput, res temporal.StepResult) {
+		if res.Digest != "" && res.Digest != whole.Digest {
+			marks = append(marks, temporal.HistorySince{Messages: res.Base + len(res.State.Params.Messages), Digest: res.Digest})
+		}
+	})
+	if len(marks) == 0 {
+		t.Fatal("no step before the last reported a digest")
+	}
+	for _, since := range marks {
+		h := query(since)
+		if h.From != since.Messages || h.Digest != whole.Digest || h.Messages != whole.Messages {
+			t.Errorf("got an answer to %d messages of digest %.12s leaving out %d messages, of %d, digest %.12s; want it to leave out %d, of %d, digest %.12s", since.Messages, since.Digest, h.From, h.Messages, h.Digest, since.Messages, whole.Messages, whole.Digest)
+			continue
+		}
+		got := append(slices.Clip(whole.State.Params.Messages[:h.From]), h.State.Params.Messages...)
+		if diff := cmp.Diff(jsonOf(t, whole.State.Params.Messages), jsonOf(t, got)); diff != "" {
+			t.Errorf("the messages held and the answer to %d messages are not the whole history (-whole +got):\n%s", since.Messages, diff)
+		}
+	}
+	wrong := marks[0]
+	wrong.Digest = strings.Repeat("0", len(wrong.Digest))
+	if h := query(wrong); h.From != 0 || len(h.State.Params.Messages) != whole.Messages {
+		t.Errorf("got an answer to an unknown history leaving out %d messages, with %d; want the whole history, %d", h.From, len(h.State.Params.Messages), whole.Messages)
+	}
+	if err := temporal.Decide(ctx, c, queue, "t2", toolrun.Decision{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.Outcome
+	if err := run.Get(ctx, &out); err != nil || out.StopReason != toolrun.StopEndTurn {
+		t.Fatalf("got %v, %v; want the run to end with end_turn", out.StopReason, err)
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

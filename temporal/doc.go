@@ -168,9 +168,34 @@
 //
 // # What a turn costs
 //
-// A turn's cost does not grow with the conversation, with a Store or
-// without one: worker CPU and history bytes per turn stay within 1.5×
-// from 10 to 100 turns (BENCHMARKS.md has the figures).
+// BenchmarkCostPerTurn (in this module's tests) measures a turn against
+// a dev server: worker CPU and history bytes per turn, at 10 and at 100
+// turns a run, with a Store and without, for a run of one tool on one
+// worker and for one of five tools (two calls a turn) on two workers.
+// Where it last ran, worker CPU per turn at 100 turns was
+// 1.08× to 1.44× that at 10 turns, and history bytes per turn were lower
+// at 100 turns (a run's start is spread over more turns); BENCHMARKS.md
+// has the figures. That is what those workloads measured, not a bound:
+// what is left that grows with the conversation is small next to the
+// rest of a turn there, and a run whose turns add more, or that runs
+// longer, pays more of it. It is:
+//
+//   - the request, which carries the whole conversation and which the
+//     worker encodes (only the messages that are new, on a cache hit);
+//   - on a miss (a step on a worker that did not take the run's last
+//     step: about half of them with two workers), decoding the whole
+//     state, from the Store, or without one from the workflow, which
+//     sends only what the worker does not hold when its cache is a few
+//     steps behind;
+//   - with a Store, writing the whole state each step;
+//   - without a Store, the input of each continue-as-new and the
+//     Outcome, which carry the whole state.
+//
+// A step neither copies the conversation through JSON nor compares it
+// message by message (the runner's messages are never written into, so
+// a message it kept is the same pointer), and the workflow task that
+// takes a step's result appends the messages the step added rather than
+// copying the history.
 //
 // Each worker keeps a state cache ([Activities.SetStateCacheRuns],
 // [Activities.SetStateCacheBytes]): the runner of each run's last step on
@@ -182,8 +207,7 @@
 // depends on it.
 //
 // With a Store, the workflow holds the state without its history and the
-// key of the whole state; a miss loads it from the Store. What grows with
-// the conversation is writing the state, not the history.
+// key of the whole state; a miss loads it from the Store.
 //
 // Without a Store, the workflow holds the whole state in memory (from
 // its input and, on a replay, from the steps' results). A step's input is
@@ -196,27 +220,21 @@
 // digest goes on; one whose entry is older but of the same history (a
 // person's decision since) resumes from the history it holds; any other
 // miss asks the workflow with the query [HistoryQuery], on workers built
-// with [NewWorker] (their client), and checks the answer's length and
+// with [NewWorker] (their client), naming the earlier history its cache
+// holds, if any ([HistorySince]), and checks the answer's length and
 // digest. A step that cannot get the history (activities registered
 // otherwise, the SDK's test environment, a query that fails) fails with
 // the error type toolrun.NeedHistory, and the workflow sends it once more
-// with the whole state in its input. A query's answer is the whole state,
-// which the payload guard keeps within [RunOptions.PayloadLimit] (1.5 MiB
-// by default), well below the 4 MiB a server's gRPC answers take; a
-// query needs a worker polling the workflow task queue, which the
-// worker running the step is. Such steps run as [StepDeltaActivity]: a
-// worker of a release without deltas has no activity of that name and
-// never takes the state without its history for the whole state. A run
-// started by an older release gets deltas from its next execution on
-// (toolrun.step-deltas, a workflow.GetVersion change).
-//
-// What is left that grows with the conversation is the input of each
-// continue-as-new, which carries the whole state (there is nowhere else
-// to keep it), once every [RunOptions.ContinueAsNewAfter] turns (20 by
-// default), and the Outcome: amortised over those turns. A worker still encodes each request, which
-// carries the whole conversation unless the run's message thread goes on
-// from the step before (a cache hit), and copies the state once per step
-// ([toolrun.Runner.State]); so do in-process runs.
+// with the whole state in its input. A query's answer is at most the
+// whole state, which the payload guard keeps within
+// [RunOptions.PayloadLimit] (1.5 MiB by default), well below the 4 MiB a
+// server's gRPC answers take; a query needs a worker polling the workflow
+// task queue, which the worker running the step is. Such steps run as
+// [StepDeltaActivity]: a worker of a release without deltas has no
+// activity of that name and never takes the state without its history
+// for the whole state. A run started by an older release gets deltas
+// from its next execution on (toolrun.step-deltas, a workflow.GetVersion
+// change).
 //
 // # Search attributes
 //

@@ -448,6 +448,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	if in.Ref == "" {
 		w.deltas = workflow.GetVersion(ctx, versionDeltas, workflow.DefaultVersion, 1) >= 1
 		w.digest, w.histBytes = in.Digest, in.HistoryBytes
+		w.mark(in.Digest, true)
 	}
 	if err := w.handle(ctx); err != nil {
 		return nil, err
@@ -572,6 +573,10 @@ type run struct {
 	deltas    bool
 	digest    string
 	histBytes int
+	// known are the marks of the last histories the workflow held,
+	// oldest first, each the beginning of the history it holds now: what
+	// a worker may name with HistorySince
+	known []historyMark
 }
 
 // handle registers the queries, the update and the signal.

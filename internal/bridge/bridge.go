@@ -22,6 +22,8 @@ var (
 	StopAfterCall any // func(*toolrun.State, toolrun.StopReason, string) error
 	SetResult     any // func(*toolrun.State, string, *toolrun.ToolResult) error
 	ResponseText  any // func(*toolrun.State) (string, bool)
+	Snapshot      any // func(*toolrun.Runner) *toolrun.State
+	ResumeOwned   any // func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error)
 	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
 )
