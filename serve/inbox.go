@@ -858,7 +858,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 	ib.notify()
 	next := ib.h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": describe(d).Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
 }
 
 // checkInput checks an edited input against the tool's schema with
@@ -957,6 +957,7 @@ type trailEntry struct {
 	DecidedAt   string          `json:"decidedAt,omitempty"`
 	Decision    string          `json:"decision,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
+	Response    string          `json:"response,omitempty"`
 	EditedInput json.RawMessage `json:"editedInput,omitempty"`
 	Always      bool            `json:"always,omitempty"`
 }
@@ -1002,7 +1003,7 @@ func (ib *inbox) run(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	for _, it := range its {
 		d := decisionOf(it)
 		trail = append(trail, trailEntry{ID: it.ID, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), Status: it.Status, CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt,
-			DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Decision: d.Decision, Reason: d.Reason, EditedInput: d.EditedInput, Always: d.Always})
+			DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Decision: d.Decision, Reason: d.Reason, Response: d.Response, EditedInput: d.EditedInput, Always: d.Always})
 	}
 	turns := []inboxTurn{}
 	for _, m := range tv.messages {

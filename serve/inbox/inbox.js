@@ -52,10 +52,11 @@
   function can(scope) { return me.scopes.indexOf(scope) >= 0; }
   function expired(c) { return new Date(c.expiresAt).getTime() <= serverNow(); }
 
-  // what describes a decision: "approve", "deny: reason", "edit".
+  // what describes a decision: "approve", "deny: reason", "edit",
+  // "respond: \"text\"".
   function what(d) {
     if (!d || !d.decision) return "decided";
-    return d.decision + (d.always ? " (always, for this run)" : "") + (d.reason ? ": " + d.reason : "");
+    return d.decision + (d.always ? " (always, for this run)" : "") + (d.reason ? ": " + d.reason : "") + (d.response ? ": " + JSON.stringify(d.response) : "");
   }
 
   function filtered() {
@@ -179,9 +180,13 @@
     $("always").disabled = !open || late;
     $("deny").disabled = !open;
     $("reason").disabled = !open;
+    $("respond").disabled = !open || late;
+    $("respond-send").disabled = !open || late;
     $("edit-send").disabled = $("edit-send").disabled || !open || late;
     if (!same) {
       $("editor").hidden = true;
+      $("responder").hidden = true;
+      $("response").value = "";
       $("reason").value = "";
       $("always").checked = false;
       $("d-result").textContent = "";
@@ -210,7 +215,7 @@
   function outcome(c) {
     return api("/inbox/api/interrupts/" + encodeURIComponent(c.id)).then(function (r) { return r.ok ? r.json() : null; }).then(function (o) {
       if (o && o.status !== "pending") {
-        c.outcome = { decision: o.decision.decision, reason: o.decision.reason, always: o.decision.always, decidedBy: o.decidedBy, decidedAt: o.decidedAt };
+        c.outcome = { decision: o.decision.decision, reason: o.decision.reason, response: o.decision.response, always: o.decision.always, decidedBy: o.decidedBy, decidedAt: o.decidedAt };
       } else if (!o) {
         c.outcome = { decision: "gone" };
       }
@@ -279,18 +284,19 @@
     }).then(function (res) {
       var b = res.body;
       if (res.status === 200) {
-        var verb = b.decision === "approve" ? "Approved" : b.decision === "deny" ? "Denied" : "Edited and approved";
+        var verb = { approve: "Approved", deny: "Denied", edit: "Edited and approved", respond: "Answered in its place" }[b.decision] || "Decided";
         flash(verb + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
         $("editor").hidden = true;
+        $("responder").hidden = true;
         c.gone = true;
-        c.outcome = { decision: b.decision, reason: body.reason, always: b.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
+        c.outcome = { decision: b.decision, reason: body.reason, response: body.response, always: b.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
         document.body.dataset.nextRun = b.nextRun || "";
       } else {
         var msg = (b.error && b.error.message) || ("the server answered " + res.status);
         flash("Not decided: " + msg, "error");
         if (b.error && b.error.code === "already_decided") {
           c.gone = true;
-          c.outcome = { decision: b.decision && b.decision.decision, reason: b.decision && b.decision.reason, always: b.decision && b.decision.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
+          c.outcome = { decision: b.decision && b.decision.decision, reason: b.decision && b.decision.reason, response: b.decision && b.decision.response, always: b.decision && b.decision.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
         }
         if (b.error && b.error.code === "changed_since_shown" && b.call) {
           // Show the call as it is now; the person reads it again.
@@ -355,10 +361,29 @@
     if (!c.editable) { flash("A client tool's call cannot be edited: the client runs it with the input it was sent. Approve or deny it.", "error"); return; }
     var no = refusal(c, "edit");
     if (no) { flash(no, "error"); return; }
+    $("responder").hidden = true;
     $("editor").hidden = false;
     $("edit-input").value = pretty(c.input);
     refreshEdit();
     $("edit-input").focus();
+  }
+
+  // startRespond opens the box where a person writes the answer the
+  // model gets in the tool's place.
+  function startRespond() {
+    var c = current();
+    var no = refusal(c, "respond");
+    if (no) { flash(no, "error"); $("list").focus(); return; }
+    $("editor").hidden = true;
+    $("responder").hidden = false;
+    $("response").focus();
+  }
+  function sendRespond() {
+    var no = refusal(current(), "respond");
+    if (no) { flash(no, "error"); $("list").focus(); return; }
+    var text = $("response").value;
+    if (!text.trim()) { $("response").focus(); flash("Write the answer the model gets as the tool's result, then send it.", ""); return; }
+    decide({ decision: "respond", response: text });
   }
 
   function approve() { decide({ decision: "approve", always: $("always").checked }); }
@@ -381,13 +406,17 @@
   $("edit-send").addEventListener("click", sendEdit);
   $("edit-cancel").addEventListener("click", function () { $("editor").hidden = true; $("list").focus(); });
   $("edit-input").addEventListener("input", refreshEdit);
+  $("respond").addEventListener("click", startRespond);
+  $("respond-send").addEventListener("click", sendRespond);
+  $("respond-cancel").addEventListener("click", function () { $("responder").hidden = true; $("list").focus(); });
+  $("response").addEventListener("keydown", function (e) { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); sendRespond(); } });
   $("reason").addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); deny(); } });
   ["f-tool", "f-age"].forEach(function (id) { $(id).addEventListener("change", render); });
   $("f-thread").addEventListener("input", render);
 
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; $("list").focus(); return; }
+    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; $("responder").hidden = true; $("list").focus(); return; }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
     switch (e.key) {
@@ -400,6 +429,7 @@
         if (no) flash(no, "error"); else $("reason").focus();
         break;
       case "e": e.preventDefault(); startEdit(); break;
+      case "r": e.preventDefault(); startRespond(); break;
       default: return;
     }
   });
