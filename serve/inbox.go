@@ -104,6 +104,9 @@ type inbox struct {
 	// fails holds the times of each address's failed logins within
 	// inboxLoginWindow.
 	fails map[string][]time.Time
+
+	// notifier sends Config.Notify's webhook; nil without one.
+	notifier *notifier
 }
 
 // inboxSession is a logged-in person: the identity of the token they
@@ -123,6 +126,9 @@ func (h *Handler) mountInbox(mux *http.ServeMux) {
 		fails: map[string][]time.Time{},
 	}
 	h.inbox = ib
+	if ib.notifier = newNotifier(h.cfg.Notify, h.log); ib.notifier != nil {
+		ib.notifier.start(h.base)
+	}
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/{$}", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/login", ib.secure(ib.loginForm))
