@@ -132,7 +132,9 @@ func runInbox(ctx context.Context, cfg config, progress io.Writer) (*inboxResult
 		}
 		// The filter: typed, to the matching calls listed; cleared, to the
 		// first page again. data-listed is stamped at each render.
-		want := threadsContaining(cfg.inboxPending, inboxFilter)
+		// How many match: the threads t1 … tN whose id contains the
+		// filter, less those decided in the rounds before.
+		want := 0
 		type input = struct{ T0 float64 }
 		typeIn := func(v string) (float64, error) {
 			in, err := chromedp.Run(tctx, chromedp.Evaluate[input](`(() => { const i = document.getElementById("f-thread"); const t0 = Date.now(); window.__t0 = t0; i.value = `+fmt.Sprintf("%q", v)+`; i.dispatchEvent(new Event("input", {bubbles: true})); return {T0: t0}; })()`))
@@ -141,8 +143,16 @@ func runInbox(ctx context.Context, cfg config, progress io.Writer) (*inboxResult
 		if _, err := typeIn(inboxFilter); err != nil {
 			return nil, err
 		}
-		if err := poll(fmt.Sprintf(`Number(document.body.dataset.listed) > window.__t0 && / \(%d match\)$/.test(document.getElementById("count").textContent)`, want)); err != nil {
-			return nil, fmt.Errorf("inbox: waiting for the filter's %d calls: %w", want, err)
+		if err := poll(`Number(document.body.dataset.listed) > window.__t0 && / match\)$/.test(document.getElementById("count").textContent)`); err != nil {
+			return nil, fmt.Errorf("inbox: waiting for the filter's calls: %w", err)
+		}
+		n, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.getElementById("count").textContent.match(/\((\d+) match\)/)[1])`))
+		if err != nil {
+			return nil, err
+		}
+		want = int(n)
+		if most := threadsContaining(cfg.inboxPending, inboxFilter); want > most || want < most-round-1 {
+			return nil, fmt.Errorf("inbox: the filter %q matches %d calls, want %d less those decided", inboxFilter, want, most)
 		}
 		filter, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.body.dataset.listed) - window.__t0`))
 		if err != nil {

@@ -251,3 +251,19 @@ func TestInboxBulkRefusesAnotherSet(t *testing.T) {
 		t.Errorf("%d calls waiting, want 38", got)
 	}
 }
+
+// TestInboxOpensTheLinkedCallInChromium opens the inbox at a
+// notification's link: the one call it names is shown and selected,
+// until the person asks for every call.
+func TestInboxOpensTheLinkedCallInChromium(t *testing.T) {
+	b := browser(t)
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5), "pay 6": payScene(6)})
+	first := e.start(t, "thread-5", "pay 5")[0]
+	e.start(t, "thread-6", "pay 6")
+	alice := e.person(t, b, aliceToken)
+	waitJS(t, alice, `document.querySelectorAll("#list li").length === 2`)
+	do(t, alice, chromedp.Navigate(e.url+"/inbox#call="+first), chromedp.Reload())
+	waitJS(t, alice, fmt.Sprintf(`document.querySelectorAll("#list li").length === 1 && document.getElementById("detail").dataset.id === %q && !document.getElementById("linked").hidden`, first))
+	do(t, alice, chromedp.Click("#show-all"))
+	waitJS(t, alice, `document.querySelectorAll("#list li").length === 2 && document.getElementById("linked").hidden`)
+}
