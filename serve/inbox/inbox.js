@@ -77,7 +77,10 @@
     if (age) q.set("age", age);
     return q;
   }
-  function filtering() { return query().toString() !== ""; }
+  // applied is the query of the list shown: the filter boxes may hold one
+  // the page has not asked for yet (the person is typing).
+  var applied = "";
+  function filtering() { return applied !== ""; }
 
   function renderTools() {
     var sel = $("f-tool"), cur = sel.value;
@@ -247,7 +250,7 @@
   // the calls listed).
   var loadSeq = 0;
   function load(more) {
-    var q = query(), seq = ++loadSeq;
+    var q = new URLSearchParams(applied), seq = ++loadSeq;
     if (more && next) q.set("after", next);
     return api("/inbox/api/pending?" + q.toString())
       .then(function (r) {
@@ -480,7 +483,7 @@
   function askBulk(decision) {
     var no = !can("approve") ? "This token may read calls but not decide them." : "";
     if (no) { flash(no, "error"); return; }
-    var q = query(), parts = [];
+    var q = new URLSearchParams(applied), parts = [];
     if (q.get("tool")) parts.push("of tool " + q.get("tool"));
     if (q.get("thread")) parts.push("in threads whose id contains \u201c" + q.get("thread") + "\u201d");
     if (q.get("age")) parts.push($("f-age").selectedOptions[0].textContent);
@@ -554,7 +557,8 @@
     clearTimeout(retry);
     var ctl = new AbortController();
     streaming = ctl;
-    api("/inbox/api/events?" + query().toString(), { headers: { Accept: "text/event-stream" }, signal: ctl.signal }).then(function (r) {
+    var q = query().toString();
+    api("/inbox/api/events?" + q, { headers: { Accept: "text/event-stream" }, signal: ctl.signal }).then(function (r) {
       if (r.status === 403) { $("live").className = "live"; return; }
       if (!r.ok || !r.body) throw new Error("status " + r.status);
       $("live").className = "live on";
@@ -569,7 +573,7 @@
             buf = buf.slice(i + 2);
             var ev = (block.match(/^event: (.*)$/m) || [])[1], data = (block.match(/^data: (.*)$/m) || [])[1];
             if (ctl !== streaming) return;
-            if (ev === "ready") { setCounts(JSON.parse(data)); load(); }
+            if (ev === "ready") { applied = q; setCounts(JSON.parse(data)); load(); }
             if (ev === "delta") apply(JSON.parse(data));
           }
           return pump();
