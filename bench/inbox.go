@@ -117,54 +117,47 @@ func runInbox(ctx context.Context, cfg config, progress io.Writer) (*inboxResult
 		if err != nil {
 			return nil, fmt.Errorf("inbox: reading the load time: %w", err)
 		}
-		// A decision: Approve on the selected call, to the page's
-		// acknowledgement (data-acked, stamped once the server's answer
-		// is shown).
-		if _, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`(window.__t0 = Date.now(), document.getElementById("approve").click(), true)`)); err != nil {
-			return nil, fmt.Errorf("inbox: approving: %w", err)
+		// Each measure runs in the page: an action, then a wait (every
+		// millisecond) for the page's stamp that it is done, by the page's
+		// clock. data-acked is stamped once a decision's answer is shown,
+		// data-listed at each render of the list.
+		inPage := func(what, act, done string) (float64, error) {
+			v, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`new Promise((resolve, reject) => {
+  const t0 = Date.now();
+  `+act+`;
+  const iv = setInterval(() => {
+    if (`+done+`) { clearInterval(iv); resolve(Date.now() - t0); }
+    else if (Date.now() - t0 > 60000) { clearInterval(iv); reject(new Error(document.getElementById("flash").textContent)); }
+  }, 1);
+})`, chromedp.EvalAwaitPromise))
+			if err != nil {
+				return 0, fmt.Errorf("inbox: %s: %w", what, err)
+			}
+			return v, nil
 		}
-		if err := poll(`Number(document.body.dataset.acked || 0) >= window.__t0 && document.getElementById("flash").className === "ok"`); err != nil {
-			return nil, fmt.Errorf("inbox: waiting for the decision acknowledged: %w", err)
-		}
-		decide, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.body.dataset.acked) - window.__t0`))
+		decide, err := inPage("a decision", `const before = document.body.dataset.acked; document.getElementById("approve").click()`,
+			`document.body.dataset.acked !== before && document.getElementById("flash").className === "ok"`)
 		if err != nil {
 			return nil, err
 		}
-		// The filter: typed, to the matching calls listed; cleared, to the
-		// first page again. data-listed is stamped at each render.
-		// How many match: the threads t1 … tN whose id contains the
-		// filter, less those decided in the rounds before.
-		want := 0
-		type input = struct{ T0 float64 }
-		typeIn := func(v string) (float64, error) {
-			in, err := chromedp.Run(tctx, chromedp.Evaluate[input](`(() => { const i = document.getElementById("f-thread"); const t0 = Date.now(); window.__t0 = t0; i.value = `+fmt.Sprintf("%q", v)+`; i.dispatchEvent(new Event("input", {bubbles: true})); return {T0: t0}; })()`))
-			return in.T0, err
+		typing := func(v string) string {
+			return `const before = document.body.dataset.listed, i = document.getElementById("f-thread"); i.value = ` + fmt.Sprintf("%q", v) + `; i.dispatchEvent(new Event("input", {bubbles: true}))`
 		}
-		if _, err := typeIn(inboxFilter); err != nil {
+		filter, err := inPage("the filter", typing(inboxFilter), `document.body.dataset.listed !== before && / match\)$/.test(document.getElementById("count").textContent)`)
+		if err != nil {
 			return nil, err
-		}
-		if err := poll(`Number(document.body.dataset.listed) > window.__t0 && / match\)$/.test(document.getElementById("count").textContent)`); err != nil {
-			return nil, fmt.Errorf("inbox: waiting for the filter's calls: %w", err)
 		}
 		n, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.getElementById("count").textContent.match(/\((\d+) match\)/)[1])`))
 		if err != nil {
 			return nil, err
 		}
-		want = int(n)
+		// The threads t1 … tN whose id contains the filter, less those
+		// decided in the rounds before.
+		want := int(n)
 		if most := threadsContaining(cfg.inboxPending, inboxFilter); want > most || want < most-round-1 {
 			return nil, fmt.Errorf("inbox: the filter %q matches %d calls, want %d less those decided", inboxFilter, want, most)
 		}
-		filter, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.body.dataset.listed) - window.__t0`))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := typeIn(""); err != nil {
-			return nil, err
-		}
-		if err := poll(`Number(document.body.dataset.listed) > window.__t0 && !/match/.test(document.getElementById("count").textContent) && document.querySelectorAll("#list li").length > 0`); err != nil {
-			return nil, fmt.Errorf("inbox: waiting for the filter cleared: %w", err)
-		}
-		clear, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.body.dataset.listed) - window.__t0`))
+		clear, err := inPage("the filter cleared", typing(""), `document.body.dataset.listed !== before && !/match/.test(document.getElementById("count").textContent) && document.querySelectorAll("#list li").length > 0`)
 		if err != nil {
 			return nil, err
 		}
