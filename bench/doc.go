@@ -62,10 +62,8 @@
 //     /inbox page in headless Chromium (chromedp), logged in with the
 //     token: the first rows (navigation start to the first page listed;
 //     target under 300 ms), a decision (Approve pressed to its
-//     acknowledgement on the page; target under 100 ms), and a thread
-//     filter typed and cleared (to the server's matching calls listed),
-//     by the page's clock. Without Chromium it is skipped, unless CI is
-//     set.
+//     acknowledgement on the page; target under 100 ms), by the page's
+//     clock. Without Chromium it is skipped, unless CI is set.
 //
 // The three runners run interleaved, in an order that rotates each round,
 // and the table shows medians over the rounds. The serve rows put the

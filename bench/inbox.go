@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -20,19 +19,11 @@ type inboxResult struct {
 	Pending int
 	// Load is from the navigation's start to the first page of calls
 	// listed; Decide from Approve pressed to the decision acknowledged on
-	// the page; Filter is a thread filter's keystroke to the matching
-	// calls listed (the server filters: a round trip, after the page's
-	// pause for typing), Shown how many match; Clear is the filter's
-	// removal to the first page listed again.
-	Load, Decide, Filter, Clear []float64
-	Shown                       int
+	// the page.
+	Load, Decide []float64
 	// Skipped says why the workload did not run (no Chromium), or is "".
 	Skipped string
 }
-
-// inboxFilter is the thread filter the workload types: it keeps the
-// threads whose id contains it (t1, t10–t19, t100–t199, ...).
-const inboxFilter = "t1"
 
 // chromiumBinary returns the path of Chromium, or "" where there is none.
 func chromiumBinary() string {
@@ -119,8 +110,8 @@ func runInbox(ctx context.Context, cfg config, progress io.Writer) (*inboxResult
 		}
 		// Each measure runs in the page: an action, then a wait (every
 		// millisecond) for the page's stamp that it is done, by the page's
-		// clock. data-acked is stamped once a decision's answer is shown,
-		// data-listed at each render of the list.
+		// clock. A decision is acknowledged when the page says it was
+		// taken; data-listed is stamped at each render of the list.
 		inPage := func(what, act, done string) (float64, error) {
 			v, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`new Promise((resolve, reject) => {
   const t0 = Date.now();
@@ -135,53 +126,17 @@ func runInbox(ctx context.Context, cfg config, progress io.Writer) (*inboxResult
 			}
 			return v, nil
 		}
-		decide, err := inPage("a decision", `const before = document.body.dataset.acked; document.getElementById("approve").click()`,
-			`document.body.dataset.acked !== before && document.getElementById("flash").className === "ok"`)
-		if err != nil {
-			return nil, err
-		}
-		typing := func(v string) string {
-			return `const before = document.body.dataset.listed, i = document.getElementById("f-thread"); i.value = ` + fmt.Sprintf("%q", v) + `; i.dispatchEvent(new Event("input", {bubbles: true}))`
-		}
-		filter, err := inPage("the filter", typing(inboxFilter), `document.body.dataset.listed !== before && / match\)$/.test(document.getElementById("count").textContent)`)
-		if err != nil {
-			return nil, err
-		}
-		n, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`Number(document.getElementById("count").textContent.match(/\((\d+) match\)/)[1])`))
-		if err != nil {
-			return nil, err
-		}
-		// The threads t1 … tN whose id contains the filter, less those
-		// decided in the rounds before.
-		want := int(n)
-		if most := threadsContaining(cfg.inboxPending, inboxFilter); want > most || want < most-round-1 {
-			return nil, fmt.Errorf("inbox: the filter %q matches %d calls, want %d less those decided", inboxFilter, want, most)
-		}
-		clear, err := inPage("the filter cleared", typing(""), `document.body.dataset.listed !== before && !/match/.test(document.getElementById("count").textContent) && document.querySelectorAll("#list li").length > 0`)
+		decide, err := inPage("a decision", `const f = document.getElementById("flash"); f.textContent = ""; f.className = ""; document.getElementById("approve").click()`,
+			`f.className === "ok" && f.textContent.startsWith("Approved ")`)
 		if err != nil {
 			return nil, err
 		}
 		res.Load = append(res.Load, load)
 		res.Decide = append(res.Decide, decide)
-		res.Filter = append(res.Filter, filter)
-		res.Clear = append(res.Clear, clear)
-		res.Shown = want
-		fmt.Fprintf(progress, "inbox %d pending, round %d/%d: first rows %.1f ms, decision acknowledged %.1f ms, filter %.1f ms (%d match), clear %.1f ms\n",
-			cfg.inboxPending, round+1, cfg.inboxRounds, load, decide, filter, want, clear)
+		fmt.Fprintf(progress, "inbox %d pending, round %d/%d: first rows %.1f ms, decision acknowledged %.1f ms\n",
+			cfg.inboxPending, round+1, cfg.inboxRounds, load, decide)
 	}
 	return res, sb.Close()
-}
-
-// threadsContaining counts the threads t1 … tN (newServeBench's ids of
-// a fresh server's first n pending runs) whose id contains s.
-func threadsContaining(n int, s string) int {
-	c := 0
-	for i := 1; i <= n; i++ {
-		if strings.Contains(fmt.Sprintf("t%d", i), s) {
-			c++
-		}
-	}
-	return c
 }
 
 // rows are the inbox workload's rows of the table.
@@ -205,7 +160,5 @@ func (in *inboxResult) rows() []row {
 	return []row{
 		one("first rows: navigation start → the first page of calls listed", in.Load, 300),
 		one("decision: Approve pressed → acknowledged on the page", in.Decide, 100),
-		one(fmt.Sprintf("thread filter typed → the %d matching calls counted and their first page listed (a server round trip after the page's 120 ms pause for typing)", in.Shown), in.Filter, 0),
-		one("filter cleared → the first page listed again", in.Clear, 0),
 	}
 }
