@@ -79,7 +79,8 @@ type config struct {
 	serveMany, serveManyRounds int
 
 	// The inbox workload: inboxPending calls awaiting approval, the page
-	// loaded and filtered inboxRounds times in headless Chromium.
+	// loaded, a call decided and the list filtered inboxRounds times in
+	// headless Chromium.
 	inboxPending, inboxRounds int
 }
 
@@ -96,7 +97,7 @@ func fullConfig() config {
 		storeRounds: 3,
 		serveRuns:   200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
 		serveMany: 1000, serveManyRounds: 3,
-		inboxPending: 1000, inboxRounds: 5,
+		inboxPending: 10000, inboxRounds: 5,
 		profiles: "unmet", profileConversations: 1000,
 	}
 }

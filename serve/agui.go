@@ -88,7 +88,7 @@ func (m message) text() (string, error) {
 // decisionPayload is the payload of a resolved resume entry, and the body
 // of a decision over the JSON API: the shape responseSchema describes.
 // Two spellings are taken: toolrun's {"decision": "approve" | "deny" |
-// "edit", "reason", "input"}, and the approval shape of AG-UI's
+// "edit" | "respond", "reason", "input", "response"}, and the approval shape of AG-UI's
 // interrupts guide, which CopilotKit's useInterrupt sends: {"approved":
 // true}, {"approved": false, "reason"} or {"approved": true,
 // "editedArgs": {…}}. A payload that mixes the two is refused.
@@ -98,18 +98,24 @@ type decisionPayload struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 	Approved   *bool           `json:"approved,omitempty"`
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+	// Response is a person's answer to the call, given to the model as
+	// the tool's result instead of running it: the decision respond.
+	Response string `json:"response,omitempty"`
 }
 
 // normalize returns dp in toolrun's spelling.
 func (dp decisionPayload) normalize() (decisionPayload, error) {
+	if dp.Response != "" && dp.Approved == nil && dp.Decision != "respond" {
+		return dp, errors.New("response goes with decision: respond")
+	}
 	if dp.Approved == nil {
 		if len(dp.EditedArgs) > 0 {
 			return dp, errors.New("editedArgs goes with approved: true")
 		}
 		return dp, nil
 	}
-	if dp.Decision != "" || len(dp.Input) > 0 {
-		return dp, errors.New("a payload is either {decision, reason, input} or {approved, reason, editedArgs}, not both")
+	if dp.Decision != "" || len(dp.Input) > 0 || dp.Response != "" {
+		return dp, errors.New("a payload is either {decision, reason, input, response} or {approved, reason, editedArgs}, not both")
 	}
 	switch {
 	case !*dp.Approved && len(dp.EditedArgs) > 0:
@@ -123,7 +129,7 @@ func (dp decisionPayload) normalize() (decisionPayload, error) {
 }
 
 // responseSchema is the JSON Schema of a decisionPayload for a call of a
-// tool whose input schema is input: toolrun's three decisions, and the
+// tool whose input schema is input: toolrun's four decisions, and the
 // {approved, editedArgs} shape. A client tool's call cannot be edited
 // (the client runs it with the input it was sent), so its schema has no
 // edit.
@@ -152,6 +158,14 @@ func responseSchema(input json.RawMessage, editable bool) map[string]any {
 				"reason":   reason,
 			},
 			"required":             []string{"decision"},
+			"additionalProperties": false,
+		},
+		map[string]any{
+			"properties": map[string]any{
+				"decision": map[string]any{"const": "respond"},
+				"response": map[string]any{"type": "string", "minLength": 1, "description": "the answer the model gets as the tool's result; the call does not run"},
+			},
+			"required":             []string{"decision", "response"},
 			"additionalProperties": false,
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/toolrun/toolrun"
@@ -141,29 +142,37 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 	h.inbox.notify()
 	next := h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decidedBy": id.name, "decidedAt": timestamp(now), "nextRun": next})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": describe(d).Decision, "decidedBy": id.name, "decidedAt": timestamp(now), "nextRun": next})
 }
 
 // decided is what a person reads of a decision already taken.
 type decided struct {
-	Decision    string          `json:"decision"` // approve, deny or edit
+	Decision    string          `json:"decision"` // approve, deny, edit or respond
 	Reason      string          `json:"reason,omitempty"`
+	Response    string          `json:"response,omitempty"` // a respond's text
 	EditedInput json.RawMessage `json:"editedInput,omitempty"`
 	Always      bool            `json:"always,omitempty"`
 }
 
 // decisionOf reads the decision recorded on it.
 func decisionOf(it *interrupt) decided {
-	var out decided
 	var d toolrun.Decision
 	if len(it.Decision) == 0 || json.Unmarshal(it.Decision, &d) != nil {
-		return out
+		return decided{}
 	}
+	return describe(d)
+}
+
+// describe returns d as a person reads it.
+func describe(d toolrun.Decision) decided {
+	var out decided
 	switch {
 	case d.Kind == toolrun.Allow && len(d.Input) > 0:
 		out.Decision, out.EditedInput = "edit", d.Input
 	case d.Kind == toolrun.Allow:
 		out.Decision = "approve"
+	case d.Kind == toolrun.Skip:
+		out.Decision, out.Response = "respond", responseText(d)
 	default:
 		out.Decision, out.Reason = "deny", d.Reason
 	}
@@ -178,6 +187,9 @@ func refuseDecided(w http.ResponseWriter, it *interrupt) {
 	what := d.Decision
 	if d.Reason != "" {
 		what += ": " + d.Reason
+	}
+	if d.Response != "" {
+		what += ": " + strconv.Quote(d.Response)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusConflict)

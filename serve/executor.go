@@ -279,6 +279,7 @@ func (b execBackend) record(ctx context.Context, tc ThreadCall) (*interrupt, err
 	if err := insertInterrupt(ctx, b.h.cfg.DB, it); err != nil {
 		return nil, err
 	}
+	b.h.callWaiting(ctx, it)
 	return it, nil
 }
 

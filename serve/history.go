@@ -10,7 +10,6 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/toolrun/toolrun"
 )
 
 // The client's history and the thread's.
@@ -174,18 +173,13 @@ func (h *Handler) caughtUp(ctx context.Context, in *runInput, p *prepared) []eve
 	slices.SortFunc(runs, func(a, b run) int { return a.at.Compare(b.at) })
 	var out []event
 	for _, it := range p.caught {
-		var d toolrun.Decision
-		json.Unmarshal(it.Decision, &d)
-		decision := "approve"
-		switch {
-		case d.Kind == toolrun.Deny:
-			decision = "deny"
-		case d.Kind == toolrun.Allow && len(d.Input) > 0:
-			decision = "edit"
-		}
-		v := map[string]any{"interruptId": it.ID, "toolCallId": it.ToolCallID, "toolName": it.ToolName, "decision": decision, "decidedBy": it.DecidedBy, "decidedAt": it.DecidedAt}
+		d := decisionOf(it)
+		v := map[string]any{"interruptId": it.ID, "toolCallId": it.ToolCallID, "toolName": it.ToolName, "decision": d.Decision, "decidedBy": it.DecidedBy, "decidedAt": it.DecidedAt}
 		if d.Reason != "" {
 			v["reason"] = d.Reason
+		}
+		if d.Response != "" {
+			v["response"] = d.Response
 		}
 		at, _ := time.Parse(time.RFC3339Nano, it.DecidedAt)
 		for _, r := range runs {

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -104,6 +105,9 @@ type inbox struct {
 	// fails holds the times of each address's failed logins within
 	// inboxLoginWindow.
 	fails map[string][]time.Time
+
+	// notifier sends Config.Notify's webhook; nil without one.
+	notifier *notifier
 }
 
 // inboxSession is a logged-in person: the identity of the token they
@@ -123,6 +127,9 @@ func (h *Handler) mountInbox(mux *http.ServeMux) {
 		fails: map[string][]time.Time{},
 	}
 	h.inbox = ib
+	if ib.notifier = newNotifier(h.cfg.Notify, h.log); ib.notifier != nil {
+		ib.notifier.start(h.base)
+	}
 	mux.HandleFunc("GET /inbox", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/{$}", ib.secure(ib.page))
 	mux.HandleFunc("GET /inbox/login", ib.secure(ib.loginForm))
@@ -136,6 +143,7 @@ func (h *Handler) mountInbox(mux *http.ServeMux) {
 	mux.HandleFunc("GET /inbox/api/interrupts/{id}", ib.secure(ib.session(ScopeRead, ib.call)))
 	mux.HandleFunc("GET /inbox/api/runs/{thread}", ib.secure(ib.session(ScopeRead, ib.run)))
 	mux.HandleFunc("POST /inbox/api/interrupts/{id}/decision", ib.secure(ib.session(ScopeApprove, ib.decide)))
+	mux.HandleFunc("POST /inbox/api/bulk", ib.secure(ib.session(ScopeApprove, ib.bulk)))
 }
 
 // secure sets the headers every inbox response carries.
@@ -433,6 +441,11 @@ type inboxCall struct {
 	// tool's may, a client tool's (run by the client with the input it
 	// was sent) may not.
 	Editable bool `json:"editable"`
+	// Group names the response that made the call, and GroupSize how
+	// many of its calls wait, if more than one: a response's parallel
+	// calls are shown together.
+	Group     string `json:"group,omitempty"`
+	GroupSize int    `json:"groupSize,omitempty"`
 }
 
 // inboxTurn is one message of a conversation, shortened for the inbox.
@@ -622,9 +635,76 @@ func summarize(m wireMessage) string {
 	return redact.String(strings.Join(lines, "\n"))
 }
 
-// pendingCalls lists the calls awaiting a person in tenant, newest
-// first, with what the inbox shows of each.
-func (ib *inbox) pendingCalls(ctx context.Context, tenant string) ([]inboxCall, error) {
+// inboxPage is how many calls one page of the inbox's list holds.
+const inboxPage = 100
+
+// inboxDeltaMax bounds the calls one change event of the inbox's stream
+// carries; past it the event says so and the page reads its first page
+// again.
+const inboxDeltaMax = 200
+
+// listFilter is what the inbox's list keeps, from the query of its API:
+// tool (a tool's name), thread (a part of the thread's id), age (in
+// minutes: asked within age, or, negative, waiting longer than -age) and
+// id (one call, which a notification links to). The zero value keeps
+// every call.
+type listFilter struct {
+	tool, thread, id string
+	age              int
+}
+
+// filterOf reads the filter of q.
+func filterOf(q url.Values) listFilter {
+	age, _ := strconv.Atoi(q.Get("age"))
+	return listFilter{tool: q.Get("tool"), thread: strings.TrimSpace(q.Get("thread")), id: q.Get("id"), age: age}
+}
+
+// keeps reports whether f keeps it, at now.
+func (f listFilter) keeps(it *interrupt, now time.Time) bool {
+	switch {
+	case f.id != "" && it.ID != f.id,
+		f.tool != "" && it.ToolName != f.tool,
+		f.thread != "" && !strings.Contains(it.Thread, f.thread):
+		return false
+	}
+	waited := now.Sub(it.CreatedAt)
+	if f.age > 0 && waited > time.Duration(f.age)*time.Minute {
+		return false
+	}
+	if f.age < 0 && waited < time.Duration(-f.age)*time.Minute {
+		return false
+	}
+	return true
+}
+
+// listing is the calls awaiting a person that a session sees, newest
+// first, and those of them a filter keeps.
+type listing struct {
+	all, kept []*interrupt
+	// groups counts the calls of each response (see groupOf) in all.
+	groups map[string]int
+}
+
+// groupOf names the response that made it: the calls of one response
+// are recorded by one run at one instant.
+func groupOf(it *interrupt) string {
+	return it.Thread + "\x00" + it.Run + "\x00" + timestamp(it.CreatedAt)
+}
+
+// newestFirst orders calls newest first, the calls of one response
+// together.
+func newestFirst(a, b *interrupt) int {
+	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Thread, b.Thread); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ToolCallID, b.ToolCallID)
+}
+
+// list returns the calls awaiting a person in tenant, and those f keeps.
+func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listing, error) {
 	its, err := ib.h.be.pending(ctx, "")
 	if err == nil {
 		its, err = ib.h.visible(ctx, tenant, its)
@@ -632,12 +712,44 @@ func (ib *inbox) pendingCalls(ctx context.Context, tenant string) ([]inboxCall, 
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(its, newestFirst)
+	now := ib.h.cfg.Now()
+	l := &listing{all: its, groups: map[string]int{}}
+	for _, it := range its {
+		l.groups[groupOf(it)]++
+		if f.keeps(it, now) {
+			l.kept = append(l.kept, it)
+		}
+	}
+	return l, nil
+}
+
+// setVersion is a digest of the calls its and their versions: a
+// decision on every call of a filtered set names the set the person
+// confirmed, and is refused if the set is another by then.
+func setVersion(its []*interrupt) string {
+	h := sha256.New()
+	for _, it := range its {
+		fmt.Fprintf(h, "%s:%s;", it.ID, callVersion(it))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// counts is what the list's header says: the calls waiting, those the
+// filter keeps, and the version of the filtered set.
+func (l *listing) counts() map[string]any {
+	return map[string]any{"waiting": len(l.all), "matching": len(l.kept), "setVersion": setVersion(l.kept)}
+}
+
+// describe returns its as the inbox shows them, with what a person needs
+// to judge each; groups counts the calls of each response.
+func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[string]int) ([]inboxCall, error) {
 	threads := map[string]*threadView{}
 	out := []inboxCall{}
-	for i := len(its) - 1; i >= 0; i-- {
-		it := its[i]
+	for _, it := range its {
 		tv, ok := threads[it.Thread]
 		if !ok {
+			var err error
 			if tv, err = ib.loadThread(ctx, it.Thread); err != nil {
 				return nil, err
 			}
@@ -648,19 +760,82 @@ func (ib *inbox) pendingCalls(ctx context.Context, tenant string) ([]inboxCall, 
 		c.Description, c.Schema = ib.tool(tv, it.ToolName)
 		c.ModelText, c.Turns = tv.context(it.ToolCallID)
 		c.CostUSD, c.CostUnknown, c.RunTurns = tv.cost, tv.costUnknown, tv.turns
+		if n := groups[groupOf(it)]; n > 1 {
+			sum := sha256.Sum256([]byte(groupOf(it)))
+			c.Group, c.GroupSize = hex.EncodeToString(sum[:6]), n
+		}
 		out = append(out, c)
 	}
 	return out, nil
 }
 
+// cursorOf names it's place in the list, for the page after it.
+func cursorOf(it *interrupt) string {
+	return strings.Join([]string{timestamp(it.CreatedAt), url.QueryEscape(it.Thread), url.QueryEscape(it.ToolCallID)}, " ")
+}
+
+// parseCursor reads a cursorOf as a key of the list's order.
+func parseCursor(c string) (*interrupt, bool) {
+	parts := strings.Split(c, " ")
+	if len(parts) != 3 {
+		return nil, false
+	}
+	t, err1 := time.Parse(time.RFC3339Nano, parts[0])
+	thread, err2 := url.QueryUnescape(parts[1])
+	call, err3 := url.QueryUnescape(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return nil, false
+	}
+	return &interrupt{CreatedAt: t, Thread: thread, ToolCallID: call}, true
+}
+
+// pending answers one page of the calls awaiting a person that the
+// query's filter keeps (see filterOf), newest first: limit calls (at
+// most inboxPage, the default) after the cursor after (the "next" of
+// the page before), with the counts of the whole list, the version of the
+// filtered set, and the tools of the calls waiting with how many each
+// has, for the page's filter.
 func (ib *inbox) pending(w http.ResponseWriter, r *http.Request, s *inboxSession) {
-	calls, err := ib.pendingCalls(r.Context(), s.id.tenant)
+	q := r.URL.Query()
+	l, err := ib.list(r.Context(), s.id.tenant, filterOf(q))
 	if err != nil {
 		ib.h.writeError(w, err)
 		return
 	}
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 || limit > inboxPage {
+		limit = inboxPage
+	}
+	page := l.kept
+	if after := q.Get("after"); after != "" {
+		// The calls after the one the cursor names, in the list's order,
+		// whether or not it is still waiting.
+		if c, ok := parseCursor(after); ok {
+			i, found := slices.BinarySearchFunc(page, c, newestFirst)
+			if found {
+				i++
+			}
+			page = page[i:]
+		}
+	}
+	more := len(page) > limit
+	page = page[:min(limit, len(page))]
+	calls, err := ib.describe(r.Context(), page, l.groups)
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	tools := map[string]int{}
+	for _, it := range l.all {
+		tools[it.ToolName]++
+	}
+	out := l.counts()
+	out["pending"], out["more"], out["tools"], out["you"], out["now"] = calls, more, tools, s.id.name, ib.h.cfg.Now().UTC()
+	if more {
+		out["next"] = cursorOf(page[len(page)-1])
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"pending": calls, "you": s.id.name, "now": ib.h.cfg.Now().UTC()})
+	json.NewEncoder(w).Encode(out)
 }
 
 // visibleCall returns the interrupt id if the session's tenant may see
@@ -714,12 +889,23 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 	return ib.h.be.fingerprint(ctx)
 }
 
-// events is a server-sent event stream that says "changed" whenever the
-// set of pending calls changes; the page then fetches the list again.
+// events is a server-sent event stream of the changes to the calls
+// awaiting a person that the query's filter keeps (see filterOf), so that
+// the page updates its list rather than reading it again: first "ready"
+// with the list's counts (see listing.counts), then "delta" whenever the
+// list changes, with the calls added (or changed) as the list shows
+// them, the ids of the calls removed (decided, here or elsewhere, or
+// gone), and the counts. A delta with more than inboxDeltaMax calls
+// added carries the newest of them and "truncated": the page reads its
+// first page again. The server looks for changes when the inbox or the
+// JSON API decides, when a call starts waiting, and every inboxPoll (for
+// the runs of other processes).
+//
 // It ends when the client goes away or the server shuts down, or when a
 // write is not taken within Config.StreamWriteTimeout (a page that stopped
 // reading); it has no write deadline while it waits, as [Handler.stream].
 func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+	f := filterOf(r.URL.Query())
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
@@ -727,29 +913,80 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 	w.WriteHeader(http.StatusOK)
 	ticker := time.NewTicker(inboxPoll)
 	defer ticker.Stop()
+	send := func(n int, event string, data any) bool {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return false
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(ib.h.cfg.StreamWriteTimeout))
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", n, event, b); err != nil {
+			return false
+		}
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		_ = rc.SetWriteDeadline(time.Time{})
+		return true
+	}
+	ctx := r.Context()
+	var known map[string]string // id → version of the calls sent
 	last, n := "", 0
 	for {
 		wake := ib.woken()
-		fp, err := ib.fingerprint(r.Context())
+		fp, err := ib.fingerprint(ctx)
 		if err != nil {
 			return
 		}
 		if fp != last {
-			n++
-			_ = rc.SetWriteDeadline(time.Now().Add(ib.h.cfg.StreamWriteTimeout))
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: changed\ndata: {}\n\n", n); err != nil {
+			l, err := ib.list(ctx, s.id.tenant, f)
+			if err != nil {
 				return
 			}
-			if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-				return
+			now := make(map[string]string, len(l.kept))
+			var added []*interrupt
+			for _, it := range l.kept {
+				v := callVersion(it)
+				now[it.ID] = v
+				if known != nil && known[it.ID] != v {
+					added = append(added, it)
+				}
 			}
-			_ = rc.SetWriteDeadline(time.Time{})
-			last = fp
+			removed := []string{}
+			for id := range known {
+				if _, ok := now[id]; !ok {
+					removed = append(removed, id)
+				}
+			}
+			slices.Sort(removed)
+			data := l.counts()
+			event := "delta"
+			switch {
+			case known == nil:
+				event = "ready"
+			case len(added) == 0 && len(removed) == 0:
+				event = ""
+			default:
+				if len(added) > inboxDeltaMax {
+					added, data["truncated"] = added[:inboxDeltaMax], true
+				}
+				calls, err := ib.describe(ctx, added, l.groups)
+				if err != nil {
+					return
+				}
+				data["added"], data["removed"] = calls, removed
+			}
+			if event != "" {
+				n++
+				if !send(n, event, data) {
+					return
+				}
+			}
+			known, last = now, fp
 		}
 		select {
 		case <-wake:
 		case <-ticker.C:
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-ib.h.base.Done():
 			return
@@ -858,7 +1095,107 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 	ib.notify()
 	next := ib.h.be.goOn(it.Thread)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": body.Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
+	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": describe(d).Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
+}
+
+// inboxBulk is the body of a decision on every call of a filtered set:
+// the filter (as the list's query has it), the decision (approve, or
+// deny with one reason for all), and the set the person confirmed: how
+// many calls, and its version (see setVersion).
+type inboxBulk struct {
+	Tool       string `json:"tool,omitempty"`
+	Thread     string `json:"thread,omitempty"`
+	Age        int    `json:"age,omitempty"`
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason,omitempty"`
+	Count      int    `json:"count"`
+	SetVersion string `json:"setVersion"`
+}
+
+// bulk decides every call the body's filter keeps, once the person has
+// confirmed how many: the set must be the one they confirmed (the same
+// calls, as they were), or nothing is decided and the answer, 409
+// changed_since_shown, has the set as it is now. An approval leaves the
+// expired calls waiting (they can only be denied) and says how many. A
+// call decided meanwhile by someone else keeps that decision. Each
+// thread left with no call waiting goes on, in the background. It needs
+// the read scope besides approve: a person decides only a set they may
+// list.
+func (ib *inbox) bulk(w http.ResponseWriter, r *http.Request, s *inboxSession) {
+	var body inboxBulk
+	var raw []byte
+	err := ib.h.readBody(w, func() (err error) {
+		raw, err = io.ReadAll(r.Body)
+		return err
+	})
+	if err == nil {
+		err = strictJSON(raw, &body)
+	}
+	if err != nil {
+		ib.h.refuseBody(w, err, "bad_decision", "a decision")
+		return
+	}
+	if !s.id.can(ScopeRead) {
+		httpError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("the token %q lacks the read scope: it may not decide a set of calls it cannot list", s.id.name))
+		return
+	}
+	var d toolrun.Decision
+	switch body.Decision {
+	case "approve":
+	case "deny":
+		reason := strings.TrimSpace(body.Reason)
+		if reason == "" {
+			httpError(w, http.StatusBadRequest, "bad_decision", "a denial of a set of calls needs the reason the model is told")
+			return
+		}
+		d = toolrun.DenyCall(reason)
+	default:
+		httpError(w, http.StatusBadRequest, "bad_decision", fmt.Sprintf("decision %q: a set of calls is approved or denied", body.Decision))
+		return
+	}
+	ctx := r.Context()
+	l, err := ib.list(ctx, s.id.tenant, listFilter{tool: body.Tool, thread: strings.TrimSpace(body.Thread), age: body.Age})
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	if len(l.kept) != body.Count || setVersion(l.kept) != body.SetVersion {
+		out := l.counts()
+		out["error"] = map[string]string{"code": "changed_since_shown", "message": fmt.Sprintf("the set changed since it was confirmed: %d calls match now, not %d; nothing was decided: confirm again", len(l.kept), body.Count)}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		json.NewEncoder(w).Encode(out)
+		return
+	}
+	now := ib.h.cfg.Now()
+	decided, expired, taken := 0, 0, 0
+	threads := map[string]bool{}
+	for _, it := range l.kept {
+		if body.Decision == "approve" && !now.Before(it.ExpiresAt) {
+			expired++
+			continue
+		}
+		if err := ib.h.be.decide(ctx, it, d, s.id.name, now); err != nil {
+			var re *requestError
+			if errors.As(err, &re) && re.code == "already_decided" {
+				taken++
+				continue
+			}
+			ib.h.writeError(w, err)
+			return
+		}
+		decided++
+		threads[it.Thread] = true
+	}
+	ib.h.log.Info("serve: inbox decided a set of calls", "name", s.id.name, "decision", body.Decision, "decided", decided, "expired", expired, "taken", taken)
+	ib.notify()
+	go func() {
+		for t := range threads {
+			ib.h.be.goOn(t)
+		}
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"decision": body.Decision, "decided": decided, "expired": expired, "decidedElsewhere": taken, "decidedBy": s.id.name, "decidedAt": timestamp(now)})
 }
 
 // checkInput checks an edited input against the tool's schema with
@@ -957,6 +1294,7 @@ type trailEntry struct {
 	DecidedAt   string          `json:"decidedAt,omitempty"`
 	Decision    string          `json:"decision,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
+	Response    string          `json:"response,omitempty"`
 	EditedInput json.RawMessage `json:"editedInput,omitempty"`
 	Always      bool            `json:"always,omitempty"`
 }
@@ -1002,7 +1340,7 @@ func (ib *inbox) run(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 	for _, it := range its {
 		d := decisionOf(it)
 		trail = append(trail, trailEntry{ID: it.ID, ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmpty(it.Input), Status: it.Status, CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt,
-			DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Decision: d.Decision, Reason: d.Reason, EditedInput: d.EditedInput, Always: d.Always})
+			DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, Decision: d.Decision, Reason: d.Reason, Response: d.Response, EditedInput: d.EditedInput, Always: d.Always})
 	}
 	turns := []inboxTurn{}
 	for _, m := range tv.messages {

@@ -45,7 +45,7 @@ func TestInboxSelectionNeverMoves(t *testing.T) {
 		}
 		screenshot(t, alice, "inbox-decided-elsewhere.png")
 		do(t, alice, chromedp.KeyEvent("a"))
-		if got := text(t, alice, "#flash"); !strings.Contains(got, "decided already by bob") || !strings.Contains(got, "nothing was sent") {
+		if got := text(t, alice, "#flash"); !strings.Contains(got, "already decided by bob") || !strings.Contains(got, "nothing was sent") {
 			t.Errorf("after a, the flash reads %q, want that nothing was sent", got)
 		}
 		if diff := cmp.Diff([]string{older}, e.pendingIDs(t)); diff != "" {

@@ -1193,8 +1193,10 @@ func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision,
 			return toolrun.Decision{}, refuse(http.StatusUnprocessableEntity, "invalid_input", "interrupt %q: the edited input does not fit tool %q's schema: %v", it.ID, it.ToolName, err)
 		}
 		return toolrun.Decision{Kind: toolrun.Allow, Input: dp.Input}, nil
+	case "respond":
+		return respondDecision(it, dp.Response)
 	}
-	return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: decision %q; want approve, deny or edit", it.ID, dp.Decision)
+	return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: decision %q; want approve, deny, edit or respond", it.ID, dp.Decision)
 }
 
 // serverTool reports whether name is one of the server's own tools; any

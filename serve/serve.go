@@ -143,6 +143,9 @@ type Config struct {
 	// this process, with their State in DB. Either way DB keeps the
 	// threads, runs, events, interrupts and decisions.
 	Executor Executor
+	// Notify, if its URL is set, is a webhook POSTed when a call starts
+	// waiting for a person (see [Notify]).
+	Notify Notify
 }
 
 // Handler is the server: an http.Handler that offers the toolrun runner

@@ -123,6 +123,8 @@ tools (temporal.Activities.DeferClientTools).`,
 		fs.DurationVar(&f.toolTimeout, "tool-timeout", 5*time.Minute, "cancel a tool call that runs longer than `duration` (0: no limit)")
 		fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM, let runs in flight finish for `duration`")
 		fs.DurationVar(&f.approvalTTL, "approval-ttl", 24*time.Hour, "let an interrupt be answered for `duration`")
+		fs.StringVar(&f.notify, "notify", "", "POST a signed JSON notice to `url` when a call starts waiting for a person (secret: $TOOLRUN_NOTIFY_SECRET)")
+		fs.StringVar(&f.publicURL, "public-url", "", "the server's `url` as people reach it, for --notify's links (default: from --addr)")
 		fs.StringVar(&f.record, "record", "", "record each run as a JSON Lines transcript in `dir`, for toolrun view and replay")
 		fs.StringVar(&f.temporal, "temporal", "", "run each thread as a workflow on the Temporal server at `host:port`")
 		fs.StringVar(&f.temporalNamespace, "temporal-namespace", "default", "the Temporal `namespace` of --temporal")
@@ -164,6 +166,8 @@ type serveFlags struct {
 	toolTimeout, grace     time.Duration
 	approvalTTL            time.Duration
 	script, record         string
+	// notify is the webhook's URL, publicURL the base of its links.
+	notify, publicURL string
 	// temporal is the Temporal server's address, "" to run in process.
 	temporal, temporalNamespace, temporalQueue string
 	temporalWorker                             bool
@@ -320,6 +324,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, UserApproves: f.userApproves, Logger: log, RecordDir: f.record,
 		Executor: executor, MaxConns: f.maxConns, MaxConnsPerClient: f.maxConnsPerClient,
 		LocalMaxRuns: f.localMaxRuns, BodyReadTimeout: f.bodyTimeout, MaxBodyBytes: f.maxBody,
+		Notify: notifyConfig(f),
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
@@ -480,4 +485,23 @@ func (s *sceneScript) reply(r *toolruntest.Request) toolruntest.Reply {
 // Bodies and event streams have their own bounds in serve.Config.
 func httpServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+}
+
+// notifyConfig is the webhook of --notify, signed with
+// $TOOLRUN_NOTIFY_SECRET (an environment variable, so that the secret is
+// in neither the process list nor a --config file), whose links start
+// with --public-url or, by default, the address the server listens on.
+func notifyConfig(f serveFlags) serve.Notify {
+	if f.notify == "" {
+		return serve.Notify{}
+	}
+	base := f.publicURL
+	if base == "" {
+		scheme := "http"
+		if f.tlsCert != "" {
+			scheme = "https"
+		}
+		base = scheme + "://" + f.addr
+	}
+	return serve.Notify{URL: f.notify, Secret: os.Getenv("TOOLRUN_NOTIFY_SECRET"), PublicURL: base}
 }

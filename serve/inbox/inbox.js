@@ -9,14 +9,22 @@
 // decided it, when and what, until the person moves on; a decision is
 // sent for the call and the version of it shown in the detail pane, and
 // the server refuses one on a call that changed since.
+//
+// The list is a page of the server's (filtered there), updated by the
+// server's change events (calls added, calls removed, the counts), never
+// read again whole; "Show more" reads the next page.
 "use strict";
 
 (function () {
   var session = window.toolrunSession;
   if (!session.hasKey()) { session.toLogin(); return; }
   var api = session.api;
-  var calls = [];
+  var calls = []; // the calls listed, newest first: the pages read, updated by the change events
   var selected = null; // the id of the selected call
+  var counts = { waiting: 0, matching: 0, setVersion: "" };
+  var next = ""; // the cursor of the page after the calls listed, or ""
+  var tools = {}; // the tools of the calls waiting, and how many each has
+  var linked = (location.hash.match(/^#call=([^&]+)/) || [])[1] || ""; // a notification's link to one call
   var skew = 0; // server time minus this browser's
   var me = { name: "", scopes: [] };
 
@@ -52,65 +60,76 @@
   function can(scope) { return me.scopes.indexOf(scope) >= 0; }
   function expired(c) { return new Date(c.expiresAt).getTime() <= serverNow(); }
 
-  // what describes a decision: "approve", "deny: reason", "edit".
+  // what describes a decision: "approve", "deny: reason", "edit",
+  // "respond: \"text\"".
   function what(d) {
     if (!d || !d.decision) return "decided";
-    return d.decision + (d.always ? " (always, for this run)" : "") + (d.reason ? ": " + d.reason : "");
+    return d.decision + (d.always ? " (always, for this run)" : "") + (d.reason ? ": " + d.reason : "") + (d.response ? ": " + JSON.stringify(d.response) : "");
   }
 
-  function filtered() {
-    var tool = $("f-tool").value, thread = $("f-thread").value.trim(), age = parseInt($("f-age").value, 10);
-    var t = serverNow();
-    return calls.filter(function (c) {
-      if (tool && c.toolName !== tool) return false;
-      if (thread && c.threadId.indexOf(thread) < 0) return false;
-      if (age) {
-        var mins = (t - new Date(c.createdAt).getTime()) / 60000;
-        if (age > 0 && mins > age) return false;
-        if (age < 0 && mins < -age) return false;
-      }
-      return true;
-    });
+  // query returns the list's filter as the API's query string.
+  function query() {
+    var q = new URLSearchParams();
+    if (linked) { q.set("id", decodeURIComponent(linked)); return q; }
+    var tool = $("f-tool").value, thread = $("f-thread").value.trim(), age = $("f-age").value;
+    if (tool) q.set("tool", tool);
+    if (thread) q.set("thread", thread);
+    if (age) q.set("age", age);
+    return q;
   }
+  // applied is the query of the list shown: the filter boxes may hold one
+  // the page has not asked for yet (the person is typing).
+  var applied = "";
+  function filtering() { return applied !== ""; }
 
   function renderTools() {
     var sel = $("f-tool"), cur = sel.value;
-    var names = Array.from(new Set(calls.map(function (c) { return c.toolName; }))).sort();
+    var names = Object.keys(tools).sort();
+    if (cur && names.indexOf(cur) < 0) names.push(cur);
     while (sel.options.length > 1) sel.remove(1);
-    names.forEach(function (n) { var o = el("option", "", n); o.value = n; sel.appendChild(o); });
-    sel.value = names.indexOf(cur) >= 0 ? cur : "";
+    names.forEach(function (n) { var o = el("option", "", n + (tools[n] ? " (" + tools[n] + ")" : "")); o.value = n; sel.appendChild(o); });
+    sel.value = cur;
   }
 
-  function waiting() { return calls.filter(function (c) { return !c.gone; }).length; }
-
   function render() {
-    var list = $("list"), shown = filtered();
-    // The selection changes only when the person's own filter hides it.
+    var list = $("list"), shown = calls;
+    // The selection changes only by the person's own keys, clicks and
+    // filters.
     if (!shown.some(function (c) { return c.id === selected; })) selected = shown.length ? shown[0].id : null;
     var frag = document.createDocumentFragment();
-    shown.forEach(function (c) {
+    shown.forEach(function (c, i) {
       var cls = (c.id === selected ? "selected" : "") + (c.gone ? " gone" : "") + (!c.gone && expired(c) ? " expired" : "");
+      if (c.group) cls += " grouped" + (i === 0 || shown[i - 1].group !== c.group ? " group-first" : "");
       var li = el("li", cls.trim());
       li.dataset.id = c.id;
+      if (c.group) li.dataset.group = c.group;
       li.appendChild(el("span", "tool", c.toolName));
       li.appendChild(el("span", "thread", c.threadId));
       li.appendChild(el("span", "age", c.gone ? what(c.outcome) + " by " + (c.outcome && c.outcome.decidedBy || "?") : ago(c.createdAt)));
+      if (c.group && (i === 0 || shown[i - 1].group !== c.group)) li.appendChild(el("span", "group", "one response, " + c.groupSize + " calls in parallel"));
       li.appendChild(el("span", "input", JSON.stringify(c.input).slice(0, 120)));
       li.addEventListener("click", function () { select(c.id); });
       frag.appendChild(li);
     });
     list.replaceChildren(frag);
-    var n = waiting();
+    var n = counts.waiting;
     $("count").textContent = n === 1 ? "1 call waiting" : n + " calls waiting";
-    if (shown.length !== calls.length) $("count").textContent += " (" + shown.length + " shown)";
+    if (filtering()) $("count").textContent += " (" + counts.matching + " match)";
+    $("more").hidden = !next;
+    $("more").textContent = "Show more (" + (counts.matching - calls.filter(function (c) { return !c.gone; }).length) + " not listed)";
+    var bulk = can("approve") && counts.matching > 0 && !linked;
+    $("bulk-approve").hidden = $("bulk-deny").hidden = !bulk;
+    $("bulk-approve").textContent = "Approve all " + counts.matching + "…";
+    $("bulk-deny").textContent = "Deny all " + counts.matching + "…";
+    $("linked").hidden = !linked;
     $("empty").hidden = calls.length > 0;
-    if (calls.length > 0 && shown.length === 0) {
-      $("empty").hidden = false;
+    if (counts.waiting > 0 && calls.length === 0) {
       $("empty").textContent = "No waiting call matches the filters.";
     } else {
       $("empty").textContent = "Nothing is waiting for a decision. New calls appear here as runs ask.";
     }
     renderDetail();
+    document.body.dataset.listed = String(Date.now());
   }
 
   function current() {
@@ -179,9 +198,13 @@
     $("always").disabled = !open || late;
     $("deny").disabled = !open;
     $("reason").disabled = !open;
+    $("respond").disabled = !open || late;
+    $("respond-send").disabled = !open || late;
     $("edit-send").disabled = $("edit-send").disabled || !open || late;
     if (!same) {
       $("editor").hidden = true;
+      $("responder").hidden = true;
+      $("response").value = "";
       $("reason").value = "";
       $("always").checked = false;
       $("d-result").textContent = "";
@@ -199,7 +222,7 @@
   }
 
   function move(step) {
-    var shown = filtered();
+    var shown = calls;
     if (!shown.length) return;
     var i = shown.findIndex(function (c) { return c.id === selected; });
     i = Math.max(0, Math.min(shown.length - 1, i + step));
@@ -210,7 +233,7 @@
   function outcome(c) {
     return api("/inbox/api/interrupts/" + encodeURIComponent(c.id)).then(function (r) { return r.ok ? r.json() : null; }).then(function (o) {
       if (o && o.status !== "pending") {
-        c.outcome = { decision: o.decision.decision, reason: o.decision.reason, always: o.decision.always, decidedBy: o.decidedBy, decidedAt: o.decidedAt };
+        c.outcome = { decision: o.decision.decision, reason: o.decision.reason, response: o.decision.response, always: o.decision.always, decidedBy: o.decidedBy, decidedAt: o.decidedAt };
       } else if (!o) {
         c.outcome = { decision: "gone" };
       }
@@ -218,45 +241,83 @@
     }).catch(function () {});
   }
 
-  var loading = null, again = false;
-  function load() {
-    if (loading) { again = true; return loading; }
-    loading = api("/inbox/api/pending")
+  // setCounts takes the counts of an answer or event of the server.
+  function setCounts(b) {
+    counts = { waiting: b.waiting, matching: b.matching, setVersion: b.setVersion };
+  }
+
+  // load reads the first page of the list (or, with more, the page after
+  // the calls listed).
+  var loadSeq = 0;
+  function load(more) {
+    var q = new URLSearchParams(applied), seq = ++loadSeq;
+    if (more && next) q.set("after", next);
+    return api("/inbox/api/pending?" + q.toString())
       .then(function (r) {
         if (r.status === 403) return r.json().then(function (b) { throw new Error(b.error.message); });
         return r.json();
       })
       .then(function (body) {
+        if (seq !== loadSeq) return; // a later load (a filter changed) answers instead
         skew = new Date(body.now).getTime() - Date.now();
-        var fresh = body.pending || [], byID = {};
-        fresh.forEach(function (c) { byID[c.id] = c; });
-        var sel = current();
-        if (sel && !byID[sel.id]) {
-          // The selected call was decided: it stays where it is, marked.
-          if (!sel.gone) { sel.gone = true; outcome(sel); }
-          var at = Math.min(calls.indexOf(sel), fresh.length);
-          fresh.splice(at, 0, sel);
-        } else if (sel && byID[sel.id].version !== sel.version) {
-          flash("The selected call changed while it was shown: read it again before deciding.", "error");
+        tools = body.tools || {};
+        setCounts(body);
+        next = body.next || "";
+        var fresh = body.pending || [];
+        if (more) {
+          var have = {};
+          calls.forEach(function (c) { have[c.id] = true; });
+          calls = calls.concat(fresh.filter(function (c) { return !have[c.id]; }));
+        } else {
+          var sel = current(), byID = {};
+          fresh.forEach(function (c) { byID[c.id] = c; });
+          if (sel && sel.gone && !byID[sel.id]) fresh.splice(Math.min(calls.indexOf(sel), fresh.length), 0, sel);
+          calls = fresh;
         }
-        calls = fresh;
+        if (linked && calls.length) selected = calls[0].id;
         renderTools();
         render();
         document.body.dataset.loaded = String(Date.now());
+        $("load-error").textContent = "";
       })
-      .then(function () { $("load-error").textContent = ""; })
-      .catch(function (e) { $("load-error").textContent = "Could not load the pending calls: " + e.message; })
-      .finally(function () {
-        loading = null;
-        if (again) { again = false; load(); }
-      });
-    return loading;
+      .catch(function (e) { $("load-error").textContent = "Could not load the pending calls: " + e.message; });
+  }
+
+  // apply takes a change event of the server: calls added (or changed)
+  // and removed. The selected call, if removed, stays in place, marked.
+  function apply(d) {
+    setCounts(d);
+    if (d.truncated) { load(); return; }
+    var byID = {};
+    calls.forEach(function (c) { byID[c.id] = c; });
+    (d.removed || []).forEach(function (id) {
+      var c = byID[id];
+      if (!c) return;
+      if (c.id === selected) { if (!c.gone) { c.gone = true; outcome(c); } }
+      else calls.splice(calls.indexOf(c), 1);
+    });
+    var oldest = next && calls.length ? calls[calls.length - 1].createdAt : "";
+    (d.added || []).forEach(function (c) {
+      var had = byID[c.id];
+      if (had) {
+        if (had.id === selected && had.version !== c.version) flash("The selected call changed while it was shown: read it again before deciding.", "error");
+        Object.keys(c).forEach(function (k) { had[k] = c[k]; });
+        had.gone = false;
+        return;
+      }
+      // A call older than the page's last is on a page not read yet.
+      if (oldest && c.createdAt < oldest) return;
+      var i = calls.findIndex(function (o) { return o.createdAt < c.createdAt; });
+      calls.splice(i < 0 ? calls.length : i, 0, c);
+      tools[c.toolName] = tools[c.toolName] || 1;
+    });
+    render();
   }
 
   // refuse says why the key pressed does nothing on the call shown, or "".
   function refusal(c, decision) {
     if (!c) return "No call is selected.";
-    if (c.gone) return "This call was decided already" + (c.outcome && c.outcome.decidedBy ? " by " + c.outcome.decidedBy + ": " + what(c.outcome) : "") + "; nothing was sent. Move on with j/k.";
+    if (c.gone) return "Not decided: already decided" + (c.outcome && c.outcome.decidedBy ? " by " + c.outcome.decidedBy + " at " + (c.outcome.decidedAt ? stamp(c.outcome.decidedAt) : "?") + " (" + what(c.outcome) + ")" : "") + "; nothing was sent. Move on with j/k.";
     if (!can("approve")) return "This token may read calls but not decide them.";
     if (decision !== "deny" && expired(c)) return "This call's approval expired at " + stamp(c.expiresAt) + ": it can only be denied.";
     return "";
@@ -279,18 +340,19 @@
     }).then(function (res) {
       var b = res.body;
       if (res.status === 200) {
-        var verb = b.decision === "approve" ? "Approved" : b.decision === "deny" ? "Denied" : "Edited and approved";
+        var verb = { approve: "Approved", deny: "Denied", edit: "Edited and approved", respond: "Answered in its place" }[b.decision] || "Decided";
         flash(verb + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
         $("editor").hidden = true;
+        $("responder").hidden = true;
         c.gone = true;
-        c.outcome = { decision: b.decision, reason: body.reason, always: b.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
+        c.outcome = { decision: b.decision, reason: body.reason, response: body.response, always: b.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
         document.body.dataset.nextRun = b.nextRun || "";
       } else {
         var msg = (b.error && b.error.message) || ("the server answered " + res.status);
         flash("Not decided: " + msg, "error");
         if (b.error && b.error.code === "already_decided") {
           c.gone = true;
-          c.outcome = { decision: b.decision && b.decision.decision, reason: b.decision && b.decision.reason, always: b.decision && b.decision.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
+          c.outcome = { decision: b.decision && b.decision.decision, reason: b.decision && b.decision.reason, response: b.decision && b.decision.response, always: b.decision && b.decision.always, decidedBy: b.decidedBy, decidedAt: b.decidedAt };
         }
         if (b.error && b.error.code === "changed_since_shown" && b.call) {
           // Show the call as it is now; the person reads it again.
@@ -300,7 +362,7 @@
       }
       render();
       $("list").focus();
-      return load();
+      document.body.dataset.acked = String(Date.now());
     }).catch(function (e) { flash("Not decided: " + e.message, "error"); $("list").focus(); });
   }
 
@@ -355,10 +417,29 @@
     if (!c.editable) { flash("A client tool's call cannot be edited: the client runs it with the input it was sent. Approve or deny it.", "error"); return; }
     var no = refusal(c, "edit");
     if (no) { flash(no, "error"); return; }
+    $("responder").hidden = true;
     $("editor").hidden = false;
     $("edit-input").value = pretty(c.input);
     refreshEdit();
     $("edit-input").focus();
+  }
+
+  // startRespond opens the box where a person writes the answer the
+  // model gets in the tool's place.
+  function startRespond() {
+    var c = current();
+    var no = refusal(c, "respond");
+    if (no) { flash(no, "error"); $("list").focus(); return; }
+    $("editor").hidden = true;
+    $("responder").hidden = false;
+    $("response").focus();
+  }
+  function sendRespond() {
+    var no = refusal(current(), "respond");
+    if (no) { flash(no, "error"); $("list").focus(); return; }
+    var text = $("response").value;
+    if (!text.trim()) { $("response").focus(); flash("Write the answer the model gets as the tool's result, then send it.", ""); return; }
+    decide({ decision: "respond", response: text });
   }
 
   function approve() { decide({ decision: "approve", always: $("always").checked }); }
@@ -381,13 +462,74 @@
   $("edit-send").addEventListener("click", sendEdit);
   $("edit-cancel").addEventListener("click", function () { $("editor").hidden = true; $("list").focus(); });
   $("edit-input").addEventListener("input", refreshEdit);
+  $("respond").addEventListener("click", startRespond);
+  $("respond-send").addEventListener("click", sendRespond);
+  $("respond-cancel").addEventListener("click", function () { $("responder").hidden = true; $("list").focus(); });
+  $("response").addEventListener("keydown", function (e) { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); sendRespond(); } });
   $("reason").addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); deny(); } });
-  ["f-tool", "f-age"].forEach(function (id) { $(id).addEventListener("change", render); });
-  $("f-thread").addEventListener("input", render);
+  // A filter is the server's: the list and its change stream start
+  // again with it.
+  function refilter() { linked = ""; if (location.hash) history.replaceState(null, "", location.pathname); stream(); }
+  var typing = null;
+  ["f-tool", "f-age"].forEach(function (id) { $(id).addEventListener("change", refilter); });
+  $("f-thread").addEventListener("input", function () { clearTimeout(typing); typing = setTimeout(refilter, 120); });
+  $("more").addEventListener("click", function () { load(true); });
+  $("show-all").addEventListener("click", refilter);
+
+  // The bulk decision: every call the filters match, after a
+  // confirmation that says how many; the server refuses it if the set
+  // changed since.
+  var bulkAsk = null;
+  function askBulk(decision) {
+    var no = !can("approve") ? "This token may read calls but not decide them." : "";
+    if (no) { flash(no, "error"); return; }
+    var q = new URLSearchParams(applied), parts = [];
+    if (q.get("tool")) parts.push("of tool " + q.get("tool"));
+    if (q.get("thread")) parts.push("in threads whose id contains \u201c" + q.get("thread") + "\u201d");
+    if (q.get("age")) parts.push($("f-age").selectedOptions[0].textContent);
+    bulkAsk = { decision: decision, count: counts.matching, setVersion: counts.setVersion, tool: q.get("tool") || undefined, thread: q.get("thread") || undefined, age: q.get("age") ? parseInt(q.get("age"), 10) : undefined };
+    var n = counts.matching === 1 ? "1 call" : counts.matching + " calls";
+    $("bulk-text").textContent = (decision === "approve" ? "Approve " : "Deny ") + "all " + n + (parts.length ? " " + parts.join(", ") : " waiting (no filter)") + "? This decides every call the filters match, not only the " + calls.length + " listed" + (decision === "approve" ? "; expired ones stay waiting." : ".");
+    $("bulk-reason").hidden = decision !== "deny";
+    $("bulk-reason").value = "";
+    $("bulk-confirm").textContent = (decision === "approve" ? "Approve " : "Deny ") + n;
+    $("bulk-confirm").className = decision === "approve" ? "approve" : "deny";
+    $("bulk").hidden = false;
+    (decision === "deny" ? $("bulk-reason") : $("bulk-confirm")).focus();
+  }
+  function sendBulk() {
+    var b = bulkAsk;
+    if (!b) return;
+    if (b.decision === "deny") {
+      b.reason = $("bulk-reason").value.trim();
+      if (!b.reason) { flash("Say why in the reason box: the model of each call is told.", ""); $("bulk-reason").focus(); return; }
+    }
+    api("/inbox/api/bulk", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b) })
+      .then(function (r) { return r.json().then(function (j) { return { status: r.status, body: j }; }); })
+      .then(function (res) {
+        var j = res.body;
+        if (res.status === 200) {
+          $("bulk").hidden = true;
+          bulkAsk = null;
+          flash((j.decision === "approve" ? "Approved " : "Denied ") + j.decided + (j.decided === 1 ? " call" : " calls") + " — by " + j.decidedBy + " at " + stamp(j.decidedAt) +
+            (j.expired ? "; " + j.expired + " expired, left waiting (they can only be denied)" : "") + (j.decidedElsewhere ? "; " + j.decidedElsewhere + " decided elsewhere meanwhile" : ""), "ok");
+          $("list").focus();
+        } else {
+          if (j.error && j.error.code === "changed_since_shown") { setCounts(j); render(); askBulk(b.decision); }
+          flash("Not decided: " + ((j.error && j.error.message) || "the server answered " + res.status), "error");
+        }
+      })
+      .catch(function (e) { flash("Not decided: " + e.message, "error"); });
+  }
+  $("bulk-approve").addEventListener("click", function () { askBulk("approve"); });
+  $("bulk-deny").addEventListener("click", function () { askBulk("deny"); });
+  $("bulk-confirm").addEventListener("click", sendBulk);
+  $("bulk-cancel").addEventListener("click", function () { $("bulk").hidden = true; bulkAsk = null; $("list").focus(); });
+  $("bulk-reason").addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); sendBulk(); } });
 
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; $("list").focus(); return; }
+    if (e.key === "Escape") { if (t && t.blur) t.blur(); $("editor").hidden = true; $("responder").hidden = true; $("list").focus(); return; }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
     switch (e.key) {
@@ -400,14 +542,23 @@
         if (no) flash(no, "error"); else $("reason").focus();
         break;
       case "e": e.preventDefault(); startEdit(); break;
+      case "r": e.preventDefault(); startRespond(); break;
       default: return;
     }
   });
 
-  // stream follows the server's change events: fetch rather than
-  // EventSource, which cannot send the session's key.
+  // stream follows the server's change events for the list's filter
+  // (fetch rather than EventSource, which cannot send the session's
+  // key): once it is ready, the first page is read; then each event
+  // updates the list. A new filter ends the stream and starts another.
+  var streaming = null, retry = null;
   function stream() {
-    api("/inbox/api/events", { headers: { Accept: "text/event-stream" } }).then(function (r) {
+    if (streaming) streaming.abort();
+    clearTimeout(retry);
+    var ctl = new AbortController();
+    streaming = ctl;
+    var q = query().toString();
+    api("/inbox/api/events?" + q, { headers: { Accept: "text/event-stream" }, signal: ctl.signal }).then(function (r) {
       if (r.status === 403) { $("live").className = "live"; return; }
       if (!r.ok || !r.body) throw new Error("status " + r.status);
       $("live").className = "live on";
@@ -420,15 +571,19 @@
           while ((i = buf.indexOf("\n\n")) >= 0) {
             var block = buf.slice(0, i);
             buf = buf.slice(i + 2);
-            if (/^event: changed$/m.test(block)) load();
+            var ev = (block.match(/^event: (.*)$/m) || [])[1], data = (block.match(/^data: (.*)$/m) || [])[1];
+            if (ctl !== streaming) return;
+            if (ev === "ready") { applied = q; setCounts(JSON.parse(data)); load(); }
+            if (ev === "delta") apply(JSON.parse(data));
           }
           return pump();
         });
       }
       return pump();
     }).catch(function () {
+      if (ctl !== streaming) return;
       $("live").className = "live";
-      setTimeout(stream, 1000);
+      retry = setTimeout(stream, 1000);
     });
   }
 
@@ -450,6 +605,5 @@
     }
     setInterval(function () { if (calls.length) render(); }, 15000); // ages and expiries
     stream();
-    return load();
   }).catch(function (e) { $("load-error").textContent = "Could not load the inbox: " + e.message; });
 })();

@@ -48,6 +48,7 @@
         } else {
           d.appendChild(document.createTextNode((e.decision || e.status) + (e.always ? " (always, for this run)" : "") + (e.reason ? ": " + e.reason : "")));
           if (e.editedInput) d.appendChild(el("pre", "json edited", pretty(e.editedInput)));
+          if (e.response) d.appendChild(el("pre", "response", e.response));
         }
         tr.appendChild(d);
         tr.appendChild(el("td", "by", e.decidedBy || ""));
