@@ -1570,6 +1570,7 @@ func (h *Handler) interrupts(ctx context.Context, lr *liveRun, m *mapper, pendin
 			if err := insertInterrupt(ctx, h.cfg.DB, it); err != nil {
 				return nil, nil, nil, err
 			}
+			h.callWaiting(ctx, it)
 		}
 		if it.Kind == kindClient {
 			clientCalls = append(clientCalls, pc)
