@@ -31,10 +31,12 @@ const (
 // that is not idempotent (step, which journals each start in a file of
 // its own) while the workers serving their task queue are restarted one
 // after another: 8 times, a new worker process starts and the oldest one
-// is SIGTERMed while calls are in flight. Every worker's client has
-// DrainOnShutdown, on a server that does not advertise poll completion on
-// shutdown. It checks that no call is answered "interrupted" unless it
-// started (the journal has its start), that no call started twice, that
+// is SIGTERMed while calls are in flight. The workers are NewWorker's with
+// its defaults on a plainly dialled client, on a server that does not
+// complete polls on shutdown (the CLI's dev server). It checks that no
+// call is answered "interrupted" unless it started (the journal has its
+// start), that no activity timed out (a task lost by a stopping worker
+// waits out its heartbeat timeout), that no call started twice, that
 // every run finishes as its script says, and that every stopped worker
 // exits cleanly. The heartbeat timeout is short (5 s), so that a task
 // lost by a stopping worker is answered "interrupted" within the test.
@@ -62,7 +64,7 @@ func TestRollingRestart(t *testing.T) {
 		n++
 		name := fmt.Sprintf("worker%d", n)
 		timeline = append(timeline, fmt.Sprintf("%s %s started", time.Now().Format("15:04:05.000"), name))
-		cmd := startWorker(t, dir, queue, model.URL, name, drainEnv+"=1", identityEnv+"="+name)
+		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name)
 		names[cmd] = name
 		return cmd
 	}
@@ -142,6 +144,14 @@ func TestRollingRestart(t *testing.T) {
 			t.Errorf("call %s answered %q, but it never started; its activity tasks: %s", id, r, activityStarts(t, c, fmt.Sprintf("%s-%s", queue, run)))
 		}
 	}
+	timedOut := 0
+	for i := range rollingRuns {
+		id := fmt.Sprintf("%s-%d", queue, i)
+		if k := activityTimeouts(t, c, id); k > 0 {
+			timedOut += k
+			t.Errorf("run %d: %d activities timed out; its activity tasks: %s", i, k, activityStarts(t, c, id))
+		}
+	}
 	twice := 0
 	for _, name := range journal(dir) {
 		if k := marks(dir, name); k > 1 {
@@ -149,8 +159,7 @@ func TestRollingRestart(t *testing.T) {
 			t.Errorf("call %s started %d times, want at most 1", strings.TrimPrefix(name, "calls-"), k)
 		}
 	}
-	// Each stopped worker ends its last polls (up to the server's long-poll
-	// timeout, about a minute) and exits.
+	// Each stopped worker ends its last polls and exits.
 	stopWG.Wait()
 	for _, err := range stopErrs {
 		t.Errorf("a stopped worker: %v", err)
@@ -158,8 +167,8 @@ func TestRollingRestart(t *testing.T) {
 	if t.Failed() {
 		t.Logf("workers:\n%s", strings.Join(timeline, "\n"))
 	}
-	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d started twice",
-		rollingRuns, rollingTurns, len(stopped), elapsed.Round(time.Millisecond), started(dir), interrupted, falseInterrupted, twice)
+	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d activities timed out, %d started twice",
+		rollingRuns, rollingTurns, len(stopped), elapsed.Round(time.Millisecond), started(dir), interrupted, falseInterrupted, timedOut, twice)
 }
 
 // journal lists the step tool's journal files in dir, one per call.
@@ -176,6 +185,31 @@ func journal(dir string) []string {
 
 // started counts the calls of the step tool that have started.
 func started(dir string) int { return len(journal(dir)) }
+
+// activityTimeouts counts the activity attempts that timed out in the
+// history of workflow id (every run of its chain): the activities that
+// failed so, and the attempts whose retry started after a timeout (the
+// history records only an activity's last attempt, with the failure of
+// the one before).
+func activityTimeouts(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Errorf("history of %s: %v", id, err)
+			return n
+		}
+		if e.GetActivityTaskTimedOutEventAttributes() != nil {
+			n++
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetLastFailure().GetTimeoutFailureInfo() != nil {
+			n++
+		}
+	}
+	return n
+}
 
 // activityStarts describes the activity tasks started in the history of
 // workflow id (every run of its chain): when, by whom, which attempt.

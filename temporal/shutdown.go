@@ -2,52 +2,183 @@ package temporal
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
-	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc"
 )
 
-// DrainOnShutdown returns a gRPC dial option that makes the workers of a
-// client stop without losing a task, for client.Options'
-// ConnectionOptions.DialOptions:
+// How a worker of this package stops (SIGTERM, a rolling restart).
 //
-//	c, err := client.Dial(client.Options{HostPort: addr,
-//		ConnectionOptions: client.ConnectionOptions{
-//			DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}}})
+// The Temporal SDK's worker, asked to stop, cancels the polls it has under
+// way unless the server says (a namespace capability) that it completes
+// them itself on shutdown; and a task the server had handed to a poll just
+// as it was cancelled is lost: an activity task then waits out its
+// heartbeat or start-to-close timeout, and its call is answered
+// "interrupted" though it never started. Servers before 1.30 (the dev
+// server of the CLI included) do not complete polls on shutdown. So every
+// SDK worker given to [Register] (and every one [NewWorker] builds) is
+// switched to the SDK's own drain: on a stop it stops polling, lets the
+// polls under way end, runs every task they bring, and then stops, as it
+// does on a server that completes polls. The switch is the one the SDK
+// sets from the capability, set on the worker rather than faked in the
+// client's answers, so no client option is needed and the caller's other
+// workers are left as they are.
 //
-// A worker asked to stop cancels its polls at once unless the server
-// advertises that it completes them on shutdown, and a task the server
-// had handed to a cancelled poll is lost: an activity task then waits out
-// its heartbeat or start-to-close timeout and its call is answered
-// "interrupted" though it never started. With this option the worker
-// treats the server as one that completes polls: it stops polling first,
-// lets the polls under way end, runs every task they bring, and then
-// stops. On a server that does advertise it, nothing changes; on one that
-// does not, a stop takes up to the server's long-poll timeout (about a
-// minute) longer, still within the worker's WorkerStopTimeout
-// ([DefaultWorkerStopTimeout] with [NewWorker]), so give the deployment's
-// shutdown grace period a little more than both.
+// A poll the server does not complete ends when a task comes or at the
+// poll's deadline, which the SDK sets at 70 s (the server answers empty a
+// minute in): an idle worker would take a minute to stop. [NewWorker]
+// therefore builds its worker on a copy of the client whose polls ask for
+// at most [drainPoll], so that an idle worker stops within that. A
+// worker of worker.New given to Register keeps the SDK's long polls and
+// may take up to a minute to stop when idle.
 //
-// It marks the capability in every DescribeNamespace answer the client
-// gets, the worker's and the caller's own.
-func DrainOnShutdown() grpc.DialOption {
-	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err != nil || method != workflowservice.WorkflowService_DescribeNamespace_FullMethodName {
-			return err
+// The SDK exports neither the switch nor a way to wrap a ready client's
+// connection, so both are set as the SDK keeps them (read and written
+// through reflection); NewWorker and Register panic, naming what they
+// did not find, if a version of the SDK keeps them otherwise, rather than
+// build a worker that would lose tasks on its stop.
+
+// drainPoll is how long a poll of a worker built by [NewWorker] asks the
+// server to wait for a task: the longest an idle worker takes to stop.
+// The server answers a poll with no task a second before its deadline and
+// logs a warning for deadlines under 10 s, so it is a little more.
+const drainPoll = 12 * time.Second
+
+// drainWorker switches w, a worker built by the SDK (worker.New), to
+// drain its polls on a stop (see above). It returns an error if w is not
+// such a worker, or one of a version of the SDK that keeps the switch
+// elsewhere; ok is false, with no error, for a Registry that is not a
+// worker at all (a test environment).
+func drainWorker(r Registry) (ok bool, err error) {
+	v := reflect.ValueOf(r)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false, nil
+	}
+	if _, isWorker := r.(interface{ Start() error }); !isWorker {
+		return false, nil
+	}
+	f := v.Elem().FieldByName("workerPollCompleteOnShutdown")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*atomic.Bool]() {
+		return true, fmt.Errorf("the worker (%s) keeps no drain switch (workerPollCompleteOnShutdown) where this toolrun looks for it: a version of the Temporal SDK it was not built for?", v.Type())
+	}
+	b := *(**atomic.Bool)(unsafe.Pointer(f.UnsafeAddr()))
+	if b == nil {
+		return true, fmt.Errorf("the worker (%s) has no drain switch set up", v.Type())
+	}
+	b.Store(true)
+	return true, nil
+}
+
+// drainingClient returns a client of the same connection, namespace,
+// identity, data converter, interceptors and everything else as c, whose
+// polls for tasks ask the server to wait at most [drainPoll]: the client
+// that [NewWorker] builds its worker on. c itself is left as it is. It
+// returns an error if c is not a client of the SDK (client.Dial,
+// client.NewLazyClient, client.NewClientFromExisting) as this toolrun
+// knows it.
+func drainingClient(c client.Client) (client.Client, error) {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("the client (%T) is not one of the Temporal SDK (client.Dial)", c)
+	}
+	t := v.Elem().Type()
+	field := func(s reflect.Value, name string, want reflect.Type) (unsafe.Pointer, error) {
+		f := s.FieldByName(name)
+		if !f.IsValid() || f.Type() != want {
+			return nil, fmt.Errorf("the client (%s) keeps no %s of type %s where this toolrun looks for it: a version of the Temporal SDK it was not built for?", t, name, want)
 		}
-		if r, ok := reply.(*workflowservice.DescribeNamespaceResponse); ok && r.GetNamespaceInfo() != nil {
-			if r.NamespaceInfo.Capabilities == nil {
-				r.NamespaceInfo.Capabilities = &namespacepb.NamespaceInfo_Capabilities{}
-			}
-			r.NamespaceInfo.Capabilities.WorkerPollCompleteOnShutdown = true
-		}
+		return unsafe.Pointer(f.UnsafeAddr()), nil
+	}
+	src := v.Elem()
+	capLock, err := field(src, "capabilitiesLock", reflect.TypeFor[sync.RWMutex]())
+	if err != nil {
+		return nil, err
+	}
+	nsLock, err := field(src, "namespaceDataLock", reflect.TypeFor[sync.RWMutex]())
+	if err != nil {
+		return nil, err
+	}
+	// The two fields the client writes after it is built are written
+	// under these locks: hold them for the copy.
+	(*sync.RWMutex)(capLock).RLock()
+	(*sync.RWMutex)(nsLock).RLock()
+	cp := reflect.New(t)
+	cp.Elem().Set(src)
+	(*sync.RWMutex)(nsLock).RUnlock()
+	(*sync.RWMutex)(capLock).RUnlock()
+	dst := cp.Elem()
+	for _, name := range []string{"capabilitiesLock", "namespaceDataLock"} {
+		p, _ := field(dst, name, reflect.TypeFor[sync.RWMutex]())
+		*(*sync.RWMutex)(p) = sync.RWMutex{} // copied held for reading
+	}
+	svc, err := field(dst, "workflowService", reflect.TypeFor[workflowservice.WorkflowServiceClient]())
+	if err != nil {
+		return nil, err
+	}
+	s := (*workflowservice.WorkflowServiceClient)(svc)
+	*s = shortPolls{*s}
+	out, ok := cp.Interface().(client.Client)
+	if !ok {
+		return nil, fmt.Errorf("the client (%s) copied is not a client.Client", t)
+	}
+	return out, nil
+}
+
+// shortPolls is a WorkflowService whose polls for tasks ask the server to
+// wait at most [drainPoll]; every other call is the service's own.
+type shortPolls struct {
+	workflowservice.WorkflowServiceClient
+}
+
+// short returns ctx with a deadline at most drainPoll away.
+func short(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= drainPoll {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, drainPoll)
+}
+
+func (s shortPolls) PollWorkflowTaskQueue(ctx context.Context, in *workflowservice.PollWorkflowTaskQueueRequest, opts ...grpc.CallOption) (*workflowservice.PollWorkflowTaskQueueResponse, error) {
+	ctx, cancel := short(ctx)
+	defer cancel()
+	return s.WorkflowServiceClient.PollWorkflowTaskQueue(ctx, in, opts...)
+}
+
+func (s shortPolls) PollActivityTaskQueue(ctx context.Context, in *workflowservice.PollActivityTaskQueueRequest, opts ...grpc.CallOption) (*workflowservice.PollActivityTaskQueueResponse, error) {
+	ctx, cancel := short(ctx)
+	defer cancel()
+	return s.WorkflowServiceClient.PollActivityTaskQueue(ctx, in, opts...)
+}
+
+func (s shortPolls) PollNexusTaskQueue(ctx context.Context, in *workflowservice.PollNexusTaskQueueRequest, opts ...grpc.CallOption) (*workflowservice.PollNexusTaskQueueResponse, error) {
+	ctx, cancel := short(ctx)
+	defer cancel()
+	return s.WorkflowServiceClient.PollNexusTaskQueue(ctx, in, opts...)
+}
+
+// dataConverterOf returns the data converter c was built with
+// (client.Options.DataConverter, or the SDK's default when none was
+// given), as the SDK keeps it, or nil if c is not a client of the SDK as
+// this toolrun knows it.
+func dataConverterOf(c client.Client) converter.DataConverter {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil
-	})
+	}
+	f := v.Elem().FieldByName("dataConverter")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[converter.DataConverter]() {
+		return nil
+	}
+	return *(*converter.DataConverter)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 // stopTimeout returns the WorkerStopTimeout of a worker built by the SDK
@@ -67,16 +198,6 @@ func stopTimeout(r Registry) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(f.Int()), true
-}
-
-// warnStopTimeout logs a warning if r is a worker whose WorkerStopTimeout
-// is 0: stopping it (SIGTERM) cancels the tools it is running at once, and
-// a tool cancelled after its effect is answered "interrupted".
-func warnStopTimeout(log *slog.Logger, r Registry) {
-	if d, ok := stopTimeout(r); ok && d <= 0 {
-		log.Warn("toolrun: the worker's WorkerStopTimeout is 0: a stop cancels its running tools at once; build it with temporal.NewWorker or set worker.Options.WorkerStopTimeout",
-			"default", DefaultWorkerStopTimeout)
-	}
 }
 
 // logger is the logger of a's Options, or slog's default when it has none.
