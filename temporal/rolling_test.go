@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,7 +85,13 @@ func TestRollingRestart(t *testing.T) {
 	for i := range rollingRuns {
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%d", queue, i)
-			run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, userParams(fmt.Sprintf("run %d", i)), opts)
+			// A start whose request timed out (a server slowed by the
+			// test's load) is sent again: the same run, if it started.
+			start := client.StartWorkflowOptions{ID: id, TaskQueue: queue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
+			run, err := temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			for k := 0; k < 5 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil; k++ {
+				run, err = temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			}
 			if err == nil {
 				err = run.Get(ctx, &outs[i])
 			}
