@@ -1,12 +1,26 @@
 package temporal
 
 import (
+	"context"
+	"log/slog"
+	"reflect"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+	"unsafe"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
 	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 )
 
 // TestDefaultModelRetry pins the default retry of a step: unlimited
@@ -44,6 +58,149 @@ func TestToolActivityOptions(t *testing.T) {
 			o := w.toolOptions(tt.call)
 			if o.StartToCloseTimeout != tt.wantTimeout || o.RetryPolicy.MaximumAttempts != tt.wantTries {
 				t.Errorf("got timeout %s, %d attempts; want %s, %d", o.StartToCloseTimeout, o.RetryPolicy.MaximumAttempts, tt.wantTimeout, tt.wantTries)
+			}
+		})
+	}
+}
+
+// field returns the field name of the struct *v points to, unexported or
+// not, as the SDK keeps it.
+func field(t *testing.T, v any, name string) reflect.Value {
+	t.Helper()
+	e := reflect.ValueOf(v).Elem()
+	f := e.FieldByName(name)
+	if !f.IsValid() {
+		t.Fatalf("%s has no field %s", e.Type(), name)
+	}
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+}
+
+// lazyClient returns a client of the SDK that connects to nothing until
+// it is used.
+func lazyClient(t *testing.T, opts client.Options) client.Client {
+	t.Helper()
+	opts.HostPort, opts.Logger = "127.0.0.1:1", sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	c, err := client.NewLazyClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestWorkersDrain: the worker NewWorker builds, and one of worker.New
+// once given to Register, have the SDK's drain switch on (a stop lets
+// their polls under way end and runs what they bring); NewWorker's runs
+// on a copy of the client whose polls are short, and the caller's client
+// is left as it was.
+func TestWorkersDrain(t *testing.T) {
+	c := lazyClient(t, client.Options{})
+	acts := func() *Activities {
+		return NewActivities(anthropic.Client{}, nil, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	}
+	drains := func(w worker.Worker) bool {
+		return field(t, w, "workerPollCompleteOnShutdown").Interface().(*atomic.Bool).Load()
+	}
+	service := func(c any) workflowservice.WorkflowServiceClient {
+		return field(t, c, "workflowService").Interface().(workflowservice.WorkflowServiceClient)
+	}
+
+	w := NewWorker(c, "q", acts(), worker.Options{})
+	if !drains(w) {
+		t.Error("NewWorker's worker does not drain")
+	}
+	if _, ok := service(field(t, w, "client").Interface()).(shortPolls); !ok {
+		t.Error("NewWorker's worker polls with the SDK's long polls")
+	}
+	if _, ok := service(c).(shortPolls); ok {
+		t.Error("NewWorker changed the caller's client")
+	}
+
+	plain := worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute})
+	if drains(plain) {
+		t.Fatal("a worker of worker.New drains before Register: the test shows nothing")
+	}
+	Register(plain, acts())
+	if !drains(plain) {
+		t.Error("a worker of worker.New given to Register does not drain")
+	}
+}
+
+// pollDeadlines is a WorkflowService that records how far the deadline
+// of each poll is.
+type pollDeadlines struct {
+	workflowservice.WorkflowServiceClient
+	got []time.Duration
+}
+
+func (p *pollDeadlines) until(ctx context.Context) {
+	d, _ := ctx.Deadline()
+	p.got = append(p.got, time.Until(d))
+}
+
+func (p *pollDeadlines) PollWorkflowTaskQueue(ctx context.Context, _ *workflowservice.PollWorkflowTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollWorkflowTaskQueueResponse, error) {
+	p.until(ctx)
+	return &workflowservice.PollWorkflowTaskQueueResponse{}, nil
+}
+
+func (p *pollDeadlines) PollActivityTaskQueue(ctx context.Context, _ *workflowservice.PollActivityTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollActivityTaskQueueResponse, error) {
+	p.until(ctx)
+	return &workflowservice.PollActivityTaskQueueResponse{}, nil
+}
+
+func (p *pollDeadlines) PollNexusTaskQueue(ctx context.Context, _ *workflowservice.PollNexusTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollNexusTaskQueueResponse, error) {
+	p.until(ctx)
+	return &workflowservice.PollNexusTaskQueueResponse{}, nil
+}
+
+// TestShortPolls: the polls of NewWorker's client ask the server to wait
+// at most drainPoll for a task (the SDK asks for 70 s), and keep a
+// shorter deadline they were given.
+func TestShortPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &pollDeadlines{}
+		s := shortPolls{p}
+		long, cancel := context.WithTimeout(t.Context(), 70*time.Second)
+		defer cancel()
+		near, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel2()
+		s.PollWorkflowTaskQueue(long, nil)
+		s.PollActivityTaskQueue(long, nil)
+		s.PollNexusTaskQueue(long, nil)
+		s.PollActivityTaskQueue(near, nil)
+		want := []time.Duration{drainPoll, drainPoll, drainPoll, 3 * time.Second}
+		if diff := cmp.Diff(want, p.got); diff != "" {
+			t.Errorf("poll deadlines (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestDataConverterOf: the data converter read from a client is the one
+// it was built with (here one that compresses every payload), and none is
+// read from a client.Client that is not the SDK's.
+func TestDataConverterOf(t *testing.T) {
+	zlib := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
+	for _, tc := range []struct {
+		name string
+		c    client.Client
+		want string // the encoding of a payload it makes, "" for no converter
+	}{
+		{"a codec", lazyClient(t, client.Options{DataConverter: zlib}), "binary/zlib"},
+		{"none given", lazyClient(t, client.Options{}), "json/plain"},
+		{"not the SDK's", struct{ client.Client }{lazyClient(t, client.Options{DataConverter: zlib})}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dc := dataConverterOf(tc.c)
+			got := ""
+			if dc != nil {
+				p, err := dc.ToPayload("hello")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = string(p.GetMetadata()[converter.MetadataEncoding])
+			}
+			if got != tc.want {
+				t.Errorf("got encoding %q, want %q", got, tc.want)
 			}
 		})
 	}
