@@ -159,9 +159,6 @@ func perCall(dir string) toolrun.Tool {
 // through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY.
 func runWorker() error {
 	opts := client.Options{HostPort: temporalAddress(), Logger: nopLogger, Identity: os.Getenv(identityEnv)}
-	if os.Getenv("TDEBUG") != "" {
-		opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}
 	c, err := client.Dial(opts)
 	if err != nil {
 		return err

@@ -36,8 +36,8 @@ const (
 // its defaults on a plainly dialled client, on a server that does not
 // complete polls on shutdown (the CLI's dev server). It checks that no
 // call is answered "interrupted" unless it started (the journal has its
-// start), that no activity timed out (a task lost by a stopping worker
-// waits out its heartbeat timeout), that no call started twice, that
+// start), that no task timed out (a task lost by a stopping worker
+// waits out its heartbeat or workflow task timeout), that no call started twice, that
 // every run finishes as its script says, and that every stopped worker
 // exits cleanly. The heartbeat timeout is short (5 s), so that a task
 // lost by a stopping worker is answered "interrupted" within the test.
@@ -154,9 +154,9 @@ func TestRollingRestart(t *testing.T) {
 	timedOut := 0
 	for i := range rollingRuns {
 		id := fmt.Sprintf("%s-%d", queue, i)
-		if k := activityTimeouts(t, c, id); k > 0 {
+		if k := lostTasks(t, c, id); k > 0 {
 			timedOut += k
-			t.Errorf("run %d: %d activities timed out; its activity tasks: %s", i, k, activityStarts(t, c, id))
+			t.Errorf("run %d: %d tasks timed out; its activity tasks: %s", i, k, activityStarts(t, c, id))
 		}
 	}
 	twice := 0
@@ -174,7 +174,7 @@ func TestRollingRestart(t *testing.T) {
 	if t.Failed() {
 		t.Logf("workers:\n%s", strings.Join(timeline, "\n"))
 	}
-	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d activities timed out, %d started twice",
+	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d tasks timed out, %d started twice",
 		rollingRuns, rollingTurns, len(stopped), elapsed.Round(time.Millisecond), started(dir), interrupted, falseInterrupted, timedOut, twice)
 }
 
@@ -193,12 +193,13 @@ func journal(dir string) []string {
 // started counts the calls of the step tool that have started.
 func started(dir string) int { return len(journal(dir)) }
 
-// activityTimeouts counts the activity attempts that timed out in the
-// history of workflow id (every run of its chain): the activities that
-// failed so, and the attempts whose retry started after a timeout (the
-// history records only an activity's last attempt, with the failure of
-// the one before).
-func activityTimeouts(t *testing.T, c client.Client, id string) int {
+// lostTasks counts the tasks of workflow id (every run of its chain)
+// that a worker took and never ran, which then timed out: the activities
+// that failed so, the activity attempts whose retry started after a
+// timeout (the history records only an activity's last attempt, with the
+// failure of the one before), and the workflow tasks that timed out once
+// started.
+func lostTasks(t *testing.T, c client.Client, id string) int {
 	t.Helper()
 	n := 0
 	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -213,6 +214,9 @@ func activityTimeouts(t *testing.T, c client.Client, id string) int {
 		}
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetLastFailure().GetTimeoutFailureInfo() != nil {
 			n++
+		}
+		if a := e.GetWorkflowTaskTimedOutEventAttributes(); a != nil && a.GetTimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
+			n++ // a workflow task handed to a worker that never ran it
 		}
 	}
 	return n

@@ -23,8 +23,8 @@ import (
 // them itself on shutdown; and a task the server had handed to a poll just
 // as it was cancelled is lost: an activity task then waits out its
 // heartbeat or start-to-close timeout, and its call is answered
-// "interrupted" though it never started. Servers before 1.30 (the dev
-// server of the CLI included) do not complete polls on shutdown. So every
+// "interrupted" though it never started. Server 1.29 (the CLI's dev
+// server) does not complete polls on shutdown, nor says it does. So every
 // SDK worker given to [Register] (and every one [NewWorker] builds) is
 // switched to the SDK's own drain: on a stop it stops polling, lets the
 // polls under way end, runs every task they bring, and then stops, as it
