@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	sdklog "go.temporal.io/sdk/log"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
