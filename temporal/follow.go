@@ -566,7 +566,7 @@ func (f *follower) decode(p *commonpb.Payload, v any) error {
 
 // payloadError says which payload of the history could not be decoded.
 func (f *follower) payloadError(run string, eventID int64, what string, err error) error {
-	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (do the client and the workers have the same data converter?): %w", f.workflowID, run, what, eventID, err)
+	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the data converter, the client's or ClientOptions.DataConverter, the workers'?): %w", f.workflowID, run, what, eventID, err)
 }
 
 // stepFinished returns the events of a step that went from state in to

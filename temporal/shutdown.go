@@ -68,7 +68,7 @@ func drainWorker(r Registry) (ok bool, err error) {
 	}
 	f := v.Elem().FieldByName("workerPollCompleteOnShutdown")
 	if !f.IsValid() || f.Type() != reflect.TypeFor[*atomic.Bool]() {
-		return true, fmt.Errorf("the worker (%s) keeps no drain switch (workerPollCompleteOnShutdown) where this toolrun looks for it: a version of the Temporal SDK it was not built for?", v.Type())
+		return true, fmt.Errorf("the worker (%s) is not one this toolrun can switch to drain on a stop: not a worker of worker.New, or one of a version of the Temporal SDK that keeps its drain switch (workerPollCompleteOnShutdown) elsewhere", v.Type())
 	}
 	b := *(**atomic.Bool)(unsafe.Pointer(f.UnsafeAddr()))
 	if b == nil {
