@@ -16,6 +16,7 @@ import (
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 )
@@ -85,15 +86,25 @@ func TestRollingRestart(t *testing.T) {
 	for i := range rollingRuns {
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%d", queue, i)
-			// A start whose request timed out (a server slowed by the
-			// test's load) is sent again: the same run, if it started.
-			start := client.StartWorkflowOptions{ID: id, TaskQueue: queue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
-			run, err := temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
-			for k := 0; k < 5 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil; k++ {
-				run, err = temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			// A request that timed out (a server slowed by the test's
+			// load) is sent again: a start finds the run if it started
+			// (running or not), and the wait for its end goes on.
+			start := client.StartWorkflowOptions{ID: id, TaskQueue: queue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE}
+			slow := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil }
+			_, err := temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			for k := 0; k < 5 && slow(err); k++ {
+				_, err = temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			}
+			if _, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
+				err = nil
 			}
 			if err == nil {
-				err = run.Get(ctx, &outs[i])
+				err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
+				for k := 0; k < 5 && slow(err); k++ {
+					err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
+				}
 			}
 			errs[i] = err
 		})
