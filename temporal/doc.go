@@ -126,6 +126,18 @@
 //	w := temporal.NewWorker(c, "agents", acts, worker.Options{})
 //	err = w.Run(worker.InterruptCh())
 //
+// A starter:
+//
+//	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: "order-1234", TaskQueue: "agents"},
+//		anthropic.BetaMessageNewParams{Model: anthropic.ModelClaudeSonnet5_5, MaxTokens: 1024, Messages: msgs}, nil)
+//	var out temporal.Outcome
+//	err = run.Get(ctx, &out)
+//	fmt.Println(out.StopReason, out.Text)
+//
+// The directory examples/ holds both as whole programs. Without
+// ANTHROPIC_API_KEY the worker's model is a scripted one, so they run
+// offline against `temporal server start-dev`.
+//
 // # Stopping a worker
 //
 // A worker of [NewWorker] stopped (SIGTERM, a rolling restart) runs every
@@ -147,18 +159,6 @@
 // payloads) is given once, to the client (client.Options.DataConverter)
 // and so to its workers: [Pending], [Follow] and the other functions that
 // read what a run shows use the client's.
-//
-// A starter:
-//
-//	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: "order-1234", TaskQueue: "agents"},
-//		anthropic.BetaMessageNewParams{Model: anthropic.ModelClaudeSonnet5_5, MaxTokens: 1024, Messages: msgs}, nil)
-//	var out temporal.Outcome
-//	err = run.Get(ctx, &out)
-//	fmt.Println(out.StopReason, out.Text)
-//
-// The directory examples/ holds both as whole programs. Without
-// ANTHROPIC_API_KEY the worker's model is a scripted one, so they run
-// offline against `temporal server start-dev`.
 //
 // # What the Store costs
 //
