@@ -170,30 +170,24 @@ const DefaultWorkerStopTimeout = 5 * time.Minute
 // runs every task its last polls bring (a task the server handed to a
 // cancelled poll would be lost, and its call answered "interrupted" once
 // its heartbeat timed out, though it never started), lets its running
-// tools finish, and exits; an idle worker exits within a dozen seconds.
+// tools finish, and exits. No client option is needed (see the package
+// doc's "Stopping a worker"). On a server that does not complete polls on
+// shutdown (server 1.29, the CLI's dev server), its polls under way end
+// when the server answers them, within a minute: an idle worker takes up
+// to that minute to stop.
+//
 // Unlike worker.New, it gives opts a WorkerStopTimeout when it has none
 // ([DefaultWorkerStopTimeout]), so that a stop lets the running tools
 // finish rather than cancelling them. Give your deployment's shutdown
 // grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
-// more than the stop timeout.
-//
-// c is any client of the SDK (client.Dial, client.NewLazyClient), which
-// NewWorker leaves as it is: the worker runs on a copy of it whose polls
-// for tasks are short (see the package doc's "Stopping a worker"). It
-// panics if c is not a client of the SDK, or a version of the SDK keeps
-// what it changes elsewhere, rather than build a worker that would lose
-// tasks on its stop. With worker versioning on (opts.DeploymentOptions,
-// see [Deployment]) and no default behavior, the workflow is
-// [DefaultVersioningBehavior].
+// more than the stop timeout plus that minute. With worker versioning on
+// (opts.DeploymentOptions, see [Deployment]) and no default behavior, the
+// workflow is [DefaultVersioningBehavior].
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
-	dc, err := drainingClient(c)
-	if err != nil {
-		panic("toolrun/temporal: NewWorker: " + err.Error())
-	}
-	w := worker.New(dc, queue, versioned(opts))
+	w := worker.New(c, queue, versioned(opts))
 	Register(w, a)
 	return w
 }
@@ -205,10 +199,8 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 // Given a worker of worker.New rather than one of [NewWorker], it makes
 // it work as NewWorker's does: it switches the worker to drain on a stop
 // (it stops polling and runs what its polls under way bring, see the
-// package doc's "Stopping a worker"; a worker of worker.New keeps the
-// SDK's minute-long polls, so an idle one takes up to a minute to stop),
-// and its steps ask the workflow for the history they miss (a query with
-// the worker's client), as NewWorker's do. It panics, naming NewWorker,
+// package doc's "Stopping a worker"), and its steps ask the workflow for
+// the history they miss (a query with the worker's client). It panics, naming NewWorker,
 // given a worker whose WorkerStopTimeout is 0 (worker.New's default),
 // which would cancel its running tools at once when asked to stop, and
 // answer their calls "interrupted"; or a worker of a version of the SDK

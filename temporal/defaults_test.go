@@ -1,12 +1,10 @@
 package temporal
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -14,13 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 )
 
 // TestDefaultModelRetry pins the default retry of a step: unlimited
@@ -90,9 +86,7 @@ func lazyClient(t *testing.T, opts client.Options) client.Client {
 
 // TestWorkersDrain: the worker NewWorker builds, and one of worker.New
 // once given to Register, have the SDK's drain switch on (a stop lets
-// their polls under way end and runs what they bring); NewWorker's runs
-// on a copy of the client whose polls are short, and the caller's client
-// is left as it was.
+// their polls under way end and runs what they bring).
 func TestWorkersDrain(t *testing.T) {
 	c := lazyClient(t, client.Options{})
 	acts := func() *Activities {
@@ -101,19 +95,10 @@ func TestWorkersDrain(t *testing.T) {
 	drains := func(w worker.Worker) bool {
 		return field(t, w, "workerPollCompleteOnShutdown").Interface().(*atomic.Bool).Load()
 	}
-	service := func(c any) workflowservice.WorkflowServiceClient {
-		return field(t, c, "workflowService").Interface().(workflowservice.WorkflowServiceClient)
-	}
 
 	w := NewWorker(c, "q", acts(), worker.Options{})
 	if !drains(w) {
 		t.Error("NewWorker's worker does not drain")
-	}
-	if _, ok := service(field(t, w, "client").Interface()).(shortPolls); !ok {
-		t.Error("NewWorker's worker polls with the SDK's long polls")
-	}
-	if _, ok := service(c).(shortPolls); ok {
-		t.Error("NewWorker changed the caller's client")
 	}
 
 	plain := worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute})
@@ -124,55 +109,6 @@ func TestWorkersDrain(t *testing.T) {
 	if !drains(plain) {
 		t.Error("a worker of worker.New given to Register does not drain")
 	}
-}
-
-// pollDeadlines is a WorkflowService that records how far the deadline
-// of each poll is.
-type pollDeadlines struct {
-	workflowservice.WorkflowServiceClient
-	got []time.Duration
-}
-
-func (p *pollDeadlines) until(ctx context.Context) {
-	d, _ := ctx.Deadline()
-	p.got = append(p.got, time.Until(d))
-}
-
-func (p *pollDeadlines) PollWorkflowTaskQueue(ctx context.Context, _ *workflowservice.PollWorkflowTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollWorkflowTaskQueueResponse, error) {
-	p.until(ctx)
-	return &workflowservice.PollWorkflowTaskQueueResponse{}, nil
-}
-
-func (p *pollDeadlines) PollActivityTaskQueue(ctx context.Context, _ *workflowservice.PollActivityTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollActivityTaskQueueResponse, error) {
-	p.until(ctx)
-	return &workflowservice.PollActivityTaskQueueResponse{}, nil
-}
-
-func (p *pollDeadlines) PollNexusTaskQueue(ctx context.Context, _ *workflowservice.PollNexusTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.PollNexusTaskQueueResponse, error) {
-	p.until(ctx)
-	return &workflowservice.PollNexusTaskQueueResponse{}, nil
-}
-
-// TestShortPolls: the polls of NewWorker's client ask the server to wait
-// at most drainPoll for a task (the SDK asks for 70 s), and keep a
-// shorter deadline they were given.
-func TestShortPolls(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := &pollDeadlines{}
-		s := shortPolls{p}
-		long, cancel := context.WithTimeout(t.Context(), 70*time.Second)
-		defer cancel()
-		near, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
-		defer cancel2()
-		s.PollWorkflowTaskQueue(long, nil)
-		s.PollActivityTaskQueue(long, nil)
-		s.PollNexusTaskQueue(long, nil)
-		s.PollActivityTaskQueue(near, nil)
-		want := []time.Duration{drainPoll, drainPoll, drainPoll, 3 * time.Second}
-		if diff := cmp.Diff(want, p.got); diff != "" {
-			t.Errorf("poll deadlines (-want +got):\n%s", diff)
-		}
-	})
 }
 
 // TestDataConverterOf: the data converter read from a client is the one

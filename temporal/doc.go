@@ -145,15 +145,16 @@
 // finish (its stop timeout, [DefaultWorkerStopTimeout]), so that no call
 // is answered "interrupted" unless it had started; no option is needed.
 // The SDK's worker cancels its polls under way on a stop unless the
-// server says it completes them itself (server 1.29 does not), and a task the
-// server had handed to a cancelled poll is lost until its heartbeat times
-// out; NewWorker switches its worker to the SDK's drain instead (it stops
-// polling, lets the polls under way end and runs what they bring), and
-// builds it on a copy of the client whose polls last at most a dozen
-// seconds, so that an idle worker stops within that rather than the
-// server's minute. [Register] switches a worker of worker.New to the
-// drain too (its polls stay the SDK's: up to a minute to stop when
-// idle), and refuses one whose WorkerStopTimeout is 0.
+// server says it completes them itself (server 1.29 does not), and a task
+// the server had handed to a cancelled poll is lost until its heartbeat
+// times out; [Register] (which NewWorker calls) switches every worker of
+// worker.New to the SDK's drain instead: it stops polling, lets the polls
+// under way end and runs what they bring. On a server that does not
+// complete polls, a poll ends when the server answers it, within a
+// minute, so an idle worker takes up to that minute to stop: give the
+// deployment's grace period the stop timeout plus a minute. Register
+// refuses a worker whose WorkerStopTimeout is 0, which would cancel its
+// running tools at once.
 //
 // A data converter of your own (a codec that encrypts or compresses
 // payloads) is given once, to the client (client.Options.DataConverter)
@@ -253,12 +254,14 @@
 //
 //  1. Drain, always: build the workers with [NewWorker] and stop them
 //     with SIGTERM. A SIGTERMed worker stops polling, lets its polls under
-//     way end (a dozen seconds at most), runs every task they brought,
-//     lets its running tools finish (the stop timeout,
+//     way end (up to the server's long-poll timeout, about a minute, on a
+//     server that does not complete them on shutdown), runs every task
+//     they brought, lets its running tools finish (the stop timeout,
 //     [DefaultWorkerStopTimeout]), and exits: no task is lost to a
 //     heartbeat timeout, and no call is answered "interrupted" unless it
 //     started. Give the deployment's grace period (Kubernetes'
-//     terminationGracePeriodSeconds) a little more than the stop timeout.
+//     terminationGracePeriodSeconds) more than the stop timeout plus a
+//     minute.
 //  2. Deploy the new release as a new Worker Deployment Version: the
 //     same deployment name, a new build id, worker.Options'
 //     DeploymentOptions set with [Deployment], and the same tools. Start

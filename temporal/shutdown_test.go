@@ -84,33 +84,6 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	}
 }
 
-// TestIdleWorkerStopsPromptly: an idle worker of NewWorker, SIGTERMed,
-// exits within its short polls (a dozen seconds), not after the SDK's
-// long polls, which the server ends only a minute after they began: a
-// worker that drains them would take up to that minute to stop.
-func TestIdleWorkerStopsPromptly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
-	c := dialTemporal(t)
-	dir := t.TempDir()
-	model := toolruntest.New(t, toolruntest.Script())
-	queue := newQueue("toolrun-idle")
-	w := startWorker(t, dir, queue, model.URL, "idle", identityEnv+"=idle")
-	polling(t, c, queue, "idle")
-	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	if err := w.Wait(); err != nil {
-		t.Errorf("the stopped worker: %v", err)
-	}
-	// The bound tells a dozen seconds from a minute, not a fine time.
-	if took := time.Since(began); took > 40*time.Second {
-		t.Errorf("the idle worker took %s to stop, want about a dozen seconds at most", took.Round(time.Second))
-	}
-}
-
 // polling waits until the worker whose identity is id polls both queues
 // of task queue queue.
 func polling(t *testing.T, c client.Client, queue, id string) {

@@ -348,10 +348,11 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	workerStopped := make(chan struct{})
 	if stopWorker != nil {
 		// The worker drains beside the server's runs: it stops polling,
-		// lets the polls under way end (temporal.NewWorker's: a dozen
-		// seconds at most), so that no task handed to it is lost, and
-		// gives the activities it runs the grace period.
-		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s; the worker here also lets its polls end, a dozen seconds at most)\n", f.grace)
+		// lets the polls under way end (temporal.NewWorker's drain: up to
+		// the Temporal server's long-poll timeout, about a minute, on a
+		// server that does not end them itself), so that no task handed to
+		// it is lost, and gives the activities it runs the grace period.
+		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s; the worker here also lets its polls end, up to a minute more)\n", f.grace)
 		go func() { defer close(workerStopped); stopWorker() }()
 	} else {
 		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s)\n", f.grace)
