@@ -92,9 +92,12 @@ func TestRollingRestart(t *testing.T) {
 			start := client.StartWorkflowOptions{ID: id, TaskQueue: queue,
 				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE}
-			slow := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil }
+			slow := func(err error) bool {
+				_, late := errors.AsType[*serviceerror.DeadlineExceeded](err)
+				return (late || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil
+			}
 			_, err := temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
-			for k := 0; k < 5 && slow(err); k++ {
+			for k := 0; k < 10 && slow(err); k++ {
 				_, err = temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
 			}
 			if _, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
@@ -102,7 +105,7 @@ func TestRollingRestart(t *testing.T) {
 			}
 			if err == nil {
 				err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
-				for k := 0; k < 5 && slow(err); k++ {
+				for k := 0; k < 10 && slow(err); k++ {
 					err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
 				}
 			}
