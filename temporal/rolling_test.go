@@ -40,7 +40,8 @@ const (
 // start), that no task timed out (a task lost by a stopping worker
 // waits out its heartbeat or workflow task timeout), that no call started twice, that
 // every run finishes as its script says, and that every stopped worker
-// exits cleanly. The heartbeat timeout is short (5 s), so that a task
+// exits cleanly. The heartbeat timeout is short (10 s, a little more
+// than a loaded machine may take to heartbeat), so that a task
 // lost by a stopping worker is answered "interrupted" within the test.
 func TestRollingRestart(t *testing.T) {
 	if testing.Short() {
@@ -75,7 +76,7 @@ func TestRollingRestart(t *testing.T) {
 		live = append(live, start())
 	}
 	opts := &temporal.RunOptions{
-		HeartbeatTimeout: 5 * time.Second,
+		HeartbeatTimeout: 10 * time.Second,
 		ModelRetry:       &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
 		ToolRetry:        &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
 	}
