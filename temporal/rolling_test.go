@@ -76,8 +76,8 @@ func TestRollingRestart(t *testing.T) {
 		live = append(live, start())
 	}
 	opts := &temporal.RunOptions{
-		ModelRetry:       &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
-		ToolRetry:        &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
+		ModelRetry: &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
+		ToolRetry:  &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
 	}
 	began := time.Now()
 	var wg sync.WaitGroup
