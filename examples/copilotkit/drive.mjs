@@ -48,7 +48,13 @@ globalThis.fetch = async (url, init) => {
 
 // events parses the SSE events of a recorded response.
 const events = (t) => (t.response ?? "").split(/\n\n/).map((b) => b.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("")).filter(Boolean).map((d) => { try { return JSON.parse(d); } catch { return { unparsed: d }; } });
-const resultOf = (since, id) => traffic.slice(since).flatMap(events).find((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === id)?.content;
+// resultOf is the content of call id's TOOL_CALL_RESULT in the traffic
+// since since, read once every response of it has been read whole (the
+// chat may show the answer before the proxy has the stream's end).
+const resultOf = async (since, id) => {
+  await Promise.all(traffic.slice(since).map((t) => t.done));
+  return traffic.slice(since).flatMap(events).find((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === id)?.content;
+};
 
 // brief shortens the recorded traffic for a failure's detail.
 function brief(since) {
@@ -123,7 +129,7 @@ for (const client of clients) {
     await say(page, "read it");
     await click(page, "approve-call_read");
     await see(page, "it says hello");
-    const res = resultOf(since, "call_read");
+    const res = await resultOf(since, "call_read");
     check(JSON.stringify(res ?? "").includes("hello from a.txt"), "toolrun ran the approved call (TOOL_CALL_RESULT of call_read has a.txt)");
     await say(page, "hi");
     await see(page, "hello from the script");
@@ -133,7 +139,7 @@ for (const client of clients) {
     await say(page, "read secret");
     await click(page, "deny-call_secret");
     await see(page, "I may not read it");
-    const res = JSON.stringify(resultOf(since, "call_secret") ?? "");
+    const res = JSON.stringify((await resultOf(since, "call_secret")) ?? "");
     check(!res.includes("top secret"), "the denied call did not run");
   });
 
@@ -141,7 +147,7 @@ for (const client of clients) {
     await say(page, "read wrong");
     await click(page, "edit-call_wrong");
     await see(page, "read the edited file");
-    check(JSON.stringify(resultOf(since, "call_wrong") ?? "").includes("hello from a.txt"), "the call ran with the edited input (a.txt)");
+    check(JSON.stringify((await resultOf(since, "call_wrong")) ?? "").includes("hello from a.txt"), "the call ran with the edited input (a.txt)");
   });
 
   await flow("two parallel approvals", async (page, since) => {
@@ -149,11 +155,11 @@ for (const client of clients) {
     await click(page, "approve-call_b");
     await click(page, "deny-call_a");
     await see(page, "read b, not a");
-    check(JSON.stringify(resultOf(since, "call_b") ?? "").includes("hello from b.txt"), "b's approval reached b");
-    check(!JSON.stringify(resultOf(since, "call_a") ?? "").includes("hello from a.txt"), "a's denial reached a");
+    check(JSON.stringify((await resultOf(since, "call_b")) ?? "").includes("hello from b.txt"), "b's approval reached b");
+    check(!JSON.stringify((await resultOf(since, "call_a")) ?? "").includes("hello from a.txt"), "a's denial reached a");
   });
 
-  // Issue 35 §4: the call is approved over toolrun's JSON API (as the
+  // Caught up: the call is approved over toolrun's JSON API (as the
   // inbox does) while the chat shows it; the user then approves in the
   // chat too. decidedElsewhere does that much.
   const decidedElsewhere = async (page, since) => {
