@@ -354,7 +354,11 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	if st != nil {
 		turns = st.Turns
 	}
-	runner.SetMaxTurns(turns + r.MaxTurns)
+	if r.MaxTurns < 0 {
+		runner.SetMaxTurns(-1) // no limit, as serve.ExecutorRun.MaxTurns says
+	} else {
+		runner.SetMaxTurns(turns + r.MaxTurns)
+	}
 	return temporal.Input{State: runner.State(), Options: opts}, nil
 }
 
