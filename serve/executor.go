@@ -608,19 +608,8 @@ func (h *Handler) reattachRun(ctx context.Context, id string) error {
 	}
 
 	h.mu.Lock()
-	h.threads[thread] = true
-	h.perToken[owner]++
-	h.wg.Add(1)
+	unlock := h.holdThread(thread, owner)
 	h.mu.Unlock()
-	var once sync.Once
-	unlock := func() {
-		once.Do(func() {
-			h.mu.Lock()
-			delete(h.threads, thread)
-			h.perToken[owner]--
-			h.mu.Unlock()
-		})
-	}
 	runCtx, cancel := context.WithCancel(h.base)
 	lr := &liveRun{id: id, thread: thread, owner: owner, h: h, cancel: cancel, unlock: unlock, peer: pr}
 	if err := lr.loadSeq(ctx); err != nil {

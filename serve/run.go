@@ -307,6 +307,25 @@ func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity)
 	}
 }
 
+// holdThread marks thread as having a run in flight, counted against
+// owner's runs and waited for by a drain (h.wg), and returns the unlock
+// that frees the thread and the owner's count, once however often it is
+// called. The caller holds h.mu and calls h.wg.Done when the run is gone.
+func (h *Handler) holdThread(thread, owner string) (unlock func()) {
+	h.threads[thread] = true
+	h.perToken[owner]++
+	h.wg.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.threads, thread)
+			h.perToken[owner]--
+			h.mu.Unlock()
+		})
+	}
+}
+
 // startRun checks and records a request to run, and starts the run, whose
 // first event (RUN_STARTED) is recorded when it returns. ctx bounds the
 // checks, not the run.
@@ -329,19 +348,8 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		h.mu.Unlock()
 		return nil, nil, refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
 	}
-	h.threads[in.ThreadID] = true
-	h.perToken[id.name]++
-	h.wg.Add(1)
+	unlock := h.holdThread(in.ThreadID, id.name)
 	h.mu.Unlock()
-	var once sync.Once
-	unlock := func() {
-		once.Do(func() {
-			h.mu.Lock()
-			delete(h.threads, in.ThreadID)
-			h.perToken[id.name]--
-			h.mu.Unlock()
-		})
-	}
 	release := func() {
 		unlock()
 		h.mu.Lock()
