@@ -62,6 +62,9 @@ import (
 // docImports are the packages a fragment may use without importing them.
 var docImports = []string{
 	"context",
+	"crypto/hmac",
+	"crypto/sha256",
+	"encoding/hex",
 	"database/sql",
 	"encoding/json",
 	"errors",

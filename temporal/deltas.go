@@ -221,7 +221,7 @@ func (a *Activities) historyOf(ctx context.Context, in StepInput, e *cachedRun) 
 		return nil, sdktemporal.NewNonRetryableApplicationError("toolrun: a step given the state without its history runs only as an activity", "toolrun.NotActivity", nil)
 	}
 	if !a.queries.Load() {
-		return nil, needHistory(errors.New("the activities were not built into a worker by NewWorker, whose client a step queries its workflow with"))
+		return nil, needHistory(errors.New("the activities were not registered with a worker, whose client a step queries its workflow with"))
 	}
 	info := activity.GetInfo(ctx)
 	// An entry of an earlier history of the run (the worker's last step
