@@ -83,6 +83,9 @@ const (
 )
 
 func (s sqlStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err // a Store's contract: a done ctx saves nothing
+	}
 	b, err := s.w.enc.marshal(st)
 	if err != nil {
 		return err
@@ -123,6 +126,9 @@ func saveState(ctx context.Context, q querier, id string, version int64, b []byt
 }
 
 func (s sqlStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var whole, skel []byte
 	err := s.db.QueryRowContext(ctx, sqlStateLoad, id).Scan(&whole, &skel)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -146,6 +152,9 @@ func (s sqlStore) Load(ctx context.Context, id string) (*toolrun.State, error) {
 }
 
 func (s sqlStore) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return s.w.do(ctx, func(ctx context.Context, q querier) error {
 		if _, err := q.ExecContext(ctx, sqlSkeletonDrop, id); err != nil {
 			return err
