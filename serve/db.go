@@ -14,6 +14,8 @@ import (
 // transaction must be prepared before it (prepare, at New): the
 // transaction holds the one connection, on which database/sql would wait
 // for ever to prepare another. Others are prepared at their first use.
+// They live as long as the database the caller gave serve.New: closing
+// it releases them.
 type statements struct {
 	db *sql.DB
 
@@ -61,16 +63,6 @@ func (s *statements) get(ctx context.Context, q string, create bool) (*sql.Stmt,
 	}
 	s.m[q] = st
 	return st, nil
-}
-
-// close closes every statement.
-func (s *statements) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, st := range s.m {
-		st.Close()
-	}
-	s.m = nil
 }
 
 // preparedDB is the database as a querier whose statements are prepared
