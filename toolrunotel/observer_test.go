@@ -228,12 +228,12 @@ func TestSpans(t *testing.T) {
 			opts: toolrun.Options{Stream: true},
 			want: []span{
 				// The tokens of both attempts: the failed one reported its
-				// input (17) and message_start's 1 output token in its
+				// input (16) and message_start's 1 output token in its
 				// TurnError, and may have written up to max_tokens (1024)
 				// less that 1 without reporting it.
 				{Name: chat, Parent: run, Kind: "client",
 					Attrs: func() map[string]any {
-						m := chatAttrs(1, "msg_2", "end_turn", 10+17, 5+1, 0, 0)
+						m := chatAttrs(1, "msg_2", "end_turn", 10+16, 5+1, 0, 0)
 						m["gen_ai.request.stream"] = true
 						m["gen_ai.response.time_to_first_chunk"] = positive
 						m["toolrun.usage.unreported_output_tokens"] = int64(1023)
@@ -241,7 +241,7 @@ func TestSpans(t *testing.T) {
 					}(),
 					Events: []string{"toolrun.stream_retried: $STREAM_ERR"}},
 				{Name: run, Parent: "caller", Kind: "internal", Attrs: func() map[string]any {
-					m := runAttrs(toolrun.StopEndTurn, 10+17, 5+1, 0, 0, nil)
+					m := runAttrs(toolrun.StopEndTurn, 10+16, 5+1, 0, 0, nil)
 					m["toolrun.usage.unreported_output_tokens"] = int64(1023)
 					return m
 				}()},
