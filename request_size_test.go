@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -43,7 +44,12 @@ func TestLargeResultFitsRequestLimit(t *testing.T) {
 				return tt.content, nil
 			})
 			// No text bound of the tool's own: the size limit alone cuts.
-			r := toolrun.New(client(s), userParams("Look."), []toolrun.Tool{shot}, &toolrun.Options{Logger: discard(), Stream: stream, MaxResultBytes: -1})
+			// A response that is not streamed is waited for as long as
+			// the run's bound (bounded's 10 minutes), not the default 90 s:
+			// the fake reads and checks a 32 MB body, which under the race
+			// detector on a loaded machine takes longer than that.
+			opts := &toolrun.Options{Logger: discard(), Stream: stream, MaxResultBytes: -1, Timeouts: toolrun.Timeouts{Request: 10 * time.Minute}}
+			r := toolrun.New(client(s), userParams("Look."), []toolrun.Tool{shot}, opts)
 			res, err := r.Run(bounded(t))
 			if err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("Run = %v, %v; want end_turn", res, err)
