@@ -44,11 +44,11 @@ func TestLargeResultFitsRequestLimit(t *testing.T) {
 				return tt.content, nil
 			})
 			// No text bound of the tool's own: the size limit alone cuts.
-			// A response that is not streamed is waited for as long as
+			// A response (streamed or not) is waited for as long as
 			// the run's bound (bounded's 10 minutes), not the default 90 s:
 			// the fake reads and checks a 32 MB body, which under the race
 			// detector on a loaded machine takes longer than that.
-			opts := &toolrun.Options{Logger: discard(), Stream: stream, MaxResultBytes: -1, Timeouts: toolrun.Timeouts{Request: 10 * time.Minute}}
+			opts := &toolrun.Options{Logger: discard(), Stream: stream, MaxResultBytes: -1, Timeouts: toolrun.Timeouts{Request: 10 * time.Minute, StreamIdle: 10 * time.Minute}}
 			r := toolrun.New(client(s), userParams("Look."), []toolrun.Tool{shot}, opts)
 			res, err := r.Run(bounded(t))
 			if err != nil || res.StopReason != toolrun.StopEndTurn {
