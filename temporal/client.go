@@ -172,12 +172,12 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 // once a worker has applied it. A run started by a toolrun older than the
 // memo has none; for it, Pending falls back on the query.
 //
-// The memo is decoded with c's data converter (client.Options.DataConverter:
-// a codec that encrypts or compresses payloads, say), the one the workers
-// encoded it with, as for every function of this package that reads what
-// a run shows; see [ClientOptions].DataConverter.
+// With a data converter of your own on the clients and workers (a codec
+// that encrypts or compresses payloads), pass it with [ClientOptions].DataConverter:
+// the memo is encoded with the worker's converter, and a client does not
+// tell its converter to the code it is given to.
 func Pending(ctx context.Context, c client.Client, workflowID string, opts *ClientOptions) ([]toolrun.PendingCall, error) {
-	o := clientOptionsOf(opts).of(c)
+	o := clientOptionsOf(opts)
 	desc, err := describe(ctx, c, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: pending calls of %s: %w", workflowID, err)
@@ -258,27 +258,24 @@ type ClientOptions struct {
 	// whole, as without a Store.
 	ClaimThreshold int
 
-	// DataConverter decodes what a run shows (the memo [PendingMemo],
-	// the events [Follow] reads). Nil, the default, means the client's
-	// own: the DataConverter it was built with (client.Options'), which
-	// is the workers' too, so a codec given once to the client is never
-	// forgotten on one call. Give one only for a client.Client that is
-	// not the SDK's (a wrapper of your own), whose converter cannot be
-	// read: for it, nil means the SDK's default converter.
+	// DataConverter decodes what a run shows (the memo [PendingMemo]):
+	// give it the DataConverter the clients and workers were built with
+	// (client.Options.DataConverter), a codec converter that encrypts or
+	// compresses payloads, say. Nil means the SDK's default converter,
+	// which is what a client has when it sets none.
 	DataConverter converter.DataConverter
 }
 
 // clientOptions are the ClientOptions in the form the functions use.
 type clientOptions struct {
-	dc        converter.DataConverter // nil: the client's, see of
+	dc        converter.DataConverter
 	store     BlobStore
 	threshold int
 }
 
-// clientOptionsOf returns opts with the defaults in place of zeros but
-// the data converter, which is the client's: see [clientOptions.of].
+// clientOptionsOf returns opts with the defaults in place of zeros.
 func clientOptionsOf(opts *ClientOptions) clientOptions {
-	var o clientOptions
+	o := clientOptions{dc: converter.GetDefaultDataConverter()}
 	if opts == nil {
 		return o
 	}
@@ -289,19 +286,6 @@ func clientOptionsOf(opts *ClientOptions) clientOptions {
 		o.store = b
 	}
 	o.threshold = opts.ClaimThreshold
-	return o
-}
-
-// of returns o with c's data converter if o has none: the one c was
-// built with, or the SDK's default for a client whose converter cannot
-// be read (not the SDK's).
-func (o clientOptions) of(c client.Client) clientOptions {
-	if o.dc == nil {
-		o.dc = dataConverterOf(c)
-	}
-	if o.dc == nil {
-		o.dc = converter.GetDefaultDataConverter()
-	}
 	return o
 }
 

@@ -81,7 +81,7 @@ func (c *aesCodec) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 
 // TestEncryptingCodecOnServer runs the whole flow with clients and a worker
 // whose data converter encrypts every payload: Pending reads the memo with
-// ClientOptions.DataConverter (and fails with another one given there), a decision is taken, the run ends, and nothing in the
+// ClientOptions.DataConverter, a decision is taken, the run ends, and nothing in the
 // run's history, memo included, holds the tool input in plain text.
 func TestEncryptingCodecOnServer(t *testing.T) {
 	plainClient := dialTemporal(t)
@@ -111,8 +111,8 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 		}
 		return len(p) == 1 && p[0].Call.ID == "t1" && strings.Contains(string(p[0].Call.Input), secret)
 	})
-	if _, err := temporal.Pending(ctx, c, queue, &temporal.ClientOptions{DataConverter: converter.GetDefaultDataConverter()}); err == nil {
-		t.Error("Pending read an encrypted memo with the default converter given in ClientOptions")
+	if _, err := temporal.Pending(ctx, c, queue, nil); err == nil {
+		t.Error("Pending read an encrypted memo with the default converter")
 	}
 	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
@@ -142,68 +142,5 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 	}
 	if events == 0 {
 		t.Fatal("no history read")
-	}
-}
-
-// TestCodecFromClient: a data converter given once, to the client,
-// serves every function that reads what a run shows or decides on it:
-// Pending, Decide and Follow are called without it (nil ClientOptions),
-// on a run whose workers encrypt every payload, and read the memo and the
-// events in plain, where the SDK's default converter fails with "payload
-// encoding is not supported".
-func TestCodecFromClient(t *testing.T) {
-	plainClient := dialTemporal(t)
-	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), newAESCodec(t))
-	c, err := client.NewClientFromExisting(plainClient, client.Options{DataConverter: dc, Logger: nopLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	const secret = "/secret-path-9a2e"
-	queue := newQueue("toolrun-codec-client")
-	model := toolruntest.New(t, toolruntest.Script(
-		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: secret})),
-		toolruntest.Message(toolruntest.Text("Done."))))
-	calls := &counter{}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "t1 in Pending", func() bool {
-		p, err := temporal.Pending(ctx, c, queue, nil)
-		if err != nil {
-			t.Fatalf("Pending without a converter: %v", err)
-		}
-		return len(p) == 1 && p[0].Call.ID == "t1" && strings.Contains(string(p[0].Call.Input), secret)
-	})
-	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
-		switch e.Kind {
-		case temporal.Awaiting:
-			for _, p := range e.Pending {
-				got = append(got, "awaiting "+p.Call.ID+" "+string(p.Call.Input))
-			}
-		case temporal.Finished:
-			if e.Outcome != nil {
-				got = append(got, "finished "+string(e.Outcome.StopReason)+" "+e.Outcome.Text)
-			}
-		}
-		return true
-	}, nil)
-	if err != nil {
-		t.Fatalf("Follow without a converter: %v", err)
-	}
-	want := []string{`awaiting t1 {"path":"` + secret + `"}`, "finished end_turn Done."}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]int{"write " + secret: 1}, calls.n); diff != "" {
-		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 }

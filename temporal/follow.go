@@ -131,9 +131,9 @@ func seqOf(exec int, eventID int64, n int) int64 {
 //
 // Follow reads the run's workflow history with long polls, one request at
 // a time: it needs no worker, and nothing the history records is missed
-// between reads. It decodes the payloads with c's data converter (or
-// the one [ClientOptions].DataConverter gives): the one the workers encode
-// with. It goes on to the next execution at each
+// between reads. It decodes the payloads with the converter
+// [ClientOptions].DataConverter gives (the SDK's default without it): the one the
+// workers encode with. It goes on to the next execution at each
 // continue-as-new; executions whose events are all at or below after are
 // skipped with one request each, for their last event.
 //
@@ -153,7 +153,7 @@ func Follow(ctx context.Context, c client.Client, workflowID, runID string, afte
 	if yield == nil {
 		return errors.New("toolrun: follow: yield is nil")
 	}
-	o := clientOptionsOf(opts).of(c)
+	o := clientOptionsOf(opts)
 	f := &follower{ctx: ctx, store: o.store, c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
 	first, err := f.first(ctx, runID)
 	if err != nil {
@@ -566,7 +566,7 @@ func (f *follower) decode(p *commonpb.Payload, v any) error {
 
 // payloadError says which payload of the history could not be decoded.
 func (f *follower) payloadError(run string, eventID int64, what string, err error) error {
-	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the data converter, the client's or ClientOptions.DataConverter, the workers'?): %w", f.workflowID, run, what, eventID, err)
+	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the client's data converter given in ClientOptions.DataConverter?): %w", f.workflowID, run, what, eventID, err)
 }
 
 // stepFinished returns the events of a step that went from state in to

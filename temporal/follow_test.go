@@ -324,8 +324,8 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		t.Fatalf("events up to the wait (-want +got):\n%s", diff)
 	}
 	if encrypt {
-		if _, err := follow(ctx, c, queue, run.GetRunID(), 0, converter.GetDefaultDataConverter()); err == nil || !strings.Contains(err.Error(), "ClientOptions.DataConverter") {
-			t.Errorf("Follow given the default converter: got %v, want an error naming ClientOptions.DataConverter", err)
+		if _, err := follow(ctx, c, queue, run.GetRunID(), 0, nil); err == nil || !strings.Contains(err.Error(), "ClientOptions.DataConverter") {
+			t.Errorf("Follow without the codec: got %v, want an error naming ClientOptions.DataConverter", err)
 		}
 	}
 
