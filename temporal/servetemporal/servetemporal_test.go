@@ -586,8 +586,8 @@ func TestInboxOnTemporal(t *testing.T) {
 		t.Errorf("the inbox shows the model's text %q and %d turns, want %q and 1", got.ModelText, got.RunTurns, "paying")
 	}
 
-	// The inbox's event stream says "changed" once at the start, and again
-	// when the decision below takes the call off the list.
+	// The inbox's event stream says "ready" once at the start, and sends a
+	// "delta" when the decision below takes the call off the list.
 	evctx, stopEvents := context.WithCancel(t.Context())
 	defer stopEvents()
 	evreq, _ := http.NewRequestWithContext(evctx, http.MethodGet, f.url+"/inbox/api/events", nil)
@@ -597,18 +597,22 @@ func TestInboxOnTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer evresp.Body.Close()
-	changes := make(chan struct{}, 8)
+	changes := make(chan string, 8) // "event data" of each event
 	go func() {
 		sc := bufio.NewScanner(evresp.Body)
+		event := ""
 		for sc.Scan() {
-			if sc.Text() == "event: changed" {
-				changes <- struct{}{}
+			line := sc.Text()
+			if name, ok := strings.CutPrefix(line, "event: "); ok {
+				event = name
+			} else if data, ok := strings.CutPrefix(line, "data: "); ok {
+				changes <- event + " " + data
 			}
 		}
 		close(changes)
 	}()
-	if _, ok := <-changes; !ok {
-		t.Fatal("the inbox's event stream ended before its first change")
+	if first, ok := <-changes; !ok || !strings.HasPrefix(first, "ready ") {
+		t.Fatalf("the inbox's event stream began with %q, want a ready event", first)
 	}
 
 	req, _ := http.NewRequest(http.MethodPost, f.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(`{"decision":"approve","version":"`+list.Pending[0].Version+`"}`))
@@ -629,9 +633,12 @@ func TestInboxOnTemporal(t *testing.T) {
 		t.Fatalf("the tool ran with no worker: %v", got)
 	}
 	select {
-	case _, ok := <-changes:
+	case change, ok := <-changes:
 		if !ok {
 			t.Fatal("the inbox's event stream ended before the decision's change")
+		}
+		if !strings.HasPrefix(change, "delta ") || !strings.Contains(change, `"removed":["`+id+`"]`) {
+			t.Fatalf("the inbox's event stream said %q of the decision, want a delta removing %s", change, id)
 		}
 	case <-time.After(30 * time.Second): // a bound on a hang, not a timing
 		t.Fatal("the inbox's event stream said nothing of the decision")
