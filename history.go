@@ -30,11 +30,7 @@ import (
 // call runs again. Replacing the message with [Runner.SetMessages] lets
 // the run go on.
 func (r *Runner) State() *State {
-	s := r.snapshot()
-	r.saveMu.Lock()
-	s.Version = r.version
-	r.saveMu.Unlock()
-	s.RunID = r.opts.RunID
+	s := r.versioned()
 	var out State
 	b, err := json.Marshal(s)
 	if err == nil {
@@ -55,9 +51,7 @@ func (r *Runner) State() *State {
 		out.pending = deepcopy.Copy(s.pending)
 		s = &out
 	}
-	if err := s.sign(r.opts.StateKey); err != nil {
-		r.log.Error("toolrun: signing the state failed", "error", err)
-	}
+	r.sign(s)
 	return s
 }
 
@@ -67,16 +61,29 @@ func (r *Runner) State() *State {
 // or replaces it), so that a driver reading the state after each step
 // pays for the history's slice, not for its JSON.
 func (r *Runner) sharedState() *State {
+	s := r.versioned()
+	s.Params.Betas = slices.Clone(s.Params.Betas)
+	r.sign(s)
+	return s
+}
+
+// versioned is [Runner.snapshot] with the run's version and id.
+func (r *Runner) versioned() *State {
 	s := r.snapshot()
 	r.saveMu.Lock()
 	s.Version = r.version
 	r.saveMu.Unlock()
 	s.RunID = r.opts.RunID
-	s.Params.Betas = slices.Clone(s.Params.Betas)
+	return s
+}
+
+// sign signs s with the run's StateKey, if it has one. A failure is
+// logged, not returned: the state is still the run's, and a resume checks
+// the signature it carries.
+func (r *Runner) sign(s *State) {
 	if err := s.sign(r.opts.StateKey); err != nil {
 		r.log.Error("toolrun: signing the state failed", "error", err)
 	}
-	return s
 }
 
 // snapshot returns a copy of the run's data that shares no slice the

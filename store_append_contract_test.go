@@ -2,7 +2,6 @@ package toolrun_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -10,9 +9,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolrun/toolrun"
 )
@@ -88,24 +84,7 @@ func TestMisbehavingAppender(t *testing.T) {
 					return "worked", nil
 				})
 				api := &hangingAPI{answer: callThenAnswer()}
-				c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
-					option.WithHTTPClient(&http.Client{Transport: api}))
-				ctx, cancel := context.WithTimeout(t.Context(), deadline)
-				defer cancel()
-				start := time.Now()
-				opts := &toolrun.Options{Logger: discard(), NoThread: true, Store: store, RunID: "run-1", MaxParallelTools: 1,
-					Timeouts: toolrun.Timeouts{CancelGrace: grace}}
-				r, err := toolrun.Open(ctx, c, userParams("Hello?"), []toolrun.Tool{work}, opts)
-				if err == nil {
-					_, err = r.Run(ctx)
-				}
-				took := time.Since(start)
-				if !errors.Is(err, tt.want) {
-					t.Errorf("err = %v, want it to wrap %v", err, tt.want)
-				}
-				if took > deadline+grace {
-					t.Errorf("the run ended after %v, want within %v (its deadline and cancel grace)", took, deadline+grace)
-				}
+				runOverStore(t, api, store, []toolrun.Tool{work}, 1, deadline, grace, tt.want)
 				if n := calls.Load(); n > tt.maxCalls {
 					t.Errorf("%d calls ran, want at most %d: a call ran whose start the store did not journal", n, tt.maxCalls)
 				}

@@ -94,24 +94,7 @@ func TestMisbehavingStore(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := tt.store()
 				api := &hangingAPI{answer: finalAnswer}
-				c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
-					option.WithHTTPClient(&http.Client{Transport: api}))
-				ctx, cancel := context.WithTimeout(t.Context(), deadline)
-				defer cancel()
-				start := time.Now()
-				opts := &toolrun.Options{Logger: discard(), NoThread: true, Store: store, RunID: "run-1",
-					Timeouts: toolrun.Timeouts{CancelGrace: grace}}
-				r, err := toolrun.Open(ctx, c, userParams("Hello?"), nil, opts)
-				if err == nil {
-					_, err = r.Run(ctx)
-				}
-				took := time.Since(start)
-				if !errors.Is(err, tt.want) {
-					t.Errorf("err = %v, want it to wrap %v", err, tt.want)
-				}
-				if took > deadline+grace {
-					t.Errorf("the run ended after %v, want within %v (its deadline and cancel grace)", took, deadline+grace)
-				}
+				runOverStore(t, api, store, nil, 0, deadline, grace, tt.want)
 				if n := api.attempts.Load(); n != 0 {
 					t.Errorf("%d requests were sent over a store that misbehaved, want 0", n)
 				}
@@ -122,5 +105,31 @@ func TestMisbehavingStore(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// runOverStore opens and runs run-1 over store, with api as the Messages
+// API and tools at most parallel at once (0: the default), and checks that
+// the run ends with an error wrapping want within its deadline and cancel
+// grace, on the clock of the synctest bubble it runs in.
+func runOverStore(t *testing.T, api *hangingAPI, store toolrun.Store, tools []toolrun.Tool, parallel int, deadline, grace time.Duration, want error) {
+	t.Helper()
+	c := anthropic.NewClient(option.WithAPIKey("test"), option.WithBaseURL("http://api.invalid"),
+		option.WithHTTPClient(&http.Client{Transport: api}))
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	start := time.Now()
+	opts := &toolrun.Options{Logger: discard(), NoThread: true, Store: store, RunID: "run-1", MaxParallelTools: parallel,
+		Timeouts: toolrun.Timeouts{CancelGrace: grace}}
+	r, err := toolrun.Open(ctx, c, userParams("Hello?"), tools, opts)
+	if err == nil {
+		_, err = r.Run(ctx)
+	}
+	took := time.Since(start)
+	if !errors.Is(err, want) {
+		t.Errorf("err = %v, want it to wrap %v", err, want)
+	}
+	if took > deadline+grace {
+		t.Errorf("the run ended after %v, want within %v (its deadline and cancel grace)", took, deadline+grace)
 	}
 }

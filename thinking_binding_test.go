@@ -92,32 +92,8 @@ func TestThinkingBindingThroughRewrites(t *testing.T) {
 				}
 			},
 		},
-		{
-			name: "input that cannot be sent",
-			replies: []toolruntest.Reply{
-				toolruntest.Message(
-					toolruntest.Thinking("Paris first.", "sig_1"),
-					toolruntest.Block{Type: "tool_use", Raw: json.RawMessage(`{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris","days":1e999}}`)},
-					toolruntest.Thinking("And Oslo alongside.", "sig_2"),
-					weatherCall("toolu_2", "Oslo"),
-				),
-				toolruntest.Message(toolruntest.Thinking("Retry Paris.", "sig_3"), weatherCall("toolu_3", "Paris")),
-				toolruntest.Message(toolruntest.Thinking("Done.", "sig_4"), toolruntest.Text("Both sunny.")),
-			},
-		},
-		{
-			name: "input that is not an object",
-			replies: []toolruntest.Reply{
-				toolruntest.Message(
-					toolruntest.Thinking("Paris first.", "sig_1"),
-					toolruntest.Block{Type: "tool_use", Raw: json.RawMessage(`{"type":"tool_use","id":"toolu_1","name":"get_weather","input":"Paris"}`)},
-					toolruntest.Thinking("And Oslo alongside.", "sig_2"),
-					weatherCall("toolu_2", "Oslo"),
-				),
-				toolruntest.Message(toolruntest.Thinking("Retry Paris.", "sig_3"), weatherCall("toolu_3", "Paris")),
-				toolruntest.Message(toolruntest.Thinking("Done.", "sig_4"), toolruntest.Text("Both sunny.")),
-			},
-		},
+		{name: "input that cannot be sent", replies: unsendableInput(`{"city":"Paris","days":1e999}`)},
+		{name: "input that is not an object", replies: unsendableInput(`"Paris"`)},
 		{
 			name: "resume from a store",
 			replies: []toolruntest.Reply{
@@ -235,5 +211,21 @@ func TestThinkingBlockBindingSent(t *testing.T) {
 		if req.DroppedThinking != nil {
 			t.Errorf("request %d: the server dropped thinking blocks %v", i+1, req.DroppedThinking)
 		}
+	}
+}
+
+// unsendableInput is a conversation whose first response calls
+// get_weather with input, which toolrun must replace with {} to send it,
+// beside a thinking block and a second call, then retries and answers.
+func unsendableInput(input string) []toolruntest.Reply {
+	return []toolruntest.Reply{
+		toolruntest.Message(
+			toolruntest.Thinking("Paris first.", "sig_1"),
+			toolruntest.Block{Type: "tool_use", Raw: json.RawMessage(`{"type":"tool_use","id":"toolu_1","name":"get_weather","input":` + input + `}`)},
+			toolruntest.Thinking("And Oslo alongside.", "sig_2"),
+			weatherCall("toolu_2", "Oslo"),
+		),
+		toolruntest.Message(toolruntest.Thinking("Retry Paris.", "sig_3"), weatherCall("toolu_3", "Paris")),
+		toolruntest.Message(toolruntest.Thinking("Done.", "sig_4"), toolruntest.Text("Both sunny.")),
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -210,18 +209,7 @@ func TestInboxBulkRefusesAnotherSet(t *testing.T) {
 	if l.Matching != 2 {
 		t.Fatalf("tool_1 has %d calls waiting, want 2: %s", l.Matching, list)
 	}
-	post := func(body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/api/bulk", strings.NewReader(body))
-		req.Header.Set("X-Inbox-Key", key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw)
-	}
+	post := func(body string) (int, string) { return e.postAPI(t, c, "/inbox/api/bulk", key, body) }
 	tests := []struct {
 		name, body string
 		status     int

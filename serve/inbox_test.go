@@ -659,7 +659,15 @@ func (e *inboxEnv) decideWith(t *testing.T, c *http.Client, id, key, body string
 	if !strings.Contains(body, `"version"`) {
 		body = `{"version":"` + e.version(t, id) + `",` + strings.TrimPrefix(body, "{")
 	}
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/inbox/api/interrupts/"+id+"/decision", strings.NewReader(body))
+	return e.postAPI(t, c, "/inbox/api/interrupts/"+id+"/decision", key, body)
+}
+
+// postAPI posts body as JSON to the inbox's path with c (nil: the default
+// client) and the session's key (none if empty), and returns the status
+// and body of the answer.
+func (e *inboxEnv) postAPI(t *testing.T, c *http.Client, path, key, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("X-Inbox-Key", key)

@@ -185,31 +185,10 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 
 	// Runners that loaded the same version race: one wins.
 	race := func(step string, prev uint64) {
-		const n = 8
-		results := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i] = s.Save(ctx, id, sample(10+i, prev+1), prev)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i, err := range results {
-			switch {
-			case err == nil && winner >= 0:
-				fail("%s: Saves %d and %d both won, want exactly one", step, winner, i)
-			case err == nil:
-				winner = i
-			default:
-				refused(fmt.Sprintf("%s: Save %d of %d", step, i, n), err)
-			}
-		}
+		winner := oneWins(step, 8, func(i int) error {
+			return s.Save(ctx, id, sample(10+i, prev+1), prev)
+		}, fail, refused)
 		if winner < 0 {
-			fail("%s: no Save won, want exactly one", step)
 			return
 		}
 		want(step, 10+winner, prev+1)
@@ -235,6 +214,39 @@ func compareAndSwap(ctx context.Context, s toolrun.Store) []error {
 	}
 	race("8 Saves over nothing at once, after Delete", 0)
 	return errs
+}
+
+// oneWins runs write(0) to write(n-1) at once, as runners that loaded the
+// same version would, and returns the index of the one write that won, or
+// -1. Two winners or none are failures (given to fail); each loser's error
+// goes to refused, which checks that it is the contract's refusal.
+func oneWins(step string, n int, write func(i int) error, fail func(format string, args ...any), refused func(step string, err error)) int {
+	results := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i] = write(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range results {
+		switch {
+		case err == nil && winner >= 0:
+			fail("%s: writes %d and %d both won, want exactly one", step, winner, i)
+		case err == nil:
+			winner = i
+		default:
+			refused(fmt.Sprintf("%s: write %d of %d", step, i, n), err)
+		}
+	}
+	if winner < 0 {
+		fail("%s: no write won, want exactly one", step)
+	}
+	return winner
 }
 
 // sample returns a distinct state for n at version, with a pending turn so
@@ -398,36 +410,14 @@ func appends(ctx context.Context, s toolrun.StateAppender) []error {
 
 	// Runners that loaded the same version race, by Append and by Save:
 	// one wins.
-	const n = 8
-	results := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			if i%2 == 0 {
-				results[i] = s.Append(ctx, id, answered(7, 4), 4)
-			} else {
-				results[i] = s.Save(ctx, id, sample(20+i, 5), 4)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	winner := -1
-	for i, err := range results {
-		switch {
-		case err == nil && winner >= 0:
-			fail("%d Appends and Saves over version 4 at once: %d and %d both won, want exactly one", n, winner, i)
-		case err == nil:
-			winner = i
-		default:
-			refused(fmt.Sprintf("%d Appends and Saves over version 4 at once: %d", n, i), err)
+	winner := oneWins("8 Appends and Saves over version 4 at once", 8, func(i int) error {
+		if i%2 == 0 {
+			return s.Append(ctx, id, answered(7, 4), 4)
 		}
-	}
+		return s.Save(ctx, id, sample(20+i, 5), 4)
+	}, fail, refused)
 	switch {
 	case winner < 0:
-		fail("%d Appends and Saves over version 4 at once: none won, want exactly one", n)
 		return errs
 	case winner%2 == 0:
 		want("after an Append won the race", applied(7, 1, 5))
