@@ -168,6 +168,7 @@ func TestToolFailures(t *testing.T) {
 			name: "panic",
 			tool: toolrun.NewTool("boom", "", func(ctx context.Context, in struct{}) (string, error) {
 				var m map[string]int
+				//lint:ignore SA5000 the tool panics on purpose
 				m["x"] = 1 // panics: assignment to entry in nil map
 				return "", nil
 			}),

@@ -1,13 +1,10 @@
 package toolrun_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +12,6 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -75,16 +71,6 @@ func kinds(events []toolrun.Event) []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// index returns the position of the first event of kind k, or -1.
-func index(events []toolrun.Event, k string) int {
-	for i, e := range events {
-		if kind(e) == k {
-			return i
-		}
-	}
-	return -1
 }
 
 // all returns the events of type E.
@@ -147,87 +133,6 @@ func checkNoRunGoroutines(t *testing.T, before int) {
 			t.Fatalf("%d goroutines of the runner left:\n%s", len(left), strings.Join(left, "\n\n"))
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// holdUntil returns a client middleware that holds a streamed body back
-// where marker first appears in it, until release is closed, so that a test
-// can order what the runner does against what it receives without timing.
-// It gives up holding after ten seconds, so that a runner that never closes
-// release fails the test instead of hanging it.
-func holdUntil(marker string, release <-chan struct{}) option.Middleware {
-	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		res, err := next(req)
-		if err == nil && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-			res.Body = &heldBody{rc: res.Body, marker: []byte(marker), release: release}
-		}
-		return res, err
-	}
-}
-
-type heldBody struct {
-	rc      io.ReadCloser
-	marker  []byte
-	release <-chan struct{}
-	buf     []byte // read from rc, not yet returned
-	err     error  // of rc
-	passed  bool   // the marker was reached and released
-}
-
-func (b *heldBody) Read(p []byte) (int, error) {
-	for {
-		if !b.passed {
-			i := bytes.Index(b.buf, b.marker)
-			switch {
-			case i == 0:
-				select {
-				case <-b.release:
-				case <-time.After(10 * time.Second):
-				}
-				b.passed = true
-				continue
-			case i > 0:
-				return b.take(p, i), nil
-			}
-			// Keep what may be the start of the marker.
-			if safe := len(b.buf) - (len(b.marker) - 1); safe > 0 {
-				return b.take(p, safe), nil
-			}
-			if b.err != nil && len(b.buf) > 0 {
-				return b.take(p, len(b.buf)), nil
-			}
-		} else if len(b.buf) > 0 {
-			return b.take(p, len(b.buf)), nil
-		}
-		if b.err != nil {
-			return 0, b.err
-		}
-		chunk := make([]byte, 4096)
-		n, err := b.rc.Read(chunk)
-		b.buf = append(b.buf, chunk[:n]...)
-		b.err = err
-	}
-}
-
-func (b *heldBody) take(p []byte, n int) int {
-	n = copy(p, b.buf[:n])
-	b.buf = b.buf[n:]
-	return n
-}
-
-func (b *heldBody) Close() error { return b.rc.Close() }
-
-// releaseAfter returns a channel that is closed after n calls of the
-// returned func.
-func releaseAfter(n int) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	var mu sync.Mutex
-	return ch, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if n--; n == 0 {
-			close(ch)
-		}
 	}
 }
 
@@ -710,28 +615,6 @@ func TestCancelMidStream(t *testing.T) {
 	}
 	checkHistory(t, res.Messages)
 	checkNoRunGoroutines(t, before)
-}
-
-// gatedTool returns a tool that calls started when it starts, then waits
-// for wait (if non-nil) or its ctx, and calls finished.
-func gatedTool(name string, runs *counter, started func(), wait <-chan struct{}, finished func()) toolrun.Tool {
-	return toolrun.NewTool(name, "", func(ctx context.Context, in struct{}) (string, error) {
-		runs.inc(name)
-		if started != nil {
-			started()
-		}
-		if wait != nil {
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		if finished != nil {
-			finished()
-		}
-		return name + " done", nil
-	})
 }
 
 func ExampleRunner_Events() {

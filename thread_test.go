@@ -191,8 +191,7 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 				},
 			}
 			r := toolrun.New(client(s), userParams("weather"), []toolrun.Tool{weatherTool(&calls)}, opts)
-			res, err := r.Run(t.Context())
-			if err != nil && !errors.Is(err, toolrun.ErrMaxTurns) {
+			if _, err := r.Run(t.Context()); err != nil && !errors.Is(err, toolrun.ErrMaxTurns) {
 				t.Fatal(err)
 			}
 			// An edit of the history: the first message replaced by an equal
@@ -211,7 +210,8 @@ func TestThreadConversationMatchesHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			r2.SetMaxTurns(-1)
-			if res, err = r2.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn {
+			res, err := r2.Run(t.Context())
+			if err != nil || res.StopReason != toolrun.StopEndTurn {
 				t.Fatalf("resumed run = %v, %v; want end_turn", res.StopReason, err)
 			}
 			reqs := s.Requests()

@@ -94,6 +94,7 @@ func browserRun(t *testing.T) *transcript.Transcript {
 		}),
 		toolrun.NewTool("parse", "Parses", func(ctx context.Context, in struct{}) (string, error) {
 			var m map[string]int
+			//lint:ignore SA5000 the tool panics on purpose
 			m["x"] = 1
 			return "", nil
 		}),
