@@ -165,6 +165,7 @@
     $("d-tool").textContent = c.toolName;
     $("d-thread").textContent = c.threadId;
     $("d-thread").href = "/inbox/runs/" + encodeURIComponent(c.threadId);
+    $("d-story").href = "/inbox/threads/" + encodeURIComponent(c.threadId);
     $("d-desc").textContent = c.description || "(the tool has no description)";
     $("d-asked").textContent = stamp(c.createdAt) + " (" + ago(c.createdAt) + ")";
     var late = expired(c);
