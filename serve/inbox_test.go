@@ -791,7 +791,7 @@ func TestInboxRefusesWithoutSessionOrKey(t *testing.T) {
 	})
 
 	t.Run("CSP and no inline script", func(t *testing.T) {
-		for _, path := range []string{"/inbox", "/inbox/login", "/inbox/runs/thread-5", "/inbox/static/inbox.js"} {
+		for _, path := range []string{"/inbox", "/inbox/login", "/inbox/runs/thread-5", "/inbox/threads/thread-5", "/inbox/static/inbox.js", "/inbox/static/thread.js"} {
 			resp, err := c.Get(e.url + path)
 			if err != nil {
 				t.Fatal(err)
@@ -960,6 +960,18 @@ func TestInboxXSSInChromium(t *testing.T) {
 	}
 	if got := eval[string](t, alice, `document.title`); !strings.HasPrefix(got, "toolrun inbox") {
 		t.Errorf("the title is %q", got)
+	}
+	// The thread's story, of a thread with payloads and of one whose id
+	// is a payload.
+	do(t, alice, chromedp.Navigate(e.url+"/inbox/threads/xss-0"), chromedp.WaitVisible("#runs"))
+	check("the thread's story")
+	if got := text(t, alice, "#runs"); !strings.Contains(got, payloads[0]) {
+		t.Errorf("the thread's story shows %q, want the payload as text", got)
+	}
+	do(t, alice, chromedp.Navigate(e.url+"/inbox/threads/"+url.PathEscape(payloads[2])), chromedp.WaitReady("body[data-loaded]"))
+	check("a thread whose id is a payload")
+	if got := text(t, alice, "#thread"); got != payloads[2] {
+		t.Errorf("the thread's id shows as %q, want %q", got, payloads[2])
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("payloads fetched the counting server %d times", n)

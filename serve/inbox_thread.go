@@ -33,8 +33,7 @@ const storyResultMax = 4 << 10
 // storyDecision is a person's decision on a call, as the story shows it.
 type storyDecision struct {
 	Interrupt string `json:"interrupt"`
-	// Status is pending (still waiting), decided or answered (a client
-	// tool's call answered by its client).
+	// Status is pending (still waiting) or decided.
 	Status string `json:"status"`
 	decided
 	DecidedBy string `json:"decidedBy,omitempty"`
@@ -204,13 +203,11 @@ func (ib *inbox) story(ctx context.Context, thread string) (*threadStory, error)
 	if len(st.Runs) == 0 && len(its) == 0 && tv.owner == "" {
 		return nil, nil
 	}
-	// The decision on each call, by its tool_use id: a client tool's
-	// call approved and then answered by its client has two interrupts,
-	// and the person's approval is the one the story shows.
+	// The person's decision on each call, by its tool_use id.
 	decisions := map[string]*storyDecision{}
 	for _, it := range its {
-		if prev := decisions[it.ToolCallID]; prev != nil && it.Kind == kindClient {
-			continue
+		if it.Kind == kindClient {
+			continue // a client tool's result is its client's, not a person's decision
 		}
 		d := &storyDecision{Interrupt: it.ID, Status: it.Status, DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt, WaitFrom: it.CreatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC()}
 		end := now
@@ -222,7 +219,7 @@ func (ib *inbox) story(ctx context.Context, thread string) (*threadStory, error)
 		}
 		d.WaitMS = max(0, end.Sub(it.CreatedAt).Milliseconds())
 		decisions[it.ToolCallID] = d
-		if it.Kind == kindApproval && it.Status != statusPending {
+		if it.Status != statusPending {
 			st.Decisions++
 			st.WaitMS += d.WaitMS
 			if d.Decision == "deny" {

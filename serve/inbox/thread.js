@@ -162,7 +162,7 @@
   function render(page, b) {
     var dl = el("dl", "meta");
     var waited = b.decisions ? span(b.waitMs) + " over " + b.decisions + " decision" + (b.decisions === 1 ? "" : "s") : "none";
-    [["Owner", b.owner, "owner"], ["Runs", String(b.runs.length), "runs"], ["Turns", String(b.turns), "turns"],
+    [["Owner", b.owner, "owner"], ["Runs", String(b.runs.length), "runs-count"], ["Turns", String(b.turns), "turns"],
      ["Cost", dollars(b.costUSD) + (b.costIncomplete ? " (incomplete: a model had no price)" : ""), "cost"],
      ["Decisions", b.decisions + (b.denials ? " (" + b.denials + " denied)" : ""), "decisions"],
      ["Waiting for a person", waited, "waited"]].forEach(function (r) {
