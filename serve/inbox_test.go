@@ -385,6 +385,9 @@ func TestInboxInChromium(t *testing.T) {
 		if got := text(t, alice, "#flash"); !strings.Contains(got, "by alice at ") {
 			t.Errorf("the flash says %q, want who decided and when", got)
 		}
+		if got, want := eval[string](t, alice, `document.getElementById("flash-story").getAttribute("href")`), "/inbox/threads/thread-5#run-"+eval[string](t, alice, `document.body.dataset.nextRun`); got != want {
+			t.Errorf("the flash links to %q, want the thread's story at the run that went on, %q", got, want)
+		}
 		evs := e.follow(t, eval[string](t, alice, `document.body.dataset.nextRun`))
 		if o := outcome(evs); o["type"] != "success" || last(evs)["result"] != "done: the payment went out" {
 			t.Errorf("the run went on to %v", last(evs))
