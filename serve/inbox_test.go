@@ -385,6 +385,9 @@ func TestInboxInChromium(t *testing.T) {
 		if got := text(t, alice, "#flash"); !strings.Contains(got, "by alice at ") {
 			t.Errorf("the flash says %q, want who decided and when", got)
 		}
+		if got, want := eval[string](t, alice, `document.getElementById("flash-story").getAttribute("href")`), "/inbox/threads/thread-5#run-"+eval[string](t, alice, `document.body.dataset.nextRun`); got != want {
+			t.Errorf("the flash links to %q, want the thread's story at the run that went on, %q", got, want)
+		}
 		evs := e.follow(t, eval[string](t, alice, `document.body.dataset.nextRun`))
 		if o := outcome(evs); o["type"] != "success" || last(evs)["result"] != "done: the payment went out" {
 			t.Errorf("the run went on to %v", last(evs))
@@ -799,7 +802,7 @@ func TestInboxRefusesWithoutSessionOrKey(t *testing.T) {
 	})
 
 	t.Run("CSP and no inline script", func(t *testing.T) {
-		for _, path := range []string{"/inbox", "/inbox/login", "/inbox/runs/thread-5", "/inbox/static/inbox.js"} {
+		for _, path := range []string{"/inbox", "/inbox/login", "/inbox/runs/thread-5", "/inbox/threads/thread-5", "/inbox/static/inbox.js", "/inbox/static/thread.js"} {
 			resp, err := c.Get(e.url + path)
 			if err != nil {
 				t.Fatal(err)
@@ -968,6 +971,18 @@ func TestInboxXSSInChromium(t *testing.T) {
 	}
 	if got := eval[string](t, alice, `document.title`); !strings.HasPrefix(got, "toolrun inbox") {
 		t.Errorf("the title is %q", got)
+	}
+	// The thread's story, of a thread with payloads and of one whose id
+	// is a payload.
+	do(t, alice, chromedp.Navigate(e.url+"/inbox/threads/xss-0"), chromedp.WaitVisible("#runs"))
+	check("the thread's story")
+	if got := text(t, alice, "#runs"); !strings.Contains(got, payloads[0]) {
+		t.Errorf("the thread's story shows %q, want the payload as text", got)
+	}
+	do(t, alice, chromedp.Navigate(e.url+"/inbox/threads/"+url.PathEscape(payloads[2])), chromedp.WaitReady("body[data-loaded]"))
+	check("a thread whose id is a payload")
+	if got := text(t, alice, "#thread"); got != payloads[2] {
+		t.Errorf("the thread's id shows as %q, want %q", got, payloads[2])
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("payloads fetched the counting server %d times", n)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -247,7 +248,7 @@ func (f *toolFlags) commandLine() string {
 
 var viewCommand = &command{
 	name:    "view",
-	args:    "[-o report.html] run.jsonl",
+	args:    "[-o report.html] run.jsonl | --thread ID [-o report.html] dir|run.jsonl...",
 	summary: "write a recorded run as a self-contained HTML report",
 	doc: `View writes the run recorded in a transcript (--record of run and demo)
 as one self-contained HTML page: a timeline of turns with each tool call as
@@ -255,7 +256,21 @@ a bar as long as it took, failures with their errors and stacks, tokens per
 turn, and the conversation. The page runs no script and loads nothing.
 Without -o, the report of run.jsonl is written to run.html. "-" reads the
 transcript from standard input, and -o - writes the report to standard
-output (as does a transcript read from standard input without -o).`,
+output (as does a transcript read from standard input without -o).
+
+With --thread ID, view writes the story of one thread of "toolrun serve"
+instead, from the transcripts its --record wrote, one per run: give the
+record directory (view reads the files serve named for the thread) or the
+transcripts themselves. The report shows every run of the thread in the
+order it started; each call with the decision on it (who, by the name of
+the token or login that took it, when, what and why) and its result, which
+may come in the run the decision let go on; each run's stop and cost in
+dollars (list prices, as toolrun.DefaultPrices has them); and one time
+axis with the runs and each wait for a person, from the call's deferral
+to the decision. A deny is drawn as the person's decision, not as a
+failure. Without -o the report is written to thread-<hash>.html in the
+record directory (or beside the first transcript), <hash> as serve names
+the thread's files.`,
 	exits: []exitStatus{
 		{exitOK, "ok", "the report was written"},
 		{exitError, "error", "the transcript could not be read, or the report written"},
@@ -263,7 +278,11 @@ output (as does a transcript read from standard input without -o).`,
 	},
 	setup: func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		out := fs.String("o", "", "write the report to `file`")
+		thread := fs.String("thread", "", "write the story of the serve thread `ID` from its runs' transcripts")
 		return func(ctx context.Context, c *cli, args []string) int {
+			if *thread != "" {
+				return c.viewThread(*thread, *out, args)
+			}
 			if len(args) != 1 {
 				return c.usageError("view", "want one transcript file, got %d arguments", len(args))
 			}
@@ -303,4 +322,42 @@ output (as does a transcript read from standard input without -o).`,
 			return exitOK
 		}
 	},
+}
+
+// viewThread writes the report of thread from the transcripts of its
+// runs (see the view command's doc).
+func (c *cli) viewThread(thread, dest string, args []string) int {
+	if len(args) == 0 {
+		return c.usageError("view", "--thread wants the record directory of toolrun serve, or the thread's transcripts")
+	}
+	runs, err := c.readThreadRuns(thread, args)
+	if err != nil {
+		c.errorf("view", "%v", err)
+		return exitError
+	}
+	if dest == "" {
+		dir := args[0]
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+		dest = filepath.Join(dir, "thread-"+strings.TrimSuffix(threadFilePrefix(thread), "-")+".html")
+	}
+	var buf bytes.Buffer
+	if err := writeThreadHTML(&buf, thread, runs); err != nil {
+		c.errorf("view", "%v", err)
+		return exitError
+	}
+	if dest == "-" {
+		if _, err := c.stdout.Write(buf.Bytes()); err != nil {
+			c.errorf("view", "%v", err)
+			return exitError
+		}
+		return exitOK
+	}
+	if err := writeFileAtomic(dest, buf.Bytes()); err != nil {
+		c.errorf("view", "%v", err)
+		return exitError
+	}
+	fmt.Fprintf(c.stdout, "wrote %s (%d runs)\n", dest, len(runs))
+	return exitOK
 }

@@ -165,6 +165,7 @@
     $("d-tool").textContent = c.toolName;
     $("d-thread").textContent = c.threadId;
     $("d-thread").href = "/inbox/runs/" + encodeURIComponent(c.threadId);
+    $("d-story").href = "/inbox/threads/" + encodeURIComponent(c.threadId);
     $("d-desc").textContent = c.description || "(the tool has no description)";
     $("d-asked").textContent = stamp(c.createdAt) + " (" + ago(c.createdAt) + ")";
     var late = expired(c);
@@ -342,6 +343,15 @@
       if (res.status === 200) {
         var verb = { approve: "Approved", deny: "Denied", edit: "Edited and approved", respond: "Answered in its place" }[b.decision] || "Decided";
         flash(verb + " " + tool + " (" + id + ") — by " + b.decidedBy + " at " + stamp(b.decidedAt) + (b.always ? "; always allowed for this run" : "") + (b.nextRun ? "; the run goes on as " + b.nextRun : ""), "ok");
+        if (b.nextRun) {
+          // The run that goes on is told in the thread's story.
+          var a = document.createElement("a");
+          a.id = "flash-story";
+          a.href = "/inbox/threads/" + encodeURIComponent(c.threadId) + "#run-" + encodeURIComponent(b.nextRun);
+          a.textContent = "follow it in the thread's story";
+          $("flash").appendChild(document.createTextNode(" — "));
+          $("flash").appendChild(a);
+        }
         $("editor").hidden = true;
         $("responder").hidden = true;
         c.gone = true;
