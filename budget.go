@@ -107,11 +107,6 @@ func modelKey(model string) string {
 // longest prefix, with the cache prices filled in, and whether it found
 // one.
 func priceOf(prices map[string]Price, model string) (Price, bool) {
-	return lookupPrice(prices, model)
-}
-
-// lookupPrice is priceOf.
-func lookupPrice(prices map[string]Price, model string) (Price, bool) {
 	key := modelKey(model)
 	find := func(table map[string]Price) (Price, bool) {
 		best, found := "", false

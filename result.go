@@ -97,6 +97,25 @@ type Usage struct {
 	UnreportedOutputTokens int64 `json:"unreported_output_tokens,omitempty"`
 }
 
+// CostUSD prices u in US dollars at model's price in prices, else in
+// [DefaultPrices], found by the longest prefix of the model's name as
+// DefaultPrices says (a platform's wrapping of the name taken off), and
+// reports whether either table has a price for it. It is the sum a
+// runner's [Result.CostUSD] makes per response, for a usage read back
+// later (a report, a server's thread): it prices the output the API
+// reported, not UnreportedOutputTokens, and cache writes at the 5-minute
+// rate, since a Usage does not say which of them were written for an hour.
+func (u Usage) CostUSD(model string, prices map[string]Price) (float64, bool) {
+	p, ok := priceOf(prices, model)
+	if !ok {
+		return 0, false
+	}
+	return (float64(u.InputTokens)*p.InputPerMTok +
+		float64(u.CacheCreationInputTokens)*p.CacheWrite5mPerMTok +
+		float64(u.CacheReadInputTokens)*p.CacheReadPerMTok +
+		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6, true
+}
+
 func (u *Usage) add(v Usage) {
 	u.InputTokens += v.InputTokens
 	u.OutputTokens += v.OutputTokens

@@ -274,14 +274,15 @@ func (ib *inbox) story(ctx context.Context, thread string) (*threadStory, error)
 					run.Model = u.Model
 					run.InputTokens += u.InputTokens
 					run.OutputTokens += u.OutputTokens
-					if p, ok := priceFor(ib.h.cfg.Options.Budget.Prices, u.Model); ok {
-						plain := u.InputTokens - u.CachedInputTokens - u.CacheWriteInputTokens
-						run.CostUSD += (float64(plain)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok +
-							float64(u.CachedInputTokens)*p.CacheReadPerMTok + float64(u.CacheWriteInputTokens)*p.CacheWrite5mPerMTok) / 1e6
-						run.CostKnown = true
-					} else {
-						run.CostKnown = false
+					usage := toolrun.Usage{
+						InputTokens:              u.InputTokens - u.CachedInputTokens - u.CacheWriteInputTokens,
+						OutputTokens:             u.OutputTokens,
+						CacheCreationInputTokens: u.CacheWriteInputTokens,
+						CacheReadInputTokens:     u.CachedInputTokens,
 					}
+					cost, ok := usage.CostUSD(u.Model, ib.h.cfg.Options.Budget.Prices)
+					run.CostUSD += cost
+					run.CostKnown = ok
 				}
 			}
 		}); err != nil {
@@ -328,38 +329,4 @@ func (ib *inbox) readRun(ctx context.Context, run *storyRun, fn func(*storyEvent
 		fn(&e)
 	}
 	return rows.Err()
-}
-
-// storyPrices is toolrun.DefaultPrices, read once.
-var storyPrices = toolrun.DefaultPrices()
-
-// priceFor returns the price of model by the longest name prefix in
-// prices, else in toolrun.DefaultPrices, with the cache prices derived as
-// the API derives them when unset.
-func priceFor(prices map[string]toolrun.Price, model string) (toolrun.Price, bool) {
-	m := strings.ToLower(model)
-	if i := strings.Index(m, "anthropic."); i >= 0 { // Bedrock's names
-		m = m[i+len("anthropic."):]
-	}
-	find := func(table map[string]toolrun.Price) (toolrun.Price, bool) {
-		best, found := "", false
-		var bp toolrun.Price
-		for prefix, p := range table {
-			if k := strings.ToLower(prefix); strings.HasPrefix(m, k) && len(k) >= len(best) {
-				best, bp, found = k, p, true
-			}
-		}
-		return bp, found
-	}
-	p, ok := find(prices)
-	if !ok {
-		p, ok = find(storyPrices)
-	}
-	if p.CacheWrite5mPerMTok == 0 {
-		p.CacheWrite5mPerMTok = 1.25 * p.InputPerMTok
-	}
-	if p.CacheReadPerMTok == 0 {
-		p.CacheReadPerMTok = 0.1 * p.InputPerMTok
-	}
-	return p, ok
 }

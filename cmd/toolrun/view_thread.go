@@ -183,40 +183,6 @@ type axisBar struct {
 	Style              template.CSS
 }
 
-// priceOf returns the price of model by the longest name prefix in
-// toolrun.DefaultPrices.
-func priceOf(model string) (toolrun.Price, bool) {
-	m := strings.ToLower(model)
-	if i := strings.Index(m, "anthropic."); i >= 0 {
-		m = m[i+len("anthropic."):]
-	}
-	best, found := "", false
-	var p toolrun.Price
-	for prefix, price := range toolrun.DefaultPrices() {
-		if strings.HasPrefix(m, prefix) && len(prefix) >= len(best) {
-			best, p, found = prefix, price, true
-		}
-	}
-	if p.CacheWrite5mPerMTok == 0 {
-		p.CacheWrite5mPerMTok = 1.25 * p.InputPerMTok
-	}
-	if p.CacheReadPerMTok == 0 {
-		p.CacheReadPerMTok = 0.1 * p.InputPerMTok
-	}
-	return p, found
-}
-
-// costOf prices u as model's list prices; cache writes at the 5-minute
-// rate, which is what a transcript's usage cannot tell from the hour's.
-func costOf(model string, u toolrun.Usage) (float64, bool) {
-	p, ok := priceOf(model)
-	if !ok {
-		return 0, false
-	}
-	return (float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok +
-		float64(u.CacheCreationInputTokens)*p.CacheWrite5mPerMTok + float64(u.CacheReadInputTokens)*p.CacheReadPerMTok) / 1e6, true
-}
-
 // responseModel returns the model a recorded response names.
 func responseModel(e *transcript.Entry) string {
 	var r struct {
@@ -314,7 +280,7 @@ func buildThreadReport(thread string, ts []*transcript.Transcript) *threadReport
 				run.Usage = u // a thread whose usage started again (a branch, say): the stop's own
 			}
 			before = u
-			run.Cost, run.CostKnown = costOf(model, run.Usage)
+			run.Cost, run.CostKnown = run.Usage.CostUSD(model, nil)
 		}
 		rep.Runs = append(rep.Runs, run)
 		rep.Cost += run.Cost
