@@ -47,6 +47,12 @@ type liveRun struct {
 	// peer is the client's protocol version: what the run's events may
 	// carry.
 	peer peer
+	// byDecision is set on a run a decision started (runInput.byDecision),
+	// which a client's next run on the thread waits for rather than
+	// being refused (see DecidedRunWait), and freed is closed once unlock
+	// has freed the thread. Nil for a run that holds no thread.
+	byDecision bool
+	freed      chan struct{}
 
 	mu     sync.Mutex // guards seq, notify, ending
 	seq    int64
@@ -197,6 +203,19 @@ func (lr *liveRun) recordEnd() {
 	}
 }
 
+// isFreed reports whether the run has freed its thread (or holds none).
+func (lr *liveRun) isFreed() bool {
+	if lr.freed == nil {
+		return true
+	}
+	select {
+	case <-lr.freed:
+		return true
+	default:
+		return false
+	}
+}
+
 // wake tells the run's streams that it has new event numbers.
 func (lr *liveRun) wake() {
 	if lr.notify != nil {
@@ -330,26 +349,17 @@ func (h *Handler) holdThread(thread, owner string) (unlock func()) {
 // first event (RUN_STARTED) is recorded when it returns. ctx bounds the
 // checks, not the run.
 func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liveRun, *prepared, error) {
-	h.mu.Lock()
-	switch {
-	case h.draining:
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
-	case h.threads[in.ThreadID]:
-		busy := ""
-		for _, lr := range h.runs {
-			if lr.thread == in.ThreadID {
-				busy = fmt.Sprintf(" (run %q: GET /runs/%s/events streams it)", lr.id, lr.id)
-			}
-		}
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s; wait for it to finish or cancel it", in.ThreadID, busy)
-	case h.perToken[id.name] >= id.maxRuns:
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
+	if err := h.claimThread(ctx, in, id); err != nil {
+		return nil, nil, err
 	}
-	unlock := h.holdThread(in.ThreadID, id.name)
+	hold := h.holdThread(in.ThreadID, id.name)
 	h.mu.Unlock()
+	freed := make(chan struct{})
+	var freeOnce sync.Once
+	unlock := func() {
+		hold()
+		freeOnce.Do(func() { close(freed) })
+	}
 	release := func() {
 		unlock()
 		h.mu.Lock()
@@ -373,7 +383,7 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		return nil, nil, err
 	}
 	runCtx, cancel := context.WithCancel(h.base)
-	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock, peer: p.peer}
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock, freed: freed, peer: p.peer, byDecision: in.byDecision}
 	if p.reused {
 		// The run resumes the interrupted run whose id it reuses: its
 		// events are numbered after that run's.
@@ -405,6 +415,71 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		h.run(runCtx, lr, p, tools)
 	}()
 	return lr, p, nil
+}
+
+// DecidedRunWait bounds how long a run waits for its thread's run in
+// flight when that run is one a decision started (in the inbox or over
+// the JSON API, while no client ran the thread): a chat whose interrupt
+// was decided elsewhere sends its next message as soon as it learns of
+// the decision, often while the run the decision continued still takes
+// its turn (over Temporal, a workflow step), and CopilotKit, like most
+// AG-UI clients, does not retry a refused run. The message is taken once
+// that run ends, as if it had come a moment later; past the bound, or
+// while the thread's run is one a client started (the client's own
+// stream, which it should wait for or cancel), the run is refused with
+// 409 thread_busy, naming the run in flight. The bound is well within the
+// five minutes Node's fetch waits for a response's headers.
+const DecidedRunWait = 2 * time.Minute
+
+// claimThread returns, with h.mu held, once in's thread has no run in
+// flight and the token may start one more, or refuses the run (h.mu not
+// held). A thread whose run in flight is one a decision started is
+// waited for, within ctx and [DecidedRunWait] (see there); any other
+// refuses the run at once.
+func (h *Handler) claimThread(ctx context.Context, in *runInput, id identity) error {
+	var deadline <-chan time.Time
+	for {
+		h.mu.Lock()
+		switch {
+		case h.draining:
+			h.mu.Unlock()
+			return refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
+		case h.threads[in.ThreadID]:
+			var holder *liveRun
+			for _, lr := range h.runs {
+				if lr.thread == in.ThreadID && !lr.isFreed() {
+					holder = lr
+				}
+			}
+			h.mu.Unlock()
+			busy := ""
+			if holder != nil {
+				busy = fmt.Sprintf(" (run %q: GET /runs/%s/events streams it)", holder.id, holder.id)
+			}
+			if holder == nil || !holder.byDecision || in.byDecision {
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s; wait for it to finish or cancel it", in.ThreadID, busy)
+			}
+			if deadline == nil {
+				h.log.Info("serve: a run waits for the run a decision started on its thread", "thread", in.ThreadID, "run", in.RunID, "decided", holder.id)
+				t := time.NewTimer(DecidedRunWait)
+				defer t.Stop()
+				deadline = t.C
+			}
+			select {
+			case <-holder.freed:
+				continue
+			case <-ctx.Done():
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s, which a decision started; the request ended while it waited for it", in.ThreadID, busy)
+			case <-deadline:
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s, which a decision started and which did not end within %s; wait for it to finish or cancel it", in.ThreadID, busy, DecidedRunWait)
+			}
+		case h.perToken[id.name] >= id.maxRuns:
+			h.mu.Unlock()
+			return refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
+		default:
+			return nil
+		}
+	}
 }
 
 // tools returns the tools of a run: the server's and the client's.
