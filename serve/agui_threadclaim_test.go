@@ -30,8 +30,8 @@ type signalHandler struct {
 }
 
 func (s signalHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (s signalHandler) WithAttrs([]slog.Attr) slog.Handler      { return s }
-func (s signalHandler) WithGroup(string) slog.Handler           { return s }
+func (s signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s signalHandler) WithGroup(string) slog.Handler            { return s }
 func (s signalHandler) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == s.msg {
 		s.once.Do(func() { close(s.ch) })
