@@ -29,13 +29,7 @@ var aguiKnownFailures = map[string]string{}
 
 // aguiKnownFailuresTemporal lists, as aguiKnownFailures does, the cases
 // that fail only over Temporal (toolrun serve --temporal).
-var aguiKnownFailuresTemporal = map[string]string{
-	// Over Temporal the run a JSON API decision continued is still in
-	// flight when the chat's next message comes, which gets 409
-	// thread_busy; in process that run has ended.
-	// It depends on timing, so a pass is not an error ("timing: ").
-	"catching up: after a decision over the JSON API, the chat's next message is taken": "timing: 409 thread_busy while the continued workflow step runs",
-}
+var aguiKnownFailuresTemporal = map[string]string{}
 
 // conformanceCase is one line of conformance.mjs's report.
 type conformanceCase struct {
