@@ -250,8 +250,16 @@ type prepared struct {
 	branch int
 	// preamble is what the client adds to the run's first new user
 	// message: its system and developer messages and its context.
-	preamble    string
+	preamble string
+	// clientTools are the thread's client tools: those this run declares
+	// and those earlier runs did, whose calls may still be answered (a
+	// result in this run's messages is routed to its call). offered are
+	// the ones the model is offered: this run's (RunAgentInput.tools), or,
+	// for a run a decision started, those of the thread's last client run.
+	// A call of a client tool the run does not offer is answered by the
+	// runner as a call of an unknown tool (toolrun.ErrUnknownTool).
 	clientTools []clientTool
+	offered     map[string]bool
 	cancelOnEOF bool
 	// carried are the ids of the messages that users and preamble carry
 	// (user, system and developer messages) and of those of other roles
@@ -656,7 +664,7 @@ type runRequest struct {
 	now time.Time
 
 	hadRow bool // the thread has a row of serve_threads
-	tools  []clientTool
+	tools  []threadTool
 	known  map[string]bool       // the message ids the thread has
 	open   map[string]*interrupt // pending, and not answered by this request
 	recs   []userRec             // the thread's user messages
@@ -716,17 +724,47 @@ func (rq *runRequest) thread(ctx context.Context) error {
 	}
 	rq.hadRow = !p.newThread
 	// The thread's client tools: those declared before, replaced by name
-	// by this run's, so a call made in an earlier run can be answered.
-	var threadTools []clientTool
-	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
+	// by this run's, so a call made in an earlier run can be answered;
+	// the model is offered this run's alone (see prepared.offered).
+	var had []threadTool
+	if err := json.Unmarshal([]byte(toolsJSON), &had); err != nil {
 		return fmt.Errorf("thread %q: its client tools: %w", in.ThreadID, err)
 	}
-	p.clientTools = mergeTools(threadTools, in.Tools)
+	threadTools := make([]clientTool, len(had))
+	last := map[string]bool{} // the tools of the thread's last client run
+	for i, t := range had {
+		threadTools[i] = t.clientTool
+		if !t.Earlier {
+			last[t.Name] = true
+		}
+	}
+	p.offered = map[string]bool{}
+	if in.byDecision {
+		// No client asked for the run: it offers what the thread's
+		// client offered last.
+		p.clientTools, p.offered = threadTools, last
+	} else {
+		p.clientTools = mergeTools(threadTools, in.Tools)
+		for _, ct := range in.Tools {
+			p.offered[ct.Name] = true
+		}
+	}
 	if len(p.clientTools) > MaxClientTools {
 		return refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
 	}
-	rq.tools = p.clientTools
+	rq.tools = make([]threadTool, len(p.clientTools))
+	for i, ct := range p.clientTools {
+		rq.tools[i] = threadTool{clientTool: ct, Earlier: !p.offered[ct.Name]}
+	}
 	return nil
+}
+
+// threadTool is a client tool as the thread keeps it (serve_threads'
+// client_tools): Earlier is set on one the thread's last client run did
+// not declare, which a run a decision starts does not offer either.
+type threadTool struct {
+	clientTool
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // claimRun records the run, or takes up the interrupted run whose id a
@@ -1396,7 +1434,18 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		params.Messages = userMsgs
 		store.carry(p) // in the State from its first save on
 	}
-	r, err := toolrun.Open(ctx, h.cfg.Client, params, tools, &opts)
+	// The runner has the server's tools and the client tools the run
+	// offers: the model is offered no other (a run that declares tools: []
+	// none of the client's), and calls one of them as an unknown tool.
+	inRunner := map[string]bool{}
+	var runTools []toolrun.Tool
+	for i, t := range tools {
+		if i < len(h.cfg.Tools) || p.offered[t.Name()] {
+			runTools = append(runTools, t)
+			inRunner[t.Name()] = true
+		}
+	}
+	r, err := toolrun.Open(ctx, h.cfg.Client, params, runTools, &opts)
 	if err != nil {
 		h.finish(ctx, lr, m, nil, toolrun.Usage{}, err)
 		return
@@ -1426,6 +1475,10 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			h.finish(ctx, lr, m, nil, base, err)
 			return
 		}
+		if r, err = h.keepWaiting(r, st, runTools, tools, inRunner, decided, &opts); err != nil {
+			h.finish(ctx, lr, m, nil, base, err)
+			return
+		}
 		for _, it := range decided {
 			if !awaiting[it.ToolCallID] {
 				continue
@@ -1434,6 +1487,21 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			if err := json.Unmarshal(it.Decision, &d); err != nil {
 				h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
 				return
+			}
+			if !inRunner[it.ToolName] && clientTools[it.ToolName] && (d.Kind == toolrun.Skip || d.Kind == toolrun.Deny) {
+				// A call of an earlier run's client tool this run does not
+				// offer: its answer is recorded as the call's result, as
+				// the runner would give it, for the runner has no tool to
+				// decide it with.
+				res := &toolrun.ToolResult{Content: d.Result, IsError: d.IsError}
+				if d.Kind == toolrun.Deny {
+					res = &toolrun.ToolResult{Err: fmt.Errorf("%w: %s", toolrun.ErrDenied, d.Reason)}
+				}
+				if err := r.SetResult(it.ToolCallID, res); err != nil {
+					h.finish(ctx, lr, m, nil, base, err)
+					return
+				}
+				continue
 			}
 			if it.Kind == kindApproval && clientTools[it.ToolName] && d.Kind == toolrun.Allow {
 				// An approved call of a client tool is the client's to run:
@@ -1484,6 +1552,41 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	res, err := r.Run(ctx)
 	h.finish(ctx, lr, m, res, base, err)
+}
+
+// keepWaiting returns r, or, if a call of st awaits an answer this run
+// does not bring and its tool is a client tool the run does not offer
+// (an earlier run's), a runner resumed from st with that tool too, and
+// adds its name to inRunner: without its tool the runner would answer
+// the call as a call of an unknown tool, which the client may still
+// answer. The run then stops awaiting it before any model request, so the
+// model is never offered the tool. tools are the thread's (the server's
+// and every client tool), decided the thread's calls decided.
+func (h *Handler) keepWaiting(r *toolrun.Runner, st *toolrun.State, runTools, tools []toolrun.Tool, inRunner map[string]bool, decided []*interrupt, opts *toolrun.Options) (*toolrun.Runner, error) {
+	answers := map[string]bool{} // calls answered without their tool: a client's result, a denial
+	for _, it := range decided {
+		var d toolrun.Decision
+		if json.Unmarshal(it.Decision, &d) == nil && (d.Kind == toolrun.Skip || d.Kind == toolrun.Deny) {
+			answers[it.ToolCallID] = true
+		}
+	}
+	var extra []toolrun.Tool
+	for _, pc := range st.AwaitingApproval() {
+		name := pc.Call.Name
+		if inRunner[name] || answers[pc.Call.ID] {
+			continue
+		}
+		for _, t := range tools[len(h.cfg.Tools):] {
+			if t.Name() == name {
+				extra = append(extra, t)
+				inRunner[name] = true
+			}
+		}
+	}
+	if len(extra) == 0 {
+		return r, nil
+	}
+	return toolrun.Resume(h.cfg.Client, st, append(slices.Clone(runTools), extra...), opts)
 }
 
 // handOver makes the approved call of it a client tool's call awaiting
