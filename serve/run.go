@@ -1475,10 +1475,6 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			h.finish(ctx, lr, m, nil, base, err)
 			return
 		}
-		if r, err = h.keepWaiting(r, st, runTools, tools, inRunner, decided, &opts); err != nil {
-			h.finish(ctx, lr, m, nil, base, err)
-			return
-		}
 		for _, it := range decided {
 			if !awaiting[it.ToolCallID] {
 				continue
@@ -1492,7 +1488,10 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 				// A call of an earlier run's client tool this run does not
 				// offer: its answer is recorded as the call's result, as
 				// the runner would give it, for the runner has no tool to
-				// decide it with.
+				// decide it with. One still unanswered (or approved, and
+				// handed to the client) needs no tool either: the runner
+				// takes no step while a call awaits an answer, so it is
+				// not answered as an unknown tool's.
 				res := &toolrun.ToolResult{Content: d.Result, IsError: d.IsError}
 				if d.Kind == toolrun.Deny {
 					res = &toolrun.ToolResult{Err: fmt.Errorf("%w: %s", toolrun.ErrDenied, d.Reason)}
@@ -1552,41 +1551,6 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 	}
 	res, err := r.Run(ctx)
 	h.finish(ctx, lr, m, res, base, err)
-}
-
-// keepWaiting returns r, or, if a call of st awaits an answer this run
-// does not bring and its tool is a client tool the run does not offer
-// (an earlier run's), a runner resumed from st with that tool too, and
-// adds its name to inRunner: without its tool the runner would answer
-// the call as a call of an unknown tool, which the client may still
-// answer. The run then stops awaiting it before any model request, so the
-// model is never offered the tool. tools are the thread's (the server's
-// and every client tool), decided the thread's calls decided.
-func (h *Handler) keepWaiting(r *toolrun.Runner, st *toolrun.State, runTools, tools []toolrun.Tool, inRunner map[string]bool, decided []*interrupt, opts *toolrun.Options) (*toolrun.Runner, error) {
-	answers := map[string]bool{} // calls answered without their tool: a client's result, a denial
-	for _, it := range decided {
-		var d toolrun.Decision
-		if json.Unmarshal(it.Decision, &d) == nil && (d.Kind == toolrun.Skip || d.Kind == toolrun.Deny) {
-			answers[it.ToolCallID] = true
-		}
-	}
-	var extra []toolrun.Tool
-	for _, pc := range st.AwaitingApproval() {
-		name := pc.Call.Name
-		if inRunner[name] || answers[pc.Call.ID] {
-			continue
-		}
-		for _, t := range tools[len(h.cfg.Tools):] {
-			if t.Name() == name {
-				extra = append(extra, t)
-				inRunner[name] = true
-			}
-		}
-	}
-	if len(extra) == 0 {
-		return r, nil
-	}
-	return toolrun.Resume(h.cfg.Client, st, append(slices.Clone(runTools), extra...), opts)
 }
 
 // handOver makes the approved call of it a client tool's call awaiting
