@@ -50,7 +50,7 @@ type liveRun struct {
 	// byDecision is set on a run a decision started (runInput.byDecision),
 	// which a client's next run on the thread waits for rather than
 	// being refused (see DecidedRunWait), and freed is closed once unlock
-	// has freed the thread. Nil for a run that holds no thread.
+	// has freed the thread (nil for a run reattach follows again).
 	byDecision bool
 	freed      chan struct{}
 
@@ -203,10 +203,12 @@ func (lr *liveRun) recordEnd() {
 	}
 }
 
-// isFreed reports whether the run has freed its thread (or holds none).
+// isFreed reports whether the run has freed its thread; one with no
+// freed channel (a run a restarted server follows again) is not known to
+// have, and counts as holding it while it is in flight.
 func (lr *liveRun) isFreed() bool {
 	if lr.freed == nil {
-		return true
+		return false
 	}
 	select {
 	case <-lr.freed:
