@@ -28,6 +28,10 @@ type runInput struct {
 	// firstSeq is the number of the event before the run's first: 0, or
 	// the last of the interrupted run this one resumes under its runId.
 	firstSeq int64
+	// byDecision is set on a run no client asked for, which a decision
+	// (the inbox's, the JSON API's) started to continue its thread: it
+	// offers the tools the thread's last client run declared.
+	byDecision bool
 }
 
 // message is one AG-UI message of any role.

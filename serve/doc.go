@@ -73,7 +73,14 @@
 // over, once no approval of it waits, which stops with the outcome success
 // and pendingToolCallIds, and the next run brings the results as tool
 // messages. They are validated,
-// decided and logged as the server's own tools are.
+// decided and logged as the server's own tools are. The model is offered
+// the client tools of the run's own RunAgentInput and no other (a run
+// that declares tools: [] offers none; one a decision starts offers those
+// of the thread's last client run); a result for an earlier run's call is
+// still taken, and a call of a tool the run does not offer is answered as
+// an unknown tool's. A run on a thread whose run in flight is one a
+// decision started waits for it, up to [DecidedRunWait], rather than
+// being refused with 409 thread_busy.
 //
 // # Runs elsewhere: Temporal
 //

@@ -1274,7 +1274,7 @@ func (ib *inbox) goOn(thread string) string {
 	}
 	runID := newID("run_")
 	defer release()
-	in := &runInput{ThreadID: thread, RunID: runID}
+	in := &runInput{ThreadID: thread, RunID: runID, byDecision: true}
 	if _, _, err := h.startRun(ctx, in, id); err != nil {
 		h.log.Info("serve: a decision could not continue its thread", "thread", thread, "err", err)
 		return ""

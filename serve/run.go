@@ -47,6 +47,12 @@ type liveRun struct {
 	// peer is the client's protocol version: what the run's events may
 	// carry.
 	peer peer
+	// byDecision is set on a run a decision started (runInput.byDecision),
+	// which a client's next run on the thread waits for rather than
+	// being refused (see DecidedRunWait), and freed is closed once unlock
+	// has freed the thread (nil for a run reattach follows again).
+	byDecision bool
+	freed      chan struct{}
 
 	mu     sync.Mutex // guards seq, notify, ending
 	seq    int64
@@ -197,6 +203,21 @@ func (lr *liveRun) recordEnd() {
 	}
 }
 
+// isFreed reports whether the run has freed its thread; one with no
+// freed channel (a run a restarted server follows again) is not known to
+// have, and counts as holding it while it is in flight.
+func (lr *liveRun) isFreed() bool {
+	if lr.freed == nil {
+		return false
+	}
+	select {
+	case <-lr.freed:
+		return true
+	default:
+		return false
+	}
+}
+
 // wake tells the run's streams that it has new event numbers.
 func (lr *liveRun) wake() {
 	if lr.notify != nil {
@@ -231,8 +252,16 @@ type prepared struct {
 	branch int
 	// preamble is what the client adds to the run's first new user
 	// message: its system and developer messages and its context.
-	preamble    string
+	preamble string
+	// clientTools are the thread's client tools: those this run declares
+	// and those earlier runs did, whose calls may still be answered (a
+	// result in this run's messages is routed to its call). offered are
+	// the ones the model is offered: this run's (RunAgentInput.tools), or,
+	// for a run a decision started, those of the thread's last client run.
+	// A call of a client tool the run does not offer is answered by the
+	// runner as a call of an unknown tool (toolrun.ErrUnknownTool).
 	clientTools []clientTool
+	offered     map[string]bool
 	cancelOnEOF bool
 	// carried are the ids of the messages that users and preamble carry
 	// (user, system and developer messages) and of those of other roles
@@ -330,26 +359,17 @@ func (h *Handler) holdThread(thread, owner string) (unlock func()) {
 // first event (RUN_STARTED) is recorded when it returns. ctx bounds the
 // checks, not the run.
 func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liveRun, *prepared, error) {
-	h.mu.Lock()
-	switch {
-	case h.draining:
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
-	case h.threads[in.ThreadID]:
-		busy := ""
-		for _, lr := range h.runs {
-			if lr.thread == in.ThreadID {
-				busy = fmt.Sprintf(" (run %q: GET /runs/%s/events streams it)", lr.id, lr.id)
-			}
-		}
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s; wait for it to finish or cancel it", in.ThreadID, busy)
-	case h.perToken[id.name] >= id.maxRuns:
-		h.mu.Unlock()
-		return nil, nil, refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
+	if err := h.claimThread(ctx, in, id); err != nil {
+		return nil, nil, err
 	}
-	unlock := h.holdThread(in.ThreadID, id.name)
+	hold := h.holdThread(in.ThreadID, id.name)
 	h.mu.Unlock()
+	freed := make(chan struct{})
+	var freeOnce sync.Once
+	unlock := func() {
+		hold()
+		freeOnce.Do(func() { close(freed) })
+	}
 	release := func() {
 		unlock()
 		h.mu.Lock()
@@ -373,7 +393,7 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		return nil, nil, err
 	}
 	runCtx, cancel := context.WithCancel(h.base)
-	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock, peer: p.peer}
+	lr := &liveRun{id: in.RunID, thread: in.ThreadID, owner: id.name, h: h, cancel: cancel, unlock: unlock, freed: freed, peer: p.peer, byDecision: in.byDecision}
 	if p.reused {
 		// The run resumes the interrupted run whose id it reuses: its
 		// events are numbered after that run's.
@@ -405,6 +425,71 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 		h.run(runCtx, lr, p, tools)
 	}()
 	return lr, p, nil
+}
+
+// DecidedRunWait bounds how long a run waits for its thread's run in
+// flight when that run is one a decision started (in the inbox or over
+// the JSON API, while no client ran the thread): a chat whose interrupt
+// was decided elsewhere sends its next message as soon as it learns of
+// the decision, often while the run the decision continued still takes
+// its turn (over Temporal, a workflow step), and CopilotKit, like most
+// AG-UI clients, does not retry a refused run. The message is taken once
+// that run ends, as if it had come a moment later; past the bound, or
+// while the thread's run is one a client started (the client's own
+// stream, which it should wait for or cancel), the run is refused with
+// 409 thread_busy, naming the run in flight. The bound is well within the
+// five minutes Node's fetch waits for a response's headers.
+const DecidedRunWait = 2 * time.Minute
+
+// claimThread returns, with h.mu held, once in's thread has no run in
+// flight and the token may start one more, or refuses the run (h.mu not
+// held). A thread whose run in flight is one a decision started is
+// waited for, within ctx and [DecidedRunWait] (see there); any other
+// refuses the run at once.
+func (h *Handler) claimThread(ctx context.Context, in *runInput, id identity) error {
+	var deadline <-chan time.Time
+	for {
+		h.mu.Lock()
+		switch {
+		case h.draining:
+			h.mu.Unlock()
+			return refuse(http.StatusServiceUnavailable, "draining", "the server is shutting down; no new run starts")
+		case h.threads[in.ThreadID]:
+			var holder *liveRun
+			for _, lr := range h.runs {
+				if lr.thread == in.ThreadID && !lr.isFreed() {
+					holder = lr
+				}
+			}
+			h.mu.Unlock()
+			busy := ""
+			if holder != nil {
+				busy = fmt.Sprintf(" (run %q: GET /runs/%s/events streams it)", holder.id, holder.id)
+			}
+			if holder == nil || !holder.byDecision || in.byDecision {
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s; wait for it to finish or cancel it", in.ThreadID, busy)
+			}
+			if deadline == nil {
+				h.log.Info("serve: a run waits for the run a decision started on its thread", "thread", in.ThreadID, "run", in.RunID, "decided", holder.id)
+				t := time.NewTimer(DecidedRunWait)
+				defer t.Stop()
+				deadline = t.C
+			}
+			select {
+			case <-holder.freed:
+				continue
+			case <-ctx.Done():
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s, which a decision started; the request ended while it waited for it", in.ThreadID, busy)
+			case <-deadline:
+				return refuse(http.StatusConflict, "thread_busy", "thread %q has a run in flight%s, which a decision started and which did not end within %s; wait for it to finish or cancel it", in.ThreadID, busy, DecidedRunWait)
+			}
+		case h.perToken[id.name] >= id.maxRuns:
+			h.mu.Unlock()
+			return refuse(http.StatusTooManyRequests, "too_many_runs", "the token %q has %d runs in flight, its limit", id.name, id.maxRuns)
+		default:
+			return nil
+		}
+	}
 }
 
 // tools returns the tools of a run: the server's and the client's.
@@ -581,7 +666,7 @@ type runRequest struct {
 	now time.Time
 
 	hadRow bool // the thread has a row of serve_threads
-	tools  []clientTool
+	tools  []threadTool
 	known  map[string]bool       // the message ids the thread has
 	open   map[string]*interrupt // pending, and not answered by this request
 	recs   []userRec             // the thread's user messages
@@ -641,17 +726,47 @@ func (rq *runRequest) thread(ctx context.Context) error {
 	}
 	rq.hadRow = !p.newThread
 	// The thread's client tools: those declared before, replaced by name
-	// by this run's, so a call made in an earlier run can be answered.
-	var threadTools []clientTool
-	if err := json.Unmarshal([]byte(toolsJSON), &threadTools); err != nil {
+	// by this run's, so a call made in an earlier run can be answered;
+	// the model is offered this run's alone (see prepared.offered).
+	var had []threadTool
+	if err := json.Unmarshal([]byte(toolsJSON), &had); err != nil {
 		return fmt.Errorf("thread %q: its client tools: %w", in.ThreadID, err)
 	}
-	p.clientTools = mergeTools(threadTools, in.Tools)
+	threadTools := make([]clientTool, len(had))
+	last := map[string]bool{} // the tools of the thread's last client run
+	for i, t := range had {
+		threadTools[i] = t.clientTool
+		if !t.Earlier {
+			last[t.Name] = true
+		}
+	}
+	p.offered = map[string]bool{}
+	if in.byDecision {
+		// No client asked for the run: it offers what the thread's
+		// client offered last.
+		p.clientTools, p.offered = threadTools, last
+	} else {
+		p.clientTools = mergeTools(threadTools, in.Tools)
+		for _, ct := range in.Tools {
+			p.offered[ct.Name] = true
+		}
+	}
 	if len(p.clientTools) > MaxClientTools {
 		return refuse(http.StatusBadRequest, "too_many_tools", "with the %d client tools it declared before, the thread would have %d; a thread may have at most %d", len(threadTools), len(p.clientTools), MaxClientTools)
 	}
-	rq.tools = p.clientTools
+	rq.tools = make([]threadTool, len(p.clientTools))
+	for i, ct := range p.clientTools {
+		rq.tools[i] = threadTool{clientTool: ct, Earlier: !p.offered[ct.Name]}
+	}
 	return nil
+}
+
+// threadTool is a client tool as the thread keeps it (serve_threads'
+// client_tools): Earlier is set on one the thread's last client run did
+// not declare, which a run a decision starts does not offer either.
+type threadTool struct {
+	clientTool
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // claimRun records the run, or takes up the interrupted run whose id a
@@ -1321,7 +1436,18 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		params.Messages = userMsgs
 		store.carry(p) // in the State from its first save on
 	}
-	r, err := toolrun.Open(ctx, h.cfg.Client, params, tools, &opts)
+	// The runner has the server's tools and the client tools the run
+	// offers: the model is offered no other (a run that declares tools: []
+	// none of the client's), and calls one of them as an unknown tool.
+	inRunner := map[string]bool{}
+	var runTools []toolrun.Tool
+	for i, t := range tools {
+		if i < len(h.cfg.Tools) || p.offered[t.Name()] {
+			runTools = append(runTools, t)
+			inRunner[t.Name()] = true
+		}
+	}
+	r, err := toolrun.Open(ctx, h.cfg.Client, params, runTools, &opts)
 	if err != nil {
 		h.finish(ctx, lr, m, nil, toolrun.Usage{}, err)
 		return
@@ -1359,6 +1485,24 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 			if err := json.Unmarshal(it.Decision, &d); err != nil {
 				h.finish(ctx, lr, m, nil, base, fmt.Errorf("the decision of interrupt %q: %w", it.ID, err))
 				return
+			}
+			if !inRunner[it.ToolName] && clientTools[it.ToolName] && (d.Kind == toolrun.Skip || d.Kind == toolrun.Deny) {
+				// A call of an earlier run's client tool this run does not
+				// offer: its answer is recorded as the call's result, as
+				// the runner would give it, for the runner has no tool to
+				// decide it with. One still unanswered (or approved, and
+				// handed to the client) needs no tool either: the runner
+				// takes no step while a call awaits an answer, so it is
+				// not answered as an unknown tool's.
+				res := &toolrun.ToolResult{Content: d.Result, IsError: d.IsError}
+				if d.Kind == toolrun.Deny {
+					res = &toolrun.ToolResult{Err: fmt.Errorf("%w: %s", toolrun.ErrDenied, d.Reason)}
+				}
+				if err := r.SetResult(it.ToolCallID, res); err != nil {
+					h.finish(ctx, lr, m, nil, base, err)
+					return
+				}
+				continue
 			}
 			if it.Kind == kindApproval && clientTools[it.ToolName] && d.Kind == toolrun.Allow {
 				// An approved call of a client tool is the client's to run:

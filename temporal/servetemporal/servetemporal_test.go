@@ -151,6 +151,12 @@ var script = map[string][]toolruntest.Reply{
 		toolruntest.Message(toolruntest.Text("you are in Paris")),
 	},
 	"slow": {slowReply()},
+	// A call to approve whose run then takes its time: the run a decision
+	// starts is still in flight when the chat's next message comes.
+	"pay slowly": {
+		toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]int{"amount": 5})),
+		slowReply(),
+	},
 }
 
 // slowReply is a reply held back long enough for its run to be
