@@ -16,10 +16,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -192,15 +190,6 @@ type Handler struct {
 	draining bool
 
 	metrics metrics
-}
-
-// metrics are the counters /metrics shows.
-type metrics struct {
-	runsStarted  atomic.Int64
-	runsFinished atomic.Int64
-	turns        atomic.Int64
-	turnNanos    atomic.Int64
-	refused      atomic.Int64
 }
 
 // New returns the server for cfg. It creates the tables the server needs
@@ -719,24 +708,4 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
-}
-
-// handleMetrics writes the metrics in the Prometheus text format.
-func (h *Handler) handleMetrics(w http.ResponseWriter, r *http.Request, _ identity) {
-	var pending int64
-	if err := h.cfg.DB.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval).Scan(&pending); err != nil {
-		h.writeError(w, err)
-		return
-	}
-	h.mu.Lock()
-	active := len(h.runs)
-	h.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_started_total Runs started.\n# TYPE toolrun_serve_runs_started_total counter\ntoolrun_serve_runs_started_total %d\n", h.metrics.runsStarted.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_finished_total Runs finished.\n# TYPE toolrun_serve_runs_finished_total counter\ntoolrun_serve_runs_finished_total %d\n", h.metrics.runsFinished.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_active Runs in flight.\n# TYPE toolrun_serve_runs_active gauge\ntoolrun_serve_runs_active %d\n", active)
-	fmt.Fprintf(w, "# HELP toolrun_serve_pending_approvals Calls awaiting a person's decision.\n# TYPE toolrun_serve_pending_approvals gauge\ntoolrun_serve_pending_approvals %d\n", pending)
-	fmt.Fprintf(w, "# HELP toolrun_serve_turn_seconds Model request latency.\n# TYPE toolrun_serve_turn_seconds summary\ntoolrun_serve_turn_seconds_sum %s\ntoolrun_serve_turn_seconds_count %d\n",
-		strconv.FormatFloat(time.Duration(h.metrics.turnNanos.Load()).Seconds(), 'f', -1, 64), h.metrics.turns.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_requests_refused_total Requests refused for want of a token or scope.\n# TYPE toolrun_serve_requests_refused_total counter\ntoolrun_serve_requests_refused_total %d\n", h.metrics.refused.Load())
 }
