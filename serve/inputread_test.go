@@ -2,10 +2,12 @@ package serve_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -218,4 +220,39 @@ func TestRunBodyRefusedBeforeItsEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || errorCode(t, string(body)) != "too_large" {
 		t.Fatalf("got %d %s, want 413 too_large", resp.StatusCode, body)
 	}
+}
+
+// FuzzReadInput feeds the run body's reader whatever a client may send:
+// it never panics, refuses with 400 or 413 only, and takes only a body
+// that is one JSON value, whose messages are all there.
+func FuzzReadInput(f *testing.F) {
+	for _, s := range []string{
+		`{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}]}`,
+		`{"messages":[{"id":"u1","role":"user","content":"hi"}],"threadId":"t","runId":"r"}`,
+		`{"threadId":"t","runId":"r","messages":[],"resume":[{"interruptId":"i","status":"resolved"}],"resume":[]}`,
+		`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]} {}`,
+		`{"threadId":"t","messages":null}`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	h, err := serve.New(context.Background(), serve.Config{DB: openDB(f, filepath.Join(f.TempDir(), "serve.db")), MaxBodyBytes: 1 << 10})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { h.Shutdown(context.Background()) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, status, code, err := serve.ReadInput(h, body)
+		switch {
+		case err != nil:
+			t.Fatalf("got the error %v, want a refusal or the input", err)
+		case status == 0:
+			var v struct{ Messages []json.RawMessage }
+			if !json.Valid(body) || json.Unmarshal(body, &v) != nil || len(v.Messages) < n {
+				t.Fatalf("took %q, with %d messages", body, n)
+			}
+		case status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge:
+			t.Fatalf("refused %q with %d %s, want 400 or 413", body, status, code)
+		}
+	})
 }

@@ -80,7 +80,7 @@ func (c *counter) got() []string {
 	return append([]string(nil), c.calls...)
 }
 
-func openDB(t *testing.T, path string) *sql.DB {
+func openDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
