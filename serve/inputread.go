@@ -45,6 +45,10 @@ import (
 // (threadId before messages, as AG-UI's clients send it), without reading
 // the rest.
 //
+// A body within MaxBodyBytes whole is never compared with the thread: it
+// asks nothing of the database, as before the thread's history had room
+// of its own.
+//
 // A message of the thread's history is still read, and kept for the run
 // (the server compares the client's copy with its own, and names the
 // messages of a MESSAGES_SNAPSHOT after it), so a run's body is held once,
@@ -169,12 +173,39 @@ func (h *Handler) readInput(ctx context.Context, body io.Reader, id identity) (*
 	var (
 		top         = map[string]json.RawMessage{}
 		msgs        []message
-		sizes       []int64 // of msgs, while the thread is not known
+		sizes       []int64 // of msgs
 		hasMessages bool
-		hm          *historyMatch // nil until the thread is known
+		thread      string
+		threadKnown bool          // thread is the body's threadId (or the body has none)
+		hm          *historyMatch // nil until it is needed
+		told        int           // the messages told apart so far: msgs[:told]
+		untold      int64         // the bytes of msgs[told:]
 		history     int64         // the bytes of the messages of the thread's history
 		fresh       int64         // the bytes of the values of what is new so far
 	)
+	// tell tells the messages read so far apart, once the thread is
+	// known. A body within MaxBodyBytes whole never needs to: it asks
+	// nothing of the database.
+	tell := func() error {
+		if !threadKnown {
+			return nil
+		}
+		if hm == nil {
+			var err error
+			if hm, err = h.loadHistory(ctx, thread, id); err != nil {
+				return err
+			}
+		}
+		for ; told < len(msgs); told++ {
+			if hm.take(&msgs[told]) {
+				history += sizes[told]
+			} else {
+				fresh += sizes[told]
+			}
+		}
+		untold = 0
+		return nil
+	}
 	tooNew := func() error {
 		return refuse(http.StatusRequestEntityTooLarge, "too_large", "the request body brings more than %d bytes the thread does not have, its limit (the thread's own history, sent again, does not count)", h.cfg.MaxBodyBytes)
 	}
@@ -199,12 +230,9 @@ func (h *Handler) readInput(ctx context.Context, body io.Reader, id identity) (*
 			if fresh += int64(len(raw)); fresh > h.cfg.MaxBodyBytes {
 				return nil, nil, tooNew()
 			}
-			if key == "threadId" && !hasMessages {
-				var thread string
+			if key == "threadId" {
 				json.Unmarshal(raw, &thread)
-				if hm, err = h.loadHistory(ctx, thread, id); err != nil {
-					return nil, nil, err
-				}
+				threadKnown = true
 			}
 			continue
 		}
@@ -230,18 +258,15 @@ func (h *Handler) readInput(ctx context.Context, body io.Reader, id identity) (*
 			if err := json.Unmarshal(raw, &m); err != nil {
 				return nil, nil, badInput("the body is not a RunAgentInput: messages[%d]: %v", i, err)
 			}
-			size := int64(len(raw))
-			switch {
-			case hm == nil:
-				sizes = append(sizes, size)
-			case hm.take(&m):
-				history += size
-			default:
-				if fresh += size; fresh > h.cfg.MaxBodyBytes {
+			msgs, sizes = append(msgs, m), append(sizes, int64(len(raw)))
+			if untold += int64(len(raw)); fresh+untold > h.cfg.MaxBodyBytes {
+				if err := tell(); err != nil {
+					return nil, nil, err
+				}
+				if fresh > h.cfg.MaxBodyBytes {
 					return nil, nil, tooNew()
 				}
 			}
-			msgs = append(msgs, m)
 		}
 		if _, err := dec.Token(); err != nil {
 			return fail(err)
@@ -256,21 +281,14 @@ func (h *Handler) readInput(ctx context.Context, body io.Reader, id identity) (*
 		}
 		return nil, nil, badInput("the body is not one RunAgentInput: more than one JSON value")
 	}
-	if hm == nil && sizes != nil {
-		// The thread came after its messages: they are told apart now.
-		var thread string
-		json.Unmarshal(top["threadId"], &thread)
-		if hm, err = h.loadHistory(ctx, thread, id); err != nil {
+	if cr.n > h.cfg.MaxBodyBytes {
+		threadKnown = true // the body's, or none
+		if err := tell(); err != nil {
 			return nil, nil, err
 		}
-		for i := range msgs {
-			if hm.take(&msgs[i]) {
-				history += sizes[i]
-			}
+		if cr.n-history > h.cfg.MaxBodyBytes {
+			return nil, nil, refuse(http.StatusRequestEntityTooLarge, "too_large", "the request body brings %d bytes the thread does not have, past its limit of %d (the thread's own history, %d bytes of it, does not count)", cr.n-history, h.cfg.MaxBodyBytes, history)
 		}
-	}
-	if cr.n-history > h.cfg.MaxBodyBytes {
-		return nil, nil, refuse(http.StatusRequestEntityTooLarge, "too_large", "the request body brings %d bytes the thread does not have, past its limit of %d (the thread's own history, %d bytes of it, does not count)", cr.n-history, h.cfg.MaxBodyBytes, history)
 	}
 	return checkAGUIInput(top, msgs, hasMessages)
 }
