@@ -46,8 +46,7 @@ import (
 // the rest.
 //
 // A body within MaxBodyBytes whole is never compared with the thread: it
-// asks nothing of the database, as before the thread's history had room
-// of its own.
+// asks nothing of the database.
 //
 // A message of the thread's history is still read, and kept for the run
 // (the server compares the client's copy with its own, and names the
