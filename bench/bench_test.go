@@ -314,3 +314,31 @@ func BenchmarkServe(b *testing.B) {
 		})
 	}
 }
+
+// TestStalledWorkload runs the stalled workload on a small run, so that
+// CI keeps it working; it checks the rows, never a figure.
+func TestStalledWorkload(t *testing.T) {
+	cfg := config{stalledReaders: 3, stalledBytes: 256 << 10, stalledRounds: 2, stalledPlainRuns: 2}
+	var progress bytes.Buffer
+	res, err := runStalled(context.Background(), cfg, &progress)
+	if err != nil {
+		t.Fatalf("stalled: %v\nprogress:\n%s", err, progress.String())
+	}
+	var table bytes.Buffer
+	writeTable(&table, res.rows())
+	for _, w := range []string{
+		"| serve: memory with stalled readers (hand: no stalled reader; toolrun: 3 clients that GET /runs/{run}/events of a run with a 0.2 MiB answer and never read;",
+		"| server live heap after a collection |", "| server live heap per stalled reader (toolrun − hand, ÷ readers) |",
+		"| process RSS, freed memory returned to the OS (the harness's, the server's included) |",
+		"| plain run's latency (median of 2 one after another) |", "| server live heap once the stalled readers have gone |",
+	} {
+		if !strings.Contains(table.String(), w) {
+			t.Errorf("the table has no row %q:\n%s", w, table.String())
+		}
+	}
+	for _, bad := range []string{"NaN", "Inf"} {
+		if strings.Contains(table.String(), bad) {
+			t.Errorf("the table has %s:\n%s", bad, table.String())
+		}
+	}
+}

@@ -10,7 +10,7 @@
 // takes 4–6 minutes on a busy 2-core machine, and the serve and inbox
 // workloads (their 10,000 and 1,000 pending runs) several more. Flags:
 //
-//	-run history,wire,pause,parallel,wide,stores,suspended,concurrent,serve,inbox the workloads to run (all by default)
+//	-run history,wire,pause,parallel,wide,stores,suspended,concurrent,serve,stalled,inbox the workloads to run (all by default)
 //	-quick                                       fewer rounds and runs, to check the harness, not to quote
 //	-o file                                      also write the table into file
 //	-cpuprofile file                             CPU profile of the harness process (history, parallel)
@@ -64,6 +64,14 @@
 //     100 by an AG-UI resume, one at a time: p50
 //     and p99 from the decision's response (for a resume, its request
 //     going out) to the tool's start, which the tool records.
+//   - stalled: such a server (serve.Config's defaults) after one run whose
+//     answer is 12 MiB: 40 clients that GET that run's events and never
+//     read them, beside none, in alternating order over 3 rounds. The
+//     server's live heap after a collection (and per stalled reader), the
+//     process's RSS once freed memory is returned, the median latency of
+//     20 plain runs one after another, and the live heap once the readers
+//     have gone. The hand column is no stalled reader, the toolrun column
+//     the 40, so that the ratio reads stalled ÷ none.
 //   - inbox: 10,000 calls awaiting approval on such a server, and its
 //     /inbox page in headless Chromium (chromedp), logged in with the
 //     token: the first rows (navigation start to the first page listed;

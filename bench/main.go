@@ -16,7 +16,7 @@ import (
 )
 
 // allWorkloads are the workloads in the order they run.
-var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "stores", "suspended", "concurrent", "serve", "inbox"}
+var allWorkloads = []string{"history", "wire", "pause", "parallel", "wide", "stores", "suspended", "concurrent", "serve", "stalled", "inbox"}
 
 func main() {
 	if code, ok := childMain(); ok {
@@ -141,6 +141,11 @@ func harness(ctx context.Context, cfg config, args, outFile string, stdout, prog
 	}
 	if cfg.workloads["serve"] {
 		if res.Serve, err = runServe(ctx, cfg, progress); err != nil {
+			return err
+		}
+	}
+	if cfg.workloads["stalled"] {
+		if res.Stalled, err = runStalled(ctx, cfg, progress); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ type results struct {
 	Suspended  map[string]suspendedResult
 	Concurrent *concurrentSamples
 	Serve      *serveResult
+	Stalled    *stalledResult
 	Inbox      *inboxResult
 }
 
@@ -202,6 +203,9 @@ func (res *results) rows(cfg config) []row {
 			plainRow(w, "toolrun with Options.NoThread and NoCache: fake server CPU per turn", c.ServerCPU, micros))
 	}
 	if s := res.Serve; s != nil {
+		rows = append(rows, s.rows()...)
+	}
+	if s := res.Stalled; s != nil {
 		rows = append(rows, s.rows()...)
 	}
 	if in := res.Inbox; in != nil {

@@ -22,6 +22,7 @@ import (
 //	workload=pause pauses=N    N replies that stop with pause_turn, then an answer
 //	workload=approve           a turn that calls echo, a turn that calls deploy
 //	                           (which needs approval), then an answer
+//	workload=big bytes=N       an answer of N bytes of text
 //
 // Each tool turn carries a short text block and the tool_use blocks, as the
 // model's turns do.
@@ -33,6 +34,8 @@ func prompt(kind string, n int) string {
 		return "workload=parallel tools=" + strconv.Itoa(n)
 	case "pause":
 		return "workload=pause pauses=" + strconv.Itoa(n)
+	case "big":
+		return "workload=big bytes=" + strconv.Itoa(n)
 	}
 	return "workload=" + kind
 }
@@ -82,6 +85,9 @@ func script(req *toolruntest.Request) toolruntest.Reply {
 			blocks = append(blocks, call("sleep", i))
 		}
 		return toolruntest.Message(blocks...)
+	case "big":
+		n, _ := strconv.Atoi(args["bytes"])
+		return toolruntest.Message(toolruntest.Text(strings.Repeat("All work and no play. ", n/22+1)[:n]))
 	case "approve":
 		switch turn {
 		case 1:

@@ -78,6 +78,12 @@ type config struct {
 	// process, over serveManyRounds rounds: the server's throughput.
 	serveMany, serveManyRounds int
 
+	// The stalled workload: stalledReaders clients that never read the
+	// stream of a run with an answer of stalledBytes bytes, beside none,
+	// over stalledRounds rounds; stalledPlainRuns plain runs timed on
+	// each side.
+	stalledReaders, stalledBytes, stalledRounds, stalledPlainRuns int
+
 	// The inbox workload: inboxPending calls awaiting approval, the page
 	// loaded, a call decided and the list filtered inboxRounds times in
 	// headless Chromium.
@@ -97,6 +103,7 @@ func fullConfig() config {
 		storeRounds: 3,
 		serveRuns:   200, serveTurns: 5, serveRounds: 5, servePending: 10000, serveListRounds: 5, serveDecisions: 100,
 		serveMany: 1000, serveManyRounds: 3,
+		stalledReaders: 40, stalledBytes: 12 << 20, stalledRounds: 3, stalledPlainRuns: 20,
 		inboxPending: 10000, inboxRounds: 5,
 		profiles: "unmet", profileConversations: 1000,
 	}
@@ -115,6 +122,7 @@ func quickConfig() config {
 		storeRounds: 1,
 		serveRuns:   50, serveTurns: 5, serveRounds: 1, servePending: 1000, serveListRounds: 3, serveDecisions: 20,
 		serveMany: 200, serveManyRounds: 1,
+		stalledReaders: 10, stalledBytes: 4 << 20, stalledRounds: 1, stalledPlainRuns: 5,
 		inboxPending: 1000, inboxRounds: 2,
 		profiles: "unmet", profileConversations: 20,
 	}

@@ -80,26 +80,15 @@ func badInput(format string, args ...any) error {
 	return refuse(http.StatusBadRequest, "bad_input", format, args...)
 }
 
-// parseInput reads a RunAgentInput the one way it can be read and checks
-// it against the AG-UI schema: a key given twice anywhere, or a value
-// after the object, is refused (the decoder would keep the last key, so
-// an approval followed by "resume":[] would silently drop it); so are
-// the values the schema rejects (null state or forwardedProps, no
-// messages, a tool with no description, a context entry with no value, a
-// number where a string belongs, an assistant's tool call without its
-// function). Members the schema does not describe are stripped and named
-// in warnings, as are content parts and messages the server cannot use.
-func parseInput(b []byte) (*runInput, []string, error) {
-	if err := oneReading(b); err != nil {
-		if strings.Contains(err.Error(), " in $.resume[") {
-			return nil, nil, refuse(http.StatusBadRequest, "bad_resume", "a resume entry could be read two ways: %v", err)
-		}
-		return nil, nil, badInput("the body is not one RunAgentInput: %v", err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil || top == nil {
-		return nil, nil, badInput("the body is not a RunAgentInput object")
-	}
+// checkAGUIInput checks a RunAgentInput against the AG-UI schema, read the
+// one way it can be read (see [Handler.readInput]): top holds its members
+// but messages, msgs its messages, already read. Values the schema
+// rejects are refused (null state or forwardedProps, no messages, a tool
+// with no description, a context entry with no value, a number where a
+// string belongs, an assistant's tool call without its function). Members
+// the schema does not describe are stripped and named in warnings, as are
+// content parts and messages the server cannot use.
+func checkAGUIInput(top map[string]json.RawMessage, msgs []message, hasMessages bool) (*runInput, []string, error) {
 	var warnings []string
 	for k := range top {
 		if !inputKeys[k] {
@@ -111,13 +100,17 @@ func parseInput(b []byte) (*runInput, []string, error) {
 			return nil, nil, badInput("%s is null; leave it out for none", k)
 		}
 	}
-	if v, ok := top["messages"]; !ok || isNull(v) {
+	if !hasMessages {
 		return nil, nil, badInput("messages is required: the conversation as the client has it ([] for none)")
 	}
 	for _, k := range []string{"tools", "context", "resume"} {
 		if v, ok := top[k]; ok && isNull(v) {
 			return nil, nil, badInput("%s is null; leave it out, or send [], for none", k)
 		}
+	}
+	b, err := json.Marshal(top)
+	if err != nil {
+		return nil, nil, badInput("the body is not a RunAgentInput: %v", err)
 	}
 	var in runInput
 	if err := json.Unmarshal(b, &in); err != nil {
@@ -169,6 +162,7 @@ func parseInput(b []byte) (*runInput, []string, error) {
 			return nil, nil, refuse(http.StatusBadRequest, "bad_resume", "interrupt %q: the payload is null; leave it out for none", *re.InterruptID)
 		}
 	}
+	in.Messages = msgs
 	kept := in.Messages[:0]
 	for i, m := range in.Messages {
 		w, keep, err := checkMessage(i, &m)
@@ -238,11 +232,12 @@ func checkMessage(i int, m *message) ([]string, bool, error) {
 // oneReading refuses JSON that could be read two ways: an object, at any
 // depth, whose keys are not each there once, or a value followed by
 // more. encoding/json keeps the last of a key given twice and ignores
-// what follows the first value.
-func oneReading(b []byte) error {
+// what follows the first value. path names b's place in the input, for
+// the error.
+func oneReading(b []byte, path string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	if err := walkValue(dec, "$"); err != nil {
+	if err := walkValue(dec, path); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {

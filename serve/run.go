@@ -302,16 +302,12 @@ type prepared struct {
 
 // handleRun starts a run from a RunAgentInput and streams its events.
 func (h *Handler) handleRun(w http.ResponseWriter, r *http.Request, id identity) {
-	var body []byte
+	var in *runInput
+	var warnings []string
 	err := h.readBody(w, func() (err error) {
-		body, err = io.ReadAll(r.Body)
+		in, warnings, err = h.readInput(r.Context(), r.Body, id)
 		return err
 	})
-	if err != nil {
-		h.refuseBody(w, err, "bad_input", "a RunAgentInput")
-		return
-	}
-	in, warnings, err := parseInput(body)
 	if err != nil {
 		h.writeError(w, err)
 		return

@@ -16,10 +16,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -90,8 +88,22 @@ type Config struct {
 	// Tokens, under the name "local"; one more is answered 429 with the
 	// code too_many_runs. Zero means 64.
 	LocalMaxRuns int
-	// MaxBodyBytes bounds a request body. Zero means 8 MiB.
+	// MaxBodyBytes bounds a request body; one past it is answered 413
+	// with the code too_large. A run's body is bounded in what it brings
+	// beyond its thread's history: the messages the thread has already,
+	// which AG-UI's clients send again with every run, count against
+	// MaxHistoryBytes instead. Zero means 8 MiB.
 	MaxBodyBytes int64
+	// MaxHistoryBytes bounds the part of a run's body that is its
+	// thread's history sent again: the messages at the start of the
+	// client's history that the thread has, under their ids and, for a
+	// user message, with the content it had. A run's body may be
+	// MaxBodyBytes plus MaxHistoryBytes, of which at most MaxBodyBytes
+	// new. A thread whose history passes it gets 413 too_large on every
+	// run: its client must start a new thread, or send only the messages
+	// since its last run. Zero means 64 MiB; a negative value means none
+	// (every byte counts against MaxBodyBytes).
+	MaxHistoryBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a
 	// request's body, counted from the request's start, however it sends
 	// it: one that stalls or sends a byte at a time is answered 408 with
@@ -180,15 +192,6 @@ type Handler struct {
 	metrics metrics
 }
 
-// metrics are the counters /metrics shows.
-type metrics struct {
-	runsStarted  atomic.Int64
-	runsFinished atomic.Int64
-	turns        atomic.Int64
-	turnNanos    atomic.Int64
-	refused      atomic.Int64
-}
-
 // New returns the server for cfg. It creates the tables the server needs
 // in cfg.DB, and closes the runs a killed process left running: their
 // streams end with a RUN_ERROR whose code is "interrupted", and their
@@ -218,6 +221,12 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 8 << 20
+	}
+	switch {
+	case cfg.MaxHistoryBytes == 0:
+		cfg.MaxHistoryBytes = 64 << 20
+	case cfg.MaxHistoryBytes < 0:
+		cfg.MaxHistoryBytes = 0
 	}
 	if cfg.ApprovalTTL <= 0 {
 		cfg.ApprovalTTL = 24 * time.Hour
@@ -406,7 +415,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		h.log.Warn("serve: a request's body has no deadline", "err", err)
 	}
-	r.Body = http.MaxBytesReader(w, db, h.cfg.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, db, h.bodyLimit(r))
 	h.mux.ServeHTTP(w, r)
 	db.finish()
 }
@@ -607,17 +616,23 @@ func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // refuseBody answers a request whose body could not be read or decoded
-// into what it should be: 413 too_large past MaxBodyBytes, 408
-// body_timeout past BodyReadTimeout, else 400 with code.
+// into what it should be, as [Handler.bodyRefusal] says.
 func (h *Handler) refuseBody(w http.ResponseWriter, err error, code, what string) {
+	h.writeError(w, h.bodyRefusal(err, code, what))
+}
+
+// bodyRefusal is the refusal of a body that could not be read or decoded
+// into what it should be: 413 too_large past its limit, 408 body_timeout
+// past BodyReadTimeout, else 400 with code.
+func (h *Handler) bodyRefusal(err error, code, what string) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
+		return refuse(http.StatusRequestEntityTooLarge, "too_large", "the request body is larger than %d bytes", tooBig.Limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		httpError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body took longer than %v to arrive", h.cfg.BodyReadTimeout))
+		return refuse(http.StatusRequestTimeout, "body_timeout", "the request body took longer than %v to arrive", h.cfg.BodyReadTimeout)
 	default:
-		httpError(w, http.StatusBadRequest, code, "the body is not "+what+": "+err.Error())
+		return refuse(http.StatusBadRequest, code, "the body is not %s: %v", what, err)
 	}
 }
 
@@ -693,24 +708,4 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
-}
-
-// handleMetrics writes the metrics in the Prometheus text format.
-func (h *Handler) handleMetrics(w http.ResponseWriter, r *http.Request, _ identity) {
-	var pending int64
-	if err := h.cfg.DB.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval).Scan(&pending); err != nil {
-		h.writeError(w, err)
-		return
-	}
-	h.mu.Lock()
-	active := len(h.runs)
-	h.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_started_total Runs started.\n# TYPE toolrun_serve_runs_started_total counter\ntoolrun_serve_runs_started_total %d\n", h.metrics.runsStarted.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_finished_total Runs finished.\n# TYPE toolrun_serve_runs_finished_total counter\ntoolrun_serve_runs_finished_total %d\n", h.metrics.runsFinished.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_runs_active Runs in flight.\n# TYPE toolrun_serve_runs_active gauge\ntoolrun_serve_runs_active %d\n", active)
-	fmt.Fprintf(w, "# HELP toolrun_serve_pending_approvals Calls awaiting a person's decision.\n# TYPE toolrun_serve_pending_approvals gauge\ntoolrun_serve_pending_approvals %d\n", pending)
-	fmt.Fprintf(w, "# HELP toolrun_serve_turn_seconds Model request latency.\n# TYPE toolrun_serve_turn_seconds summary\ntoolrun_serve_turn_seconds_sum %s\ntoolrun_serve_turn_seconds_count %d\n",
-		strconv.FormatFloat(time.Duration(h.metrics.turnNanos.Load()).Seconds(), 'f', -1, 64), h.metrics.turns.Load())
-	fmt.Fprintf(w, "# HELP toolrun_serve_requests_refused_total Requests refused for want of a token or scope.\n# TYPE toolrun_serve_requests_refused_total counter\ntoolrun_serve_requests_refused_total %d\n", h.metrics.refused.Load())
 }

@@ -80,7 +80,7 @@ func (c *counter) got() []string {
 	return append([]string(nil), c.calls...)
 }
 
-func openDB(t *testing.T, path string) *sql.DB {
+func openDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
@@ -492,7 +492,7 @@ func TestTokensAndScopes(t *testing.T) {
 	if status, body := do("GET", "/healthz", "", nil); status != 200 || body != "ok\n" {
 		t.Errorf("healthz: %d %q", status, body)
 	}
-	if status, body := do("GET", "/metrics", "approve-secret-0123456789", nil); status != 200 || !strings.Contains(body, "toolrun_serve_pending_approvals 1") {
+	if status, body := do("GET", "/metrics", "approve-secret-0123456789", nil); status != 200 || !strings.Contains(body, `toolrun_serve_pending_approvals{tenant=""} 1`) {
 		t.Errorf("metrics: %d %s", status, body)
 	}
 	if strings.Contains(body, "secret-0123456789") {

@@ -107,7 +107,8 @@ tools (temporal.Activities.DeferClientTools).`,
 		fs.IntVar(&f.maxConns, "max-conns", 4096, "keep at most `n` connections open; one more is answered 503")
 		fs.IntVar(&f.maxConnsPerClient, "max-conns-per-client", 256, "keep at most `n` connections of one client IP address open; one more is answered 503")
 		fs.IntVar(&f.localMaxRuns, "local-max-runs", 64, "without --tokens, run at most `n` runs at once; one more is answered 429")
-		fs.Int64Var(&f.maxBody, "max-body-bytes", 8<<20, "answer 413 to a request whose body is larger than `n` bytes (a client that re-sends a thread's history needs room for it)")
+		fs.Int64Var(&f.maxBody, "max-body-bytes", 8<<20, "answer 413 to a request whose body is larger than `n` bytes; of a run's, to what it brings beyond the thread's history")
+		fs.Int64Var(&f.maxHistory, "max-history-bytes", 64<<20, "let a run's body carry up to `n` bytes of its thread's history, sent again, beside --max-body-bytes (-1: none)")
 		fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "answer 408 to a request whose body has not arrived whole `duration` after its start")
 		fs.StringVar(&f.model, "model", string(anthropic.ModelClaudeSonnet5_5), "the `model` to ask")
 		fs.StringVar(&f.system, "system", "", "the system `prompt`")
@@ -154,6 +155,7 @@ type serveFlags struct {
 	localMaxRuns           int
 	bodyTimeout            time.Duration
 	maxBody                int64
+	maxHistory             int64
 	model, system          string
 	maxTurns, maxTokens    int
 	budgetUSD              float64
@@ -324,7 +326,8 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		Tokens: tokens, AllowedOrigins: origins, ApprovalTTL: f.approvalTTL, UserApproves: f.userApproves, Logger: log, RecordDir: f.record,
 		Executor: executor, MaxConns: f.maxConns, MaxConnsPerClient: f.maxConnsPerClient,
 		LocalMaxRuns: f.localMaxRuns, BodyReadTimeout: f.bodyTimeout, MaxBodyBytes: f.maxBody,
-		Notify: notifyConfig(f),
+		MaxHistoryBytes: f.maxHistory,
+		Notify:          notifyConfig(f),
 	})
 	if err != nil {
 		c.errorf("serve", "%v", err)
