@@ -236,6 +236,27 @@
 // from its next execution on (toolrun.step-deltas, a workflow.GetVersion
 // change).
 //
+// # What a workflow task does
+//
+// The SDK's deadlock detector fails a workflow task whose code runs a
+// second without blocking, which a loaded machine reaches with work a
+// quiet one does in milliseconds. Between an execution's start and its
+// end, the workflow's code takes values of a bounded size: a step's
+// result (what the step added to the history), one call's result (within
+// [RunOptions.PayloadLimit]), one decision (within [MaxDecisionBytes]).
+// Values that arrive together in one task (a flood of signals, a turn's
+// results) are taken in steps of 256 KiB, between which the workflow
+// blocks for a moment and lets the task's other coroutines run, so that
+// their number does not add up in one go. What is still converted whole
+// in one task, without a Store, is the whole state: the execution's
+// input, the input of its continue-as-new, the Outcome, and the input of
+// a step whose worker could not get the history (toolrun.NeedHistory,
+// above), each at most [RunOptions.PayloadLimit]; a query
+// ([StateQuery], [HistoryQuery]) is answered outside the detector, but
+// encodes up to the whole state too. With a Store, none of them carries
+// the history. On a machine loaded enough that decoding PayloadLimit of
+// JSON takes a second, give the workers a Store or a lower PayloadLimit.
+//
 // # Search attributes
 //
 // Register the attributes once per namespace (temporal operator
