@@ -255,7 +255,10 @@
 // ([StateQuery], [HistoryQuery]) is answered outside the detector, but
 // encodes up to the whole state too. With a Store, none of them carries
 // the history. On a machine loaded enough that decoding PayloadLimit of
-// JSON takes a second, give the workers a Store or a lower PayloadLimit.
+// JSON takes a second, give the workers a Store or a lower PayloadLimit,
+// or dial the workers' client with its DataConverter wrapped in the
+// SDK's workflow.DataConverterWithoutDeadlockDetection, which stops the
+// detector's clock while a payload is converted.
 //
 // # Search attributes
 //
