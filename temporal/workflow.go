@@ -383,6 +383,13 @@ const (
 	// messages are taken, so an execution that takes none (every execution
 	// recorded before the update) records no marker and replays as before.
 	versionAppend = "toolrun.append"
+	// versionPaced guards the pauses of a coroutine that took [stepWork]
+	// bytes of signals or results in one go (see [pacer]): a pause lets
+	// the task's other coroutines run in between, which may change the
+	// order of the commands an execution recorded before it issued. It is
+	// asked only when a pause is due, so an execution that never takes
+	// that much at once records no marker.
+	versionPaced = "toolrun.paced"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -1070,7 +1077,8 @@ var workTaken func(n int)
 
 // pacer counts the bytes of values one coroutine of the workflow took
 // since it last blocked, and blocks it for a moment once they reach
-// [stepWork].
+// [stepWork] (in an execution that records versionPaced: one recorded
+// before took them all in one go, and replays so).
 type pacer struct{ n int }
 
 // took counts n bytes taken, and pauses the coroutine once the step is
@@ -1080,7 +1088,7 @@ func (p *pacer) took(ctx workflow.Context, n int) {
 	if workTaken != nil {
 		workTaken(p.n)
 	}
-	if p.n >= stepWork {
+	if p.n >= stepWork && workflow.GetVersion(ctx, versionPaced, workflow.DefaultVersion, 1) >= 1 {
 		pause(ctx)
 		p.n = 0
 	}
