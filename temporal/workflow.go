@@ -1070,9 +1070,10 @@ func (w *run) upsertMemo(ctx workflow.Context) {
 // size, each step is a few milliseconds of work, however many arrive.
 const stepWork = 256 << 10
 
-// workTaken, if non-nil, is called with the bytes a coroutine has taken
-// since it last blocked, each time it takes more: how a test counts the
-// work of one step, rather than timing it.
+// workTaken, if non-nil, is called with the bytes of each value a
+// coroutine of the workflow takes, and with -1 each time the coroutine
+// blocks (a pause, or a wait for more): how a test counts the work of one
+// step, rather than timing it.
 var workTaken func(n int)
 
 // pacer counts the bytes of values one coroutine of the workflow took
@@ -1086,7 +1087,7 @@ type pacer struct{ n int }
 func (p *pacer) took(ctx workflow.Context, n int) {
 	p.n += n
 	if workTaken != nil {
-		workTaken(p.n)
+		workTaken(n)
 	}
 	if p.n >= stepWork && workflow.GetVersion(ctx, versionPaced, workflow.DefaultVersion, 1) >= 1 {
 		pause(ctx)
@@ -1095,7 +1096,12 @@ func (p *pacer) took(ctx workflow.Context, n int) {
 }
 
 // blocks says that the coroutine is about to block: its next step starts.
-func (p *pacer) blocks() { p.n = 0 }
+func (p *pacer) blocks() {
+	p.n = 0
+	if workTaken != nil {
+		workTaken(-1)
+	}
+}
 
 // pause blocks the coroutine and lets the workflow task's others run; it
 // returns within the same task, once the dispatcher comes back to it,
@@ -1108,4 +1114,7 @@ func pause(ctx workflow.Context) {
 		resumed = true
 		return r
 	})
+	if workTaken != nil {
+		workTaken(-1)
+	}
 }

@@ -19,14 +19,19 @@ import (
 // largestStep records the most bytes a coroutine of the workflow took
 // without blocking, through workTaken.
 type largestStep struct {
-	mu  sync.Mutex // guards max
-	max int
+	mu       sync.Mutex // guards cur, max
+	cur, max int
 }
 
 func (l *largestStep) see(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.max = max(l.max, n)
+	if n < 0 {
+		l.cur = 0
+		return
+	}
+	l.cur += n
+	l.max = max(l.max, l.cur)
 }
 
 func (l *largestStep) get() int {
