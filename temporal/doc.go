@@ -172,10 +172,14 @@
 // a dev server: worker CPU and history bytes per turn, at 10 and at 100
 // turns a run, with a Store and without, for a run of one tool on one
 // worker and for one of five tools (two calls a turn) on two workers.
-// Where it last ran, worker CPU per turn at 100 turns was
-// 1.08× to 1.44× that at 10 turns, and history bytes per turn were lower
-// at 100 turns (a run's start is spread over more turns); BENCHMARKS.md
-// has the figures. That is what those workloads measured, not a bound:
+// Where it last ran (a two-core machine shared with other work), worker
+// CPU per turn at 100 turns was 0.94× to 1.12× that at 10 turns without
+// a Store, and 1.04× (one worker) to 1.55× (two workers) with one, whose
+// steps write the whole state each turn; the figure of two workers with
+// a Store was 1.33× and 1.48× in two runs before, so take it as about
+// 1.5×. History bytes per turn were lower at 100 turns in every case (a
+// run's start is spread over more turns); BENCHMARKS.md has the figures.
+// That is what those workloads measured, not a bound:
 // what is left that grows with the conversation is small next to the
 // rest of a turn there, and a run whose turns add more, or that runs
 // longer, pays more of it. It is:
