@@ -390,6 +390,13 @@ const (
 	// asked only when a pause is due, so an execution that never takes
 	// that much at once records no marker.
 	versionPaced = "toolrun.paced"
+	// versionStateGuard guards the answer of a call whose result would
+	// bring the run's state over [RunOptions.PayloadLimit]: an error in
+	// its place, and the run stopped with [toolrun.StopPayloadTooLarge].
+	// An execution recorded before it took the result and stopped at the
+	// next step's guard, with an Outcome over the limit. It is asked only
+	// when a result would cross the limit.
+	versionStateGuard = "toolrun.state-guard"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -881,6 +888,21 @@ func (w *run) finish(ctx workflow.Context, p driver.PlannedCall, f workflow.Futu
 	// One call's result: at most the payload limit, which its activity
 	// checked, so measuring it is a bounded step.
 	n, _ := overLimit(out.Result, 0)
+	if w.size > 0 && w.size+n > w.opts.PayloadLimit && workflow.GetVersion(ctx, versionStateGuard, workflow.DefaultVersion, 1) >= 1 {
+		// The results of the turn would bring the state over the limit,
+		// which the next step's input or the Outcome would carry: the
+		// server refuses such a payload, and the run would retry its
+		// workflow task for ever. The call is answered as a result over
+		// the limit is, and the run stops.
+		detail := payloadDetail("the run's state with the result of call "+p.Call.ID, w.size+n, w.opts.PayloadLimit)
+		e := "toolrun: " + detail
+		out = ToolOutput{
+			Result:     &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Err: errors.New(e), Ran: true},
+			StopReason: toolrun.StopPayloadTooLarge,
+			Detail:     detail,
+		}
+		n, _ = overLimit(out.Result, 0)
+	}
 	if w.size > 0 {
 		w.size += n
 	}
