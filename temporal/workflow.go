@@ -427,7 +427,9 @@ const (
 //
 // A turn's calls run as [driver.Batches] groups them, and once a call's
 // answer ends the run ([toolrun.Options.AfterTool] returns an error or
-// [toolrun.StopRun], or its result is over the payload limit) no call of
+// [toolrun.StopRun], or its result is over the payload limit, or would
+// bring the run's state over it, when the call is answered with an error
+// in its place) no call of
 // the turn that has not started starts: it stays decided, not run, in the
 // Outcome's state, as in the runner's own executor.
 //
