@@ -429,9 +429,9 @@ const (
 // answer ends the run ([toolrun.Options.AfterTool] returns an error or
 // [toolrun.StopRun], or its result is over the payload limit, or would
 // bring the run's state over it, when the call is answered with an error
-// in its place) no call of
-// the turn that has not started starts: it stays decided, not run, in the
-// Outcome's state, as in the runner's own executor.
+// in its place) no call of the turn that has not started starts: it
+// stays decided, not run, in the Outcome's state, as in the runner's own
+// executor.
 //
 // A cancelled run (client.CancelWorkflow) ends as Temporal's workflows
 // usually do: with Temporal's CanceledError, not an Outcome, so that the
