@@ -53,16 +53,24 @@ func (w *run) decisionTooLarge(a Approval) error {
 	if !w.bounded {
 		return nil
 	}
-	if n := decisionSize(a); n > MaxDecisionBytes {
+	return w.sizeTooLarge(a, decisionSize(a))
+}
+
+// sizeTooLarge is decisionTooLarge for a decision whose JSON is n bytes.
+func (w *run) sizeTooLarge(a Approval, n int) error {
+	if !w.bounded {
+		return nil
+	}
+	if n > MaxDecisionBytes {
 		return fmt.Errorf("%w: the decision for call %q is %d bytes, over the limit of %d (temporal.MaxDecisionBytes): give a shorter reason, input or result", ErrDecisionTooLarge, truncID(a.ToolUseID), n, MaxDecisionBytes)
 	}
 	return nil
 }
 
-// roomForEarly returns why a, a decision for a call the run has not seen,
-// cannot be kept, or nil.
-func (w *run) roomForEarly(a Approval) error {
-	count, size := 0, decisionSize(a)
+// roomForEarly returns why a, a decision for a call the run has not seen
+// whose JSON is n bytes, cannot be kept, or nil.
+func (w *run) roomForEarly(a Approval, n int) error {
+	count, size := 0, n
 	sizes := w.sizes()
 	for i, b := range w.buffered {
 		if !driver.HasCall(w.state, b.ToolUseID) {

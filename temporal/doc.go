@@ -172,10 +172,14 @@
 // a dev server: worker CPU and history bytes per turn, at 10 and at 100
 // turns a run, with a Store and without, for a run of one tool on one
 // worker and for one of five tools (two calls a turn) on two workers.
-// Where it last ran, worker CPU per turn at 100 turns was
-// 1.08× to 1.44× that at 10 turns, and history bytes per turn were lower
-// at 100 turns (a run's start is spread over more turns); BENCHMARKS.md
-// has the figures. That is what those workloads measured, not a bound:
+// Where it last ran (a two-core machine shared with other work), worker
+// CPU per turn at 100 turns was 0.94× to 1.12× that at 10 turns without
+// a Store, and 1.04× (one worker) to 1.55× (two workers) with one, whose
+// steps write the whole state each turn; the figure of two workers with
+// a Store was 1.33× and 1.48× in two runs before, so take it as about
+// 1.5×. History bytes per turn were lower at 100 turns in every case (a
+// run's start is spread over more turns); BENCHMARKS.md has the figures.
+// That is what those workloads measured, not a bound:
 // what is left that grows with the conversation is small next to the
 // rest of a turn there, and a run whose turns add more, or that runs
 // longer, pays more of it. It is:
@@ -235,6 +239,30 @@
 // for the whole state. A run started by an older release gets deltas
 // from its next execution on (toolrun.step-deltas, a workflow.GetVersion
 // change).
+//
+// # What a workflow task does
+//
+// The SDK's deadlock detector fails a workflow task whose code runs a
+// second without blocking, which a loaded machine reaches with work a
+// quiet one does in milliseconds. Between an execution's start and its
+// end, the workflow's code takes values of a bounded size: a step's
+// result (what the step added to the history), one call's result (within
+// [RunOptions.PayloadLimit]), one decision (within [MaxDecisionBytes]).
+// Values that arrive together in one task (a flood of signals, a turn's
+// results) are taken in steps of 256 KiB, between which the workflow
+// blocks for a moment and lets the task's other coroutines run, so that
+// their number does not add up in one go. What is still converted whole
+// in one task, without a Store, is the whole state: the execution's
+// input, the input of its continue-as-new, the Outcome, and the input of
+// a step whose worker could not get the history (toolrun.NeedHistory,
+// above), each at most [RunOptions.PayloadLimit]; a query
+// ([StateQuery], [HistoryQuery]) is answered outside the detector, but
+// encodes up to the whole state too. With a Store, none of them carries
+// the history. On a machine loaded enough that decoding PayloadLimit of
+// JSON takes a second, give the workers a Store or a lower PayloadLimit,
+// or dial the workers' client with its DataConverter wrapped in the
+// SDK's workflow.DataConverterWithoutDeadlockDetection, which stops the
+// detector's clock while a payload is converted.
 //
 // # Search attributes
 //

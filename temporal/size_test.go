@@ -244,3 +244,50 @@ func TestLargeResultOnServer(t *testing.T) {
 		t.Errorf("the model saw (-in process +workflow):\n%.2000s", diff)
 	}
 }
+
+// TestTurnOverTheLimit: a turn whose results together, each under the
+// payload limit, would bring a run without a Store over it stops with
+// StopPayloadTooLarge at the result that would cross it, answered with an
+// error in its place, and the Outcome stays within the limit: one over
+// it, which the state with every result made, is refused by the server
+// (over 4 MB, the gRPC limit), and the run retried its workflow task for
+// ever.
+func TestTurnOverTheLimit(t *testing.T) {
+	const calls, limit = 8, 256 << 10
+	page := strings.Repeat("lorem ipsum ", 64<<10/12) // 64 KB a result
+	var uses []toolruntest.Block
+	for i := range calls {
+		uses = append(uses, toolruntest.ToolUse(fmt.Sprintf("r%d", i), "read", struct{}{}))
+	}
+	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(uses...), toolruntest.Message(toolruntest.Text("Read them all."))))
+	var ran counter
+	tool := toolrun.NewTool("read", "Reads a page", func(ctx context.Context, in struct{}) (string, error) {
+		ran.inc("read")
+		return page, nil
+	})
+	env := newEnv(t, s, []toolrun.Tool{tool}, nil)
+	ro := fastRetries
+	ro.PayloadLimit = limit
+	ro.MaxParallelTools = 1
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("read"), &ro))
+	out := outcome(t, env)
+	if out.StopReason != toolrun.StopPayloadTooLarge {
+		t.Fatalf("got stop reason %q (%s), want %q", out.StopReason, out.Detail, toolrun.StopPayloadTooLarge)
+	}
+	b, _ := json.Marshal(out)
+	if len(b) > limit {
+		t.Errorf("got an Outcome of %d bytes, want at most the payload limit, %d", len(b), limit)
+	}
+	answered := 0
+	for _, c := range out.State.Calls() {
+		if r, ok := out.State.CallResult(c.ID); ok && !r.IsError {
+			answered++
+		}
+	}
+	if answered == 0 || answered >= calls {
+		t.Errorf("got %d calls answered with their result, want those before the one that crossed the limit", answered)
+	}
+	if ran.all()["read"] >= calls {
+		t.Errorf("%d calls ran, want none after the stop", ran.all()["read"])
+	}
+}

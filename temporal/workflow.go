@@ -383,6 +383,20 @@ const (
 	// messages are taken, so an execution that takes none (every execution
 	// recorded before the update) records no marker and replays as before.
 	versionAppend = "toolrun.append"
+	// versionPaced guards the pauses of a coroutine that took [stepWork]
+	// bytes of signals or results in one go (see [pacer]): a pause lets
+	// the task's other coroutines run in between, which may change the
+	// order of the commands an execution recorded before it issued. It is
+	// asked only when a pause is due, so an execution that never takes
+	// that much at once records no marker.
+	versionPaced = "toolrun.paced"
+	// versionStateGuard guards the answer of a call whose result would
+	// bring the run's state over [RunOptions.PayloadLimit]: an error in
+	// its place, and the run stopped with [toolrun.StopPayloadTooLarge].
+	// An execution recorded before it took the result and stopped at the
+	// next step's guard, with an Outcome over the limit. It is asked only
+	// when a result would cross the limit.
+	versionStateGuard = "toolrun.state-guard"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -413,9 +427,11 @@ const (
 //
 // A turn's calls run as [driver.Batches] groups them, and once a call's
 // answer ends the run ([toolrun.Options.AfterTool] returns an error or
-// [toolrun.StopRun], or its result is over the payload limit) no call of
-// the turn that has not started starts: it stays decided, not run, in the
-// Outcome's state, as in the runner's own executor.
+// [toolrun.StopRun], or its result is over the payload limit, or would
+// bring the run's state over it, when the call is answered with an error
+// in its place) no call of the turn that has not started starts: it
+// stays decided, not run, in the Outcome's state, as in the runner's own
+// executor.
 //
 // A cancelled run (client.CancelWorkflow) ends as Temporal's workflows
 // usually do: with Temporal's CanceledError, not an Outcome, so that the
@@ -618,12 +634,16 @@ func (w *run) handle(ctx workflow.Context) error {
 	}
 	w.signals = workflow.GetSignalChannel(ctx, DecideSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		var p pacer
 		for {
 			var a Approval
-			if !w.signals.Receive(ctx, &a) {
-				return
+			if !w.signals.ReceiveAsync(&a) {
+				p.blocks()
+				if !w.signals.Receive(ctx, &a) {
+					return
+				}
 			}
-			w.receive(ctx, a)
+			p.took(ctx, w.receive(ctx, a))
 		}
 	})
 	return nil
@@ -690,31 +710,34 @@ func (w *run) decidable(a Approval) error {
 // receive takes a decision: it is applied now if its call awaits approval
 // and no step is in flight, kept for later if its call is not known yet or
 // a step is in flight, and dropped with a warning otherwise (a call
-// decided already, or that does not await approval).
-func (w *run) receive(ctx workflow.Context, a Approval) {
-	if err := w.decisionTooLarge(a); err != nil {
+// decided already, or that does not await approval). It returns the size
+// of a's JSON, which it measures once, for the caller's [pacer].
+func (w *run) receive(ctx workflow.Context, a Approval) int {
+	n := decisionSize(a)
+	if err := w.sizeTooLarge(a, n); err != nil {
 		w.drop(ctx, a, err)
-		return
+		return n
 	}
 	err := w.decidable(a)
 	if err != nil && !errors.Is(err, errUnknownCall) {
 		w.drop(ctx, a, err)
-		return
+		return n
 	}
 	if err != nil && w.bounded {
-		if err := w.roomForEarly(a); err != nil {
+		if err := w.roomForEarly(a, n); err != nil {
 			w.drop(ctx, a, err)
-			return
+			return n
 		}
 	}
 	w.addClaims(approvalClaims(a, "")...)
 	w.buffered = append(w.buffered, a)
 	if w.bufSizes != nil {
-		w.bufSizes = append(w.bufSizes, decisionSize(a))
+		w.bufSizes = append(w.bufSizes, n)
 	}
 	if !w.stepping {
 		w.applyBuffered(ctx)
 	}
+	return n
 }
 
 // applyBuffered applies the decisions kept for calls that now await
@@ -777,24 +800,30 @@ func (w *run) runCalls(ctx workflow.Context, calls []driver.PlannedCall) error {
 	q := driver.NewCallQueue(calls, w.opts.MaxParallelTools)
 	sel := workflow.NewSelector(ctx)
 	var firstErr error
+	var p pacer
 	for {
 		for firstErr == nil && q.Ready() {
 			if w.stopsCalls(ctx) {
 				q.Stop()
 				break
 			}
-			p, _ := q.Start()
-			in := ToolInput{State: forCall(w.state, p.Call.ID), ToolUseID: p.Call.ID, PayloadLimit: w.opts.PayloadLimit, ClaimThreshold: w.opts.ClaimThreshold}
-			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(p)), ToolActivity, in)
+			c, _ := q.Start()
+			in := ToolInput{State: forCall(w.state, c.Call.ID), ToolUseID: c.Call.ID, PayloadLimit: w.opts.PayloadLimit, ClaimThreshold: w.opts.ClaimThreshold}
+			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.toolOptions(c)), ToolActivity, in)
 			sel.AddFuture(f, func(f workflow.Future) {
-				q.Done(p.Call.ID)
-				if err := w.finish(ctx, p, f); err != nil && firstErr == nil {
+				q.Done(c.Call.ID)
+				n, err := w.finish(ctx, c, f)
+				if err != nil && firstErr == nil {
 					firstErr = err
 				}
+				p.took(ctx, n)
 			})
 		}
 		if q.Running() == 0 {
 			return firstErr
+		}
+		if !sel.HasPending() {
+			p.blocks()
 		}
 		sel.Select(ctx)
 	}
@@ -837,29 +866,46 @@ func (w *run) toolOptions(p driver.PlannedCall) workflow.ActivityOptions {
 	}
 }
 
-// finish writes the outcome of call p's activity into the state. An
-// activity that failed (its worker lost, its timeout passed, its retries
-// spent) answers the call as interrupted; only the workflow's cancellation
-// is an error.
-func (w *run) finish(ctx workflow.Context, p driver.PlannedCall, f workflow.Future) error {
+// finish writes the outcome of call p's activity into the state, and
+// returns the size of the result's JSON, about. An activity that failed
+// (its worker lost, its timeout passed, its retries spent) answers the
+// call as interrupted; only the workflow's cancellation is an error.
+func (w *run) finish(ctx workflow.Context, p driver.PlannedCall, f workflow.Future) (int, error) {
 	var out ToolOutput
 	err := f.Get(ctx, &out)
 	if err != nil {
 		if ctx.Err() != nil {
-			return err
+			return 0, err
 		}
 		if notRun(err) {
 			// The worker refused the call without running it (the run had
 			// stopped): it stays as it was, not answered as interrupted.
 			workflow.GetLogger(ctx).Warn("toolrun: tool call not run", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", rootMessage(err))
-			return nil
+			return 0, nil
 		}
 		out = ToolOutput{Result: interrupted(p, err)}
 		workflow.GetLogger(ctx).Error("toolrun: tool call interrupted", "tool", p.Call.Name, "tool_use_id", p.Call.ID, "error", err.Error())
 	}
 	w.addClaims(out.Claims...)
+	// One call's result: at most the payload limit, which its activity
+	// checked, so measuring it is a bounded step.
+	n, _ := overLimit(out.Result, 0)
+	if w.size > 0 && w.size+n > w.opts.PayloadLimit && workflow.GetVersion(ctx, versionStateGuard, workflow.DefaultVersion, 1) >= 1 {
+		// The results of the turn would bring the state over the limit,
+		// which the next step's input or the Outcome would carry: the
+		// server refuses such a payload, and the run would retry its
+		// workflow task for ever. The call is answered as a result over
+		// the limit is, and the run stops.
+		detail := payloadDetail("the run's state with the result of call "+p.Call.ID, w.size+n, w.opts.PayloadLimit)
+		e := "toolrun: " + detail
+		out = ToolOutput{
+			Result:     &toolrun.ToolResult{Content: []toolrun.Content{toolrun.Text(e)}, IsError: true, Err: errors.New(e), Ran: true},
+			StopReason: toolrun.StopPayloadTooLarge,
+			Detail:     detail,
+		}
+		n, _ = overLimit(out.Result, 0)
+	}
 	if w.size > 0 {
-		n, _ := overLimit(out.Result, 0) // one call's result: small next to the state
 		w.size += n
 	}
 	if err := driver.SetResult(w.state, p.Call.ID, out.Result); err != nil {
@@ -870,7 +916,7 @@ func (w *run) finish(ctx workflow.Context, p driver.PlannedCall, f workflow.Futu
 			workflow.GetLogger(ctx).Warn("toolrun: stop not recorded", "tool_use_id", p.Call.ID, "error", err.Error())
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // notRun reports whether a tool activity failed because the worker
@@ -947,12 +993,13 @@ func (w *run) continueAsNew(ctx workflow.Context) (*Outcome, error) {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return nil, err
 	}
+	var p pacer
 	for {
 		var a Approval
 		if !w.signals.ReceiveAsync(&a) {
 			break
 		}
-		w.receive(ctx, a)
+		p.took(ctx, w.receive(ctx, a))
 	}
 	in := Input{State: w.state, Ref: w.ref, Superseded: w.superseded, Options: w.input, Decisions: w.buffered, Claims: w.claims, Spent: w.spent,
 		Digest: w.digest, HistoryBytes: w.histBytes}
@@ -1036,5 +1083,62 @@ func (w *run) upsertMemo(ctx workflow.Context) {
 	w.memoSet, w.memoKey = true, key
 	if err := workflow.UpsertMemo(ctx, map[string]any{PendingMemo: p}); err != nil {
 		workflow.GetLogger(ctx).Warn("toolrun: pending memo not updated", "error", err.Error())
+	}
+}
+
+// stepWork is how many bytes of values (decisions, tool results) one of
+// the workflow's coroutines takes before it lets the others run: the
+// SDK's deadlock detector fails a workflow task whose coroutine runs a
+// second without blocking, and a task may bring any number of signals or
+// results at once, each decoded and measured here. Taken in steps of this
+// size, each step is a few milliseconds of work, however many arrive.
+const stepWork = 256 << 10
+
+// workTaken, if non-nil, is called with the bytes of each value a
+// coroutine of the workflow takes, and with -1 each time the coroutine
+// blocks (a pause, or a wait for more): how a test counts the work of one
+// step, rather than timing it.
+var workTaken func(n int)
+
+// pacer counts the bytes of values one coroutine of the workflow took
+// since it last blocked, and blocks it for a moment once they reach
+// [stepWork] (in an execution that records versionPaced: one recorded
+// before took them all in one go, and replays so).
+type pacer struct{ n int }
+
+// took counts n bytes taken, and pauses the coroutine once the step is
+// full.
+func (p *pacer) took(ctx workflow.Context, n int) {
+	p.n += n
+	if workTaken != nil {
+		workTaken(n)
+	}
+	if p.n >= stepWork && workflow.GetVersion(ctx, versionPaced, workflow.DefaultVersion, 1) >= 1 {
+		pause(ctx)
+		p.n = 0
+	}
+}
+
+// blocks says that the coroutine is about to block: its next step starts.
+func (p *pacer) blocks() {
+	p.n = 0
+	if workTaken != nil {
+		workTaken(-1)
+	}
+}
+
+// pause blocks the coroutine and lets the workflow task's others run; it
+// returns within the same task, once the dispatcher comes back to it,
+// which it does, since the coroutine made progress before it paused. It
+// issues no command, so it changes nothing on a replay.
+func pause(ctx workflow.Context) {
+	resumed := false
+	_ = workflow.Await(ctx, func() bool { // an error only if ctx is done: the caller sees it next
+		r := resumed
+		resumed = true
+		return r
+	})
+	if workTaken != nil {
+		workTaken(-1)
 	}
 }
