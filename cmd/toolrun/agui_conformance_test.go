@@ -29,12 +29,7 @@ var aguiKnownFailures = map[string]string{}
 
 // aguiKnownFailuresTemporal lists, as aguiKnownFailures does, the cases
 // that fail only over Temporal (toolrun serve --temporal).
-var aguiKnownFailuresTemporal = map[string]string{
-	// A thread's workflow keeps the client tools earlier runs added to its
-	// State (servetemporal gives Resume every tool the thread's client
-	// declared), so the model is still offered them.
-	"run-input.mdx §tools: a run that declares tools: [] is offered no frontend tool of an earlier run (SHOULD)": "the thread's workflow offers the client tools of earlier runs",
-}
+var aguiKnownFailuresTemporal = map[string]string{}
 
 // conformanceCase is one line of conformance.mjs's report.
 type conformanceCase struct {
