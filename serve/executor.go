@@ -105,6 +105,13 @@ type ExecutorRun struct {
 	// and answered by a decision of Decisions that carries the client's
 	// result (toolrun.SkipCall). Their functions never run.
 	ClientTools []toolrun.Tool
+	// EarlierTools names those of ClientTools this run does not offer the
+	// model: declared by the thread's earlier runs only (a run that
+	// declares tools: [] offers none of them). Their calls that earlier
+	// runs made are still answered by Decisions; the model's requests
+	// carry only the other ClientTools. Nil offers every one of
+	// ClientTools.
+	EarlierTools []string
 	// Decisions are the decisions recorded for the thread's calls, by the
 	// tool_use id of the call: the executor gives those its run still
 	// awaits (a decision it may have received already, as one recorded
@@ -447,8 +454,14 @@ func (h *Handler) runExecutor(ctx context.Context, lr *liveRun, m *mapper, p *pr
 	if maxTurns == 0 {
 		maxTurns = -1 // no limit, as Options.MaxTurns says
 	}
+	var earlier []string
+	for _, t := range clientTools {
+		if !p.offered[t.Name()] {
+			earlier = append(earlier, t.Name())
+		}
+	}
 	er := &ExecutorRun{
-		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools,
+		Thread: lr.thread, Run: lr.id, NewThread: p.newThread, Params: params, Messages: userMsgs, ClientTools: clientTools, EarlierTools: earlier,
 		Decisions: decisions, MaxTurns: maxTurns, Cursor: cursor, Reattach: p.reattach, Branch: p.branch >= 0, History: history,
 		SetCursor: func(c string) error {
 			_, err := h.cfg.DB.ExecContext(dbctx, `INSERT INTO serve_exec_cursors (thread_id, cursor, usage) VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET cursor = excluded.cursor`, lr.thread, c, usage)

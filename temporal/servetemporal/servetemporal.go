@@ -308,7 +308,10 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 	// holds their definitions for the workers, which defer their calls
 	// (temporal.Activities.DeferClientTools). Those added before are given
 	// to Resume, which needs them; the server keeps every tool its
-	// client declared, so it has them all.
+	// client declared, so it has them all. The workflow offers the model
+	// this run's client tools alone (r.EarlierTools are not): one an
+	// earlier run added and this run does not offer is taken out with
+	// RemoveTools, and added again by the first run that offers it.
 	added := map[string]bool{}
 	if st != nil {
 		for _, d := range st.AddedTools() {
@@ -317,11 +320,20 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 			}
 		}
 	}
+	earlier := map[string]bool{}
+	for _, name := range r.EarlierTools {
+		earlier[name] = true
+	}
 	var had, tools []toolrun.Tool
+	var dropped []string
 	for _, t := range r.ClientTools {
-		if added[t.Name()] {
+		switch name := t.Name(); {
+		case added[name]:
 			had = append(had, t)
-		} else {
+			if earlier[name] {
+				dropped = append(dropped, name)
+			}
+		case !earlier[name]:
 			tools = append(tools, t)
 		}
 	}
@@ -344,6 +356,9 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 			runner.SetMessages(r.History)
 		}
 		runner.AppendMessages(r.Messages...)
+	}
+	if len(dropped) > 0 {
+		runner.RemoveTools(dropped...)
 	}
 	if len(tools) > 0 {
 		if err := runner.AddTools(tools...); err != nil {
