@@ -58,10 +58,6 @@ func blockList(t *testing.T, ctx context.Context, base string) {
 	}))
 }
 
-func rows(t *testing.T, ctx context.Context) int {
-	return int(eval[float64](t, ctx, `document.querySelectorAll("#list li").length`))
-}
-
 // TestInboxListPagedInChromium opens an inbox of 1,000 waiting calls: the
 // first page of 100 shows, the rest a page at a time; the filters are
 // the server's, and the counts say how many match.
