@@ -129,6 +129,60 @@ func (c *wireCache) body(params *anthropic.BetaMessageNewParams, stream bool) ([
 	return c.assemble(params, head, stream, encs, 0, false)
 }
 
+// bodySize returns len of what body would return, without assembling it:
+// the runner measures every request against the API's size limit, and
+// building a body as long as the whole history only to measure it made
+// each turn of a long run allocate the history again.
+func (c *wireCache) bodySize(params *anthropic.BetaMessageNewParams, stream bool) (int, bool) {
+	head, ok := headOf(params)
+	if !ok {
+		return 0, false
+	}
+	encs, ok := c.encode(params.Messages)
+	if !ok {
+		return 0, false
+	}
+	var tools []byte
+	if len(params.Tools) > 0 {
+		var err error
+		if tools, err = c.toolsBody(params.Tools); err != nil {
+			return 0, false
+		}
+	}
+	// Each term is what assemble appends, in its order.
+	n := len(head) - 1
+	comma := len(head) > 2
+	if comma {
+		n++
+	}
+	if stream {
+		n += len(`"stream":true,`)
+		comma = true
+	}
+	switch {
+	case tools != nil:
+		n += len(`"tools":`) + len(tools) + 1
+		comma = true
+	case params.Tools != nil:
+		n += len(`"tools":[],`)
+		comma = true
+	}
+	if params.Messages == nil {
+		if comma {
+			n--
+		}
+		return n + 1, true
+	}
+	n += len(`"messages":[`) + len(`]}`)
+	for i, enc := range encs {
+		if i > 0 {
+			n++
+		}
+		n += len(enc)
+	}
+	return n, true
+}
+
 // headOf returns the JSON of params without messages and tools, or false
 // when the client must marshal them (an override or extra fields at the
 // top, or a failure).

@@ -18,9 +18,16 @@ func checkWireBody(t *testing.T, c *wireCache, p *anthropic.BetaMessageNewParams
 	if err != nil {
 		t.Fatalf("marshalling the params: %v", err)
 	}
+	size, sized := c.bodySize(p, stream)
 	body, ok := c.body(p, stream)
+	if sized != ok {
+		t.Fatalf("bodySize says %v, body says %v", sized, ok)
+	}
 	if !ok {
 		return // the client marshals p itself
+	}
+	if size != len(body) {
+		t.Fatalf("bodySize = %d, the body is %d bytes:\n%s", size, len(body), body)
 	}
 	var got, wantV map[string]any
 	if err := json.Unmarshal(body, &got); err != nil {

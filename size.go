@@ -184,21 +184,38 @@ func jsonSize(v any) int {
 // pending response, the tool list and the headroom.
 func (r *Runner) resultBudget(p *turnState) int {
 	used := requestHeadroom + jsonSize(p.Message)
-	var known map[messageKey]int // the encodings of the last request
-	if c := r.wire; c != nil && c.tools != nil && slices.Equal(c.tools.list, r.toolDefs) {
-		used += len(c.tools.json)
+	var entries []wireEntry // the encodings of the last request, in its order
+	if c := r.wire; c != nil {
+		entries = c.entries
+		if c.tools != nil && slices.Equal(c.tools.list, r.toolDefs) {
+			used += len(c.tools.json)
+		} else {
+			used += jsonSize(r.toolDefs)
+		}
 	} else {
 		used += jsonSize(r.toolDefs)
 	}
-	if c := r.wire; c != nil {
-		known = make(map[messageKey]int, len(c.entries))
-		for _, e := range c.entries {
-			known[e.key] = len(e.json)
-		}
-	}
+	// The history is the last request's messages in the same order, so
+	// the entries are walked beside it; only a message that moved or is
+	// new sends the walk to a map of the rest, made once. A map made every
+	// turn cost each turn of a long run an allocation as large as its
+	// history.
+	var known map[messageKey]int
+	j := 0
 	for i := range r.st.Params.Messages {
 		m := &r.st.Params.Messages[i]
 		if k, ok := keyOf(m); ok {
+			if j < len(entries) && entries[j].key == k {
+				used += len(entries[j].json)
+				j++
+				continue
+			}
+			if known == nil {
+				known = make(map[messageKey]int, len(entries))
+				for _, e := range entries {
+					known[e.key] = len(e.json)
+				}
+			}
 			if n, ok := known[k]; ok {
 				used += n
 				continue
@@ -212,8 +229,8 @@ func (r *Runner) resultBudget(p *turnState) int {
 // requestSize is the size of the body of a request with params, as the
 // run sends it without a thread (a thread's request is smaller).
 func (r *Runner) requestSize(params *anthropic.BetaMessageNewParams) int {
-	if body, ok := r.wireCache().body(params, false); ok {
-		return len(body)
+	if n, ok := r.wireCache().bodySize(params, false); ok {
+		return n
 	}
 	return jsonSize(params)
 }

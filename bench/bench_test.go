@@ -222,7 +222,7 @@ func TestHarness(t *testing.T) {
 	want := []string{
 		"| history of 2 turns | client CPU per turn |", "| allocations per turn |", "| bytes allocated per turn |",
 		"| history of 4 turns | client CPU per turn |",
-		"| growth 2 → 4 turns (history ×2) | CPU per turn grows |", "| allocations per turn grow |",
+		"| growth 2 → 4 turns (history ×2) | CPU per turn grows |", "| allocations per turn grow |", "| bytes allocated per turn grow |",
 		"| 4 tools of 10ms in one turn | turn wall time: response in → results out |", "| run wall time: both requests and the tools |",
 		"| 100 tools of 25ms in one turn, default options | turn wall time: response in → results out |",
 		"| 20 pause_turns in a row, both on a thread (toolrun: defaults; official: DisableThread false) | request bytes in all |", "| largest request body |",
@@ -246,7 +246,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("the table has no row %q:\n%s", w, table)
 		}
 	}
-	if got, want := strings.Count(table, "\n| "), 2+2*3+1*2+4+2+1+4+6+8+2; got != want {
+	if got, want := strings.Count(table, "\n| "), 2+2*3+1*3+4+2+1+4+6+8+2; got != want {
 		t.Errorf("the table has %d lines, want %d:\n%s", got, want, table)
 	}
 	// With Chromium there, the inbox is measured, not skipped (without

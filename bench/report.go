@@ -137,7 +137,7 @@ func (res *results) rows(cfg config) []row {
 			for _, m := range []struct {
 				measure  string
 				from, to samples
-			}{{"CPU per turn grows", first.CPU, last.CPU}, {"allocations per turn grow", first.Allocs, last.Allocs}} {
+			}{{"CPU per turn grows", first.CPU, last.CPU}, {"allocations per turn grow", first.Allocs, last.Allocs}, {"bytes allocated per turn grow", first.Bytes, last.Bytes}} {
 				g := func(name string) float64 { return median(m.to[name]) / median(m.from[name]) }
 				rows = append(rows, row{w, m.measure,
 					fmt.Sprintf("×%.1f", g("official")), fmt.Sprintf("×%.1f", g("hand")), fmt.Sprintf("×%.1f", g("toolrun")),
