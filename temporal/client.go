@@ -12,8 +12,8 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -172,17 +172,17 @@ func DecideBySignal(ctx context.Context, c client.Client, workflowID, toolUseID 
 // once a worker has applied it. A run started by a toolrun older than the
 // memo has none; for it, Pending falls back on the query.
 //
-// With a data converter of your own on the clients and workers (a codec
-// that encrypts or compresses payloads), pass it with [ClientOptions].DataConverter:
-// the memo is encoded with the worker's converter, and a client does not
-// tell its converter to the code it is given to.
+// The memo is decoded with the data converter c was built with
+// (client.Options.DataConverter: a codec that encrypts or compresses
+// payloads, say), as the workers encoded it, so a converter given once to
+// the client serves here too.
 func Pending(ctx context.Context, c client.Client, workflowID string, opts *ClientOptions) ([]toolrun.PendingCall, error) {
-	o := clientOptionsOf(opts)
-	desc, err := describe(ctx, c, workflowID, "")
+	d, err := c.DescribeWorkflow(ctx, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: pending calls of %s: %w", workflowID, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	o := clientOptionsOf(opts).of(d)
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil, nil
 	}
@@ -258,11 +258,12 @@ type ClientOptions struct {
 	// whole, as without a Store.
 	ClaimThreshold int
 
-	// DataConverter decodes what a run shows (the memo [PendingMemo]):
-	// give it the DataConverter the clients and workers were built with
-	// (client.Options.DataConverter), a codec converter that encrypts or
-	// compresses payloads, say. Nil means the SDK's default converter,
-	// which is what a client has when it sets none.
+	// DataConverter decodes what a run shows (the memo [PendingMemo], the
+	// history [Follow] reads). Nil, the default, means the converter the
+	// client was built with (client.Options.DataConverter, or the SDK's
+	// default when it sets none), which a run's description decodes with:
+	// a codec given to the client is not given again here. Set it only to
+	// decode with a converter other than the client's.
 	DataConverter converter.DataConverter
 }
 
@@ -273,9 +274,10 @@ type clientOptions struct {
 	threshold int
 }
 
-// clientOptionsOf returns opts with the defaults in place of zeros.
+// clientOptionsOf returns opts with the defaults in place of zeros, but
+// for the data converter, which [clientOptions.of] fills in.
 func clientOptionsOf(opts *ClientOptions) clientOptions {
-	o := clientOptions{dc: converter.GetDefaultDataConverter()}
+	var o clientOptions
 	if opts == nil {
 		return o
 	}
@@ -287,6 +289,50 @@ func clientOptionsOf(opts *ClientOptions) clientOptions {
 	}
 	o.threshold = opts.ClaimThreshold
 	return o
+}
+
+// of returns o with, if it has no data converter, that of the client
+// that described a run as d.
+func (o clientOptions) of(d *client.WorkflowExecutionDescription) clientOptions {
+	if o.dc == nil {
+		o.dc = describedConverter{DataConverter: converter.GetDefaultDataConverter(), d: d}
+	}
+	return o
+}
+
+// describedConverter decodes payloads as the client that described a run
+// does: with the data converter it was built with, in the run's
+// serialization context, as the workers encoded them. The SDK tells a
+// client's converter to no caller, but a description decodes its memo
+// with it (GetMemoValue), and so a payload is decoded as the memo value of
+// a copy of the description. This holds for any client.Client that
+// describes with the SDK's, a caller's wrapper included, where reading the
+// converter out of the SDK's client would not. It encodes with the SDK's
+// default converter, which nothing of this package does.
+type describedConverter struct {
+	converter.DataConverter // the SDK's default, for what is not decoding
+	d                       *client.WorkflowExecutionDescription
+}
+
+// FromPayload decodes p into v with the client's converter.
+func (dc describedConverter) FromPayload(p *commonpb.Payload, v any) error {
+	d := *dc.d // a copy: its memo is replaced, and dc may be shared
+	d.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{"": p}}
+	return d.GetMemoValue("", v)
+}
+
+// FromPayloads decodes ps into vs, one payload each, with the client's
+// converter.
+func (dc describedConverter) FromPayloads(ps *commonpb.Payloads, vs ...any) error {
+	for i, p := range ps.GetPayloads() {
+		if i >= len(vs) {
+			break
+		}
+		if err := dc.FromPayload(p, vs[i]); err != nil {
+			return fmt.Errorf("payload %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // claimDecision puts the values of d over the claim threshold in o's
@@ -372,15 +418,4 @@ func refWorkflow(ref string) string {
 		return ref[:i]
 	}
 	return ref[:j]
-}
-
-// describe returns the server's description of a workflow execution (its
-// latest run when runID is empty): DescribeWorkflow's raw response, which
-// holds the memo and search attributes as the server sent them.
-func describe(ctx context.Context, c client.Client, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
-	if err != nil {
-		return nil, err
-	}
-	return d.RawResponse, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -81,7 +82,10 @@ func (c *aesCodec) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 
 // TestEncryptingCodecOnServer runs the whole flow with clients and a worker
 // whose data converter encrypts every payload: Pending reads the memo with
-// ClientOptions.DataConverter, a decision is taken, the run ends, and nothing in the
+// ClientOptions.DataConverter, and without it through the client's own
+// converter (given once, to the client, and to a wrapper of the client as
+// well), where a client without the codec fails; Follow reads the events
+// with no options; a decision is taken, the run ends, and nothing in the
 // run's history, memo included, holds the tool input in plain text.
 func TestEncryptingCodecOnServer(t *testing.T) {
 	plainClient := dialTemporal(t)
@@ -111,8 +115,20 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 		}
 		return len(p) == 1 && p[0].Call.ID == "t1" && strings.Contains(string(p[0].Call.Input), secret)
 	})
-	if _, err := temporal.Pending(ctx, c, queue, nil); err == nil {
-		t.Error("Pending read an encrypted memo with the default converter")
+	// The converter given once, to the client, serves Pending without
+	// options, through a caller's wrapper of the client too.
+	wrapped := struct{ client.Client }{c}
+	for _, cl := range []client.Client{c, wrapped} {
+		p, err := temporal.Pending(ctx, cl, queue, nil)
+		if err != nil {
+			t.Fatalf("Pending with no options, a client built with the codec: %v", err)
+		}
+		if len(p) != 1 || !strings.Contains(string(p[0].Call.Input), secret) {
+			t.Errorf("Pending with no options: got %+v, want t1 with its input", p)
+		}
+	}
+	if _, err := temporal.Pending(ctx, plainClient, queue, nil); err == nil {
+		t.Error("Pending read an encrypted memo through a client without the codec")
 	}
 	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatal(err)
@@ -126,6 +142,21 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"write " + secret: 1}, calls.n); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	// Follow, given no options, decodes the history with the client's
+	// converter: the tool's input and the model's answer read in plain.
+	var sawInput, sawAnswer bool
+	err = temporal.Follow(ctx, c, queue, "", 0, func(e temporal.RunEvent) bool {
+		b, _ := json.Marshal(e)
+		sawInput = sawInput || strings.Contains(string(b), secret)
+		sawAnswer = sawAnswer || strings.Contains(string(b), "Done.")
+		return true
+	}, nil)
+	if err != nil {
+		t.Fatalf("Follow with no options, a client built with the codec: %v", err)
+	}
+	if !sawInput || !sawAnswer {
+		t.Errorf("Follow with no options: saw the input %v, the answer %v; want both", sawInput, sawAnswer)
 	}
 	it := plainClient.GetWorkflowHistory(ctx, queue, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	events := 0

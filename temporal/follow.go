@@ -131,8 +131,8 @@ func seqOf(exec int, eventID int64, n int) int64 {
 //
 // Follow reads the run's workflow history with long polls, one request at
 // a time: it needs no worker, and nothing the history records is missed
-// between reads. It decodes the payloads with the converter
-// [ClientOptions].DataConverter gives (the SDK's default without it): the one the
+// between reads. It decodes the payloads with the data converter c was
+// built with (or [ClientOptions].DataConverter, if set): the one the
 // workers encode with. It goes on to the next execution at each
 // continue-as-new; executions whose events are all at or below after are
 // skipped with one request each, for their last event.
@@ -153,12 +153,14 @@ func Follow(ctx context.Context, c client.Client, workflowID, runID string, afte
 	if yield == nil {
 		return errors.New("toolrun: follow: yield is nil")
 	}
-	o := clientOptionsOf(opts)
-	f := &follower{ctx: ctx, store: o.store, c: c, dc: o.dc, fc: sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc}), workflowID: workflowID, after: after, yield: yield}
-	first, err := f.first(ctx, runID)
+	f := &follower{ctx: ctx, c: c, workflowID: workflowID, after: after, yield: yield}
+	first, d, err := f.first(ctx, runID)
 	if err != nil {
 		return f.fail(ctx, err)
 	}
+	o := clientOptionsOf(opts).of(d)
+	f.store, f.dc = o.store, o.dc
+	f.fc = sdktemporal.NewDefaultFailureConverter(sdktemporal.DefaultFailureConverterOptions{DataConverter: o.dc})
 	run := first
 	for exec := 0; ; exec++ {
 		if exec >= 1<<seqExecBits {
@@ -207,32 +209,33 @@ func (f *follower) fail(ctx context.Context, err error) error {
 
 // first returns the run id of the first execution of the chain runID (or
 // the latest execution of the workflow, if empty) belongs to, with one
-// request that reads no payload of the history.
-func (f *follower) first(ctx context.Context, runID string) (string, error) {
-	desc, err := describe(ctx, f.c, f.workflowID, runID)
+// request that reads no payload of the history, and the run's
+// description, whose client's converter decodes the payloads.
+func (f *follower) first(ctx context.Context, runID string) (string, *client.WorkflowExecutionDescription, error) {
+	d, err := f.c.DescribeWorkflow(ctx, f.workflowID, runID)
 	if err != nil {
-		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
+		return "", nil, fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	if name := info.GetType().GetName(); name != WorkflowName {
-		return "", fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, name, WorkflowName)
+		return "", nil, fmt.Errorf("toolrun: follow %s: it runs workflow %q, not %q", f.workflowID, name, WorkflowName)
 	}
 	if first := info.GetFirstRunId(); first != "" {
-		return first, nil
+		return first, d, nil
 	}
 	// A server that does not say: the start event does.
 	it := f.c.GetWorkflowHistory(ctx, f.workflowID, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
-		return "", fmt.Errorf("toolrun: follow %s: the history is empty", f.workflowID)
+		return "", nil, fmt.Errorf("toolrun: follow %s: the history is empty", f.workflowID)
 	}
 	e, err := it.Next()
 	if err != nil {
-		return "", fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
+		return "", nil, fmt.Errorf("toolrun: follow %s: %w", f.workflowID, err)
 	}
 	if first := e.GetWorkflowExecutionStartedEventAttributes().GetFirstExecutionRunId(); first != "" {
-		return first, nil
+		return first, d, nil
 	}
-	return info.GetExecution().GetRunId(), nil
+	return info.GetExecution().GetRunId(), d, nil
 }
 
 // nextRun returns the run id the execution run continued as, from its last
@@ -566,7 +569,7 @@ func (f *follower) decode(p *commonpb.Payload, v any) error {
 
 // payloadError says which payload of the history could not be decoded.
 func (f *follower) payloadError(run string, eventID int64, what string, err error) error {
-	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (is the client's data converter given in ClientOptions.DataConverter?): %w", f.workflowID, run, what, eventID, err)
+	return fmt.Errorf("toolrun: follow %s/%s: %s (event %d) could not be decoded (were the client and the workers built with the same data converter?): %w", f.workflowID, run, what, eventID, err)
 }
 
 // stepFinished returns the events of a step that went from state in to

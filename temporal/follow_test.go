@@ -276,6 +276,7 @@ func TestFollowApprovalNoWorker(t *testing.T) {
 
 func testFollowApproval(t *testing.T, encrypt bool) {
 	c := dialTemporal(t)
+	plain := c
 	var dc converter.DataConverter
 	if encrypt {
 		dc = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), newAESCodec(t))
@@ -324,8 +325,8 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		t.Fatalf("events up to the wait (-want +got):\n%s", diff)
 	}
 	if encrypt {
-		if _, err := follow(ctx, c, queue, run.GetRunID(), 0, nil); err == nil || !strings.Contains(err.Error(), "ClientOptions.DataConverter") {
-			t.Errorf("Follow without the codec: got %v, want an error naming ClientOptions.DataConverter", err)
+		if _, err := follow(ctx, plain, queue, run.GetRunID(), 0, nil); err == nil || !strings.Contains(err.Error(), "data converter") {
+			t.Errorf("Follow through a client without the codec: got %v, want an error naming the data converter", err)
 		}
 	}
 
