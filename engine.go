@@ -287,7 +287,12 @@ func (r *Runner) appendTurn(ctx context.Context) {
 		msg, u = m, usageOf(m)
 	}
 	r.setPending(nil)
-	r.committed = p
+	r.committed = nil
+	if len(p.Calls) > 0 {
+		// Its calls alone: the history holds the response.
+		p.Message, p.After = anthropic.BetaMessageParam{}, nil
+		r.committed = p
+	}
 	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
 }
 
