@@ -51,6 +51,7 @@ func init() {
 	bridge.SetResult = (*State).setResult
 	bridge.ResponseText = (*State).responseText
 	bridge.Snapshot = func(r *Runner) *State { return ownCalls(r.sharedState()) }
+	bridge.Committed = (*Runner).committedTurn
 	bridge.ResumeOwned = func(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Runner, error) {
 		if s == nil {
 			return nil, errors.New("toolrun: resume: nil state")
@@ -99,4 +100,24 @@ func (s *State) Stop(reason StopReason, detail string) error {
 	}
 	s.StopReason, s.Detail, s.Budget = reason, detail, ""
 	return nil
+}
+
+// committedTurn returns the number of the turn r committed last, if it has
+// received no response since, and the results of that turn's calls in the
+// response's order, as [State.CallResult] gave them while it was in
+// progress; 0 and nil otherwise.
+func (r *Runner) committedTurn() (int, []*ToolResult) {
+	p := r.committed
+	if p == nil {
+		return 0, nil
+	}
+	out := make([]*ToolResult, 0, len(p.Calls))
+	for i := range p.Calls {
+		c := p.Calls[i].detached()
+		if c.Result == nil {
+			continue // not reached: a turn is committed once every call is answered
+		}
+		out = append(out, c.toolResult())
+	}
+	return p.Turn, out
 }

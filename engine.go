@@ -215,6 +215,9 @@ func (r *Runner) setPending(p *turnState) {
 	r.mu.Lock()
 	r.st.pending, r.st.edited = p, false
 	r.mu.Unlock()
+	if p != nil {
+		r.committed = nil // a turn of its own now
+	}
 	// Dropped rather than cleared: a run held awaiting approval keeps no
 	// map of a turn it no longer has.
 	r.live = nil
@@ -284,6 +287,12 @@ func (r *Runner) appendTurn(ctx context.Context) {
 		msg, u = m, usageOf(m)
 	}
 	r.setPending(nil)
+	r.committed = nil
+	if len(p.Calls) > 0 {
+		// Its calls alone: the history holds the response.
+		p.Message, p.After = anthropic.BetaMessageParam{}, nil
+		r.committed = p
+	}
 	r.emit(ctx, TurnFinished{Turn: p.Turn, Message: msg, Results: results, Usage: u})
 }
 

@@ -63,6 +63,11 @@ type Runner struct {
 	// ExecuteCall to hand out. What the model is sent is the State's
 	// result of each call, never these.
 	live map[string]*ToolResult
+	// committed is the turn this runner committed last, until its next
+	// response: a driver whose step both received a response and answered
+	// all its calls reads them here (driver.Committed), since the State no
+	// longer shows them.
+	committed *turnState
 
 	started       time.Time // the first step in this process, for Budget.WallTime
 	lastInput     int64     // the input tokens of the last request, all kinds

@@ -40,6 +40,7 @@ var (
 	setResult     = bridge.SetResult.(func(*toolrun.State, string, *toolrun.ToolResult) error)
 	responseText  = bridge.ResponseText.(func(*toolrun.State) (string, bool))
 	snapshot      = bridge.Snapshot.(func(*toolrun.Runner) *toolrun.State)
+	committed     = bridge.Committed.(func(*toolrun.Runner) (int, []*toolrun.ToolResult))
 	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
 	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
@@ -248,6 +249,17 @@ func Skeleton(s *toolrun.State) *toolrun.State { return skeleton(s) }
 // costs, so that a step of a long run costs what a step of a short one
 // does. Write into a copy from State instead.
 func Snapshot(r *toolrun.Runner) *toolrun.State { return snapshot(r) }
+
+// Committed returns the turn r committed last and the results of its
+// calls, in the response's order, as [toolrun.State.CallResult] gave them
+// while the turn was in progress; 0 and nil once r has received another
+// response, or if it committed no turn. An [Advance] that receives a
+// response whose calls it answers itself (an unknown tool's, a call a
+// policy denied or skipped, an input its schema refuses, the calls of a
+// final response) commits that turn before it returns, so its State no
+// longer shows those calls: a driver that reports each call's answer, as
+// [toolrun.ToolFinished] does in process, reads them here.
+func Committed(r *toolrun.Runner) (turn int, results []*toolrun.ToolResult) { return committed(r) }
 
 // ResumeOwned returns a runner that continues the run s, as
 // [toolrun.Resume] does, but takes s over rather than copying it through

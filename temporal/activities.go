@@ -322,6 +322,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		}
 	}
 	before := unanswered(s) // the calls the step may answer and commit
+	turns := s.Turns
 	calls, err := driver.Advance(ctx, r)
 	// A limit the caller set (the turn limit, a budget), an answer cut
 	// short (max_tokens) and a hook's failure
@@ -336,7 +337,7 @@ func (a *Activities) step(ctx context.Context, in StepInput) (*StepResult, []byt
 		}
 	}
 	whole := driver.Snapshot(r) // shares the history's messages: no copy of the whole conversation a step
-	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole)}
+	res := &StepResult{State: whole, Text: lastText(whole), Calls: calls, Committed: committedResults(before, whole), Received: receivedCalls(r, turns)}
 	if deltas {
 		cut, d, err := deltaOf(in, prev, whole)
 		if err != nil {

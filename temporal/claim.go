@@ -386,10 +386,11 @@ func (a *Activities) claimsOf(workflowID string, threshold int) *claims {
 }
 
 // stashStep puts the values of res over the threshold in the Store: those
-// of the calls of its state's turn, and the inputs of the calls to run;
-// res.Claims lists what res then refers to. It does so only where res's
-// state is a skeleton (the worker keeps states in a Store): a whole state
-// travels whole anyway.
+// of the calls of its state's turn, and the inputs of the calls to run and
+// of those it received and answered (whose results, like the ones it
+// committed, are cut for the observers); res.Claims lists what res then
+// refers to. It does so only where res's state is a skeleton (the worker
+// keeps states in a Store): a whole state travels whole anyway.
 func (c *claims) stashStep(ctx context.Context, res *StepResult) error {
 	if c.store == nil || res.Ref == "" {
 		return nil
@@ -401,6 +402,20 @@ func (c *claims) stashStep(ctx context.Context, res *StepResult) error {
 	res.State = st
 	for id, r := range res.Committed {
 		res.Committed[id] = cutCommitted(r, c.threshold)
+	}
+	for i := range res.Received {
+		rc := &res.Received[i]
+		in, err := c.stashRaw(ctx, fieldValue, rc.Call.Input)
+		if err != nil {
+			return err
+		}
+		rc.Call.Input = in
+		if rc.Result != nil {
+			r := *rc.Result
+			r.Call, r.Decision = rc.Call, rc.Decision
+			cut := cutCommitted(&r, c.threshold)
+			rc.Decision, rc.Result = cut.Decision, cut
+		}
 	}
 	for i := range res.Calls {
 		in := res.Calls[i].Call.Input

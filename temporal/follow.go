@@ -32,12 +32,14 @@ const (
 	// Usage the run's total so far. If the step received a response (its
 	// Turn is above the one before), Text is the response's text and
 	// Calls are the response's calls in its order: those to run with their
-	// tool's settings, the others (deferred to a person, denied) with
-	// their Call alone. A step that only took decisions has no Text and no
-	// Calls. The calls a step answers itself (denied or skipped) are
-	// ToolFinished events around it: those of the turn it began with
+	// tool's settings, the others (deferred to a person, denied, an
+	// unknown tool's) with their Call alone. A step that only took
+	// decisions has no Text and no Calls. The calls a step answers itself
+	// (an unknown tool's, denied or skipped, an input its schema refuses)
+	// are ToolFinished events around it: those of the turn it began with
 	// before it, since the model receives them with the step's request,
-	// and those of the response it received after it.
+	// and those of the response it received after it, in the response's
+	// order, as a run in process reports them.
 	StepFinished
 	// ToolFinished: a call was answered. Result holds the call (ID, name,
 	// input), its content and IsError: a tool's result, a call denied or
@@ -148,7 +150,8 @@ func seqOf(exec int, eventID int64, n int) int64 {
 // Every call's answer is reported once, with workers that keep states in
 // a [toolrun.Store] too: the history holds what Follow reports, and only
 // that (a call a person denied, in a step that then sent the next request,
-// is in [StepResult.Committed]).
+// is in [StepResult.Committed]; a response whose calls the step that
+// received it answered and committed, in [StepResult.Received]).
 func Follow(ctx context.Context, c client.Client, workflowID, runID string, after int64, yield func(RunEvent) bool, opts *ClientOptions) error {
 	if yield == nil {
 		return errors.New("toolrun: follow: yield is nil")
@@ -456,8 +459,15 @@ func (x *execution) stepCompleted(s *scheduled, sched, id int64, result *commonp
 		for j := range evs[i].Calls {
 			evs[i].Calls[j].Call.Input = x.claimed(fieldValue, evs[i].Calls[j].Call.Input)
 		}
-		if evs[i].Result != nil {
-			evs[i].Result = x.claimedResult(evs[i].Result)
+		if r := evs[i].Result; r != nil {
+			whole := x.claimedResult(r)
+			if whole != r {
+				// A claim holds the result alone: the call and its
+				// decision are the step's.
+				whole.Call, whole.Decision = r.Call, r.Decision
+			}
+			whole.Call.Input = x.claimed(fieldValue, whole.Call.Input)
+			evs[i].Result = whole
 		}
 	}
 	return evs, nil
@@ -573,9 +583,9 @@ func (f *follower) payloadError(run string, eventID int64, what string, err erro
 }
 
 // stepFinished returns the events of a step that went from state in to
-// res: a ToolFinished for each call the step answered (denied or skipped,
-// by a policy or a person's decision), in the order the model receives
-// them, around the StepFinished.
+// res: a ToolFinished for each call the step answered (an unknown tool's,
+// denied or skipped by a policy or a person's decision, an invalid
+// input), in the order the model receives them, around the StepFinished.
 func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 	s := res.State
 	ev := RunEvent{Kind: StepFinished, Turn: s.Turns, Usage: s.Usage}
@@ -587,6 +597,9 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 				p = res.Calls[i]
 			}
 			ev.Calls = append(ev.Calls, p)
+		}
+		for _, rc := range res.Received {
+			ev.Calls = append(ev.Calls, driver.PlannedCall{Call: rc.Call})
 		}
 	}
 	var out []RunEvent
@@ -617,6 +630,18 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 		}
 		if r, ok := s.CallResult(c.ID); ok {
 			out = append(out, RunEvent{Kind: ToolFinished, Result: r})
+		}
+	}
+	if s.Turns > in.Turns {
+		// The response's calls the step answered and committed itself,
+		// which its state no longer shows.
+		for _, rc := range res.Received {
+			if rc.Result == nil {
+				continue
+			}
+			r := *rc.Result
+			r.Call, r.Decision = rc.Call, rc.Decision
+			out = append(out, RunEvent{Kind: ToolFinished, Result: &r})
 		}
 	}
 	return out
@@ -652,6 +677,21 @@ func committedResults(before []toolrun.ToolCall, whole *toolrun.State) map[strin
 			}
 			out[c.ID] = r
 		}
+	}
+	return out
+}
+
+// receivedCalls returns the calls of the response r received in a step
+// that began at turns, if the step answered them all and committed the
+// turn, for [StepResult.Received]; nil otherwise.
+func receivedCalls(r *toolrun.Runner, turns int) []ReceivedCall {
+	turn, results := driver.Committed(r)
+	if turn <= turns || len(results) == 0 {
+		return nil // none, or a turn that an earlier step received
+	}
+	out := make([]ReceivedCall, len(results))
+	for i, res := range results {
+		out[i] = ReceivedCall{Call: res.Call, Decision: res.Decision, Result: res}
 	}
 	return out
 }

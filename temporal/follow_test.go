@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -684,6 +685,167 @@ func TestFollowManyAwaiting(t *testing.T) {
 	for i := 1; i < len(waits); i++ {
 		if now, before := len(waits[i].Pending)+waits[i].More, len(waits[i-1].Pending)+waits[i-1].More; now >= before {
 			t.Errorf("Awaiting %d shows %d calls waiting, not fewer than the %d before", i, now, before)
+		}
+	}
+}
+
+// TestFollowAnsweredInStep follows runs whose response has calls that the
+// step receiving it answers itself (an unknown tool's, a call a policy
+// denies or skips, an input the schema refuses, the calls of a response
+// cut off at max_tokens), alone, so that the step also commits the turn,
+// or next to a call that runs: Follow reports each call with the
+// response and its answer once, after the step, as a run in process
+// reports them, with and without a Store.
+func TestFollowAnsweredInStep(t *testing.T) {
+	c := dialTemporal(t)
+	skip := toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+		if in.Path == "/deny" {
+			return toolrun.DenyCall("not there")
+		}
+		return toolrun.SkipCall(toolrun.Text("skipped " + in.Path))
+	})
+	done := toolruntest.Message(toolruntest.Text("Done."))
+	cut := toolruntest.Message(toolruntest.Text("Let me"), toolruntest.ToolUse("m1", "get_weather", cityIn{City: "Paris"}))
+	cut.StopReason = "max_tokens"
+	tests := []struct {
+		name    string
+		replies []toolruntest.Reply
+		want    []string
+	}{{
+		name:    "unknown tool",
+		replies: []toolruntest.Reply{toolruntest.Message(toolruntest.ToolUse("u1", "get_location", struct{}{})), done},
+		want: []string{
+			"StepStarted turn=1",
+			`StepFinished turn=1 text="" calls=[u1:get_location:{}]`,
+			`ToolFinished u1:get_location error=true unknown tool "get_location"; available tools: get_weather, write_file`,
+			"StepStarted turn=2",
+			`StepFinished turn=2 text="Done." calls=[]`,
+			`Finished end_turn "Done."`,
+		},
+	}, {
+		name: "denied and skipped by a policy",
+		replies: []toolruntest.Reply{toolruntest.Message(toolruntest.Text("Writing."),
+			toolruntest.ToolUse("d1", "write_file", writeIn{Path: "/deny"}), toolruntest.ToolUse("s1", "write_file", writeIn{Path: "/b"})), done},
+		want: []string{
+			"StepStarted turn=1",
+			`StepFinished turn=1 text="Writing." calls=[d1:write_file:{"path":"/deny"} s1:write_file:{"path":"/b"}]`,
+			"ToolFinished d1:write_file error=true tool call denied: not there",
+			"ToolFinished s1:write_file error=false skipped /b",
+			"StepStarted turn=2",
+			`StepFinished turn=2 text="Done." calls=[]`,
+			`Finished end_turn "Done."`,
+		},
+	}, {
+		name:    "input the schema refuses",
+		replies: []toolruntest.Reply{toolruntest.Message(toolruntest.ToolUse("v1", "get_weather", map[string]any{"city": 3})), done},
+		want: []string{
+			"StepStarted turn=1",
+			`StepFinished turn=1 text="" calls=[v1:get_weather:{"city":3}]`,
+			"", // the validation error's text, checked against the run in process
+			"StepStarted turn=2",
+			`StepFinished turn=2 text="Done." calls=[]`,
+			`Finished end_turn "Done."`,
+		},
+	}, {
+		name:    "final response",
+		replies: []toolruntest.Reply{cut},
+		want: []string{
+			"StepStarted turn=1",
+			`StepFinished turn=1 text="Let me" calls=[m1:get_weather:{"city":"Paris"}]`,
+			"", // the not-run error's text, checked against the run in process
+			`Finished max_tokens "Let me"`,
+		},
+	}, {
+		name: "next to a call that runs",
+		replies: []toolruntest.Reply{toolruntest.Message(toolruntest.ToolUse("u1", "get_location", struct{}{}),
+			toolruntest.ToolUse("w1", "get_weather", cityIn{City: "Rome"})), done},
+		want: []string{
+			"StepStarted turn=1",
+			`StepFinished turn=1 text="" calls=[u1:get_location:{} w1:get_weather:{"city":"Rome"}]`,
+			`ToolFinished u1:get_location error=true unknown tool "get_location"; available tools: get_weather, write_file`,
+			"ToolFinished w1:get_weather error=false sunny in Rome",
+			"StepStarted turn=2",
+			`StepFinished turn=2 text="Done." calls=[]`,
+			`Finished end_turn "Done."`,
+		},
+	}}
+	for _, tt := range tests {
+		for _, withStore := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/store=%v", tt.name, withStore), func(t *testing.T) {
+				tools := func(calls *counter) []toolrun.Tool {
+					return []toolrun.Tool{weatherTool(calls), writeTool(calls, skip)}
+				}
+				// The run in process: the responses and answers its events
+				// report, which Follow must report alike.
+				var inProcess []string
+				local := toolruntest.New(t, toolruntest.Script(tt.replies...))
+				r := toolrun.New(local.Client(), userParams("go"), tools(&counter{}), &toolrun.Options{Logger: discard(), OnEvent: func(ctx context.Context, e toolrun.Event) {
+					switch e := e.(type) {
+					case toolrun.ResponseReceived:
+						var ids []string
+						for _, b := range e.Message.Content {
+							if b.Type == "tool_use" {
+								ids = append(ids, b.ID)
+							}
+						}
+						inProcess = append(inProcess, fmt.Sprintf("response turn=%d calls=%v", e.Turn, ids))
+					case toolrun.ToolFinished:
+						inProcess = append(inProcess, describe(temporal.RunEvent{Kind: temporal.ToolFinished, Result: e.Result}))
+					}
+				}})
+				if _, err := r.Run(t.Context()); err != nil && !errors.Is(err, toolrun.ErrIncomplete) {
+					t.Fatal(err)
+				}
+
+				queue := newQueue("toolrun-follow-answered")
+				model := toolruntest.New(t, toolruntest.Script(tt.replies...))
+				opts := &toolrun.Options{Logger: discard()}
+				if withStore {
+					opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+				}
+				calls := &counter{}
+				inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), tools(calls), opts))
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				events, err := follow(ctx, c, queue, run.GetRunID(), 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSeq(t, events)
+				got := describeAll(events)
+				want := slices.Clone(tt.want)
+				var followed []string
+				for i, e := range events {
+					switch e.Kind {
+					case temporal.StepFinished:
+						if e.Turn > 0 && (len(e.Calls) > 0 || e.Text != "") {
+							var ids []string
+							for _, p := range e.Calls {
+								ids = append(ids, p.Call.ID)
+							}
+							followed = append(followed, fmt.Sprintf("response turn=%d calls=%v", e.Turn, ids))
+						}
+					case temporal.ToolFinished:
+						followed = append(followed, got[i])
+						if i < len(want) && want[i] == "" {
+							want[i] = got[i] // its text is compared with the run in process's below
+						}
+					}
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(inProcess, followed); diff != "" {
+					t.Errorf("responses and answers, in process (-) and as Follow reports them (+):\n%s", diff)
+				}
+				if n := len(calls.all()); n > 1 {
+					t.Errorf("the tools ran %d times, want at most once (get_weather next to a call answered in the step): %v", n, calls.all())
+				}
+			})
 		}
 	}
 }

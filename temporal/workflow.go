@@ -286,6 +286,16 @@ type StepInput struct {
 	HistoryBytes int    `json:"history_bytes,omitempty"`
 }
 
+// ReceivedCall is a call of a response that the step which received it
+// also answered, with how it was decided and its result, as
+// [StepResult].Received carries it: a [toolrun.ToolResult]'s JSON keeps
+// neither its call nor its decision.
+type ReceivedCall struct {
+	Call     toolrun.ToolCall    `json:"call"`
+	Decision toolrun.Decision    `json:"decision,omitzero"`
+	Result   *toolrun.ToolResult `json:"result"`
+}
+
 // StepResult is the result of [Activities.Step].
 type StepResult struct {
 	// State is the new state: whole, or without its history if the worker
@@ -302,6 +312,12 @@ type StepResult struct {
 	// State no longer shows: with a Store, they are nowhere else in the
 	// history, and [Follow] reports them from here.
 	Committed map[string]*toolrun.ToolResult `json:"committed,omitempty"`
+	// Received are the calls of the response this step received when the
+	// step also answered every one of them itself (an unknown tool's, a
+	// call a policy denied or skipped, an input its schema refuses, the
+	// calls of a final response) and committed the turn: State's turn in
+	// progress never shows them, and [Follow] reports them from here.
+	Received []ReceivedCall `json:"received,omitempty"`
 	// Size is the size of this result in JSON, as the activity measured it,
 	// so that the workflow need not encode the state to know it.
 	Size int `json:"size,omitempty"`

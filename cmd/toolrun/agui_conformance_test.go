@@ -29,16 +29,7 @@ var aguiKnownFailures = map[string]string{}
 
 // aguiKnownFailuresTemporal lists, as aguiKnownFailures does, the cases
 // that fail only over Temporal (toolrun serve --temporal).
-var aguiKnownFailuresTemporal = map[string]string{
-	// The run is offered only its own client tools now (the model request
-	// carries no get_location), and the workflow answers the model's call
-	// of get_location as an unknown tool's and goes on; but that answer is
-	// given and committed within the step that received the response, and
-	// temporal.Follow reports no ToolFinished (nor the call in
-	// StepFinished.Calls) for a call a step both receives and answers, so
-	// the client sees no TOOL_CALL_RESULT for it.
-	"run-input.mdx §tools: a run that declares tools: [] is offered no frontend tool of an earlier run (SHOULD)": "a call the workflow answers in the step that received it (an unknown tool's) is not reported: no TOOL_CALL_RESULT",
-}
+var aguiKnownFailuresTemporal = map[string]string{}
 
 // conformanceCase is one line of conformance.mjs's report.
 type conformanceCase struct {

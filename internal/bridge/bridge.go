@@ -23,6 +23,7 @@ var (
 	SetResult     any // func(*toolrun.State, string, *toolrun.ToolResult) error
 	ResponseText  any // func(*toolrun.State) (string, bool)
 	Snapshot      any // func(*toolrun.Runner) *toolrun.State
+	Committed     any // func(*toolrun.Runner) (int, []*toolrun.ToolResult)
 	ResumeOwned   any // func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error)
 	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
