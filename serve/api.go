@@ -40,11 +40,17 @@ func listed(it *interrupt) pendingCall {
 // that changed since is refused rather than applied to what they did not
 // read.
 func callVersion(it *interrupt) string {
-	h := sha256.New()
-	for _, s := range []string{it.ID, it.Thread, it.ToolCallID, it.ToolName, string(it.Input), it.Reason, it.Status, timestamp(it.ExpiresAt), it.DecidedBy, it.DecidedAt, string(it.Decision)} {
-		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	// Each part as "len:part;", appended rather than printed: the list
+	// of the inbox takes the version of every call waiting.
+	b := make([]byte, 0, 256+len(it.Input)+len(it.Decision))
+	for _, s := range [...]string{it.ID, it.Thread, it.ToolCallID, it.ToolName, string(it.Input), it.Reason, it.Status, timestamp(it.ExpiresAt), it.DecidedBy, it.DecidedAt, string(it.Decision)} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+		b = append(b, ';')
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // handlePending lists the calls awaiting a person's decision in the

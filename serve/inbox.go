@@ -121,7 +121,7 @@ type inboxSession struct {
 func (h *Handler) mountInbox(mux *http.ServeMux) {
 	ib := &inbox{
 		h:     h,
-		pages: template.Must(template.New("").ParseFS(inboxFiles, "inbox/*.tmpl")),
+		pages: template.Must(template.New("").Funcs(template.FuncMap{"asset": assetPath}).ParseFS(inboxFiles, "inbox/*.tmpl")),
 		wake:  make(chan struct{}),
 		going: map[string]bool{},
 		fails: map[string][]time.Time{},
@@ -408,7 +408,32 @@ func (ib *inbox) page(w http.ResponseWriter, r *http.Request) {
 	ib.render(w, http.StatusOK, "index.tmpl", nil)
 }
 
-// static serves the page's script and style sheet.
+// assetVersions holds a digest of each script and style sheet of the
+// inbox, by file name, for assetPath.
+var assetVersions = func() map[string]string {
+	out := map[string]string{}
+	entries, _ := fs.ReadDir(inboxFiles, "inbox")
+	for _, e := range entries {
+		b, err := fs.ReadFile(inboxFiles, "inbox/"+e.Name())
+		if err == nil {
+			sum := sha256.Sum256(b)
+			out[e.Name()] = hex.EncodeToString(sum[:6])
+		}
+	}
+	return out
+}()
+
+// assetPath returns the URL of the inbox's file name, named by its
+// digest: the browser keeps a file fetched under that URL (see static)
+// and asks again only when a new build changes it, so a page opened again
+// waits for no script or style sheet.
+func assetPath(name string) string {
+	return "/inbox/static/" + name + "?v=" + assetVersions[name]
+}
+
+// static serves the page's script and style sheet. Asked for as
+// assetPath names it, the answer is kept by the browser for a year;
+// otherwise it is checked again at each use.
 func (ib *inbox) static(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	types := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
@@ -423,7 +448,11 @@ func (ib *inbox) static(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Cache-Control", "no-cache")
+	if v := r.URL.Query().Get("v"); v != "" && v == assetVersions[name] {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
 	w.Write(b)
 }
 
@@ -683,8 +712,22 @@ func (f listFilter) keeps(it *interrupt, now time.Time) bool {
 // first, and those of them a filter keeps.
 type listing struct {
 	all, kept []*interrupt
+	// versions holds the callVersion of each call of kept, in its order:
+	// the set's version and the change stream both need every one.
+	versions []string
 	// groups counts the calls of each response (see groupOf) in all.
-	groups map[string]int
+	groups map[groupKey]int
+}
+
+// groupKey is groupOf as a map's key, which the list makes for every
+// call waiting.
+type groupKey struct {
+	thread, run string
+	at          int64
+}
+
+func keyOf(it *interrupt) groupKey {
+	return groupKey{it.Thread, it.Run, it.CreatedAt.UnixNano()}
 }
 
 // groupOf names the response that made it: the calls of one response
@@ -716,23 +759,26 @@ func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listin
 	}
 	slices.SortFunc(its, newestFirst)
 	now := ib.h.cfg.Now()
-	l := &listing{all: its, groups: map[string]int{}}
+	l := &listing{all: its, groups: map[groupKey]int{}, kept: make([]*interrupt, 0, len(its)), versions: make([]string, 0, len(its))}
 	for _, it := range its {
-		l.groups[groupOf(it)]++
+		l.groups[keyOf(it)]++
 		if f.keeps(it, now) {
 			l.kept = append(l.kept, it)
+			l.versions = append(l.versions, callVersion(it))
 		}
 	}
 	return l, nil
 }
 
-// setVersion is a digest of the calls its and their versions: a
+// setVersion is a digest of the calls of l.kept and their versions: a
 // decision on every call of a filtered set names the set the person
 // confirmed, and is refused if the set is another by then.
-func setVersion(its []*interrupt) string {
+func (l *listing) setVersion() string {
 	h := sha256.New()
-	for _, it := range its {
-		fmt.Fprintf(h, "%s:%s;", it.ID, callVersion(it))
+	var b []byte
+	for i, it := range l.kept {
+		b = append(append(append(append(b[:0], it.ID...), ':'), l.versions[i]...), ';')
+		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -740,12 +786,12 @@ func setVersion(its []*interrupt) string {
 // counts is what the list's header says: the calls waiting, those the
 // filter keeps, and the version of the filtered set.
 func (l *listing) counts() map[string]any {
-	return map[string]any{"waiting": len(l.all), "matching": len(l.kept), "setVersion": setVersion(l.kept)}
+	return map[string]any{"waiting": len(l.all), "matching": len(l.kept), "setVersion": l.setVersion()}
 }
 
 // describe returns its as the inbox shows them, with what a person needs
 // to judge each; groups counts the calls of each response.
-func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[string]int) ([]inboxCall, error) {
+func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[groupKey]int) ([]inboxCall, error) {
 	threads := map[string]*threadView{}
 	out := []inboxCall{}
 	for _, it := range its {
@@ -762,7 +808,7 @@ func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[stri
 		c.Description, c.Schema = ib.tool(tv, it.ToolName)
 		c.ModelText, c.Turns = tv.context(it.ToolCallID)
 		c.CostUSD, c.CostUnknown, c.RunTurns = tv.cost, tv.costUnknown, tv.turns
-		if n := groups[groupOf(it)]; n > 1 {
+		if n := groups[keyOf(it)]; n > 1 {
 			sum := sha256.Sum256([]byte(groupOf(it)))
 			c.Group, c.GroupSize = hex.EncodeToString(sum[:6]), n
 		}
@@ -805,11 +851,24 @@ func (ib *inbox) pending(w http.ResponseWriter, r *http.Request, s *inboxSession
 		return
 	}
 	limit, _ := strconv.Atoi(q.Get("limit"))
+	out, err := ib.firstPage(r.Context(), s, l, q.Get("after"), limit)
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// firstPage returns the answer of the pending list (see pending) for l: limit
+// calls (at most inboxPage, the default, where limit <= 0) after the
+// cursor after ("" for the first page).
+func (ib *inbox) firstPage(ctx context.Context, s *inboxSession, l *listing, after string, limit int) (map[string]any, error) {
 	if limit <= 0 || limit > inboxPage {
 		limit = inboxPage
 	}
 	page := l.kept
-	if after := q.Get("after"); after != "" {
+	if after != "" {
 		// The calls after the one the cursor names, in the list's order,
 		// whether or not it is still waiting.
 		if c, ok := parseCursor(after); ok {
@@ -822,10 +881,9 @@ func (ib *inbox) pending(w http.ResponseWriter, r *http.Request, s *inboxSession
 	}
 	more := len(page) > limit
 	page = page[:min(limit, len(page))]
-	calls, err := ib.describe(r.Context(), page, l.groups)
+	calls, err := ib.describe(ctx, page, l.groups)
 	if err != nil {
-		ib.h.writeError(w, err)
-		return
+		return nil, err
 	}
 	tools := map[string]int{}
 	for _, it := range l.all {
@@ -836,8 +894,7 @@ func (ib *inbox) pending(w http.ResponseWriter, r *http.Request, s *inboxSession
 	if more {
 		out["next"] = cursorOf(page[len(page)-1])
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
+	return out, nil
 }
 
 // visibleCall returns the interrupt id if the session's tenant may see
@@ -894,7 +951,8 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 // events is a server-sent event stream of the changes to the calls
 // awaiting a person that the query's filter keeps (see filterOf), so that
 // the page updates its list rather than reading it again: first "ready"
-// with the list's counts (see listing.counts), then "delta" whenever the
+// with the list's first page, as the pending list answers it (counts,
+// calls, cursor and tools), then "delta" whenever the
 // list changes, with the calls added (or changed) as the list shows
 // them, the ids of the calls removed (decided, here or elsewhere, or
 // gone), and the counts. A delta with more than inboxDeltaMax calls
@@ -946,8 +1004,8 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 			}
 			now := make(map[string]string, len(l.kept))
 			var added []*interrupt
-			for _, it := range l.kept {
-				v := callVersion(it)
+			for i, it := range l.kept {
+				v := l.versions[i]
 				now[it.ID] = v
 				if known != nil && known[it.ID] != v {
 					added = append(added, it)
@@ -960,14 +1018,22 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 				}
 			}
 			slices.Sort(removed)
-			data := l.counts()
+			var data map[string]any
 			event := "delta"
 			switch {
 			case known == nil:
+				// The first page of the list comes with the stream's
+				// start: the page draws its rows from the very listing
+				// the changes that follow are told against, without a
+				// second reading of the list.
 				event = "ready"
+				if data, err = ib.firstPage(ctx, s, l, "", 0); err != nil {
+					return
+				}
 			case len(added) == 0 && len(removed) == 0:
 				event = ""
 			default:
+				data = l.counts()
 				if len(added) > inboxDeltaMax {
 					added, data["truncated"] = added[:inboxDeltaMax], true
 				}
@@ -1094,8 +1160,11 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 			}
 		}
 	}
-	ib.notify()
+	// The thread goes on before the change streams are woken: each reads
+	// the whole list again, and on a database of one connection the run's
+	// start, and so the answer, would wait behind them.
 	next := ib.h.be.goOn(it.Thread)
+	ib.notify()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": describe(d).Decision, "always": d.Always, "decidedBy": s.id.name, "decidedAt": timestamp(now), "nextRun": next})
 }
@@ -1161,7 +1230,7 @@ func (ib *inbox) bulk(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 		ib.h.writeError(w, err)
 		return
 	}
-	if len(l.kept) != body.Count || setVersion(l.kept) != body.SetVersion {
+	if len(l.kept) != body.Count || l.setVersion() != body.SetVersion {
 		out := l.counts()
 		out["error"] = map[string]string{"code": "changed_since_shown", "message": fmt.Sprintf("the set changed since it was confirmed: %d calls match now, not %d; nothing was decided: confirm again", len(l.kept), body.Count)}
 		w.Header().Set("Content-Type", "application/json")

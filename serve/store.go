@@ -34,6 +34,9 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS serve_inbox_logins (id TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at INTEGER NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_exec_cursors (thread_id TEXT PRIMARY KEY, cursor TEXT NOT NULL, usage BLOB)`,
 	`CREATE INDEX IF NOT EXISTS serve_interrupts_thread ON serve_interrupts (thread_id, status)`,
+	// The calls waiting, in the order the pending lists read them: no sort
+	// of the whole table at each reading of the inbox's list.
+	`CREATE INDEX IF NOT EXISTS serve_interrupts_waiting ON serve_interrupts (status, kind, created_at, id)`,
 }
 
 // Run and interrupt statuses, as the tables keep them.

@@ -97,20 +97,7 @@
     // filters.
     if (!shown.some(function (c) { return c.id === selected; })) selected = shown.length ? shown[0].id : null;
     var frag = document.createDocumentFragment();
-    shown.forEach(function (c, i) {
-      var cls = (c.id === selected ? "selected" : "") + (c.gone ? " gone" : "") + (!c.gone && expired(c) ? " expired" : "");
-      if (c.group) cls += " grouped" + (i === 0 || shown[i - 1].group !== c.group ? " group-first" : "");
-      var li = el("li", cls.trim());
-      li.dataset.id = c.id;
-      if (c.group) li.dataset.group = c.group;
-      li.appendChild(el("span", "tool", c.toolName));
-      li.appendChild(el("span", "thread", c.threadId));
-      li.appendChild(el("span", "age", c.gone ? what(c.outcome) + " by " + (c.outcome && c.outcome.decidedBy || "?") : ago(c.createdAt)));
-      if (c.group && (i === 0 || shown[i - 1].group !== c.group)) li.appendChild(el("span", "group", "one response, " + c.groupSize + " calls in parallel"));
-      li.appendChild(el("span", "input", JSON.stringify(c.input).slice(0, 120)));
-      li.addEventListener("click", function () { select(c.id); });
-      frag.appendChild(li);
-    });
+    shown.forEach(function (c, i) { frag.appendChild(row(c, i)); });
     list.replaceChildren(frag);
     var n = counts.waiting;
     $("count").textContent = n === 1 ? "1 call waiting" : n + " calls waiting";
@@ -128,6 +115,33 @@
     } else {
       $("empty").textContent = "Nothing is waiting for a decision. New calls appear here as runs ask.";
     }
+    renderDetail();
+    document.body.dataset.listed = String(Date.now());
+  }
+
+  // row returns the list's item of calls[i], c.
+  function row(c, i) {
+    var first = i === 0 || calls[i - 1].group !== c.group;
+    var cls = (c.id === selected ? "selected" : "") + (c.gone ? " gone" : "") + (!c.gone && expired(c) ? " expired" : "");
+    if (c.group) cls += " grouped" + (first ? " group-first" : "");
+    var li = el("li", cls.trim());
+    li.dataset.id = c.id;
+    if (c.group) li.dataset.group = c.group;
+    li.appendChild(el("span", "tool", c.toolName));
+    li.appendChild(el("span", "thread", c.threadId));
+    li.appendChild(el("span", "age", c.gone ? what(c.outcome) + " by " + (c.outcome && c.outcome.decidedBy || "?") : ago(c.createdAt)));
+    if (c.group && first) li.appendChild(el("span", "group", "one response, " + c.groupSize + " calls in parallel"));
+    li.appendChild(el("span", "input", JSON.stringify(c.input).slice(0, 120)));
+    li.addEventListener("click", function () { select(c.id); });
+    return li;
+  }
+
+  // renderCall draws again the one call c of the list and the detail
+  // pane, after a decision on it: the rest of the list is as it was.
+  function renderCall(c) {
+    var i = calls.indexOf(c), lis = $("list").children;
+    if (i < 0 || lis.length !== calls.length || lis[i].dataset.id !== c.id) { render(); return; }
+    lis[i].replaceWith(row(c, i));
     renderDetail();
     document.body.dataset.listed = String(Date.now());
   }
@@ -260,28 +274,35 @@
       })
       .then(function (body) {
         if (seq !== loadSeq) return; // a later load (a filter changed) answers instead
-        skew = new Date(body.now).getTime() - Date.now();
-        tools = body.tools || {};
-        setCounts(body);
-        next = body.next || "";
-        var fresh = body.pending || [];
-        if (more) {
-          var have = {};
-          calls.forEach(function (c) { have[c.id] = true; });
-          calls = calls.concat(fresh.filter(function (c) { return !have[c.id]; }));
-        } else {
-          var sel = current(), byID = {};
-          fresh.forEach(function (c) { byID[c.id] = c; });
-          if (sel && sel.gone && !byID[sel.id]) fresh.splice(Math.min(calls.indexOf(sel), fresh.length), 0, sel);
-          calls = fresh;
-        }
-        if (linked && calls.length) selected = calls[0].id;
-        renderTools();
-        render();
-        document.body.dataset.loaded = String(Date.now());
-        $("load-error").textContent = "";
+        take(body, more);
       })
       .catch(function (e) { $("load-error").textContent = "Could not load the pending calls: " + e.message; });
+  }
+
+  // take shows a page of the list, as the pending list answers it or the
+  // change stream's "ready" event carries it: the first page, or with
+  // more the page after the calls listed.
+  function take(body, more) {
+    skew = new Date(body.now).getTime() - Date.now();
+    tools = body.tools || {};
+    setCounts(body);
+    next = body.next || "";
+    var fresh = body.pending || [];
+    if (more) {
+      var have = {};
+      calls.forEach(function (c) { have[c.id] = true; });
+      calls = calls.concat(fresh.filter(function (c) { return !have[c.id]; }));
+    } else {
+      var sel = current(), byID = {};
+      fresh.forEach(function (c) { byID[c.id] = c; });
+      if (sel && sel.gone && !byID[sel.id]) fresh.splice(Math.min(calls.indexOf(sel), fresh.length), 0, sel);
+      calls = fresh;
+    }
+    if (linked && calls.length) selected = calls[0].id;
+    renderTools();
+    render();
+    document.body.dataset.loaded = String(Date.now());
+    $("load-error").textContent = "";
   }
 
   // apply takes a change event of the server: calls added (or changed)
@@ -370,7 +391,7 @@
         }
         if (res.status === 422) showErrors(msg.split("\n").slice(1).map(function (l) { return l.replace(/^- /, ""); }));
       }
-      render();
+      renderCall(c);
       $("list").focus();
       document.body.dataset.acked = String(Date.now());
     }).catch(function (e) { flash("Not decided: " + e.message, "error"); $("list").focus(); });
@@ -559,9 +580,11 @@
 
   // stream follows the server's change events for the list's filter
   // (fetch rather than EventSource, which cannot send the session's
-  // key): once it is ready, the first page is read; then each event
+  // key): its "ready" event carries the first page; then each event
   // updates the list. A new filter ends the stream and starts another.
-  var streaming = null, retry = null;
+  // The events are read once the session's scopes are known (whoami),
+  // which the page draws with.
+  var streaming = null, retry = null, whoami = null;
   function stream() {
     if (streaming) streaming.abort();
     clearTimeout(retry);
@@ -583,13 +606,18 @@
             buf = buf.slice(i + 2);
             var ev = (block.match(/^event: (.*)$/m) || [])[1], data = (block.match(/^data: (.*)$/m) || [])[1];
             if (ctl !== streaming) return;
-            if (ev === "ready") { applied = q; setCounts(JSON.parse(data)); load(); }
+            if (ev === "ready") { applied = q; loadSeq++; take(JSON.parse(data), false); }
             if (ev === "delta") apply(JSON.parse(data));
           }
           return pump();
         });
       }
-      return pump();
+      return whoami.then(function (readable) {
+        if (ctl !== streaming) return;
+        if (readable) return pump();
+        streaming = null; // no retry: the session may not list the calls
+        ctl.abort();
+      });
     }).catch(function () {
       if (ctl !== streaming) return;
       $("live").className = "live";
@@ -597,6 +625,12 @@
     });
   }
 
+  // The change stream, whose first event is the list's first page, is
+  // asked for at once, beside who the session is: the server lists the
+  // calls while it answers the other.
+  var scopesKnown;
+  whoami = new Promise(function (resolve) { scopesKnown = resolve; });
+  stream();
   api("/inbox/api/me").then(function (r) { return r.json(); }).then(function (b) {
     me = b;
     $("you").textContent = b.name + (b.tenant ? " (" + b.tenant + ")" : "");
@@ -607,6 +641,7 @@
       $("scope-note").textContent = "The token " + b.name + " has the approve scope without read: as over the JSON API, it may decide a call whose id it is given, but not list the calls or read their inputs. Log in with a token of the read scope to see them.";
       $("empty").hidden = true;
       document.body.dataset.loaded = String(Date.now());
+      scopesKnown(false);
       return;
     }
     if (!can("approve")) {
@@ -614,6 +649,6 @@
       $("scope-note").textContent = "The token " + b.name + " may read the calls but not decide them.";
     }
     setInterval(function () { if (calls.length) render(); }, 15000); // ages and expiries
-    stream();
-  }).catch(function (e) { $("load-error").textContent = "Could not load the inbox: " + e.message; });
+    scopesKnown(true);
+  }).catch(function (e) { scopesKnown(false); $("load-error").textContent = "Could not load the inbox: " + e.message; });
 })();
