@@ -3,9 +3,10 @@ package serve
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/toolrun/toolrun"
 )
 
 // statements holds the server's SQL statements prepared on its one
@@ -306,9 +307,9 @@ type encodeJob struct {
 	done   chan struct{}
 }
 
-// marshal returns json.Marshal(v), run by an idle worker or a new one.
-func (e *encoders) marshal(v any) ([]byte, error) {
-	return e.run(func() ([]byte, error) { return json.Marshal(v) })
+// marshal returns json.Marshal(st), run by an idle worker or a new one.
+func (e *encoders) marshal(st *toolrun.State) ([]byte, error) {
+	return e.run(func() ([]byte, error) { return marshalState(st) })
 }
 
 // run returns encode(), run by an idle worker or a new one.

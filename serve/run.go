@@ -22,6 +22,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/redact"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -142,9 +143,11 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 	defer lr.mu.Unlock()
 	now := lr.h.cfg.Now().UnixMilli()
 	data := make([][]byte, len(events))
+	var buf []byte // each event's JSON in turn, copied out at its size
 	for i, e := range events {
 		e["timestamp"] = now
-		b, err := json.Marshal(e)
+		var err error
+		buf, err = appendEvent(buf[:0], e)
 		if err != nil {
 			lr.h.log.Error("serve: encoding an event", "run", lr.id, "type", e["type"], "err", err)
 			lr.seq += int64(len(events))
@@ -155,7 +158,7 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 			}
 			return
 		}
-		data[i] = b
+		data[i] = slices.Clone(buf)
 	}
 	first := lr.seq + 1
 	ending := lr.ending
@@ -1410,6 +1413,11 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 				o(ctx, e)
 			}
 		}
+	} else {
+		// The mapper alone observes the run, and reads no request's
+		// params: the copy of the history an observer gets at every
+		// request would be for nothing.
+		driver.ShareEvents(&opts)
 	}
 	if opts.Logger == nil {
 		opts.Logger = h.log
