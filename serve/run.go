@@ -103,7 +103,12 @@ func (lr *liveRun) keep(evs []storedEvent) {
 		drop++
 	}
 	if drop > 0 {
-		lr.recent = append(lr.recent[:0:0], lr.recent[drop:]...)
+		// Moved down in place, not copied to a new slice at every
+		// event; the slots let go are cleared, so their events' bytes
+		// are not kept.
+		n := copy(lr.recent, lr.recent[drop:])
+		clear(lr.recent[n:])
+		lr.recent = lr.recent[:n]
 	}
 }
 
@@ -561,7 +566,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, err
 		}
 		defer tx.Rollback()
-		p, err := h.prepareIn(ctx, preparedTx{tx, h.db.s}, in, id)
+		p, err := h.prepareIn(ctx, newPreparedTx(tx, h.db.s), in, id)
 		if err != nil {
 			return nil, err
 		}
