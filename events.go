@@ -181,7 +181,7 @@ func (r *Runner) emit(ctx context.Context, e Event) {
 	r.eventMu.Lock()
 	defer r.eventMu.Unlock()
 	logEvent(ctx, *r.log, e)
-	if rs, ok := e.(RequestSent); ok && r.observed() {
+	if rs, ok := e.(RequestSent); ok && r.observed() && !r.opts.sharedEvents {
 		rs.Params = observedParams(rs.Params)
 		e = rs
 	}

@@ -132,6 +132,10 @@ type Options struct {
 	// StreamRetry says how a failed stream is requested again. The zero
 	// value means [RetryPolicy]'s defaults.
 	StreamRetry RetryPolicy
+
+	// sharedEvents is set by driver.ShareEvents: OnEvent gets the
+	// request's own params in RequestSent, not a copy.
+	sharedEvents bool
 }
 
 // Timeouts bound the parts of a run that wait on someone else: a tool, the

@@ -44,6 +44,7 @@ var (
 	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
 	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
+	shareEvents   = bridge.ShareEvents.(func(*toolrun.Options))
 )
 
 // PlannedCall is a call of the pending turn that is decided and allowed,
@@ -357,6 +358,16 @@ func Retryable(err error) (ok bool, wait time.Duration) { return retry.Retryable
 func CheckInput(ctx context.Context, tool string, schema, input json.RawMessage) error {
 	return validateInput(ctx, tool, schema, input)
 }
+
+// ShareEvents makes the runner opts configure hand [toolrun.Options.OnEvent]
+// the params of each [toolrun.RequestSent] as the request holds them,
+// rather than the deep copy an observer otherwise gets: that copy is of
+// the whole history, at every request, and a driver whose observer
+// neither reads the params nor keeps them (one that maps events onto a
+// protocol of its own, say) pays for it on every turn. The observer must
+// not write into Params nor keep it past the call; set it only where
+// every observer of the run is the driver's own.
+func ShareEvents(opts *toolrun.Options) { shareEvents(opts) }
 
 // BlobStore is a store of bytes under keys, beside a run's States: a driver
 // keeps there what it must not carry itself (the large values of a

@@ -34,13 +34,15 @@ type backend interface {
 	// eventsAfter calls yield with each recorded event of run numbered
 	// above after, in order, until yield returns false; an event larger
 	// than eventChunk comes with its first chunk only, and the rest is
-	// read with eventPart as it is written.
-	eventsAfter(ctx context.Context, run string, after int64, yield func(storedEvent) bool) error
+	// read with eventPart as it is written. live, if not nil, is run as
+	// follow last returned it, in flight or ended since, whose last
+	// events are taken from memory.
+	eventsAfter(ctx context.Context, run string, live *liveRun, after int64, yield func(storedEvent) bool) error
 	// eventPart returns at most n bytes of run's event seq from byte off.
 	eventPart(ctx context.Context, run string, seq int64, off, n int) ([]byte, error)
-	// follow returns a channel closed at run's next event, or nil if run
-	// is not in flight here, so its recorded events are all it has.
-	follow(run string) <-chan struct{}
+	// follow returns run if it is in flight here (its wait is closed at
+	// its next event), or nil, so its recorded events are all it has.
+	follow(run string) *liveRun
 	// pending lists the calls awaiting a person's decision, oldest first;
 	// a non-empty thread keeps that thread's.
 	pending(ctx context.Context, thread string) ([]*interrupt, error)
@@ -84,14 +86,10 @@ func (b sqlBackend) runOwner(ctx context.Context, run string) (string, error) {
 	return owner, err
 }
 
-func (b sqlBackend) follow(run string) <-chan struct{} {
+func (b sqlBackend) follow(run string) *liveRun {
 	b.h.mu.Lock()
-	lr := b.h.runs[run]
-	b.h.mu.Unlock()
-	if lr == nil {
-		return nil
-	}
-	return lr.wait()
+	defer b.h.mu.Unlock()
+	return b.h.runs[run]
 }
 
 func (b sqlBackend) pending(ctx context.Context, thread string) ([]*interrupt, error) {

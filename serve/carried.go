@@ -35,6 +35,9 @@ type carriedStore struct {
 	// turn; serve changes a run's history only before it runs.
 	whole wholeShape
 	saved bool
+	// noSkeleton is set while the version this store saved last was
+	// saved whole, so its row has no skeleton to drop (see saveState).
+	noSkeleton bool
 	// hist encodes the States saved whole, each message once.
 	hist historyEncoder
 }
@@ -69,8 +72,9 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 		return err
 	}
 	carry := len(s.ids) > 0 || s.digest != "" || s.armed
+	noSkeleton := s.noSkeleton
 	err = s.w.do(ctx, func(ctx context.Context, q querier) error {
-		if err := saveState(ctx, q, id, int64(st.Version), b, skeleton, prev); err != nil {
+		if err := saveState(ctx, q, id, int64(st.Version), b, skeleton, noSkeleton, prev); err != nil {
 			return err
 		}
 		if !carry {
@@ -85,13 +89,15 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 		return nil
 	})
 	if err != nil {
-		// What the row holds is unknown: the next save is whole.
-		s.saved = false
+		// What the row holds is unknown: the next save is whole, and
+		// drops any skeleton.
+		s.saved, s.noSkeleton = false, false
 		return err
 	}
 	if !skeleton {
 		s.whole, s.saved = shape, true
 	}
+	s.noSkeleton = !skeleton
 	s.ids, s.digest, s.users, s.armed = nil, "", nil, false
 	return nil
 }

@@ -3,9 +3,10 @@ package serve
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/toolrun/toolrun"
 )
 
 // statements holds the server's SQL statements prepared on its one
@@ -95,18 +96,33 @@ func (p preparedDB) QueryRowContext(ctx context.Context, q string, args ...any) 
 }
 
 // preparedTx is a transaction as a querier that runs the statements
-// prepared already as such, and others unprepared (see statements).
+// prepared already as such, and others unprepared (see statements). It
+// is used by one goroutine at a time, as a transaction is.
 type preparedTx struct {
 	tx *sql.Tx
 	s  *statements
+	// inTx are the statements bound to tx, by query: a batch of the
+	// write queue runs a few statements hundreds of times, and binding
+	// one to the transaction (Tx.StmtContext) at every run was an
+	// allocation and a lock each.
+	inTx map[string]*sql.Stmt
+}
+
+func newPreparedTx(tx *sql.Tx, s *statements) preparedTx {
+	return preparedTx{tx: tx, s: s, inTx: map[string]*sql.Stmt{}}
 }
 
 func (p preparedTx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if st := p.inTx[q]; st != nil {
+		return st
+	}
 	st, _ := p.s.get(ctx, q, false) // never prepares: no error
 	if st == nil {
 		return nil
 	}
-	return p.tx.StmtContext(ctx, st)
+	st = p.tx.StmtContext(ctx, st)
+	p.inTx[q] = st
+	return st
 }
 
 func (p preparedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -244,7 +260,7 @@ func (w *writeQueue) run(ctx context.Context, batch []*queuedWrite, guarded bool
 		return fail(err)
 	}
 	defer tx.Rollback()
-	q := preparedTx{tx, w.stmts}
+	q := newPreparedTx(tx, w.stmts)
 	for _, e := range batch {
 		if !guarded || len(batch) == 1 {
 			// A write alone in its batch needs no savepoint: its
@@ -306,9 +322,9 @@ type encodeJob struct {
 	done   chan struct{}
 }
 
-// marshal returns json.Marshal(v), run by an idle worker or a new one.
-func (e *encoders) marshal(v any) ([]byte, error) {
-	return e.run(func() ([]byte, error) { return json.Marshal(v) })
+// marshal returns json.Marshal(st), run by an idle worker or a new one.
+func (e *encoders) marshal(st *toolrun.State) ([]byte, error) {
+	return e.run(func() ([]byte, error) { return marshalState(st) })
 }
 
 // run returns encode(), run by an idle worker or a new one.

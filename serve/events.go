@@ -67,13 +67,12 @@ func hasTerminalMark(b []byte) bool {
 	return false
 }
 
-func (b sqlBackend) eventsAfter(ctx context.Context, run string, after int64, yield func(storedEvent) bool) error {
-	b.h.mu.Lock()
-	lr := b.h.runs[run]
-	b.h.mu.Unlock()
-	if lr != nil {
-		// A run in flight: its last events are in memory.
-		if recent, ok := lr.since(after); ok {
+func (b sqlBackend) eventsAfter(ctx context.Context, run string, live *liveRun, after int64, yield func(storedEvent) bool) error {
+	if live != nil {
+		// A run in flight, or one that just ended (its terminal event
+		// is read here, not from the database, by the streams it woke):
+		// its last events are in memory.
+		if recent, ok := live.since(after); ok {
 			for _, e := range recent {
 				if !yield(e) {
 					return nil
@@ -168,10 +167,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, afte
 		return err == nil
 	}
 	var head []byte
+	var live *liveRun // the run as last seen in flight: its recent events outlast it
 	for {
-		next := h.be.follow(id)
+		var next <-chan struct{}
+		if lr := h.be.follow(id); lr != nil {
+			live, next = lr, lr.wait()
+		}
 		done, failed := false, false
-		err := h.be.eventsAfter(r.Context(), id, after, func(e storedEvent) bool {
+		err := h.be.eventsAfter(r.Context(), id, live, after, func(e storedEvent) bool {
 			if e.seq != after+1 {
 				// Events numbered one by one, and a number missing: an
 				// event that could not be recorded. The stream ends

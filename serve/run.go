@@ -22,6 +22,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/redact"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -102,7 +103,12 @@ func (lr *liveRun) keep(evs []storedEvent) {
 		drop++
 	}
 	if drop > 0 {
-		lr.recent = append(lr.recent[:0:0], lr.recent[drop:]...)
+		// Moved down in place, not copied to a new slice at every
+		// event; the slots let go are cleared, so their events' bytes
+		// are not kept.
+		n := copy(lr.recent, lr.recent[drop:])
+		clear(lr.recent[n:])
+		lr.recent = lr.recent[:n]
 	}
 }
 
@@ -142,9 +148,11 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 	defer lr.mu.Unlock()
 	now := lr.h.cfg.Now().UnixMilli()
 	data := make([][]byte, len(events))
+	var buf []byte // each event's JSON in turn, copied out at its size
 	for i, e := range events {
 		e["timestamp"] = now
-		b, err := json.Marshal(e)
+		var err error
+		buf, err = appendEvent(buf[:0], e)
 		if err != nil {
 			lr.h.log.Error("serve: encoding an event", "run", lr.id, "type", e["type"], "err", err)
 			lr.seq += int64(len(events))
@@ -155,7 +163,7 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 			}
 			return
 		}
-		data[i] = b
+		data[i] = slices.Clone(buf)
 	}
 	first := lr.seq + 1
 	ending := lr.ending
@@ -558,7 +566,7 @@ func (h *Handler) prepare(ctx context.Context, in *runInput, id identity) (*prep
 			return nil, err
 		}
 		defer tx.Rollback()
-		p, err := h.prepareIn(ctx, preparedTx{tx, h.db.s}, in, id)
+		p, err := h.prepareIn(ctx, newPreparedTx(tx, h.db.s), in, id)
 		if err != nil {
 			return nil, err
 		}
@@ -1410,6 +1418,11 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 				o(ctx, e)
 			}
 		}
+	} else {
+		// The mapper alone observes the run, and reads no request's
+		// params: the copy of the history an observer gets at every
+		// request would be for nothing.
+		driver.ShareEvents(&opts)
 	}
 	if opts.Logger == nil {
 		opts.Logger = h.log

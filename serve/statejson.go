@@ -56,11 +56,17 @@ func messageKey(m *anthropic.BetaMessageParam) unsafe.Pointer {
 	return nil
 }
 
+// marshalState returns json.Marshal(st), without json.Marshal's pass
+// that checks and compacts what st.MarshalJSON returns: that is
+// json.Marshal's own output already (compact, its HTML escaped), so the
+// pass, a scan of the whole State at every save, changes nothing.
+func marshalState(st *toolrun.State) ([]byte, error) { return st.MarshalJSON() }
+
 // marshal returns json.Marshal(st).
 func (e *historyEncoder) marshal(st *toolrun.State) ([]byte, error) {
 	msgs := st.Params.Messages
 	if len(msgs) == 0 {
-		return json.Marshal(st)
+		return marshalState(st)
 	}
 	size := 2
 	for i := range msgs {
@@ -79,13 +85,13 @@ func (e *historyEncoder) marshal(st *toolrun.State) ([]byte, error) {
 	e.keys, e.enc = e.keys[:len(msgs)], e.enc[:len(msgs)]
 	t := *st
 	t.Params.Messages = historyMarker
-	b, err := json.Marshal(&t)
+	b, err := marshalState(&t)
 	if err != nil {
 		return nil, err
 	}
 	at := bytes.Index(b, markerJSON)
 	if at < 0 {
-		return json.Marshal(st) // not where it was put: encoded whole
+		return marshalState(st) // not where it was put: encoded whole
 	}
 	out := make([]byte, 0, len(b)-len(markerJSON)+size)
 	out = append(out, b[:at]...)

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -92,6 +93,14 @@ func TestHistoryEncoderIsJSON(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("state %d of %d (%d messages):\ngot  %s\nwant %s", i+1, len(store.states), len(st.Params.Messages), got, want)
+		}
+		sk := driver.Skeleton(st)
+		got, err = marshalState(sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(sk); !bytes.Equal(got, want) {
+			t.Errorf("the skeleton of state %d of %d:\ngot  %s\nwant %s", i+1, len(store.states), got, want)
 		}
 	}
 	if len(store.states) < 10 {

@@ -94,14 +94,18 @@ func (s sqlStore) Save(ctx context.Context, id string, st *toolrun.State, prev u
 		return err
 	}
 	return s.w.do(ctx, func(ctx context.Context, q querier) error {
-		return saveState(ctx, q, id, int64(st.Version), b, false, prev)
+		return saveState(ctx, q, id, int64(st.Version), b, false, false, prev)
 	})
 }
 
 // saveState writes the encoded State b of id as version, whole or as a
 // skeleton of the whole State the row has, if the version saved is prev
-// (none, for 0), or fails with ErrRunBusy.
-func saveState(ctx context.Context, q querier, id string, version int64, b []byte, skeleton bool, prev uint64) error {
+// (none, for 0), or fails with ErrRunBusy. noSkeleton is set by a caller
+// that knows version prev has no skeleton row (it saved prev whole
+// itself): a whole save then skips the statement that drops the row. The
+// row changes only with the version, so the compare-and-swap on prev
+// keeps that knowledge true.
+func saveState(ctx context.Context, q querier, id string, version int64, b []byte, skeleton, noSkeleton bool, prev uint64) error {
 	var res sql.Result
 	var err error
 	switch {
@@ -120,9 +124,10 @@ func saveState(ctx context.Context, q querier, id string, version int64, b []byt
 	} else if n != 1 {
 		return fmt.Errorf("run %q: %w", id, toolrun.ErrRunBusy)
 	}
-	if skeleton && prev != 0 {
+	switch {
+	case skeleton && prev != 0:
 		_, err = q.ExecContext(ctx, sqlSkeletonPut, id, b)
-	} else {
+	case !noSkeleton || prev == 0:
 		_, err = q.ExecContext(ctx, sqlSkeletonDrop, id)
 	}
 	return err

@@ -27,4 +27,5 @@ var (
 	ResumeOwned   any // func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error)
 	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
+	ShareEvents   any // func(*toolrun.Options)
 )
