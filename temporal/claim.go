@@ -411,9 +411,7 @@ func (c *claims) stashStep(ctx context.Context, res *StepResult) error {
 		}
 		rc.Call.Input = in
 		if rc.Result != nil {
-			r := *rc.Result
-			r.Call, r.Decision = rc.Call, rc.Decision
-			cut := cutCommitted(&r, c.threshold)
+			cut := cutCommitted(rc.result(), c.threshold)
 			rc.Decision, rc.Result = cut.Decision, cut
 		}
 	}

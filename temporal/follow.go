@@ -639,9 +639,7 @@ func stepFinished(in *toolrun.State, res *StepResult) []RunEvent {
 			if rc.Result == nil {
 				continue
 			}
-			r := *rc.Result
-			r.Call, r.Decision = rc.Call, rc.Decision
-			out = append(out, RunEvent{Kind: ToolFinished, Result: &r})
+			out = append(out, RunEvent{Kind: ToolFinished, Result: rc.result()})
 		}
 	}
 	return out

@@ -296,6 +296,14 @@ type ReceivedCall struct {
 	Result   *toolrun.ToolResult `json:"result"`
 }
 
+// result returns a copy of rc's Result that holds its call and decision
+// again, as a ToolFinished reports it; rc.Result must not be nil.
+func (rc *ReceivedCall) result() *toolrun.ToolResult {
+	r := *rc.Result
+	r.Call, r.Decision = rc.Call, rc.Decision
+	return &r
+}
+
 // StepResult is the result of [Activities.Step].
 type StepResult struct {
 	// State is the new state: whole, or without its history if the worker
