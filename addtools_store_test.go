@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -32,7 +33,7 @@ func TestToolChangeCrashChild(t *testing.T) {
 	}
 	var writes, reads counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
+	w.Policy = policy.RequireApproval("writes need a person")
 	client := anthropic.NewClient(option.WithBaseURL(os.Getenv("TOOLRUN_TOOLCHANGE_URL")),
 		option.WithAPIKey(toolruntest.TestAPIKey), option.WithMaxRetries(0))
 	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: os.Getenv("TOOLRUN_TOOLCHANGE_DIR")}, RunID: toolChangeRunID, Logger: discard()}
@@ -101,7 +102,7 @@ func TestToolChangeSurvivesCrash(t *testing.T) {
 
 			var writes, reads counter
 			w := writeTool(&writes)
-			w.Policy = toolrun.RequireApproval("writes need a person")
+			w.Policy = policy.RequireApproval("writes need a person")
 			r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{w, readPathTool(&reads)},
 				&toolrun.Options{Store: store, RunID: toolChangeRunID, Logger: discard()})
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -43,7 +44,7 @@ func TestAppendMessagesAwaitingApproval(t *testing.T) {
 				return "echo " + in.S, nil
 			})
 			tools := []toolrun.Tool{echo}
-			opts := &toolrun.Options{Policy: toolrun.RequireApproval("a person decides"), Logger: slog.New(slog.DiscardHandler)}
+			opts := &toolrun.Options{Policy: policy.RequireApproval("a person decides"), Logger: slog.New(slog.DiscardHandler)}
 			params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 100, Messages: []anthropic.BetaMessageParam{user("go")}}
 			r := toolrun.New(s.Client(), params, tools, opts)
 			res, err := r.Run(t.Context())
@@ -249,7 +250,7 @@ func ExampleRunner_AppendMessages() {
 	}) (string, error) {
 		return "refunded " + in.Order, nil
 	})
-	refund.Policy = toolrun.RequireApproval("refunds need a person")
+	refund.Policy = policy.RequireApproval("refunds need a person")
 	r := toolrun.New(s.Client(), anthropic.BetaMessageNewParams{
 		Model:     "claude-sonnet-4-5",
 		MaxTokens: 1024,

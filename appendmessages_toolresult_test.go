@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -41,7 +42,7 @@ func TestAppendMessagesToolResultOfPendingCall(t *testing.T) {
 				runs++
 				return "echo " + in.S, nil
 			})
-			opts := &toolrun.Options{Policy: toolrun.RequireApproval("a person decides"), Logger: slog.New(slog.DiscardHandler)}
+			opts := &toolrun.Options{Policy: policy.RequireApproval("a person decides"), Logger: slog.New(slog.DiscardHandler)}
 			r := toolrun.New(s.Client(), userParams("go"), []toolrun.Tool{echo}, opts)
 			res, err := r.Run(t.Context())
 			if err != nil || res.StopReason != toolrun.StopAwaitingApproval {

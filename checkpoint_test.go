@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/storetest"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -252,7 +253,7 @@ func TestOpenResumesOrStarts(t *testing.T) {
 	var writes counter
 	tools := func() []toolrun.Tool {
 		w := writeTool(&writes)
-		w.Policy = toolrun.RequireApproval("writes")
+		w.Policy = policy.RequireApproval("writes")
 		return []toolrun.Tool{w}
 	}
 	opts := &toolrun.Options{Logger: discard(), Store: store, RunID: "approval-1"}
@@ -500,7 +501,7 @@ func ExampleErrRunBusy() {
 		fmt.Println("charging", in.Cents, "cents")
 		return "charged", nil
 	})
-	charge.Policy = toolrun.RequireApproval("moves money")
+	charge.Policy = policy.RequireApproval("moves money")
 	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet5_5,

@@ -6,6 +6,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -47,7 +48,7 @@ func TestContainerCarried(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Done.")),
 			))
 			opts := &toolrun.Options{Logger: discard(), Stream: mode.stream, NoThread: mode.noThread,
-				Policy: toolrun.RequireApproval("a person looks first")}
+				Policy: policy.RequireApproval("a person looks first")}
 			r := toolrun.New(client(s), userParams("Weather?"), []toolrun.Tool{weatherTool(&calls)}, opts)
 			if res, err := r.Run(bounded(t)); err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 				t.Fatalf("Run = %v, %v; want awaiting_approval", res, err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -72,8 +70,8 @@ type Decision struct {
 	// Defer; it is logged for every kind but Allow.
 	Reason string `json:"reason,omitempty"`
 	// Input, if set with Allow, replaces the model's input, for the
-	// policies after this one ([Chain]) and for the run. It is validated
-	// against the tool's schema like the model's. A Defer that a [Chain]
+	// policies after this one (policy.Chain) and for the run. It is validated
+	// against the tool's schema like the model's. A Defer that a policy.Chain
 	// returns carries the input its policies edited, which a person's
 	// Allow without input of its own runs with.
 	Input json.RawMessage `json:"input,omitempty"`
@@ -106,9 +104,10 @@ func SkipCall(result ...Content) Decision { return Decision{Kind: Skip, Result: 
 func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: reason} }
 
 // Policy decides tool calls. [Options].Policy is one for every call, and a
-// tool's [ToolConfig].Policy one for its own calls. [DenyTools],
-// [AllowOnly], [RequireApproval] and [PolicyFunc] build the common ones,
-// and [Chain] makes one of several.
+// tool's [ToolConfig].Policy one for its own calls. Package
+// [github.com/toolrun/toolrun/policy] builds the common ones (policy.DenyTools,
+// policy.AllowOnly, policy.RequireApproval, policy.Func) and combines
+// several (policy.Chain).
 //
 // # The decision order
 //
@@ -121,11 +120,11 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 //     answered with a *[ValidationError], before any policy sees it. The
 //     input is the model's, or a person's edit of it (see 5), which the
 //     policies see and may edit in turn as in 3. Name-based
-//     denials ([DenyTools], [AllowOnly]) are policies too, so they run
+//     denials (policy.DenyTools, policy.AllowOnly) are policies too, so they run
 //     after this step: a denied tool's call with invalid input is answered
 //     with the *ValidationError, and neither runs.
 //  3. Options.Policy, then the tool's Policy, are asked in order, as by
-//     [Chain]: the first Deny or Skip decides the call, so deny rules from
+//     policy.Chain: the first Deny or Skip decides the call, so deny rules from
 //     every source win; an Allow with Input replaces the input for the
 //     policies after it (the edit is validated first, and invalid edited
 //     input is answered with a *ValidationError); a Defer is remembered
@@ -153,69 +152,9 @@ func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: re
 // asked again when it goes on.
 type Policy func(ctx context.Context, call PolicyCall) Decision
 
-// RequireApproval is a policy that defers every call to a person.
-func RequireApproval(reason string) Policy {
-	return func(context.Context, PolicyCall) Decision { return DeferCall(reason) }
-}
-
-// DenyTools is a policy that denies the calls of the named tools and has
-// nothing to say about the others. With no names it denies nothing.
-func DenyTools(names ...string) Policy {
-	names = slices.Clone(names)
-	return func(_ context.Context, call PolicyCall) Decision {
-		if slices.Contains(names, call.Name) {
-			return notAllowed(call.Name)
-		}
-		return Decision{}
-	}
-}
-
-// AllowOnly is a policy that denies the calls of every tool it does not
-// name and has nothing to say about the named ones. With no names it
-// denies every call.
-func AllowOnly(names ...string) Policy {
-	names = slices.Clone(names)
-	return func(_ context.Context, call PolicyCall) Decision {
-		if !slices.Contains(names, call.Name) {
-			return notAllowed(call.Name)
-		}
-		return Decision{}
-	}
-}
-
-// notAllowed is the denial of [DenyTools] and [AllowOnly].
-func notAllowed(name string) Decision {
-	return DenyCall(fmt.Sprintf("tool %q is not allowed in this run", name))
-}
-
-// Chain is a policy that asks policies in order (nil ones are passed
-// over): the first Deny or Skip decides the call; an Allow with Input
-// replaces the input the policies after it see, and is the input the call
-// runs with; a Defer is remembered and stands if nothing after it denies
-// or skips (with Input, if a policy edited the input, for a person's Allow
-// that brings none); a decision of any other kind is a Deny that says so.
-// With no policy to say otherwise it allows the call.
-//
-// In a runner, an edited input is validated against the tool's schema
-// ([PolicyCall.Validate], which the call carries to the Chain whatever
-// context it is asked with) before the next policy sees it; an invalid
-// edit ends the chain and the call is answered with a *[ValidationError]. Chain is the rule the runner
-// itself applies to Options.Policy and the tool's Policy (see [Policy]),
-// so a Chain nested in Options.Policy decides as if its policies were
-// listed there.
-func Chain(policies ...Policy) Policy {
-	policies = slices.Clone(policies)
-	return func(ctx context.Context, call PolicyCall) Decision {
-		v, _ := askChain(call, policies, func(_ int, p Policy, call PolicyCall) (Decision, error) {
-			return p(ctx, call), nil
-		})
-		return v.decision()
-	}
-}
-
 // PolicyCall is the call a [Policy] decides: the model's call (or a
 // person's or an earlier policy's edit of its input), with the runner's
-// check of an input against the tool's schema, so that a [Chain] in a
+// check of an input against the tool's schema, so that a policy.Chain in a
 // policy checks an edit before the policies after it see it. A policy
 // that asks another passes its PolicyCall on, with Input changed if it
 // edits it; a PolicyCall made outside a runner (a test asking a policy
@@ -247,7 +186,7 @@ type chainVerdict struct {
 	invalid  error // edit's validation error, which ended the chain
 }
 
-// askChain is the one implementation of the rule [Chain] documents, for
+// askChain is the one implementation of the rule policy.Chain documents, for
 // Chain and for the runner's own Options.Policy and tool Policy. It asks
 // each non-nil policies[i] through ask (which may guard the call); the
 // call's [PolicyCall.Validate] checks an edited input before the next
@@ -290,7 +229,7 @@ func askChain(call PolicyCall, policies []Policy, ask func(i int, p Policy, call
 	return v, nil
 }
 
-// decision is the verdict as one policy's decision: what [Chain] returns.
+// decision is the verdict as one policy's decision: what policy.Chain returns.
 // An invalid edit is returned as an Allow with it, which the runner's own
 // chain then refuses.
 func (v chainVerdict) decision() Decision {
@@ -305,99 +244,6 @@ func (v chainVerdict) decision() Decision {
 		return d
 	}
 	return Decision{Kind: Allow, Input: v.edit}
-}
-
-// PolicyFunc returns a policy that decodes each call's input into In and
-// asks decide. It decodes as the tool reads its input: a key that matches
-// a field of In only when case is ignored is refused (encoding/json would
-// take it for the field, while a tool reading the exact key would not), as
-// is input that does not decode; both are denied with the reason.
-func PolicyFunc[In any](decide func(ctx context.Context, in In) Decision) Policy {
-	t := reflect.TypeFor[In]()
-	return func(ctx context.Context, call PolicyCall) Decision {
-		var in In
-		if len(call.Input) > 0 {
-			if msg := caseMismatch(t, call.Input, ""); msg != "" {
-				return DenyCall("input could not be decoded for the policy: " + msg)
-			}
-			if err := json.Unmarshal(call.Input, &in); err != nil {
-				return DenyCall("input could not be decoded for the policy: " + err.Error())
-			}
-		}
-		return decide(ctx, in)
-	}
-}
-
-// caseMismatch returns a description of the first key of raw that names a
-// field of t only when case is ignored, or "".
-func caseMismatch(t reflect.Type, raw json.RawMessage, at string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return ""
-		}
-		fields := jsonFields(t)
-		for key, v := range obj {
-			if f, ok := fields[key]; ok {
-				if msg := caseMismatch(f, v, at+"/"+key); msg != "" {
-					return msg
-				}
-				continue
-			}
-			for name := range fields {
-				if strings.EqualFold(name, key) {
-					return fmt.Sprintf("key %q at %q differs only in case from field %q", key, at+"/", name)
-				}
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		var arr []json.RawMessage
-		if json.Unmarshal(raw, &arr) != nil {
-			return ""
-		}
-		for i, v := range arr {
-			if msg := caseMismatch(t.Elem(), v, fmt.Sprintf("%s/%d", at, i)); msg != "" {
-				return msg
-			}
-		}
-	case reflect.Map:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return ""
-		}
-		for key, v := range obj {
-			if msg := caseMismatch(t.Elem(), v, at+"/"+key); msg != "" {
-				return msg
-			}
-		}
-	}
-	return ""
-}
-
-// jsonFields maps the JSON names of t's fields to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
-			continue
-		}
-		name := f.Name
-		if tag, ok := f.Tag.Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" {
-				continue
-			}
-			if n != "" {
-				name = n
-			}
-		}
-		out[name] = f.Type
-	}
-	return out
 }
 
 // decideTurn decides the unanswered calls of p by the decision order,

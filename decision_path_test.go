@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -19,7 +20,7 @@ func TestDecideWhileAdvancing(t *testing.T) {
 	))
 	echo := toolrun.NewTool("echo", "Echo", func(ctx context.Context, in echoIn) (string, error) { return in.S, nil })
 	deploy := toolrun.NewTool("deploy", "Deploy", func(ctx context.Context, in echoIn) (string, error) { return "deployed " + in.S, nil })
-	deploy.Policy = toolrun.RequireApproval("deploys")
+	deploy.Policy = policy.RequireApproval("deploys")
 	r := toolrun.New(client(srv), userParams("go"), []toolrun.Tool{echo, deploy}, &toolrun.Options{Logger: discard()})
 	ctx := context.Background()
 	plans, err := driver.Advance(ctx, r)
@@ -60,7 +61,7 @@ func TestDenialLoggedOnce(t *testing.T) {
 	))
 	echo := toolrun.NewTool("echo", "Echo", func(ctx context.Context, in echoIn) (string, error) { return in.S, nil })
 	log, logs := newLogger()
-	r := toolrun.New(client(srv), userParams("go"), []toolrun.Tool{echo}, &toolrun.Options{Logger: log, Policy: toolrun.DenyTools("echo")})
+	r := toolrun.New(client(srv), userParams("go"), []toolrun.Tool{echo}, &toolrun.Options{Logger: log, Policy: policy.DenyTools("echo")})
 	if _, err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
 // sandboxPolicy allows every write_file call with its path moved under
 // /sandbox: a runner-wide rule that edits input instead of denying it.
 func sandboxPolicy() toolrun.Policy {
-	return toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+	return policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		if strings.HasPrefix(in.Path, "/sandbox/") {
 			return toolrun.Decision{}
 		}
@@ -41,7 +42,7 @@ func TestPersonEditStillEditedByPolicy(t *testing.T) {
 			))
 			var writes counter
 			w := writeTool(&writes)
-			w.Policy = toolrun.RequireApproval("writes need a person")
+			w.Policy = policy.RequireApproval("writes need a person")
 			opts := &toolrun.Options{Logger: discard(), Policy: sandboxPolicy()}
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, opts)
 			res, _ := r.Run(t.Context())
@@ -55,7 +56,7 @@ func TestPersonEditStillEditedByPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				w2 := writeTool(&writes)
-				w2.Policy = toolrun.RequireApproval("writes need a person")
+				w2.Policy = policy.RequireApproval("writes need a person")
 				var err error
 				r, err = toolrun.Resume(client(s), st, []toolrun.Tool{w2}, &toolrun.Options{Logger: discard(), Policy: sandboxPolicy()})
 				if err != nil {
@@ -83,7 +84,7 @@ func TestUnknownDecisionKindFailsClosed(t *testing.T) {
 	t.Run("policy", func(t *testing.T) {
 		var writes counter
 		bogus := func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.Decision{Kind: 7} }
-		for _, p := range []toolrun.Policy{bogus, toolrun.Chain(bogus)} {
+		for _, p := range []toolrun.Policy{bogus, policy.Chain(bogus)} {
 			s := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/one", Text: "1"})),
 				toolruntest.Message(toolruntest.Text("done")),
@@ -208,7 +209,7 @@ func TestDenyRulesSeePersonEdit(t *testing.T) {
 	}{
 		{name: "Options.Policy in process", first: noEtc},
 		{name: "Options.Policy after Resume", resumed: noEtc, resume: true},
-		{name: "a tool's Policy after Resume", resumedToolPolicy: toolrun.Chain(toolrun.RequireApproval("ask"), noEtc), resume: true},
+		{name: "a tool's Policy after Resume", resumedToolPolicy: policy.Chain(policy.RequireApproval("ask"), noEtc), resume: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestDenyRulesSeePersonEdit(t *testing.T) {
 			))
 			var writes counter
 			w := writeTool(&writes)
-			w.Policy = toolrun.RequireApproval("ask")
+			w.Policy = policy.RequireApproval("ask")
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard(), Policy: tt.first})
 			if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval {
 				t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)
@@ -229,7 +230,7 @@ func TestDenyRulesSeePersonEdit(t *testing.T) {
 			}
 			if tt.resume {
 				w2 := writeTool(&writes)
-				w2.Policy = toolrun.RequireApproval("ask")
+				w2.Policy = policy.RequireApproval("ask")
 				if tt.resumedToolPolicy != nil {
 					w2.Policy = tt.resumedToolPolicy
 				}

@@ -14,6 +14,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -90,7 +91,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "policy of the decoded input",
-			policy: toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+			policy: policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 				if strings.HasPrefix(in.Path, "/tmp/") {
 					return toolrun.Decision{}
 				}
@@ -101,14 +102,14 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name:       "DenyTools",
-			opts:       toolrun.Options{Policy: toolrun.DenyTools("write_file")},
+			opts:       toolrun.Options{Policy: policy.DenyTools("write_file")},
 			wantRuns:   map[string]int{},
 			wantResult: `tool "write_file" is not allowed in this run`,
 			wantError:  true,
 		},
 		{
 			name:       "AllowOnly without the tool",
-			opts:       toolrun.Options{Policy: toolrun.AllowOnly("read_file")},
+			opts:       toolrun.Options{Policy: policy.AllowOnly("read_file")},
 			wantRuns:   map[string]int{},
 			wantResult: `tool "write_file" is not allowed in this run`,
 			wantError:  true,
@@ -190,7 +191,7 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 			return "contents of " + in.Path, nil
 		})
 		write := writeTool(&writes)
-		write.Policy = toolrun.RequireApproval("writes change files")
+		write.Policy = policy.RequireApproval("writes change files")
 		return []toolrun.Tool{read, write}
 	}
 	r := toolrun.New(client(s), userParams("go"), tools(), &toolrun.Options{Logger: discard()})
@@ -276,7 +277,7 @@ func TestApproveWithEditedInputAndAlways(t *testing.T) {
 	))
 	var writes counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes")
+	w.Policy = policy.RequireApproval("writes")
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()})
 	res, _ := r.Run(t.Context())
 	if res.StopReason != toolrun.StopAwaitingApproval {
@@ -504,26 +505,26 @@ func TestChain(t *testing.T) {
 	}{
 		{
 			name:     "the first deny wins",
-			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(deny("a"), deny("b")) },
+			policy:   func(*[]string) toolrun.Policy { return policy.Chain(deny("a"), deny("b")) },
 			wantText: "tool call denied: a",
 			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name:     "a skip ends the chain too",
-			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(nil, skip, deny("b")) },
+			policy:   func(*[]string) toolrun.Policy { return policy.Chain(nil, skip, deny("b")) },
 			wantText: "skipped",
 			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name:     "an allow does not end it",
-			policy:   func(*[]string) toolrun.Policy { return toolrun.Chain(toolrun.AllowOnly("write_file"), deny("b")) },
+			policy:   func(*[]string) toolrun.Policy { return policy.Chain(policy.AllowOnly("write_file"), deny("b")) },
 			wantText: "tool call denied: b",
 			wantBy:   toolrun.ByPolicy,
 		},
 		{
 			name: "an edit is what later policies see and what runs",
 			policy: func(seen *[]string) toolrun.Policy {
-				return toolrun.Chain(edit(`{"path":"/sandbox/a","text":"x"}`), recordPaths(seen))
+				return policy.Chain(edit(`{"path":"/sandbox/a","text":"x"}`), recordPaths(seen))
 			},
 			wantRuns: map[string]int{"/sandbox/a": 1},
 			wantSeen: []string{"/sandbox/a"},
@@ -532,14 +533,14 @@ func TestChain(t *testing.T) {
 		{
 			name: "an invalid edit ends the chain with a validation error",
 			policy: func(seen *[]string) toolrun.Policy {
-				return toolrun.Chain(edit(`{"path":7}`), recordPaths(seen))
+				return policy.Chain(edit(`{"path":7}`), recordPaths(seen))
 			},
 			wantText: `invalid input for tool "write_file"`,
 		},
 		{
 			name: "a nested chain edits as a flat one",
 			policy: func(seen *[]string) toolrun.Policy {
-				return toolrun.Chain(toolrun.Chain(edit(`{"path":"/sandbox/b","text":"x"}`), recordPaths(seen)), recordPaths(seen))
+				return policy.Chain(policy.Chain(edit(`{"path":"/sandbox/b","text":"x"}`), recordPaths(seen)), recordPaths(seen))
 			},
 			wantRuns: map[string]int{"/sandbox/b": 1},
 			wantSeen: []string{"/sandbox/b", "/sandbox/b"},
@@ -548,7 +549,7 @@ func TestChain(t *testing.T) {
 		{
 			name: "an invalid edit in a nested chain is refused too",
 			policy: func(seen *[]string) toolrun.Policy {
-				return toolrun.Chain(toolrun.Chain(edit(`{"path":7}`), recordPaths(seen)), recordPaths(seen))
+				return policy.Chain(policy.Chain(edit(`{"path":7}`), recordPaths(seen)), recordPaths(seen))
 			},
 			wantText: `invalid input for tool "write_file"`,
 		},
@@ -558,7 +559,7 @@ func TestChain(t *testing.T) {
 			// own still has the edit checked.
 			name: "a chain asked with a context of its own still checks an edit",
 			policy: func(seen *[]string) toolrun.Policy {
-				chain := toolrun.Chain(edit(`{"path":7}`), recordPaths(seen))
+				chain := policy.Chain(edit(`{"path":7}`), recordPaths(seen))
 				return func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 					return chain(context.Background(), call)
 				}
@@ -568,7 +569,7 @@ func TestChain(t *testing.T) {
 		{
 			name: "a defer stands when nothing later denies",
 			policy: func(*[]string) toolrun.Policy {
-				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.AllowOnly("write_file"))
+				return policy.Chain(policy.RequireApproval("ask"), policy.AllowOnly("write_file"))
 			},
 			wantStop: toolrun.StopAwaitingApproval,
 			wantBy:   toolrun.ByPolicy,
@@ -576,7 +577,7 @@ func TestChain(t *testing.T) {
 		{
 			name: "a later deny beats a defer",
 			policy: func(*[]string) toolrun.Policy {
-				return toolrun.Chain(toolrun.RequireApproval("ask"), toolrun.DenyTools("write_file"))
+				return policy.Chain(policy.RequireApproval("ask"), policy.DenyTools("write_file"))
 			},
 			wantText: `tool call denied: tool "write_file" is not allowed in this run`,
 			wantBy:   toolrun.ByPolicy,
@@ -586,12 +587,12 @@ func TestChain(t *testing.T) {
 			// name-based denials included.
 			name:     "DenyTools sees only valid input",
 			input:    map[string]any{"path": 7},
-			policy:   func(*[]string) toolrun.Policy { return toolrun.DenyTools("write_file") },
+			policy:   func(*[]string) toolrun.Policy { return policy.DenyTools("write_file") },
 			wantText: `invalid input for tool "write_file"`,
 		},
 		{
 			name:     "AllowOnly lets the named tool through",
-			policy:   func(*[]string) toolrun.Policy { return toolrun.AllowOnly("read_file", "write_file") },
+			policy:   func(*[]string) toolrun.Policy { return policy.AllowOnly("read_file", "write_file") },
 			wantRuns: map[string]int{"/tmp/a": 1},
 			wantBy:   toolrun.ByDefault,
 		},
@@ -659,7 +660,7 @@ func TestChain(t *testing.T) {
 // recordPaths is a policy that notes the path of each call it sees and
 // has nothing to say about it.
 func recordPaths(seen *[]string) toolrun.Policy {
-	return toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+	return policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		*seen = append(*seen, in.Path)
 		return toolrun.Decision{}
 	})

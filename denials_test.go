@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -30,7 +31,7 @@ func TestToolDenialsCounted(t *testing.T) {
 	}
 	var writes counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
+	w.Policy = policy.RequireApproval("writes need a person")
 	tools := []toolrun.Tool{empty("drop_db", nil), empty("cached", nil), empty("fail", errors.New("boom")), w}
 	skipFirst := func(_ context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		switch {

@@ -76,8 +76,8 @@
 // # Approval and policy
 //
 // Before a call runs, [Options].Policy and the tool's [ToolConfig].Policy
-// decide it, in one order written once (see [Policy]; [DenyTools],
-// [AllowOnly] and [Chain] build the common ones): allow (possibly with other input), deny with a reason the
+// decide it, in one order written once (see [Policy]; package [github.com/toolrun/toolrun/policy] builds
+// the common ones): allow (possibly with other input), deny with a reason the
 // model receives, skip with a result the caller supplies, or defer to a
 // person. Deny rules from every source win; a person's decision and a
 // remembered Always approval only answer a deferral. A deferred call
@@ -104,8 +104,8 @@
 //     edited message, starts a new thread with the whole history.
 //   - AfterResponse may end the run when a response arrives;
 //   - Policy and each tool's [ToolConfig.Policy] decide the calls (see
-//     [Policy] for the order); [DenyTools] and [AllowOnly] deny by name and
-//     [Chain] combines several;
+//     [Policy] for the order); policy.DenyTools and policy.AllowOnly
+//     deny by name and policy.Chain combines several;
 //   - AfterTool may change a call's result before it is sent: for calls
 //     that ran, failed, were denied, skipped or not run.
 //

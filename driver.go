@@ -69,6 +69,12 @@ func init() {
 		return f.putBlob, f.getBlob, f.deleteBlob
 	}
 	bridge.ShareEvents = func(o *Options) { o.sharedEvents = true }
+	bridge.Chain = func(ctx context.Context, call PolicyCall, policies []Policy) Decision {
+		v, _ := askChain(call, policies, func(_ int, p Policy, call PolicyCall) (Decision, error) {
+			return p(ctx, call), nil
+		})
+		return v.decision()
+	}
 	bridge.ValidateInput = func(ctx context.Context, tool string, schema, input json.RawMessage) error {
 		s, err := compileSchema(schema)
 		if err != nil {

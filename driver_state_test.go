@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -22,7 +23,7 @@ func TestDriverState(t *testing.T) {
 		toolruntest.Message(toolruntest.Text("done")),
 	))
 	deploy := toolrun.NewTool("deploy", "Deploy", func(ctx context.Context, in echoIn) (string, error) { return "deployed " + in.S, nil })
-	deploy.Policy = toolrun.RequireApproval("deploys")
+	deploy.Policy = policy.RequireApproval("deploys")
 	tools := []toolrun.Tool{deploy}
 	opts := &toolrun.Options{Logger: discard()}
 	ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -115,7 +116,7 @@ func twoAwaiting(t *testing.T) *toolrun.State {
 	))
 	var writes counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
+	w.Policy = policy.RequireApproval("writes need a person")
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()})
 	res, _ := r.Run(t.Context())
 	if res.StopReason != toolrun.StopAwaitingApproval {

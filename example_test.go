@@ -11,6 +11,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -153,7 +154,7 @@ func ExampleRunner_Decide() {
 	}) (string, error) {
 		return "sent to " + in.To, nil
 	})
-	sendMail.Policy = toolrun.RequireApproval("sends e-mail")
+	sendMail.Policy = policy.RequireApproval("sends e-mail")
 
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet5_5,
@@ -195,7 +196,7 @@ func ExampleOpen() {
 	}) (string, error) {
 		return fmt.Sprintf("charged %d cents", in.Cents), nil
 	})
-	charge.Policy = toolrun.RequireApproval("moves money")
+	charge.Policy = policy.RequireApproval("moves money")
 
 	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
 	params := anthropic.BetaMessageNewParams{
@@ -349,9 +350,9 @@ func ExampleChain() {
 	})
 	opts := &toolrun.Options{
 		// Never delete a branch; no writes under /etc; the rest may run.
-		Policy: toolrun.Chain(
-			toolrun.DenyTools("delete_branch"),
-			toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+		Policy: policy.Chain(
+			policy.DenyTools("delete_branch"),
+			policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 				if strings.HasPrefix(in.Path, "/etc/") {
 					return toolrun.DenyCall("no writes under /etc")
 				}

@@ -8,6 +8,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -208,7 +209,7 @@ func TestExecuteCallWhileOthersAwaitApproval(t *testing.T) {
 	)))
 	var calls counter
 	tool := deleteTool(&calls)
-	tool.Policy = toolrun.RequireApproval("a person decides")
+	tool.Policy = policy.RequireApproval("a person decides")
 	r := toolrun.New(client(s), userParams("clean up"), []toolrun.Tool{tool}, &toolrun.Options{Logger: discard()})
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -164,7 +165,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("Fine.")),
 			},
-			opts: toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
+			opts: toolrun.Options{Policy: policy.DenyTools("get_weather")},
 			policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.SkipCall(toolrun.Text("dry run"))
 			},
@@ -183,7 +184,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 					toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("Written.")),
 			},
-			policy:    toolrun.RequireApproval("writes change files"),
+			policy:    policy.RequireApproval("writes change files"),
 			decisions: map[string]toolrun.Decision{"t2": toolrun.Decision{Kind: toolrun.Allow, Input: json.RawMessage(`{"path":"/sandbox/a","text":"x"}`)}},
 			wantStop:  toolrun.StopEndTurn,
 			wantRuns:  map[string]int{"get_weather": 1, "/sandbox/a": 1},
@@ -199,7 +200,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 				toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/etc/passwd", Text: "x"})),
 				toolruntest.Message(toolruntest.Text("Not written.")),
 			},
-			policy:       toolrun.RequireApproval("writes change files"),
+			policy:       policy.RequireApproval("writes change files"),
 			decisions:    map[string]toolrun.Decision{"t2": toolrun.DenyCall("not /etc")},
 			wantStop:     toolrun.StopEndTurn,
 			wantRuns:     map[string]int{},
@@ -211,7 +212,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 			replies: []toolruntest.Reply{
 				toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/a", Text: "x"})),
 			},
-			policy:       toolrun.RequireApproval("writes change files"),
+			policy:       policy.RequireApproval("writes change files"),
 			wantStop:     toolrun.StopAwaitingApproval,
 			wantRuns:     map[string]int{},
 			wantRequests: []int{1},
@@ -418,7 +419,7 @@ func TestExecuteCall(t *testing.T) {
 		{
 			name:    "deferred",
 			input:   in{N: 1},
-			policy:  toolrun.RequireApproval("ask"),
+			policy:  policy.RequireApproval("ask"),
 			run:     func(ctx context.Context, n int) (string, error) { return "ran", nil },
 			wantErr: errAny,
 			wantMsg: `toolrun: execute call: call "t1" (calc) awaits a person's decision`,

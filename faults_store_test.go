@@ -24,6 +24,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -278,7 +279,7 @@ func faultJournalTools(j faultJournal, runner string) []toolrun.Tool {
 	fetch := toolrun.NewTool("fetch", "Succeeds; safe to repeat.", run)
 	fetch.Idempotent = true
 	charge := toolrun.NewTool("charge", "Succeeds, once a person allows it.", run)
-	charge.Policy = toolrun.RequireApproval("moves money")
+	charge.Policy = policy.RequireApproval("moves money")
 	return []toolrun.Tool{
 		toolrun.NewTool("echo", "Succeeds.", run),
 		toolrun.NewTool("flaky", "Succeeds, fails or panics.", run),

@@ -9,6 +9,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -98,7 +99,7 @@ func TestTurnLeftOutWithCallsThatRanIsAWarning(t *testing.T) {
 				calls.inc("send_mail")
 				return "sent", nil
 			})
-			mail.Policy = toolrun.RequireApproval("sends mail")
+			mail.Policy = policy.RequireApproval("sends mail")
 			log, logs := newLogger()
 			r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{mail, weatherTool(&calls)}, &toolrun.Options{Logger: log})
 			res, err := r.Run(t.Context())

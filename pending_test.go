@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -35,7 +36,7 @@ func TestResultPendingListsOnlyUndecided(t *testing.T) {
 		))
 		var writes counter
 		w := writeTool(&writes)
-		w.Policy = toolrun.RequireApproval("writes need a person")
+		w.Policy = policy.RequireApproval("writes need a person")
 		r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()})
 		res, err := r.Run(t.Context())
 		if err != nil || res.StopReason != toolrun.StopAwaitingApproval {

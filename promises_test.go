@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -47,9 +48,9 @@ func TestResultErrorsKeepTheirKindAcrossState(t *testing.T) {
 	})
 	slow.Timeout = time.Millisecond
 	held := toolrun.NewTool("held", "", func(ctx context.Context, in struct{}) (string, error) { return "ok", nil })
-	held.Policy = toolrun.RequireApproval("a person decides")
+	held.Policy = policy.RequireApproval("a person decides")
 	tools := []toolrun.Tool{writeTool(&calls), weatherTool(&calls), boom, slow, held}
-	opts := &toolrun.Options{Logger: discard(), Policy: toolrun.DenyTools("write_file")}
+	opts := &toolrun.Options{Logger: discard(), Policy: policy.DenyTools("write_file")}
 	r := toolrun.New(client(s), userParams("go"), tools, opts)
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
@@ -160,10 +161,10 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 	}{
 		{name: "no deny rule: Always answers the second deferral", wantRuns: 2},
 		{name: "Options.Policy denies the second call in process", first: toolrun.Options{Policy: denyDecide}, wantRuns: 1},
-		{name: "DenyTools after Resume", resumed: &toolrun.Options{Policy: toolrun.DenyTools("wire_money")}, wantRuns: 0},
+		{name: "DenyTools after Resume", resumed: &toolrun.Options{Policy: policy.DenyTools("wire_money")}, wantRuns: 0},
 		{name: "Options.Policy after Resume", resumed: &toolrun.Options{Policy: denyDecide}, wantRuns: 1},
-		{name: "AllowOnly after Resume", resumed: &toolrun.Options{Policy: toolrun.AllowOnly("other")}, wantRuns: 0},
-		{name: "a Chain after Resume", resumed: &toolrun.Options{Policy: toolrun.Chain(toolrun.RequireApproval("ask"), denyDecide)}, wantRuns: 1},
+		{name: "AllowOnly after Resume", resumed: &toolrun.Options{Policy: policy.AllowOnly("other")}, wantRuns: 0},
+		{name: "a Chain after Resume", resumed: &toolrun.Options{Policy: policy.Chain(policy.RequireApproval("ask"), denyDecide)}, wantRuns: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +181,7 @@ func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 				runs.inc("wire")
 				return "wired", nil
 			})
-			wire.Policy = toolrun.RequireApproval("moves money")
+			wire.Policy = policy.RequireApproval("moves money")
 			tools := []toolrun.Tool{wire}
 			first := tt.first
 			first.Logger = discard()
@@ -221,7 +222,7 @@ func TestDecisionsStick(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok"))))
 	var runs counter
 	deploy := toolrun.NewTool("deploy", "", func(ctx context.Context, in struct{}) (string, error) { runs.inc("deploy"); return "deployed", nil })
-	deploy.Policy = toolrun.RequireApproval("deploys")
+	deploy.Policy = policy.RequireApproval("deploys")
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{deploy}, &toolrun.Options{Logger: discard()})
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
@@ -732,7 +733,7 @@ func TestStateSignature(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "deploy", map[string]any{})), toolruntest.Message(toolruntest.Text("ok"))))
 	var runs counter
 	deploy := toolrun.NewTool("deploy", "", func(ctx context.Context, in struct{}) (string, error) { runs.inc("deploy"); return "ok", nil })
-	deploy.Policy = toolrun.RequireApproval("deploys")
+	deploy.Policy = policy.RequireApproval("deploys")
 	key := []byte("0123456789abcdef0123456789abcdef")
 	opts := &toolrun.Options{Logger: discard(), StateKey: key}
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{deploy}, opts)
@@ -777,7 +778,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 	type readIn struct {
 		Path string `json:"path"`
 	}
-	policy := toolrun.PolicyFunc(func(ctx context.Context, in readIn) toolrun.Decision {
+	pol := policy.Func(func(ctx context.Context, in readIn) toolrun.Decision {
 		if !strings.HasPrefix(in.Path, "/sandbox/") {
 			return toolrun.DenyCall("outside the sandbox")
 		}
@@ -792,7 +793,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 		{`{"path":"/etc/shadow","PATH":"/sandbox/notes.txt"}`, toolrun.Deny},
 		{`{"Path":"/sandbox/notes.txt"}`, toolrun.Deny},
 	} {
-		if got := policy(t.Context(), toolrun.PolicyCall{ToolCall: toolrun.ToolCall{ID: "t1", Name: "read", Input: json.RawMessage(tc.input)}}); got.Kind != tc.want {
+		if got := pol(t.Context(), toolrun.PolicyCall{ToolCall: toolrun.ToolCall{ID: "t1", Name: "read", Input: json.RawMessage(tc.input)}}); got.Kind != tc.want {
 			t.Errorf("policy(%s) = %v (%s), want %v", tc.input, got.Kind, got.Reason, tc.want)
 		}
 	}

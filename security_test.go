@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -85,7 +86,7 @@ func TestRemovedToolStaysRemovedAfterResume(t *testing.T) {
 	))
 	var writes counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes")
+	w.Policy = policy.RequireApproval("writes")
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()})
 	if res, _ := r.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("StopReason = %q, want awaiting_approval", res.StopReason)

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -42,7 +43,7 @@ func awaitingState(t *testing.T, extra ...toolruntest.Reply) (*toolrun.Runner, *
 	s := toolruntest.New(t, toolruntest.Script(replies...))
 	var reads, writes counter
 	w := writeTool(&writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
+	w.Policy = policy.RequireApproval("writes need a person")
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{readPathTool(&reads), w}, &toolrun.Options{Logger: discard()})
 	res, _ := r.Run(t.Context())
 	if res.StopReason != toolrun.StopAwaitingApproval {
@@ -218,7 +219,7 @@ func resumePrevious(t *testing.T, st *toolrun.State) (r *toolrun.Runner, s *tool
 	s = toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
 	reads, writes = &counter{}, &counter{}
 	w := writeTool(writes)
-	w.Policy = toolrun.RequireApproval("writes need a person")
+	w.Policy = policy.RequireApproval("writes need a person")
 	r, err := toolrun.Resume(client(s), st, []toolrun.Tool{readPathTool(reads), w}, &toolrun.Options{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -73,7 +74,7 @@ func turnOfCalls(t *testing.T, n int, store toolrun.Store) (*toolrun.Runner, *to
 	approve := toolrun.NewTool("approve", "Needs a person", func(ctx context.Context, in in) (string, error) {
 		return "approved", nil
 	})
-	approve.Policy = toolrun.RequireApproval("asks")
+	approve.Policy = policy.RequireApproval("asks")
 	tools := []toolrun.Tool{echo, approve}
 	s := toolruntest.New(t, toolruntest.Options{Func: reply})
 	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), tools, &toolrun.Options{Logger: discard(), Store: store, RunID: "many"})

@@ -104,7 +104,7 @@ type ToolConfig struct {
 	Idempotent bool
 
 	// Policy, if non-nil, decides each call of the tool before it runs, after
-	// Options.Policy, as if chained after it ([Chain]). See [Policy] and
+	// Options.Policy, as if chained after it (policy.Chain). See [Policy] and
 	// [Decision].
 	Policy Policy
 

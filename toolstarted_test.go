@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -25,7 +26,7 @@ func TestToolStartedCarriesTheInputThatRuns(t *testing.T) {
 		{name: "policy edit", policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
 			return toolrun.Decision{Kind: toolrun.Allow, Input: lyon}
 		}},
-		{name: "person's edit", policy: toolrun.RequireApproval("check"), person: &toolrun.Decision{Kind: toolrun.Allow, Input: lyon}},
+		{name: "person's edit", policy: policy.RequireApproval("check"), person: &toolrun.Decision{Kind: toolrun.Allow, Input: lyon}},
 		{name: "no edit", policy: nil},
 	}
 	for _, tt := range tests {

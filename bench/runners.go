@@ -11,6 +11,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/toolrunner"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // toolInput is the input of every tool of the workloads.
@@ -177,7 +178,7 @@ func toolrunTools(specs []toolSpec) []toolrun.Tool {
 	for i, s := range specs {
 		t := toolrun.NewTool(s.name, s.description, s.fn)
 		if s.approval {
-			t.Policy = toolrun.RequireApproval("a person approves each deploy")
+			t.Policy = policy.RequireApproval("a person approves each deploy")
 		}
 		tools[i] = t
 	}

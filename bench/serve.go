@@ -23,6 +23,7 @@ import (
 	_ "modernc.org/sqlite" // the serve workload's store, as "toolrun serve" opens it
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 )
 
@@ -99,7 +100,7 @@ func newServeBench(ctx context.Context, modelURL string, maxRuns int) (*serveBen
 		}
 		return "deployed " + in.S, nil
 	})
-	deploy.Policy = toolrun.RequireApproval("a person approves each deploy")
+	deploy.Policy = policy.RequireApproval("a person approves each deploy")
 	opts := *toolrunOptions()
 	discard := slog.New(slog.DiscardHandler)
 	h, err := serve.New(ctx, serve.Config{

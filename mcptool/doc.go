@@ -13,7 +13,7 @@
 //		CallTimeout: 2 * time.Minute,
 //		ConfigFor: func(t *mcp.Tool) toolrun.ToolConfig {
 //			if t.Name == "merge_pull_request" {
-//				return toolrun.ToolConfig{Policy: toolrun.RequireApproval("merges a pull request")}
+//				return toolrun.ToolConfig{Policy: policy.RequireApproval("merges a pull request")}
 //			}
 //			return toolrun.ToolConfig{}
 //		},
@@ -33,7 +33,7 @@
 // The model sees each tool under the server's name, two underscores and the
 // tool's name, so that the search tools of the servers "github" and "jira"
 // become "github__search" and "jira__search"; [ToolName] gives the name, for
-// [toolrun.DenyTools] and [toolrun.AllowOnly]. [Options.Rename] chooses
+// [policy.DenyTools] and [policy.AllowOnly]. [Options.Rename] chooses
 // other names. The server receives each call under its own name.
 //
 // # Listings

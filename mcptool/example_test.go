@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/mcptool"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -94,7 +95,7 @@ func ExampleOptions_configFor() {
 	srv, err := mcptool.Connect(ctx, "files", mcptool.InMemory(files), &mcptool.Options{
 		ConfigFor: func(t *mcp.Tool) toolrun.ToolConfig {
 			if t.Annotations == nil || !t.Annotations.ReadOnlyHint {
-				return toolrun.ToolConfig{Policy: toolrun.RequireApproval(t.Name + " may change files")}
+				return toolrun.ToolConfig{Policy: policy.RequireApproval(t.Name + " may change files")}
 			}
 			return toolrun.ToolConfig{}
 		},

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/mcptool"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -339,7 +340,7 @@ func TestRunnerConfig(t *testing.T) {
 		ConfigFor: func(tool *mcp.Tool) toolrun.ToolConfig {
 			switch tool.Name {
 			case "delete":
-				return toolrun.ToolConfig{Policy: toolrun.RequireApproval("deletes files")}
+				return toolrun.ToolConfig{Policy: policy.RequireApproval("deletes files")}
 			case "slow":
 				return toolrun.ToolConfig{Timeout: 50 * time.Millisecond}
 			}

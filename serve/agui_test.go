@@ -19,13 +19,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
 // modelFixture is newFixture with the scripted model at hand, to read the
 // requests the runs sent it.
-func modelFixture(t *testing.T, s map[string][]toolruntest.Reply, policy toolrun.Policy, mutate func(*serve.Config)) (*fixture, *toolruntest.Server) {
+func modelFixture(t *testing.T, s map[string][]toolruntest.Reply, pol toolrun.Policy, mutate func(*serve.Config)) (*fixture, *toolruntest.Server) {
 	t.Helper()
 	model := scenes(t, s)
 	c := &counter{}
@@ -33,7 +34,7 @@ func modelFixture(t *testing.T, s map[string][]toolruntest.Reply, policy toolrun
 		Client:  model.Client(),
 		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
 		Tools:   []toolrun.Tool{c.tool(t, "pay"), c.tool(t, "refund")},
-		Options: toolrun.Options{Policy: policy},
+		Options: toolrun.Options{Policy: pol},
 		DB:      openDB(t, filepath.Join(t.TempDir(), "serve.db")),
 	}
 	if mutate != nil {
@@ -142,7 +143,7 @@ func TestRunScopedResumeOfApproversCallRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, map[string][]toolruntest.Reply{
 				"pay": {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})), toolruntest.Message(toolruntest.Text("paid"))},
-			}, toolrun.RequireApproval("payments need a person"), func(c *serve.Config) {
+			}, policy.RequireApproval("payments need a person"), func(c *serve.Config) {
 				c.Tokens = tokens
 				c.UserApproves = tt.userApproves
 			})
@@ -199,7 +200,7 @@ func TestChatCatchesUpWithDecisionTakenElsewhere(t *testing.T) {
 	f, model := modelFixture(t, map[string][]toolruntest.Reply{
 		"pay":  {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})), toolruntest.Message(toolruntest.Text("paid"))},
 		"more": {toolruntest.Message(toolruntest.Text("more done"))},
-	}, toolrun.RequireApproval("payments need a person"), nil)
+	}, policy.RequireApproval("payments need a person"), nil)
 	u1 := user("u1", "pay")
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{u1}, nil))
 	if evs == nil {
@@ -263,7 +264,7 @@ func TestApprovalGatedFrontendToolNotAnnouncedBeforeApproval(t *testing.T) {
 			toolruntest.Message(toolruntest.Text("let me look"), toolruntest.ToolUse("call_loc", "get_location", map[string]any{"precise": true})),
 			toolruntest.Message(toolruntest.Text("you are in Paris")),
 		},
-	}, toolrun.RequireApproval("the location is private"), nil)
+	}, policy.RequireApproval("the location is private"), nil)
 	tools := []any{map[string]any{"name": "get_location", "description": "where the user is"}}
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "where am i")}, map[string]any{"tools": tools}))
 	if evs == nil {
@@ -361,7 +362,7 @@ func TestCopilotKitResumeAndEchoToolMessage(t *testing.T) {
 			f, model := modelFixture(t, map[string][]toolruntest.Reply{
 				"pay":  {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})), toolruntest.Message(toolruntest.Text("paid"))},
 				"more": {toolruntest.Message(toolruntest.Text("more done"))},
-			}, toolrun.RequireApproval("payments need a person"), nil)
+			}, policy.RequireApproval("payments need a person"), nil)
 			u1 := user("u1", "pay")
 			b, _ := json.Marshal(input("t1", "r1", []map[string]any{u1}, nil))
 			resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
@@ -464,7 +465,7 @@ func TestProtocolVersionNegotiated(t *testing.T) {
 // An input that can be read two ways, or that the AG-UI schema rejects,
 // is refused with 400 before anything of it is recorded or run.
 func TestMalformedInputRefused(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)

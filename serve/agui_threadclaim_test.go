@@ -16,6 +16,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -147,7 +148,7 @@ func TestNextMessageWaitsForTheRunADecisionStarted(t *testing.T) {
 		Client:  model.Client(),
 		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
 		Tools:   []toolrun.Tool{c.tool(t, "pay")},
-		Options: toolrun.Options{Policy: toolrun.RequireApproval("payments need a person")},
+		Options: toolrun.Options{Policy: policy.RequireApproval("payments need a person")},
 		DB:      openDB(t, filepath.Join(t.TempDir(), "serve.db")),
 		Logger:  slog.New(signalHandler{msg: "serve: a run waits for the run a decision started on its thread", ch: waiting, once: &sync.Once{}}),
 	})

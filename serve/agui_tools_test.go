@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -139,7 +140,7 @@ func TestDecidedRunOffersTheLastClientRunsTools(t *testing.T) {
 	f, model := modelFixture(t, map[string][]toolruntest.Reply{
 		"pay": {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})), toolruntest.Message(toolruntest.Text("paid"))},
 		"hi":  {toolruntest.Message(toolruntest.Text("hello"))},
-	}, toolrun.RequireApproval("payments need a person"), nil)
+	}, policy.RequireApproval("payments need a person"), nil)
 	location := map[string]any{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object"}}
 	shot := map[string]any{"name": "take_screenshot", "description": "a screenshot of the page", "parameters": map[string]any{"type": "object"}}
 	if status, _, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "hi")}, map[string]any{"tools": []any{location}})); status != 200 {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -46,7 +47,7 @@ func TestAnswersAndMessageAfterFailedRun(t *testing.T) {
 		return toolruntest.Message(toolruntest.Text("ok"))
 	}})
 	var db *sql.DB
-	f := newFixture(t, nil, toolrun.RequireApproval("payments need a person"), func(c *serve.Config) {
+	f := newFixture(t, nil, policy.RequireApproval("payments need a person"), func(c *serve.Config) {
 		c.Client = model.Client()
 		db = c.DB
 	})
@@ -138,7 +139,7 @@ func TestClientToolApprovedWithMessage(t *testing.T) {
 		}
 		return toolruntest.Message(toolruntest.Text("you are in Paris"))
 	}})
-	f := newFixture(t, nil, toolrun.RequireApproval("the location is private"), func(c *serve.Config) { c.Client = model.Client() })
+	f := newFixture(t, nil, policy.RequireApproval("the location is private"), func(c *serve.Config) { c.Client = model.Client() })
 	tools := []any{map[string]any{"name": "get_location", "description": "where the user is", "parameters": map[string]any{"type": "object", "properties": map[string]any{"precise": map[string]any{"type": "boolean"}}}}}
 	ctx := []any{map[string]any{"description": "the user's language", "value": "French"}}
 	msgs := []map[string]any{user("u1", "where am i")}

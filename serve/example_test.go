@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -45,7 +46,7 @@ func ExampleNew() {
 		Client:  model.Client(),
 		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
 		Tools:   []toolrun.Tool{sendEmail},
-		Options: toolrun.Options{Policy: toolrun.RequireApproval("e-mail leaves the company"), Logger: discard},
+		Options: toolrun.Options{Policy: policy.RequireApproval("e-mail leaves the company"), Logger: discard},
 		DB:      db,
 	})
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -44,7 +44,7 @@ func TestCrossOriginSimplePostRefused(t *testing.T) {
 // loopback peer, so it refuses a Host that is not a loopback name or
 // address: the page never lists the pending calls or decides them.
 func TestDNSRebindingRefused(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	if status, _, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil)); status != 200 {
 		t.Fatalf("run: %d %s", status, body)
 	}

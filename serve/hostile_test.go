@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -271,7 +272,7 @@ func TestManyToolsAndMessagesOnePass(t *testing.T) {
 // "decision":"approve"} approved a call that a reader of its first key
 // (a log, a proxy, a person) saw denied.
 func TestAmbiguousDecisionRefused(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)
@@ -471,7 +472,7 @@ func TestStreamsPerTokenCapped(t *testing.T) {
 // entries for interrupts that do not exist, are refused whole, and decide
 // nothing: the call still waits, and its tool has not run.
 func TestResumeRepeated(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)

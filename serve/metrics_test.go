@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 )
 
@@ -23,7 +23,7 @@ func TestMetricsPendingByTenant(t *testing.T) {
 		{Name: "globex-ops", Secret: "globex-ops-secret-01", Scopes: []string{serve.ScopeRead}, Tenant: "globex"},
 		{Name: "initech-ops", Secret: "initech-ops-secret-0", Scopes: []string{serve.ScopeRead}, Tenant: "initech"},
 	}
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), func(c *serve.Config) { c.Tokens = tokens })
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), func(c *serve.Config) { c.Tokens = tokens })
 	// acme's two threads wait on two calls each, globex's one on two.
 	for _, r := range []struct{ token, thread string }{{"acme-app-secret-0123", "a1"}, {"acme-app-secret-0123", "a2"}, {"globex-app-secret-01", "g1"}} {
 		c := &agentClient{t: t, url: f.url, token: r.token, thread: r.thread}
@@ -64,7 +64,7 @@ func TestMetricsPendingByTenant(t *testing.T) {
 	}
 
 	t.Run("no tenants", func(t *testing.T) {
-		f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), func(c *serve.Config) {
+		f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), func(c *serve.Config) {
 			c.Tokens = []serve.Token{{Name: "app", Secret: "app-secret-0123456789", Scopes: []string{serve.ScopeRun, serve.ScopeRead}}}
 		})
 		c := &agentClient{t: t, url: f.url, token: "app-secret-0123456789", thread: "t"}

@@ -23,6 +23,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
@@ -97,7 +98,7 @@ type fixture struct {
 	calls *counter
 }
 
-func newFixture(t *testing.T, s map[string][]toolruntest.Reply, policy toolrun.Policy, mutate func(*serve.Config)) *fixture {
+func newFixture(t *testing.T, s map[string][]toolruntest.Reply, pol toolrun.Policy, mutate func(*serve.Config)) *fixture {
 	t.Helper()
 	model := scenes(t, s)
 	c := &counter{}
@@ -105,7 +106,7 @@ func newFixture(t *testing.T, s map[string][]toolruntest.Reply, policy toolrun.P
 		Client:  model.Client(),
 		Params:  anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
 		Tools:   []toolrun.Tool{c.tool(t, "pay"), c.tool(t, "refund")},
-		Options: toolrun.Options{Policy: policy},
+		Options: toolrun.Options{Policy: pol},
 		DB:      openDB(t, filepath.Join(t.TempDir(), "serve.db")),
 	}
 	if mutate != nil {
@@ -264,7 +265,7 @@ func resume(id string, payload any) map[string]any {
 // opposite order over two runs; a denied call never runs; no call runs
 // before its decision.
 func TestParallelInterruptsRoutedToTheirCalls(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)
@@ -320,7 +321,7 @@ func TestParallelInterruptsRoutedToTheirCalls(t *testing.T) {
 // A decision for an interrupt decided already, of another thread, or not
 // pending is refused and changes nothing.
 func TestStaleOrForeignDecisionRefused(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments need a person"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments need a person"), nil)
 	_, evs1, _ := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	_, evs2, _ := post(t, f.url, input("t2", "r2", []map[string]any{user("u1", "pay both")}, nil))
 	a, b := interrupts(t, evs1), interrupts(t, evs2)
@@ -440,7 +441,7 @@ func TestReconnectLastEventID(t *testing.T) {
 // hold and decisions are recorded under the token's name.
 func TestTokensAndScopes(t *testing.T) {
 	var decided atomic.Value
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), func(c *serve.Config) {
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), func(c *serve.Config) {
 		c.Tokens = []serve.Token{
 			{Name: "runner", Secret: "run-secret-0123456789", Scopes: []string{"run"}},
 			{Name: "alice", Secret: "approve-secret-0123456789", Scopes: []string{"approve", "read"}},
@@ -509,7 +510,7 @@ func TestApprovalOnLargeState(t *testing.T) {
 			toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 5})),
 			toolruntest.Message(toolruntest.Text("paid")),
 		},
-	}, toolrun.RequireApproval("payments"), func(c *serve.Config) { c.MaxBodyBytes = 16 << 20 })
+	}, policy.RequireApproval("payments"), func(c *serve.Config) { c.MaxBodyBytes = 16 << 20 })
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", big)}, nil))
 	if evs == nil {
 		t.Fatal(body)
@@ -577,7 +578,7 @@ func TestExposureLimits(t *testing.T) {
 		"hold": {{Content: []toolruntest.Block{toolruntest.Text("late")}, Fault: toolruntest.Fault{EventDelay: time.Hour}}},
 		"pay":  {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 5})), toolruntest.Message(toolruntest.Text("ok"))},
 		"leak": {{Fault: toolruntest.Fault{Status: 400, Message: "bad key sk-ant-api03-" + strings.Repeat("A", 90) + "AA"}}},
-	}, toolrun.RequireApproval("payments"), func(c *serve.Config) {
+	}, policy.RequireApproval("payments"), func(c *serve.Config) {
 		c.MaxBodyBytes = 1 << 10
 		c.AllowedOrigins = []string{"https://app.example"}
 		c.Tokens = []serve.Token{{Name: "a", Secret: "secret-secret-secret", Scopes: []string{"run"}, MaxRuns: 1}}
@@ -685,7 +686,7 @@ func TestRunsRecorded(t *testing.T) {
 
 // Of many decisions sent at once for one call, exactly one wins.
 func TestConcurrentDecisionsFirstWins(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)
@@ -777,7 +778,7 @@ func TestDisconnectAndDrainPastGrace(t *testing.T) {
 // waiting continues its run, as the inbox's does: the answer names the
 // run, whose events end with the model's answer after the calls ran.
 func TestJSONDecisionContinuesRun(t *testing.T) {
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), nil)
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)
@@ -855,7 +856,7 @@ func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
 		return its[0]["id"].(string)
 	}
 	t.Run("approved", func(t *testing.T) {
-		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		f := newFixture(t, script, policy.RequireApproval("the location is private"), nil)
 		id := start(t, f)
 		status, body := postJSON(t, f.url+"/api/pending", nil, "GET")
 		if status != 200 || !strings.Contains(body, "get_location") {
@@ -882,7 +883,7 @@ func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
 		}
 	})
 	t.Run("approved over the JSON API", func(t *testing.T) {
-		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		f := newFixture(t, script, policy.RequireApproval("the location is private"), nil)
 		id := start(t, f)
 		status, body := postJSON(t, f.url+"/api/interrupts/"+id+"/decision", map[string]any{"decision": "approve"}, "POST")
 		var out struct{ NextRun string }
@@ -904,7 +905,7 @@ func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
 		}
 	})
 	t.Run("denied", func(t *testing.T) {
-		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		f := newFixture(t, script, policy.RequireApproval("the location is private"), nil)
 		id := start(t, f)
 		_, evs, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "deny", "reason": "no tracking"})}}))
 		if evs == nil {
@@ -922,7 +923,7 @@ func TestClientToolApprovedBeforeHandedOver(t *testing.T) {
 		}
 	})
 	t.Run("edit refused", func(t *testing.T) {
-		f := newFixture(t, script, toolrun.RequireApproval("the location is private"), nil)
+		f := newFixture(t, script, policy.RequireApproval("the location is private"), nil)
 		id := start(t, f)
 		status, _, body := post(t, f.url, input("t1", "r2", []map[string]any{u}, map[string]any{"tools": tools, "resume": []any{resume(id, map[string]any{"decision": "edit", "input": map[string]any{"precise": false}})}}))
 		if status != http.StatusBadRequest || !strings.Contains(body, "client tool") {
@@ -1043,7 +1044,7 @@ func TestClientContextAndSystemMessages(t *testing.T) {
 // run went on.
 func TestDecisionsNameTheirTaker(t *testing.T) {
 	dir := t.TempDir()
-	f := newFixture(t, approvalScript(), toolrun.RequireApproval("payments"), func(c *serve.Config) { c.RecordDir = dir })
+	f := newFixture(t, approvalScript(), policy.RequireApproval("payments"), func(c *serve.Config) { c.RecordDir = dir })
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
 	if evs == nil {
 		t.Fatal(body)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -61,7 +61,7 @@ func TestMessagesSnapshotWhenHistoryDiffers(t *testing.T) {
 		"pay":   {toolruntest.Message(toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})), toolruntest.Message(toolruntest.Text("paid"))},
 		"more":  {toolruntest.Message(toolruntest.Text("more done"))},
 		"again": {toolruntest.Message(toolruntest.Text("again done"))},
-	}, toolrun.RequireApproval("payments need a person"), nil)
+	}, policy.RequireApproval("payments need a person"), nil)
 	u1 := user("u1", "pay")
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{u1}, nil))
 	if evs == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/sqlitestore"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -51,7 +52,7 @@ func TestATurnSavedByAppendsLoadsAsTheRunHeldIt(t *testing.T) {
 		return fmt.Sprintf("%d %s", in.I, strings.Repeat("x", 200)), nil
 	})
 	approve := toolrun.NewTool("approve", "Needs a person", func(ctx context.Context, in in) (string, error) { return "ok", nil })
-	approve.Policy = toolrun.RequireApproval("asks")
+	approve.Policy = policy.RequireApproval("asks")
 	db, err := sqlitestore.Open(filepath.Join(t.TempDir(), "runs.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -281,7 +282,7 @@ func AppendTool(dir string) toolrun.Tool {
 		_, err = fmt.Fprintf(f, "append %s\n", in.ID)
 		return "appended " + in.ID, err
 	})
-	t.Policy = toolrun.RequireApproval("appends")
+	t.Policy = policy.RequireApproval("appends")
 	return t
 }
 

@@ -9,6 +9,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -44,7 +45,7 @@ func TestAddedToolOnServer(t *testing.T) {
 				toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done."))))
 			calls := &counter{}
-			write := writeTool(calls, toolrun.RequireApproval("writes change files"))
+			write := writeTool(calls, policy.RequireApproval("writes change files"))
 			inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{write}, &toolrun.Options{Logger: discard()}))
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()

@@ -7,6 +7,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/testsuite"
@@ -29,7 +30,7 @@ func Example_appendMessages() {
 	}) (string, error) {
 		return "refunded " + in.Order, nil
 	})
-	refund.Policy = toolrun.RequireApproval("refunds need a person")
+	refund.Policy = policy.RequireApproval("refunds need a person")
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(nopLogger)

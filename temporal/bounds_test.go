@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -38,7 +39,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("t2", "write_file", writeIn{Path: "/b"})),
 		toolruntest.Message(toolruntest.Text("Done."))))
 	calls := &counter{}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
 		Store:  &toolrun.FileStore{Dir: t.TempDir()},
 	}))

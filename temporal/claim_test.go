@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	commonpb "go.temporal.io/api/common/v1"
@@ -153,7 +154,7 @@ func TestClaimCheckOnServer(t *testing.T) {
 				return tt.result, nil
 			})
 			if tt.approval {
-				tool.Policy = toolrun.RequireApproval("puts need a person")
+				tool.Policy = policy.RequireApproval("puts need a person")
 			}
 			model := toolruntest.New(t, toolruntest.Script(
 				toolruntest.Message(toolruntest.ToolUse("b1", "put", bigIn{Path: "/a"})),
@@ -333,7 +334,7 @@ func TestClaimMissing(t *testing.T) {
 			toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 			toolruntest.Message(toolruntest.Text("Done."))))
 		var calls counter
-		env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Store: &blobStore{}})
+		env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{Store: &blobStore{}})
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "claim-missing"})
 		// A decision whose input is a claim of this run that the Store
 		// does not hold.
@@ -365,7 +366,7 @@ func TestClaimWhileAnotherCallWaits(t *testing.T) {
 	store := &blobStore{}
 	var calls counter
 	var p payloads
-	acts := temporal.NewActivities(s.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files")), fetchTool()},
+	acts := temporal.NewActivities(s.Client(), []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files")), fetchTool()},
 		&toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 1 << 20})
 	env := measuredEnv(t, acts, &p)
 	env.RegisterActivityWithOptions(acts.DeleteClaims, activity.RegisterOptions{Name: temporal.DeleteClaimsActivity})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	commonpb "go.temporal.io/api/common/v1"
@@ -101,7 +102,7 @@ func TestEncryptingCodecOnServer(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: secret})),
 		toolruntest.Message(toolruntest.Text("Done."))))
 	calls := &counter{}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/testsuite"
@@ -98,7 +99,7 @@ func TestDecisionsStick(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Done.")),
 			))
 			var calls counter
-			env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, nil)
+			env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files"))}, nil)
 			var rejected []string
 			send := func(msgs []decisionMsg) {
 				for i, m := range msgs {

@@ -87,7 +87,7 @@
 //
 // # Approvals
 //
-// A call deferred to a person ([toolrun.DeferCall], [toolrun.RequireApproval])
+// A call deferred to a person ([toolrun.DeferCall], [policy.RequireApproval])
 // makes the workflow wait. The memo [PendingMemo] lists the calls awaiting
 // a decision, and [Pending] reads it with DescribeWorkflowExecution, with
 // no worker running ([PendingQuery] lists them too, but only a worker

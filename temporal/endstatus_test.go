@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -116,7 +117,7 @@ func TestEndStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := toolruntest.New(t, toolruntest.Script(tt.replies...))
 			var calls counter
-			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, toolrun.RequireApproval("writes change files"))}
+			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, policy.RequireApproval("writes change files"))}
 			env := newEnv(t, s, tools, tt.opts)
 			var sh shown
 			sh.record(env)
@@ -168,7 +169,7 @@ func TestEndStatus(t *testing.T) {
 func TestEndStatusDisabled(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}))))
 	var calls counter
-	env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, nil)
+	env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files"))}, nil)
 	var sh shown
 	sh.record(env)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)

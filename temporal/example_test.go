@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/testsuite"
@@ -26,7 +27,7 @@ func Example() {
 	}) (string, error) {
 		return "refunded " + in.Order, nil
 	})
-	refund.Policy = toolrun.RequireApproval("refunds need a person")
+	refund.Policy = policy.RequireApproval("refunds need a person")
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(nopLogger)

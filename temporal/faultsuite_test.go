@@ -18,6 +18,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/stretchr/testify/mock"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -411,7 +412,7 @@ func wfFaultTools(l *wfLedger) []toolrun.Tool {
 	exclusive := toolrun.NewTool("exclusive", "Runs alone.", run)
 	exclusive.Exclusive = true
 	approve := toolrun.NewTool("approve", "Needs a person.", run)
-	approve.Policy = toolrun.RequireApproval("a person decides")
+	approve.Policy = policy.RequireApproval("a person decides")
 	return []toolrun.Tool{
 		toolrun.NewTool("echo", "Succeeds.", run),
 		toolrun.NewTool("flaky", "Succeeds, fails or panics.", run),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -22,7 +23,7 @@ func TestFollowResolvesClaims(t *testing.T) {
 	big := strings.Repeat("y", 1<<20)
 	put := toolrun.NewTool("put", "Puts a file", func(ctx context.Context, in bigIn) (string, error) { return big, nil })
 	pay := toolrun.NewTool("pay", "Pays", func(ctx context.Context, in bigIn) (string, error) { return "paid", nil })
-	pay.Policy = toolrun.RequireApproval("payments need a person")
+	pay.Policy = policy.RequireApproval("payments need a person")
 	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("b1", "put", bigIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.ToolUse("b2", "pay", bigIn{Path: "/b"})),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -294,7 +295,7 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}), toolruntest.ToolUse("t2", "write_file", writeIn{Path: long})),
 		toolruntest.Message(toolruntest.Text("Done."))))
 	calls := &counter{}
-	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()})
+	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()})
 	w := temporal.NewWorker(c, queue, acts, worker.Options{WorkerStopTimeout: 5 * time.Second})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -411,7 +412,7 @@ func TestFollowEnds(t *testing.T) {
 	model := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.ToolUse("t1", "write_file", writeIn{Path: "/a"}))))
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&counter{}, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&counter{}, policy.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	last := func(id string) temporal.RunEvent {
@@ -580,7 +581,7 @@ func testFollowDenied(t *testing.T, c client.Client, withStore bool) {
 	if withStore {
 		opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
 	}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, opts))
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, opts))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
@@ -635,7 +636,7 @@ func TestFollowManyAwaiting(t *testing.T) {
 		uses = append(uses, toolruntest.ToolUse(id(i), "write_file", writeIn{Path: fmt.Sprintf("/%d", i)}))
 	}
 	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(uses...), toolruntest.Message(toolruntest.Text("Done."))))
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&counter{}, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&counter{}, policy.RequireApproval("writes change files"))}, &toolrun.Options{Logger: discard()}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), nil)
@@ -698,7 +699,7 @@ func TestFollowManyAwaiting(t *testing.T) {
 // reports them, with and without a Store.
 func TestFollowAnsweredInStep(t *testing.T) {
 	c := dialTemporal(t)
-	skip := toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+	skip := policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		if in.Path == "/deny" {
 			return toolrun.DenyCall("not there")
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -47,7 +48,7 @@ func TestPendingMemo(t *testing.T) {
 	}
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(blocks...), toolruntest.Message(toolruntest.Text("Done."))))
 	var calls counter
-	env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval(long))}, nil)
+	env := newEnv(t, s, []toolrun.Tool{writeTool(&calls, policy.RequireApproval(long))}, nil)
 	var memos [][]string
 	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		m := args.Get(0).(map[string]any)
@@ -112,7 +113,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 		toolruntest.Message(toolruntest.Text("Done.")),
 	))
 	var calls counter
-	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
 		Store:  &toolrun.FileStore{Dir: t.TempDir()},
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/api/workflowservice/v1"
@@ -89,7 +90,7 @@ func startApprovalRun(t *testing.T, c client.Client, queue string, replies ...to
 	t.Helper()
 	model := toolruntest.New(t, toolruntest.Script(replies...))
 	calls := &counter{}
-	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, toolrun.RequireApproval("writes change files"))}, &toolrun.Options{
+	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
 		Store:  &toolrun.FileStore{Dir: t.TempDir()},
 	}))

@@ -8,6 +8,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -23,7 +24,7 @@ func advanced(t *testing.T, prompt, path string, deferred bool) (*toolrun.Runner
 	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("t1", "write_file", pathIn{Path: path}))))
 	tool := toolrun.NewTool("write_file", "Write a file", func(ctx context.Context, in pathIn) (string, error) { return "wrote " + in.Path, nil })
 	if deferred {
-		tool.Policy = toolrun.RequireApproval("writes change files")
+		tool.Policy = policy.RequireApproval("writes change files")
 	}
 	params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))}}
 	r := toolrun.New(model.Client(), params, []toolrun.Tool{tool}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})

@@ -20,6 +20,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -125,7 +126,7 @@ func upgradeTools(dir, who string) []toolrun.Tool {
 		})
 	}
 	write := journaled("write_file", false)
-	write.Policy = toolrun.RequireApproval("writes change files")
+	write.Policy = policy.RequireApproval("writes change files")
 	return []toolrun.Tool{journaled("quick", false), journaled("charge", true), write}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
@@ -83,7 +84,7 @@ func TestWorkflow(t *testing.T) {
 					toolruntest.ToolUse("t2", "get_weather", cityIn{City: "Rome"})),
 				toolruntest.Message(toolruntest.Text("Done.")),
 			},
-			opts:     toolrun.Options{Policy: toolrun.DenyTools("write_file")},
+			opts:     toolrun.Options{Policy: policy.DenyTools("write_file")},
 			wantStop: toolrun.StopEndTurn,
 			wantText: "Done.",
 			wantRuns: map[string]int{"weather Rome": 1},
@@ -217,7 +218,7 @@ func TestWorkflowApproval(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Done.")),
 			))
 			var calls counter
-			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, toolrun.RequireApproval("writes change files"))}
+			tools := []toolrun.Tool{weatherTool(&calls), writeTool(&calls, policy.RequireApproval("writes change files"))}
 			env := newEnv(t, s, tools, nil)
 			var pending []toolrun.PendingCall
 			var rejected, completed error

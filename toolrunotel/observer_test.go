@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolrunotel"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.opentelemetry.io/otel"
@@ -144,7 +145,7 @@ func TestSpans(t *testing.T) {
 				{ID: "msg_2", Content: []toolruntest.Block{toolruntest.Text("I may not.")}, Usage: usage(20, 5, 0, 0)},
 			},
 			tools: []toolrun.Tool{weatherTool()},
-			opts:  toolrun.Options{Policy: toolrun.DenyTools("get_weather")},
+			opts:  toolrun.Options{Policy: policy.DenyTools("get_weather")},
 			want: []span{
 				{Name: chat, Parent: run, Kind: "client", Attrs: chatAttrs(1, "msg_1", "tool_use", 10, 5, 0, 0)},
 				{Name: tool, Parent: run, Kind: "internal",

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -87,7 +88,7 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 	var buf syncBuffer
 	rec := transcript.NewRecorder(&buf, &transcript.RecorderOptions{Meta: map[string]string{
 		"name": "approvals", "model": "claude-test", "toolrun.tools": `{"workdir":"/srv/app","fs":true,"shell":false}`}})
-	policy := toolrun.Chain(toolrun.DenyTools("delete_branch"), func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
+	pol := policy.Chain(policy.DenyTools("delete_branch"), func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		switch c.Name {
 		case "lookup":
 			d := toolrun.SkipCall(toolrun.Text("cached answer"))
@@ -98,7 +99,7 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 		}
 		return toolrun.Decision{}
 	})
-	r := toolrun.New(client(s), userParams("Ship the release."), tools, &toolrun.Options{Logger: discard(), OnEvent: rec.Observe, Policy: policy, MaxParallelTools: 1})
+	r := toolrun.New(client(s), userParams("Ship the release."), tools, &toolrun.Options{Logger: discard(), OnEvent: rec.Observe, Policy: pol, MaxParallelTools: 1})
 	res, err := r.Run(t.Context())
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %v, %v; want awaiting_approval", res.StopReason, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -125,7 +126,7 @@ func runOptions(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
 	return &toolrun.Options{
 		Logger:           discard(),
 		MaxParallelTools: 1,
-		Policy: toolrun.Chain(toolrun.DenyTools("delete_files"), func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
+		Policy: policy.Chain(policy.DenyTools("delete_files"), func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if call.Name == "lookup" {
 				d := toolrun.SkipCall(toolrun.Text("cached answer"))
 				d.Reason = "answered from the cache"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -249,7 +250,7 @@ func TestReplayApprovedCall(t *testing.T) {
 		}) (string, error) {
 			return "sent to " + in.To, nil
 		})
-		send.Policy = toolrun.RequireApproval("sends e-mail")
+		send.Policy = policy.RequireApproval("sends e-mail")
 		return []toolrun.Tool{send}
 	}
 	s := toolruntest.New(t, toolruntest.Script(

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // noTerminalReason is what the model is told when a call needing approval
@@ -211,7 +212,7 @@ func (p *prompt) readLine(ctx context.Context) (string, error) {
 func (mode approveMode) mcpConfig(server string) toolrun.ToolConfig {
 	switch mode {
 	case approveAsk:
-		return toolrun.ToolConfig{Policy: toolrun.RequireApproval(fmt.Sprintf("a tool of MCP server %q", server))}
+		return toolrun.ToolConfig{Policy: policy.RequireApproval(fmt.Sprintf("a tool of MCP server %q", server))}
 	case approveDeny:
 		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
 	}

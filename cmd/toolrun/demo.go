@@ -14,6 +14,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -262,7 +263,7 @@ func newDemoTools() *demoTools { return &demoTools{} }
 // list returns the tools, sorted by name.
 func (d *demoTools) list() []*toolrun.FuncTool {
 	report := toolrun.NewTool("send_report", "E-mails a short report. In this demo, no e-mail leaves the machine.", d.sendReport)
-	report.Policy = toolrun.RequireApproval("sends e-mail")
+	report.Policy = policy.RequireApproval("sends e-mail")
 	return []*toolrun.FuncTool{
 		toolrun.NewTool("convert_currency", "Converts an amount between currencies at today's rate.", d.convert),
 		toolrun.NewTool("fetch_rates", "Fetches today's exchange rates against a base currency.", d.fetchRates),

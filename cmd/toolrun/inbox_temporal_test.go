@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/temporal/servetemporal"
@@ -138,7 +139,7 @@ func TestServeTemporalInboxInChromium(t *testing.T) {
 		return append([]string(nil), ran...)
 	}
 	tools := []toolrun.Tool{pay}
-	opts := toolrun.Options{Policy: toolrun.RequireApproval("payments need a person")}
+	opts := toolrun.Options{Policy: policy.RequireApproval("payments need a person")}
 	params := anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024}
 	newWorker := func() worker.Worker {
 		w := temporal.NewWorker(tc, queue, temporal.NewActivities(model.Client(), tools, &opts), worker.Options{})

@@ -15,6 +15,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -49,7 +50,7 @@ func recordThread(t *testing.T) string {
 	const alice, bob, client = "alice-secret-0123456789", "bob-secret-0123456789ab", "client-secret-0123456789"
 	h, err := serve.New(context.Background(), serve.Config{
 		Client: model.Client(), Params: anthropic.BetaMessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024},
-		Tools: []toolrun.Tool{pay}, Options: toolrun.Options{Policy: toolrun.RequireApproval("payments need a person")},
+		Tools: []toolrun.Tool{pay}, Options: toolrun.Options{Policy: policy.RequireApproval("payments need a person")},
 		DB: db, RecordDir: dir,
 		Tokens: []serve.Token{
 			{Name: "alice", Secret: alice, Scopes: []string{serve.ScopeApprove, serve.ScopeRead}},

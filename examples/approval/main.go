@@ -24,6 +24,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -56,7 +57,7 @@ func refundTool(dir string) *toolrun.FuncTool {
 			}
 			return "refunded order " + in.Order, nil
 		})
-	refund.Policy = toolrun.RequireApproval("refunds cost money")
+	refund.Policy = policy.RequireApproval("refunds cost money")
 	return refund
 }
 

@@ -31,6 +31,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -168,7 +169,7 @@ func writeFileTool(dir string) *toolrun.FuncTool {
 			}
 			return fmt.Sprintf("wrote %d bytes to %s", len(in.Content), rel), nil
 		})
-	t.Policy = toolrun.PolicyFunc(func(ctx context.Context, in writeIn) toolrun.Decision {
+	t.Policy = policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		if _, err := inside(dir, in.Path); err != nil {
 			return toolrun.DenyCall(err.Error())
 		}

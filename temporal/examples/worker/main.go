@@ -26,6 +26,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -100,7 +101,7 @@ func tools() []toolrun.Tool {
 		func(ctx context.Context, in releaseIn) (string, error) {
 			return "published " + in.Version, nil
 		})
-	publish.Policy = toolrun.RequireApproval("publishes a release to every user")
+	publish.Policy = policy.RequireApproval("publishes a release to every user")
 	return []toolrun.Tool{check, publish}
 }
 
