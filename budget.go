@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun/pricing"
 )
 
 // Budget bounds what a run may spend. A zero field means no bound. The run
@@ -22,7 +22,7 @@ type Budget struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostUSD bounds the cost of the run's requests, priced with
-	// [Budget.Prices] (or [DefaultPrices]) by model: the model a response
+	// [Budget.Prices] (or [pricing.Default]) by model: the model a response
 	// names, or, when that one has no price (a gateway that renames
 	// models), the model its request named, with a Warn.
 	CostUSD float64
@@ -32,115 +32,14 @@ type Budget struct {
 	// ToolCalls bounds the tool calls answered.
 	ToolCalls int
 	// Prices prices models for CostUSD and [Result.CostUSD], by model name
-	// prefix (see [DefaultPrices] for how names match); models it lacks are
-	// priced by DefaultPrices.
-	Prices map[string]Price
-}
-
-// Price is what a model costs, in US dollars per million tokens. Cache
-// writes cost 1.25 times the input price for the 5-minute TTL and 2 times
-// for the 1-hour TTL, and cache reads 0.1 times, as the API prices them;
-// set the fields to price a model otherwise.
-type Price struct {
-	InputPerMTok  float64
-	OutputPerMTok float64
-	// CacheWrite5mPerMTok, CacheWrite1hPerMTok and CacheReadPerMTok, if
-	// zero, are derived from InputPerMTok.
-	CacheWrite5mPerMTok float64
-	CacheWrite1hPerMTok float64
-	CacheReadPerMTok    float64
-}
-
-// DefaultPrices returns the list prices of today's model families, by model
-// name prefix, per million tokens. A model's name is matched after its
-// platform's wrapping is taken off: Bedrock's region prefix ("us.",
-// "global.", …), "anthropic." and version suffix ("-v1:0"), an ARN's path,
-// and Vertex's "@date", so that "claude-sonnet-4-5-20250929",
-// "us.anthropic.claude-sonnet-4-5-20250929-v1:0" and
-// "claude-sonnet-4-5@20250929" are one model. The longest prefix that
-// matches wins. The figures may lag behind the price list: set
-// [Budget.Prices] to override them. Each call returns a new map.
-func DefaultPrices() map[string]Price {
-	return map[string]Price{
-		"claude-opus":       {InputPerMTok: 5, OutputPerMTok: 25},
-		"claude-opus-4":     {InputPerMTok: 15, OutputPerMTok: 75}, // 4 and 4.1
-		"claude-opus-4-5":   {InputPerMTok: 5, OutputPerMTok: 25},
-		"claude-opus-4-6":   {InputPerMTok: 5, OutputPerMTok: 25},
-		"claude-opus-4-7":   {InputPerMTok: 5, OutputPerMTok: 25},
-		"claude-opus-4-8":   {InputPerMTok: 5, OutputPerMTok: 25},
-		"claude-sonnet":     {InputPerMTok: 3, OutputPerMTok: 15},
-		"claude-haiku":      {InputPerMTok: 1, OutputPerMTok: 5},
-		"claude-fable":      {InputPerMTok: 3, OutputPerMTok: 15},
-		"claude-mythos":     {InputPerMTok: 15, OutputPerMTok: 75},
-		"claude-3-opus":     {InputPerMTok: 15, OutputPerMTok: 75},
-		"claude-3-sonnet":   {InputPerMTok: 3, OutputPerMTok: 15},
-		"claude-3-5-sonnet": {InputPerMTok: 3, OutputPerMTok: 15},
-		"claude-3-7-sonnet": {InputPerMTok: 3, OutputPerMTok: 15},
-		"claude-3-haiku":    {InputPerMTok: 0.25, OutputPerMTok: 1.25},
-		"claude-3-5-haiku":  {InputPerMTok: 0.8, OutputPerMTok: 4},
-	}
-}
-
-// defaultPrices is DefaultPrices, made once for the runners' lookups.
-var defaultPrices = DefaultPrices()
-
-// modelKey takes a platform's wrapping off a model name (see
-// DefaultPrices).
-func modelKey(model string) string {
-	m := strings.ToLower(strings.TrimSpace(model))
-	if i := strings.LastIndexByte(m, '/'); i >= 0 { // an ARN or a Vertex resource path
-		m = m[i+1:]
-	}
-	if i := strings.Index(m, "anthropic."); i >= 0 && !strings.Contains(m[:i], "claude") {
-		m = m[i+len("anthropic."):] // Bedrock: [region.]anthropic.claude-…
-	}
-	if i := strings.IndexByte(m, '@'); i >= 0 { // Vertex: claude-…@date
-		m = m[:i]
-	}
-	if i := strings.LastIndex(m, "-v"); i >= 0 && strings.Contains(m[i:], ":") { // Bedrock: …-v1:0
-		m = m[:i]
-	}
-	return m
-}
-
-// priceOf returns the price of model from prices, else DefaultPrices, by
-// longest prefix, with the cache prices filled in, and whether it found
-// one.
-func priceOf(prices map[string]Price, model string) (Price, bool) {
-	key := modelKey(model)
-	find := func(table map[string]Price) (Price, bool) {
-		best, found := "", false
-		for prefix := range table {
-			if p := modelKey(prefix); strings.HasPrefix(key, p) && len(p) >= len(best) {
-				best, found = p, true
-			}
-		}
-		for prefix, price := range table {
-			if modelKey(prefix) == best {
-				return price, found
-			}
-		}
-		return Price{}, false
-	}
-	p, ok := find(prices)
-	if !ok {
-		p, ok = find(defaultPrices)
-	}
-	if p.CacheWrite5mPerMTok == 0 {
-		p.CacheWrite5mPerMTok = 1.25 * p.InputPerMTok
-	}
-	if p.CacheWrite1hPerMTok == 0 {
-		p.CacheWrite1hPerMTok = 2 * p.InputPerMTok
-	}
-	if p.CacheReadPerMTok == 0 {
-		p.CacheReadPerMTok = 0.1 * p.InputPerMTok
-	}
-	return p, ok
+	// prefix (see [pricing.Default] for how names match); models it lacks are
+	// priced by pricing.Default.
+	Prices map[string]pricing.Price
 }
 
 // costOf returns the cost of a response's usage in US dollars: of each
 // part it is billed for (billedParts), a compaction's included.
-func costOf(p Price, m *anthropic.BetaMessage) float64 {
+func costOf(p pricing.Price, m *anthropic.BetaMessage) float64 {
 	var cost float64
 	for _, u := range billedParts(m) {
 		write5m := u.CacheCreationInputTokens - u.cacheWrite1h
@@ -198,7 +97,7 @@ func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() 
 			b.OutputTokens, used, out, bound)), nil
 	}
 	if b.CostUSD > 0 {
-		p, ok := priceOf(r.opts.Budget.Prices, string(params.Model))
+		p, ok := pricing.Find(r.opts.Budget.Prices, string(params.Model))
 		if !ok {
 			return nil, fmt.Errorf("toolrun: no price for the model %q: Budget.CostUSD cannot bound it; price it in Budget.Prices", params.Model)
 		}
@@ -206,7 +105,7 @@ func (r *Runner) checkNext(params *anthropic.BetaMessageNewParams, input func() 
 		// request can cost. Output that failed attempts may have written
 		// but did not report is priced here too, at this request's rate.
 		spent := r.st.CostUSD + float64(u.UnreportedOutputTokens)*p.OutputPerMTok/1e6
-		next := (float64(in)*p.inputRate(r.cacheTierOf(params)) + float64(out)*p.OutputPerMTok) / 1e6
+		next := (float64(in)*inputRate(p, r.cacheTierOf(params)) + float64(out)*p.OutputPerMTok) / 1e6
 		if spent+next > b.CostUSD {
 			return budgetStop(BudgetCostUSD, fmt.Sprintf("cost budget of $%.4f could be exceeded: $%.4f spent, the next request may cost up to $%.4f", b.CostUSD, spent, next)), nil
 		}
@@ -361,7 +260,7 @@ func (r *Runner) cacheTierOf(params *anthropic.BetaMessageNewParams) cacheTier {
 
 // inputRate returns the dearest rate, per million tokens, input with
 // breakpoints up to t can be billed at.
-func (p Price) inputRate(t cacheTier) float64 {
+func inputRate(p pricing.Price, t cacheTier) float64 {
 	rate := p.InputPerMTok
 	if t >= tier5m {
 		rate = max(rate, p.CacheWrite5mPerMTok)

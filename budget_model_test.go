@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/pricing"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -53,7 +54,7 @@ func TestCostBudgetRenamedModel(t *testing.T) {
 // TestUsageCostUSD: a usage read back later is priced as the runner priced
 // it while it ran (the same run's Result.CostUSD), by the longest prefix
 // of the model's name with a platform's wrapping taken off, from the
-// caller's prices before DefaultPrices; a model neither table prices is
+// caller's prices before pricing.Default; a model neither table prices is
 // said to have none.
 func TestUsageCostUSD(t *testing.T) {
 	var replies []toolruntest.Reply
@@ -78,14 +79,14 @@ func TestUsageCostUSD(t *testing.T) {
 	u := toolrun.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000, CacheCreationInputTokens: 1_000_000, CacheReadInputTokens: 1_000_000, UnreportedOutputTokens: 5_000_000}
 	tests := []struct {
 		model  string
-		prices map[string]toolrun.Price
+		prices map[string]pricing.Price
 		want   float64
 		ok     bool
 	}{
 		{"claude-sonnet-4-5", nil, 3 + 15 + 3.75 + 0.3, true},
 		{"us.anthropic.claude-haiku-4-5-20251001-v1:0", nil, 1 + 5 + 1.25 + 0.1, true},
 		{"claude-opus-4-1@20250805", nil, 15 + 75 + 18.75 + 1.5, true},
-		{"claude-sonnet-4-5", map[string]toolrun.Price{"claude-sonnet-4": {InputPerMTok: 1, OutputPerMTok: 2, CacheWrite5mPerMTok: 3, CacheReadPerMTok: 4}}, 10, true},
+		{"claude-sonnet-4-5", map[string]pricing.Price{"claude-sonnet-4": {InputPerMTok: 1, OutputPerMTok: 2, CacheWrite5mPerMTok: 3, CacheReadPerMTok: 4}}, 10, true},
 		{"gateway-model", nil, 0, false},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/pricing"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -79,7 +80,7 @@ func TestCostIsPriced(t *testing.T) {
 	params := userParams("go")
 	params.Model = "claude-custom-1"
 	res, err := toolrun.New(client(s), params, nil, &toolrun.Options{
-		Budget: toolrun.Budget{Prices: map[string]toolrun.Price{"claude-custom": {InputPerMTok: 2, OutputPerMTok: 10}}},
+		Budget: toolrun.Budget{Prices: map[string]pricing.Price{"claude-custom": {InputPerMTok: 2, OutputPerMTok: 10}}},
 	}).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)

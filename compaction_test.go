@@ -10,6 +10,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/pricing"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -184,7 +185,7 @@ func billedUsage(s *toolruntest.Server) toolrun.Usage {
 }
 
 // billedCost is what the fake server billed, priced by p.
-func billedCost(s *toolruntest.Server, p toolrun.Price) float64 {
+func billedCost(s *toolruntest.Server, p pricing.Price) float64 {
 	b := s.Usage()
 	write5m := b.CacheCreationInputTokens - b.CacheCreation1hInputTokens
 	return (float64(b.InputTokens)*p.InputPerMTok + float64(write5m)*1.25*p.InputPerMTok +
@@ -205,11 +206,11 @@ func TestServerSideCompactionIsAccounted(t *testing.T) {
 	))
 	var calls counter
 	var compacted []toolrun.Compacted
-	price := toolrun.Price{InputPerMTok: 3, OutputPerMTok: 15}
+	price := pricing.Price{InputPerMTok: 3, OutputPerMTok: 15}
 	res, err := toolrun.New(client(s), userParams("weather in Oslo, please, and keep a long note of it for later"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger:     discard(),
 		Compaction: toolrun.Compaction{Threshold: 1},
-		Budget:     toolrun.Budget{Prices: map[string]toolrun.Price{"claude-test": price}},
+		Budget:     toolrun.Budget{Prices: map[string]pricing.Price{"claude-test": price}},
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			if c, ok := e.(toolrun.Compacted); ok {
 				compacted = append(compacted, c)

@@ -242,7 +242,7 @@
 // request's breakpoints, else the plain input rate. A response is priced by
 // the model it names, or, when that one has no price (a gateway that
 // renames models), by its request's, with a Warn. A cost budget for a model
-// with no price (see [DefaultPrices]) is an error at the first request,
+// with no price (see [github.com/toolrun/toolrun/pricing.Default]) is an error at the first request,
 // never a silent $0.
 //
 // WallTime is a deadline on everything in flight, counted from the

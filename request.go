@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/toolrun/toolrun/internal/deepcopy"
 	"github.com/toolrun/toolrun/internal/wire"
+	"github.com/toolrun/toolrun/pricing"
 )
 
 // request sends the next turn's request, makes its response the pending
@@ -364,9 +365,9 @@ func (r *Runner) inHistory(id string) bool {
 // budget checked before the request by the one model holds after it.
 func (r *Runner) account(ctx context.Context, m *anthropic.BetaMessage, requested anthropic.Model) {
 	r.st.Usage.add(usageOf(m))
-	price, ok := priceOf(r.opts.Budget.Prices, string(m.Model))
+	price, ok := pricing.Find(r.opts.Budget.Prices, string(m.Model))
 	if !ok && requested != m.Model {
-		if price, ok = priceOf(r.opts.Budget.Prices, string(requested)); ok && r.warnOnce(string(m.Model)) {
+		if price, ok = pricing.Find(r.opts.Budget.Prices, string(requested)); ok && r.warnOnce(string(m.Model)) {
 			r.log.WarnContext(ctx, "toolrun: no price for the response's model; its responses are priced as the request's model",
 				"model", string(m.Model), "request_model", string(requested))
 		}

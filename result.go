@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun/pricing"
 )
 
 // StopReason says why a run stopped. Every way out of a run has one.
@@ -98,15 +99,15 @@ type Usage struct {
 }
 
 // CostUSD prices u in US dollars at model's price in prices, else in
-// [DefaultPrices], found by the longest prefix of the model's name as
-// DefaultPrices says (a platform's wrapping of the name taken off), and
+// [pricing.Default], found by the longest prefix of the model's name as
+// pricing.Default says (a platform's wrapping of the name taken off), and
 // reports whether either table has a price for it. It is the sum a
 // runner's [Result.CostUSD] makes per response, for a usage read back
 // later (a report, a server's thread): it prices the output the API
 // reported, not UnreportedOutputTokens, and cache writes at the 5-minute
 // rate, since a Usage does not say which of them were written for an hour.
-func (u Usage) CostUSD(model string, prices map[string]Price) (float64, bool) {
-	p, ok := priceOf(prices, model)
+func (u Usage) CostUSD(model string, prices map[string]pricing.Price) (float64, bool) {
+	p, ok := pricing.Find(prices, model)
 	if !ok {
 		return 0, false
 	}
@@ -226,7 +227,7 @@ type Result struct {
 	// Usage.UnreportedOutputTokens.
 	Usage Usage
 	// CostUSD is what the responses cost, priced by Budget.Prices or
-	// [DefaultPrices]. It is complete only if CostComplete is true.
+	// [pricing.Default]. It is complete only if CostComplete is true.
 	CostUSD float64
 	// CostComplete reports that every response's model had a price. A
 	// response of a model with no known price adds nothing to CostUSD and

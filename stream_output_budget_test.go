@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/pricing"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -34,7 +35,7 @@ func TestFailedStreamOutputBudgeted(t *testing.T) {
 		{name: "retry admitted", budget: toolrun.Budget{OutputTokens: 2048}, wantStop: toolrun.StopEndTurn, wantSent: 2, unreported: 1023},
 		// $0.02 admits one request (max_tokens at $15 per million tokens
 		// is $0.01536) and not two: the unreported output is priced too.
-		{name: "retry refused by cost", budget: toolrun.Budget{CostUSD: 0.02, Prices: map[string]toolrun.Price{"claude-test": {InputPerMTok: 3, OutputPerMTok: 15}}},
+		{name: "retry refused by cost", budget: toolrun.Budget{CostUSD: 0.02, Prices: map[string]pricing.Price{"claude-test": {InputPerMTok: 3, OutputPerMTok: 15}}},
 			wantStop: toolrun.StopBudget, wantSent: 1, unreported: 1023},
 	}
 	for _, tt := range tests {

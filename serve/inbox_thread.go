@@ -81,7 +81,7 @@ type storyRun struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 	// Model, the tokens and CostUSD are the run's, from the usage its
 	// end reported, priced as the runner prices (Options.Budget.Prices,
-	// then toolrun.DefaultPrices); CostKnown is false when the run
+	// then pricing.Default); CostKnown is false when the run
 	// reported no usage or its model has no price.
 	Model        string  `json:"model,omitempty"`
 	InputTokens  int64   `json:"inputTokens"`

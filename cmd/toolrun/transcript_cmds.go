@@ -265,7 +265,7 @@ transcripts themselves. The report shows every run of the thread in the
 order it started; each call with the decision on it (who, by the name of
 the token or login that took it, when, what and why) and its result, which
 may come in the run the decision let go on; each run's stop and cost in
-dollars (list prices, as toolrun.DefaultPrices has them); and one time
+dollars (list prices, as pricing.Default has them); and one time
 axis with the runs and each wait for a person, from the call's deferral
 to the decision. A deny is drawn as the person's decision, not as a
 failure. Without -o the report is written to thread-<hash>.html in the
