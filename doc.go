@@ -274,7 +274,7 @@
 // access to the store, and restore a backup only of a run that is over.
 //
 // Many runs of one client, tools and options are best made by one
-// [Template], whose runners share that configuration: a run held for
+// [github.com/toolrun/toolrun/driver.Template], whose runners share that configuration: a run held for
 // approval then costs little more than its State, and less still when only
 // its State is kept, in a store.
 //

@@ -59,7 +59,7 @@ func init() {
 		if s.Format != stateFormat {
 			return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 		}
-		return NewTemplate(client, tools, opts).resume(s, true)
+		return newTemplate(client, tools, opts).resume(s, true)
 	}
 	bridge.FileBlobs = func(f *FileStore) (
 		put func(context.Context, string, []byte) error,
@@ -69,6 +69,10 @@ func init() {
 		return f.putBlob, f.getBlob, f.deleteBlob
 	}
 	bridge.ShareEvents = func(o *Options) { o.sharedEvents = true }
+	bridge.NewTemplate = func(client anthropic.Client, tools []Tool, opts *Options) (func(anthropic.BetaMessageNewParams) *Runner, func(*State) (*Runner, error)) {
+		t := newTemplate(client, tools, opts)
+		return t.New, t.Resume
+	}
 	bridge.Chain = func(ctx context.Context, call PolicyCall, policies []Policy) Decision {
 		v, _ := askChain(call, policies, func(_ int, p Policy, call PolicyCall) (Decision, error) {
 			return p(ctx, call), nil

@@ -74,7 +74,7 @@ var (
 	ErrToolExists = errors.New("toolrun: the run has a tool of that name")
 
 	// ErrAddedToolMissing is wrapped by the error of [Resume] (and
-	// [Template.Resume], [Open]) for a run that was given a tool with
+	// [github.com/toolrun/toolrun/driver.Template.Resume], [Open]) for a run that was given a tool with
 	// [Runner.AddTools] when that tool is not among the tools given to Resume:
 	// the State keeps the tool's definition, which the model has seen, but not
 	// its function, so the tool must be given again, as every tool is.
@@ -114,7 +114,7 @@ var (
 	ErrStoreMisbehaved = errors.New("toolrun: the store broke its contract")
 
 	// ErrInvalidState is wrapped by the error of [State.Check], and so of
-	// [Resume], [Template.Resume] and [Open], for a State no run of this
+	// [Resume], [github.com/toolrun/toolrun/driver.Template.Resume] and [Open], for a State no run of this
 	// package could have saved: a negative counter, a turn limit below -1, a
 	// call whose phase and data disagree, a turn whose calls are not its
 	// response's. Such a State was edited or forged, and run it would send

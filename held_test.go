@@ -46,7 +46,7 @@ func TestRunnersShare(t *testing.T) {
 	tools := []Tool{echo, deploy}
 	c := anthropic.NewClient(option.WithAPIKey("test"))
 	opts := &Options{Logger: slog.New(slog.DiscardHandler), MaxTurns: 7}
-	tpl := NewTemplate(c, tools, opts)
+	tpl := newTemplate(c, tools, opts)
 	r1, r2 := tpl.New(heldParams()), tpl.New(heldParams())
 	if r1.opts != r2.opts || r1.log != r2.log || r1.messages != r2.messages {
 		t.Errorf("two runners of one Template hold copies of their own, want one shared")

@@ -220,7 +220,7 @@ func orDefault(v, d time.Duration) time.Duration {
 
 // runConfig is what a runner is given at New and never changes: the
 // client's Messages service, its Options and the logger made of them. The
-// runners of one [Template] share theirs.
+// runners of one [github.com/toolrun/toolrun/driver.Template] share theirs.
 type runConfig struct {
 	messages anthropic.BetaMessageService
 	opts     Options

@@ -12,7 +12,7 @@ import (
 // its fields, and the tool list it sends.
 
 // Runner runs the tool loop of one conversation. Build it with [New],
-// [Resume] or [Open], or with a [Template] for many runs. A Runner is not
+// [Resume] or [Open], or with a [github.com/toolrun/toolrun/driver.Template] for many runs. A Runner is not
 // safe for concurrent use: call its methods from one goroutine at a time
 // (the loop body of [Runner.Turns] included).
 //
@@ -26,11 +26,11 @@ type Runner struct {
 	// the thousand while they await approval.
 	//
 	// messages, opts and log point into the runConfig of the runner's
-	// Template, shared with its other runners and never written.
+	// template, shared with its other runners and never written.
 	messages *anthropic.BetaMessageService
 	opts     *Options
 	log      *runLogger  // Options.Logger as ANTHROPIC_LOG sets it, redacting
-	set      *toolSet    // the Template's, shared with its other runners
+	set      *toolSet    // the template's, shared with its other runners
 	tools    []toolEntry // this runner's view of set's tools, by position
 	// toolDefs is the tool list sent with each request: set.defs itself
 	// (shared, never written through) while the run has no tool params of
@@ -117,13 +117,13 @@ type Runner struct {
 // New panics if two tools share a name, a tool's schema cannot be used, or
 // Options.Store is set without Options.RunID: those are mistakes in the
 // program. To build many runners of the same client, tools and options,
-// build a [Template] once.
+// build a [github.com/toolrun/toolrun/driver.Template] once.
 func New(client anthropic.Client, params anthropic.BetaMessageNewParams, tools []Tool, opts *Options) *Runner {
-	return NewTemplate(client, tools, opts).New(params)
+	return newTemplate(client, tools, opts).New(params)
 }
 
 // newRunner returns a runner of t with an empty State.
-func (t *Template) newRunner() *Runner {
+func (t *template) newRunner() *Runner {
 	return &Runner{messages: &t.cfg.messages, opts: &t.cfg.opts, log: &t.cfg.log, st: &State{},
 		set: t.set, tools: t.set.entries}
 }

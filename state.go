@@ -663,12 +663,12 @@ func Resume(client anthropic.Client, s *State, tools []Tool, opts *Options) (*Ru
 	if s.Format != stateFormat {
 		return nil, fmt.Errorf("toolrun: resume: state format %d, want %d", s.Format, stateFormat)
 	}
-	return NewTemplate(client, tools, opts).Resume(s)
+	return newTemplate(client, tools, opts).Resume(s)
 }
 
 // Resume returns a runner that continues the run s, as the function
 // [Resume] does, with the template's client, tools and options.
-func (t *Template) Resume(s *State) (*Runner, error) {
+func (t *template) Resume(s *State) (*Runner, error) {
 	if s == nil {
 		return nil, errors.New("toolrun: resume: nil state")
 	}
@@ -678,9 +678,9 @@ func (t *Template) Resume(s *State) (*Runner, error) {
 	return t.resume(s, false)
 }
 
-// resume is [Template.Resume]; with owned, the runner takes s over, as
+// resume is Template.Resume; with owned, the runner takes s over, as
 // package driver's ResumeOwned does, rather than copying it through JSON.
-func (t *Template) resume(s *State, owned bool) (*Runner, error) {
+func (t *template) resume(s *State, owned bool) (*Runner, error) {
 	r := t.newRunner()
 	if err := s.verify(r.opts.StateKey); err != nil {
 		return nil, fmt.Errorf("toolrun: resume: %w", err)

@@ -21,7 +21,7 @@ type toolEntry struct {
 	removed bool // taken out of the run by Runner.RemoveTools
 }
 
-// toolSet is what the runners of one [Template] share: the tools'
+// toolSet is what the runners of one template share: the tools'
 // definitions for the API, their compiled schemas, their settings as they
 // were when the set was built, and their names. It is never changed once
 // built: a runner copies its entries before RemoveTools marks one.

@@ -11,6 +11,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/toolrunner"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/policy"
 )
 
@@ -163,7 +164,7 @@ func toolrunPlainSetup(c anthropic.Client, specs []toolSpec) runFunc {
 // toolrunSetupWith runs the loop with toolrun's Runner and opts, each run
 // made by one Template, as a program running many does.
 func toolrunSetupWith(c anthropic.Client, specs []toolSpec, opts *toolrun.Options) runFunc {
-	tpl := toolrun.NewTemplate(c, toolrunTools(specs), opts)
+	tpl := driver.NewTemplate(c, toolrunTools(specs), opts)
 	return func(ctx context.Context, prompt string) (int, error) {
 		res, err := tpl.New(newParams(prompt)).Run(ctx)
 		if err == nil && res.StopReason != toolrun.StopEndTurn {

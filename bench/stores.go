@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/sqlitestore"
 )
 
@@ -57,7 +58,7 @@ func runStores(ctx context.Context, rounds int, progress io.Writer) (*storesResu
 	tool := toolSpec{name: "sleep", description: "Answers at once.", fn: func(_ context.Context, in toolInput) (string, error) {
 		return in.S + storeResultText, nil
 	}}
-	tpl := toolrun.NewTemplate(c, toolrunTools([]toolSpec{tool}), toolrunOptions())
+	tpl := driver.NewTemplate(c, toolrunTools([]toolSpec{tool}), toolrunOptions())
 	out := &storesResult{Rounds: rounds, Time: map[int]samples{}, Bytes: map[int]samples{}}
 	// run runs one turn of n calls saving as kind says, in a directory of
 	// its own, and returns its wall time and the bytes it wrote.
@@ -85,7 +86,7 @@ func runStores(ctx context.Context, rounds int, progress io.Writer) (*storesResu
 			err = floorWrites(filepath.Join(dir, "floor"), n)
 		} else {
 			var res *toolrun.Result
-			res, err = toolrun.NewTemplate(c, toolrunTools([]toolSpec{tool}), opts).New(newParams(prompt("parallel", n))).Run(ctx)
+			res, err = driver.NewTemplate(c, toolrunTools([]toolSpec{tool}), opts).New(newParams(prompt("parallel", n))).Run(ctx)
 			if err == nil && (res.StopReason != toolrun.StopEndTurn || res.ToolCalls != n) {
 				err = fmt.Errorf("stopped with %s after %d calls, want end_turn after %d", res.StopReason, res.ToolCalls, n)
 			}

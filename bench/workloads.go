@@ -17,6 +17,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // config sizes the workloads.
@@ -428,7 +429,7 @@ func suspender(runner string, c anthropic.Client) (func() (any, error), error) {
 	p := prompt("approve", 0)
 	switch runner {
 	case "toolrun":
-		tpl := toolrun.NewTemplate(c, toolrunTools(specs), toolrunOptions())
+		tpl := driver.NewTemplate(c, toolrunTools(specs), toolrunOptions())
 		return func() (any, error) {
 			r := tpl.New(newParams(p))
 			res, err := r.Run(ctx)

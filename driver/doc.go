@@ -33,6 +33,11 @@
 // data, with no runner, no client and no I/O, so a deterministic workflow
 // may call it.
 //
+// A program that holds many runs of one client, tools and options at once
+// (a server with runs awaiting approval by the thousand) builds their
+// runners from one [Template], so they share one copy of that
+// configuration.
+//
 // The functions here are the runner's own, not copies: a run driven
 // through this package decides, runs and stops its calls by the rules
 // [toolrun.Runner.Run] follows.

@@ -28,5 +28,6 @@ var (
 	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
 	ShareEvents   any // func(*toolrun.Options)
+	NewTemplate   any // func(anthropic.Client, []toolrun.Tool, *toolrun.Options) (newRun func(anthropic.BetaMessageNewParams) *toolrun.Runner, resume func(*toolrun.State) (*toolrun.Runner, error))
 	Chain         any // func(context.Context, toolrun.PolicyCall, []toolrun.Policy) toolrun.Decision, the runner's chain rule for package policy
 )
