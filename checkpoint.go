@@ -38,7 +38,8 @@ import (
 // waits stops waiting. A runner waits for a Store past its run's end only
 // for Timeouts.CancelGrace, then stops with an error wrapping
 // [ErrStoreMisbehaved] and leaves the store's call to end on its own.
-// A Store that can save a step as what it changed is a [StateAppender].
+// A Store that can save a step as what it changed is a
+// [github.com/toolrun/toolrun/driver.StateAppender].
 // The storetest package checks all of this.
 type Store interface {
 	// Save replaces the saved state of run id with s if the saved state's
@@ -97,7 +98,7 @@ func boundedStoreCall(ctx context.Context, grace time.Duration, op string, call 
 // The temporary file a killed save leaves behind is removed by the next
 // Save, Load or Delete of that run.
 //
-// FileStore is a [StateAppender]: a save that changes only the calls of the
+// FileStore is a [github.com/toolrun/toolrun/driver.StateAppender]: a save that changes only the calls of the
 // turn in progress (and the small rest of the state) is appended as a line
 // to the run's changes file and synced, rather than written whole, so that
 // a turn of n calls writes what its calls add, not n copies of the turn;
@@ -632,7 +633,7 @@ func (r *Runner) save(ctx context.Context) error {
 	// all.
 	var change *StateChange
 	var shape *savedShape
-	ap, canAppend := r.opts.Store.(StateAppender)
+	ap, canAppend := r.opts.Store.(appender)
 	var err error
 	if canAppend && len(r.opts.StateKey) == 0 && r.claimed {
 		change, shape, err = r.shape.change(s)

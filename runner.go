@@ -100,7 +100,7 @@ type Runner struct {
 	version uint64      // the version of the state last loaded from or saved to the store
 	busy    bool        // saveErr is a refusal (ErrRunBusy): the run is another runner's, for good
 	claimed bool        // a save succeeded in this process
-	shape   *savedShape // the state last saved, for a StateAppender's next Append (statechange.go)
+	shape   *savedShape // the state last saved, for a store's next Append (statechange.go)
 
 	eventMu sync.Mutex // serialises OnEvent and logging; guards sink and observerErr
 	sink    *eventSink // the consumer of Events, while it runs

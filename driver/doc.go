@@ -2,8 +2,10 @@
 // as package database/sql/driver is for those who implement a database: the
 // temporal module's workflow, serve's executor, or a program's own driver
 // that keeps a run's [toolrun.State] in a durable store, runs the calls of
-// a turn on other machines and takes decisions from messages. A program
-// that runs tools with a [toolrun.Runner] does not need it.
+// a turn on other machines and takes decisions from messages; and for
+// those who implement a [toolrun.Store] that saves a step as what it
+// changed ([StateAppender]). A program that runs tools with a
+// [toolrun.Runner] does not need it.
 //
 // A driver steps a run with [Advance], which takes it as far as it goes
 // without running a tool and returns the calls to run; it runs them, here

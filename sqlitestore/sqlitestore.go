@@ -13,7 +13,7 @@
 // is prev, or an INSERT that finds no row): of several runners that
 // resume one run, in one process or many, exactly one goes on and the
 // others get [toolrun.ErrRunBusy]. A crash leaves the previous state or
-// the new one. The Store is a [toolrun.StateAppender]: the saves of a
+// the new one. The Store is a [github.com/toolrun/toolrun/driver.StateAppender]: the saves of a
 // turn's calls are rows of their changes in the table toolrun_change, each
 // inserted on the same compare-and-swap, so that a turn of n calls writes
 // what its calls add, not n copies of the turn; Load applies them to the

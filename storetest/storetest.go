@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 )
 
 // Run checks s and returns every violation found, joined with errors.Join,
@@ -52,7 +53,7 @@ import (
 // "storetest-", so s may be shared with other data. It checks Save's
 // compare-and-swap; that each method given a context already done returns
 // its error, and returns within a minute (else it names the method that
-// hung); and, if s is a [toolrun.StateAppender], that Append is a
+// hung); and, if s is a [driver.StateAppender], that Append is a
 // compare-and-swap on the versions Save keeps, whose changes Load applies
 // in order and a Save or Delete clears.
 func Run(ctx context.Context, s toolrun.Store) error {
@@ -116,7 +117,7 @@ func Run(ctx context.Context, s toolrun.Store) error {
 
 	errs = append(errs, compareAndSwap(ctx, s)...)
 	errs = append(errs, doneContext(ctx, s)...)
-	if a, ok := s.(toolrun.StateAppender); ok {
+	if a, ok := s.(driver.StateAppender); ok {
 		errs = append(errs, appends(ctx, a)...)
 	}
 
@@ -302,7 +303,7 @@ func doneContext(ctx context.Context, s toolrun.Store) []error {
 		{"Save", func(ctx context.Context) error { return s.Save(ctx, id, sample(2, 2), 1) }},
 		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, id) }},
 	}
-	if a, ok := s.(toolrun.StateAppender); ok {
+	if a, ok := s.(driver.StateAppender); ok {
 		calls = append(calls, struct {
 			name string
 			call func(context.Context) error
@@ -361,10 +362,10 @@ func applied(n int, base, version uint64) *toolrun.State {
 	return s
 }
 
-// appends checks a [toolrun.StateAppender]'s Append: a compare-and-swap
+// appends checks a [driver.StateAppender]'s Append: a compare-and-swap
 // on the same versions as Save, whose changes Load applies in order, and
 // which a Save replaces and a Delete removes.
-func appends(ctx context.Context, s toolrun.StateAppender) []error {
+func appends(ctx context.Context, s driver.StateAppender) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	const id = "storetest-append"
