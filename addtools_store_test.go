@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -36,7 +37,7 @@ func TestToolChangeCrashChild(t *testing.T) {
 	w.Policy = policy.RequireApproval("writes need a person")
 	client := anthropic.NewClient(option.WithBaseURL(os.Getenv("TOOLRUN_TOOLCHANGE_URL")),
 		option.WithAPIKey(toolruntest.TestAPIKey), option.WithMaxRetries(0))
-	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: os.Getenv("TOOLRUN_TOOLCHANGE_DIR")}, RunID: toolChangeRunID, Logger: discard()}
+	opts := &toolrun.Options{Store: &filestore.Store{Dir: os.Getenv("TOOLRUN_TOOLCHANGE_DIR")}, RunID: toolChangeRunID, Logger: discard()}
 	r, err := toolrun.Open(context.Background(), client, userParams("go"), []toolrun.Tool{w}, opts)
 	if err != nil {
 		fmt.Println("open:", err)
@@ -87,7 +88,7 @@ func TestToolChangeSurvivesCrash(t *testing.T) {
 				t.Fatalf("child: %v\n%s", err, out.String())
 			}
 
-			store := &toolrun.FileStore{Dir: dir}
+			store := &filestore.Store{Dir: dir}
 			st, err := store.Load(t.Context(), toolChangeRunID)
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +129,7 @@ func TestToolChangeSurvivesCrash(t *testing.T) {
 // no turn taken since.
 func TestToolChangeSaved(t *testing.T) {
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
-	store := &toolrun.FileStore{Dir: t.TempDir()}
+	store := &filestore.Store{Dir: t.TempDir()}
 	var reads counter
 	r := toolrun.New(client(s), userParams("go"), nil, &toolrun.Options{Store: store, RunID: "r", Logger: discard()})
 	stored := func() []string {

@@ -11,6 +11,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -511,7 +512,7 @@ func TestAddedToolSurvivesStore(t *testing.T) {
 	var writes, weather counter
 	w := writeTool(&writes)
 	w.Policy = policy.RequireApproval("writes")
-	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: t.TempDir()}, RunID: "run-1"}
+	opts := &toolrun.Options{Logger: discard(), Store: &filestore.Store{Dir: t.TempDir()}, RunID: "run-1"}
 	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{weatherTool(&weather)}, opts)
 	if err != nil {
 		t.Fatal(err)

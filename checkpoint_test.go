@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/storetest"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -76,7 +77,7 @@ func TestCrashChild(t *testing.T) {
 	client := anthropic.NewClient(option.WithBaseURL(os.Getenv("TOOLRUN_CRASH_URL")),
 		option.WithAPIKey(toolruntest.TestAPIKey), option.WithMaxRetries(0))
 	r, err := toolrun.Open(context.Background(), client, userParams("go"), []toolrun.Tool{charge, fetch}, &toolrun.Options{
-		Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")},
+		Store: &filestore.Store{Dir: filepath.Join(dir, "store")},
 		RunID: crashRunID,
 		// One call at a time, so when a call hangs every call before it
 		// has finished and been saved, and none after it has started.
@@ -231,7 +232,7 @@ func TestCheckpointSaveFailureStopsRun(t *testing.T) {
 	}
 	res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: filepath.Join(blocker, "store")}, // cannot be created
+		Store:  &filestore.Store{Dir: filepath.Join(blocker, "store")}, // cannot be created
 		RunID:  "r1",
 	}).Run(t.Context())
 	if err == nil || res.StopReason != toolrun.StopError || !strings.Contains(err.Error(), "saving the state") {
@@ -249,7 +250,7 @@ func TestOpenResumesOrStarts(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("w1", "write_file", writeIn{Path: "/tmp/x", Text: "y"})),
 		toolruntest.Message(toolruntest.Text("done")),
 	))
-	store := &toolrun.FileStore{Dir: t.TempDir()}
+	store := &filestore.Store{Dir: t.TempDir()}
 	var writes counter
 	tools := func() []toolrun.Tool {
 		w := writeTool(&writes)
@@ -286,7 +287,7 @@ func TestOpenResumesOrStarts(t *testing.T) {
 }
 
 // The two-resumer race with real processes is storetest.RunResumers, run
-// on FileStore by storetest's TestTwoResumersRunACallOnce and on sqlitestore
+// on filestore.Store by storetest's TestTwoResumersRunACallOnce and on sqlitestore
 // by its own; the fault-injection suite races resumers under faults.
 
 const resumerRunID = "resumer-run"
@@ -297,7 +298,7 @@ func suspendRun(t *testing.T, dir string) *toolrun.State {
 	t.Helper()
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.ToolUse("a1", "append", map[string]string{"id": "a1"}))))
 	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), []toolrun.Tool{storetest.AppendTool(dir)}, &toolrun.Options{
-		Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID,
+		Logger: discard(), Store: &filestore.Store{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +315,7 @@ func TestStaleStateIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	stale := suspendRun(t, dir)
 	s := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("done"))))
-	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
+	opts := &toolrun.Options{Logger: discard(), Store: &filestore.Store{Dir: filepath.Join(dir, "store")}, RunID: resumerRunID}
 	tools := []toolrun.Tool{storetest.AppendTool(dir)}
 	r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), tools, opts)
 	if err != nil {
@@ -383,22 +384,22 @@ func storeFiles(t *testing.T, dir string) []string {
 func TestFileStoreRemovesAKilledSavesFile(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
-		use       func(ctx context.Context, s *toolrun.FileStore) error
+		use       func(ctx context.Context, s *filestore.Store) error
 		wantFiles []string
 	}{
-		{"Load", func(ctx context.Context, s *toolrun.FileStore) error {
+		{"Load", func(ctx context.Context, s *filestore.Store) error {
 			_, err := s.Load(ctx, "r1")
 			return err
 		}, []string{"r1.lock", "r1.state.json"}},
-		{"Save", func(ctx context.Context, s *toolrun.FileStore) error {
+		{"Save", func(ctx context.Context, s *filestore.Store) error {
 			return s.Save(ctx, "r1", &toolrun.State{Format: 2, Version: 2, Turns: 2}, 1)
 		}, []string{"r1.lock", "r1.state.json"}},
-		{"Delete", func(ctx context.Context, s *toolrun.FileStore) error {
+		{"Delete", func(ctx context.Context, s *filestore.Store) error {
 			return s.Delete(ctx, "r1")
 		}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &toolrun.FileStore{Dir: t.TempDir()}
+			s := &filestore.Store{Dir: t.TempDir()}
 			if err := s.Save(t.Context(), "r1", &toolrun.State{Format: 2, Version: 1, Turns: 1}, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +425,7 @@ func TestSaverChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestKillDuringSaves")
 	}
-	s := &toolrun.FileStore{Dir: dir}
+	s := &filestore.Store{Dir: dir}
 	big := strings.Repeat("x", 256<<10) // so that a kill may land inside a save
 	for v := uint64(1); ; v++ {
 		st := &toolrun.State{Format: 2, Version: v, Turns: int(v), Params: userParams(big)}
@@ -469,7 +470,7 @@ func TestKillDuringSaves(t *testing.T) {
 		}
 		s := toolruntest.New(t, toolruntest.Script())
 		r, err := toolrun.Open(t.Context(), client(s), userParams("ignored"), nil, &toolrun.Options{
-			Logger: discard(), Store: &toolrun.FileStore{Dir: dir}, RunID: "saver"})
+			Logger: discard(), Store: &filestore.Store{Dir: dir}, RunID: "saver"})
 		if err != nil {
 			t.Fatalf("repetition %d: Open after the kill: %v", rep, err)
 		}
@@ -502,7 +503,7 @@ func ExampleErrRunBusy() {
 		return "charged", nil
 	})
 	charge.Policy = policy.RequireApproval("moves money")
-	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
+	opts := &toolrun.Options{Store: &filestore.Store{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet5_5,
 		MaxTokens: 1024,
@@ -527,15 +528,15 @@ func ExampleErrRunBusy() {
 	// b: true
 }
 
-// savesStore is a FileStore that keeps a copy of every state it saves.
+// savesStore is a filestore.Store that keeps a copy of every state it saves.
 type savesStore struct {
-	toolrun.FileStore
+	filestore.Store
 	mu    sync.Mutex // guards saved
 	saved []*toolrun.State
 }
 
 func (s *savesStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
-	if err := s.FileStore.Save(ctx, id, st, prev); err != nil {
+	if err := s.Store.Save(ctx, id, st, prev); err != nil {
 		return err
 	}
 	data, err := json.Marshal(st)
@@ -573,7 +574,7 @@ func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
 	})
 	fetch.Idempotent = true
 	s := toolruntest.New(t, toolruntest.Options{Func: reply})
-	store := &savesStore{FileStore: toolrun.FileStore{Dir: t.TempDir()}}
+	store := &savesStore{Store: filestore.Store{Dir: t.TempDir()}}
 	opts := &toolrun.Options{Logger: discard(), Store: store, RunID: "r1"}
 	want, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{fetch}, opts).Run(t.Context())
 	if err != nil || want.StopReason != toolrun.StopEndTurn || want.Turns != 2 {
@@ -584,7 +585,7 @@ func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
 	}
 	for i, st := range store.saved {
 		dir := t.TempDir()
-		fs := &toolrun.FileStore{Dir: dir}
+		fs := &filestore.Store{Dir: dir}
 		if err := fs.Save(t.Context(), "r1", st, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -602,12 +603,12 @@ func TestCrashAfterAnySaveEndsAsScripted(t *testing.T) {
 	}
 }
 
-// TestFileStoreBlobs checks the blobs a FileStore keeps next to its
+// TestFileStoreBlobs checks the blobs a filestore.Store keeps next to its
 // states: saved and read back whole under any key, replaced by a later
 // save, apart from a state of the same id, and gone once deleted.
 func TestFileStoreBlobs(t *testing.T) {
 	ctx := context.Background()
-	f := &toolrun.FileStore{Dir: filepath.Join(t.TempDir(), "store")}
+	f := &filestore.Store{Dir: filepath.Join(t.TempDir(), "store")}
 	st := toolrun.New(anthropic.Client{}, anthropic.BetaMessageNewParams{Model: "m", MaxTokens: 1}, nil, nil).State()
 	st.Version = 1
 	if err := f.Save(ctx, "run/1", st, 0); err != nil {

@@ -61,13 +61,6 @@ func init() {
 		}
 		return newTemplate(client, tools, opts).resume(s, true)
 	}
-	bridge.FileBlobs = func(f *FileStore) (
-		put func(context.Context, string, []byte) error,
-		get func(context.Context, string) ([]byte, error),
-		del func(context.Context, string) error,
-	) {
-		return f.putBlob, f.getBlob, f.deleteBlob
-	}
 	bridge.ShareEvents = func(o *Options) { o.sharedEvents = true }
 	bridge.NewTemplate = func(client anthropic.Client, tools []Tool, opts *Options) (func(anthropic.BetaMessageNewParams) *Runner, func(*State) (*Runner, error)) {
 		t := newTemplate(client, tools, opts)

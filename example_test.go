@@ -11,6 +11,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -198,7 +199,7 @@ func ExampleOpen() {
 	})
 	charge.Policy = policy.RequireApproval("moves money")
 
-	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
+	opts := &toolrun.Options{Store: &filestore.Store{Dir: dir}, RunID: "order-42", Logger: slog.New(slog.DiscardHandler)}
 	params := anthropic.BetaMessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet5_5,
 		MaxTokens: 1024,

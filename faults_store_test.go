@@ -24,6 +24,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -33,14 +34,14 @@ import (
 //
 //   - Two resumers. The run suspends awaiting approval of a call of
 //     "charge" (after the calls of its turn that needed none have run), with
-//     its state in a FileStore. Two runners then continue it at the same
+//     its state in a filestore.Store. Two runners then continue it at the same
 //     moment, each with Open on the store or Resume of the suspended State's
 //     JSON (both one way, or one of each), each allowing the call: exactly
 //     one must go on, and the other must stop with ErrRunBusy having sent no
 //     request and run no tool. The two are goroutines in most of these runs
 //     and processes (this test binary, re-run as TestFaultChild against the
 //     same fake server) in the rest.
-//   - A kill during saves. A process runs the run with a FileStore and kills
+//   - A kill during saves. A process runs the run with a filestore.Store and kills
 //     itself with SIGKILL at a Save drawn from the plan: before it, after
 //     it, or while it writes. The parent then Opens the run and finishes it.
 //     A call that had started is answered as interrupted and never run
@@ -380,7 +381,7 @@ func (fr *faultRunner) outcome(ctx context.Context, res *toolrun.Result, err err
 // reports through failf what went wrong before the last runner.
 func (st *faultRunState) runStore(ctx context.Context, s *toolruntest.Server, tally *faultTally, failf func(string, ...any)) (*toolrun.Result, error, *faultCalls) {
 	p := st.plan
-	store := &toolrun.FileStore{Dir: filepath.Join(st.dir, "store")}
+	store := &filestore.Store{Dir: filepath.Join(st.dir, "store")}
 	newClient := func(opts ...option.RequestOption) anthropic.Client { return s.Client(opts...) }
 	j := faultJournal(filepath.Join(st.dir, "journal"))
 	var outcomes []faultOutcome
@@ -684,7 +685,7 @@ func faultChildRun(name string) error {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
 	defer cancel()
 	dir, url, mode := os.Getenv("TOOLRUN_FAULT_DIR"), os.Getenv("TOOLRUN_FAULT_URL"), os.Getenv("TOOLRUN_FAULT_MODE")
-	var store toolrun.Store = &toolrun.FileStore{Dir: filepath.Join(dir, "store")}
+	var store toolrun.Store = &filestore.Store{Dir: filepath.Join(dir, "store")}
 	if p.store.kind == storeKill {
 		store = &killingStore{Store: store, at: p.store.killAt, how: p.store.killHow, delay: p.store.killDelay}
 	}

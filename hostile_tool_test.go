@@ -11,27 +11,28 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// panickyStore is a FileStore whose Save panics once a call has started:
+// panickyStore is a filestore.Store whose Save panics once a call has started:
 // the save that journals a call is made on the goroutine that runs it.
-type panickyStore struct{ toolrun.FileStore }
+type panickyStore struct{ filestore.Store }
 
 func (s *panickyStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	if b, _ := json.Marshal(st); strings.Contains(string(b), `"phase":"started"`) {
 		panic("store bug")
 	}
-	return s.FileStore.Save(ctx, id, st, prev)
+	return s.Store.Save(ctx, id, st, prev)
 }
 
-// Append panics as Save does: the FileStore's own would journal the call
+// Append panics as Save does: the filestore.Store's own would journal the call
 // past the Save that panics.
 func (s *panickyStore) Append(ctx context.Context, id string, c *toolrun.StateChange, prev uint64) error {
 	if b, _ := json.Marshal(c); strings.Contains(string(b), `"phase":"started"`) {
 		panic("store bug")
 	}
-	return s.FileStore.Append(ctx, id, c, prev)
+	return s.Store.Append(ctx, id, c, prev)
 }
 
 // TestHostileCodeChild is the child process of TestHostileCodeNeverCrashes;
@@ -47,7 +48,7 @@ func TestHostileCodeChild(t *testing.T) {
 			toolruntest.Message(toolruntest.Text("done")),
 		))
 		var writes counter
-		store := &panickyStore{toolrun.FileStore{Dir: t.TempDir()}}
+		store := &panickyStore{filestore.Store{Dir: t.TempDir()}}
 		r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard(), Store: store, RunID: "r"})
 		res, err := r.Run(t.Context())
 		var pe *toolrun.PanicError

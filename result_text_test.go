@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -16,7 +17,7 @@ func TestResultTextOfReopenedFinishedRun(t *testing.T) {
 		toolruntest.Message(toolruntest.Text("Refunded.")),
 	))
 	var writes counter
-	opts := &toolrun.Options{Logger: discard(), Store: &toolrun.FileStore{Dir: t.TempDir()}, RunID: "refund-1"}
+	opts := &toolrun.Options{Logger: discard(), Store: &filestore.Store{Dir: t.TempDir()}, RunID: "refund-1"}
 	r, err := toolrun.Open(t.Context(), client(s), userParams("refund order 42"), []toolrun.Tool{writeTool(&writes)}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -11,20 +11,21 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// savesKept is a FileStore that keeps the bytes of each state file it
+// savesKept is a filestore.Store that keeps the bytes of each state file it
 // writes, as anyone who can read the store's directory (a backup, a
 // snapshot) has them.
 type savesKept struct {
-	toolrun.FileStore
+	filestore.Store
 	mu    sync.Mutex
 	files [][]byte // the state file after each save, in order
 }
 
 func (s *savesKept) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
-	if err := s.FileStore.Save(ctx, id, st, prev); err != nil {
+	if err := s.Store.Save(ctx, id, st, prev); err != nil {
 		return err
 	}
 	b, err := os.ReadFile(filepath.Join(s.Dir, id+".state.json"))
@@ -47,7 +48,7 @@ func (s *savesKept) Save(ctx context.Context, id string, st *toolrun.State, prev
 // the state can tell it from the latest.)
 func TestSignedStateOfAnotherRunIsRefused(t *testing.T) {
 	key := []byte("a state key of 32 bytes, exactly")
-	store := &savesKept{FileStore: toolrun.FileStore{Dir: t.TempDir()}}
+	store := &savesKept{Store: filestore.Store{Dir: t.TempDir()}}
 	s := toolruntest.New(t, toolruntest.Script(
 		toolruntest.Message(toolruntest.ToolUse("toolu_1", "charge", map[string]any{})),
 		toolruntest.Message(toolruntest.Text("Charged.")),

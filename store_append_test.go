@@ -10,14 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
-// countingStore is a FileStore that counts the bytes of what the runner
+// countingStore is a filestore.Store that counts the bytes of what the runner
 // hands it to save: a whole State for Save, a StateChange for Append.
 type countingStore struct {
-	*toolrun.FileStore
+	*filestore.Store
 	mu      sync.Mutex // guards the counts
 	saves   int
 	appends int
@@ -38,12 +39,12 @@ func (s *countingStore) count(v any, append bool) {
 
 func (s *countingStore) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	s.count(st, false)
-	return s.FileStore.Save(ctx, id, st, prev)
+	return s.Store.Save(ctx, id, st, prev)
 }
 
 func (s *countingStore) Append(ctx context.Context, id string, c *toolrun.StateChange, prev uint64) error {
 	s.count(c, true)
-	return s.FileStore.Append(ctx, id, c, prev)
+	return s.Store.Append(ctx, id, c, prev)
 }
 
 // turnOfCalls runs one turn of n calls of a tool whose result is 200
@@ -94,7 +95,7 @@ func turnOfCalls(t *testing.T, n int, store toolrun.Store) (*toolrun.Runner, *to
 func TestATurnOfCallsSavesWhatItAdds(t *testing.T) {
 	var bytes [2]int
 	for i, n := range []int{25, 100} {
-		store := &countingStore{FileStore: &toolrun.FileStore{Dir: t.TempDir()}}
+		store := &countingStore{Store: &filestore.Store{Dir: t.TempDir()}}
 		turnOfCalls(t, n, store)
 		if store.appends < n {
 			t.Errorf("%d calls: got %d appends and %d saves, want an append for each call at least", n, store.appends, store.saves)
@@ -107,11 +108,11 @@ func TestATurnOfCallsSavesWhatItAdds(t *testing.T) {
 }
 
 // TestAppendedStateLoadsAsTheRunHeldIt: a run saved by appends loads from
-// its FileStore as the runner holds it, and resumes from there to its end
+// its filestore.Store as the runner holds it, and resumes from there to its end
 // with each call run once.
 func TestAppendedStateLoadsAsTheRunHeldIt(t *testing.T) {
-	fs := &toolrun.FileStore{Dir: t.TempDir()}
-	store := &countingStore{FileStore: fs}
+	fs := &filestore.Store{Dir: t.TempDir()}
+	store := &countingStore{Store: fs}
 	r, s, tools := turnOfCalls(t, 10, store)
 	if store.appends == 0 {
 		t.Fatalf("got no appends, want the calls' saves appended")

@@ -8,6 +8,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -103,7 +104,7 @@ func TestThinkingBindingThroughRewrites(t *testing.T) {
 				toolruntest.Message(toolruntest.Thinking("Done.", "sig_3"), toolruntest.Text("Both sunny.")),
 			},
 			opts: func(t *testing.T, o *toolrun.Options) {
-				o.Store, o.RunID = &toolrun.FileStore{Dir: t.TempDir()}, "run-1"
+				o.Store, o.RunID = &filestore.Store{Dir: t.TempDir()}, "run-1"
 			},
 			between: func(t *testing.T, r *toolrun.Runner, c anthropic.Client, tools []toolrun.Tool, o *toolrun.Options) *toolrun.Runner {
 				r2, err := toolrun.Open(t.Context(), c, thinkingParams(""), tools, o)

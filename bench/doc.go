@@ -39,7 +39,7 @@
 //     1.2× the official runner's turn, which runs every call at once).
 //     Wall time of the tool turn, taken as for parallel.
 //   - stores: one turn of 100 and of 400 calls of a tool with a 200-byte
-//     result, run by toolrun with no Store, with a FileStore and with
+//     result, run by toolrun with no Store, with a filestore.Store and with
 //     sqlitestore, each in a fresh directory under os.TempDir, beside the
 //     floor: one synced append per call of its input and result, on the
 //     same disk. Wall time, and bytes written (write syscalls, less the

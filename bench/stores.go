@@ -15,11 +15,12 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/sqlitestore"
 )
 
 // The stores workload: one turn of n calls (storeCalls, 100 and 400), run
-// by toolrun with no Store, with a FileStore and with sqlitestore, each
+// by toolrun with no Store, with a filestore.Store and with sqlitestore, each
 // in a fresh temporary directory on the disk of os.TempDir, beside the
 // floor: one durable write per call (the call's input and result,
 // appended to a file and synced), on the same disk. Each is timed whole,
@@ -72,7 +73,7 @@ func runStores(ctx context.Context, rounds int, progress io.Writer) (*storesResu
 		var db *sqlitestore.Store
 		switch kind {
 		case "file":
-			opts.Store, opts.RunID = &toolrun.FileStore{Dir: dir}, "run"
+			opts.Store, opts.RunID = &filestore.Store{Dir: dir}, "run"
 		case "sqlite":
 			if db, err = sqlitestore.Open(filepath.Join(dir, "runs.db")); err != nil {
 				return 0, 0, err
@@ -180,7 +181,7 @@ func wchar() int64 {
 // from 100 calls to 400.
 func (s *storesResult) rows() []row {
 	var rows []row
-	label := map[string]string{"none": "no Store", "file": "FileStore", "sqlite": "sqlitestore", "floor": "floor: one synced append per call"}
+	label := map[string]string{"none": "no Store", "file": "filestore.Store", "sqlite": "sqlitestore", "floor": "floor: one synced append per call"}
 	for _, n := range storeCalls {
 		w := fmt.Sprintf("one turn of %d calls, saved", n)
 		for _, kind := range storeKinds {

@@ -18,10 +18,10 @@ import (
 // a runner, a new turn, a changed history).
 //
 // A Store without Append works as before, only slower on long turns. A
-// type that embeds a [toolrun.FileStore] has its Append too: one that overrides
+// type that embeds a [filestore.Store] has its Append too: one that overrides
 // Save to change or watch what is saved overrides Append as well, or hides
 // it (a field or method named Append that is not this one).
-// [toolrun.FileStore] and the sqlitestore module are StateAppenders. A signed run
+// [filestore.Store] and the sqlitestore module are StateAppenders. A signed run
 // (Options.StateKey) is always saved with Save: its signature covers the
 // whole state, so every save computes it over the whole state anyway.
 type StateAppender interface {
@@ -39,6 +39,3 @@ type StateAppender interface {
 	// it all, and Delete removes it all.
 	Append(ctx context.Context, id string, c *toolrun.StateChange, prev uint64) error
 }
-
-// A FileStore saves changes too.
-var _ StateAppender = (*toolrun.FileStore)(nil)

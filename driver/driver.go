@@ -42,7 +42,6 @@ var (
 	snapshot      = bridge.Snapshot.(func(*toolrun.Runner) *toolrun.State)
 	committed     = bridge.Committed.(func(*toolrun.Runner) (int, []*toolrun.ToolResult))
 	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
-	fileBlobs     = bridge.FileBlobs.(func(*toolrun.FileStore) (func(context.Context, string, []byte) error, func(context.Context, string) ([]byte, error), func(context.Context, string) error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
 	shareEvents   = bridge.ShareEvents.(func(*toolrun.Options))
 )
@@ -386,34 +385,14 @@ type BlobStore interface {
 }
 
 // Blobs returns the blobs st keeps: st itself if it implements
-// [BlobStore] (sqlitestore's Store does), the files beside its States for
-// a [*toolrun.FileStore], and nil for a Store that keeps no blobs.
+// [BlobStore] (sqlitestore's and filestore's Stores do), and nil for a
+// Store that keeps no blobs.
 func Blobs(st toolrun.Store) BlobStore {
 	switch s := st.(type) {
 	case nil:
 		return nil
 	case BlobStore:
 		return s
-	case *toolrun.FileStore:
-		if s == nil {
-			return nil
-		}
-		put, get, del := fileBlobs(s)
-		return funcBlobs{put, get, del}
 	}
 	return nil
 }
-
-// funcBlobs is a BlobStore of three functions: a FileStore's, which keeps
-// its blob methods unexported.
-type funcBlobs struct {
-	put func(context.Context, string, []byte) error
-	get func(context.Context, string) ([]byte, error)
-	del func(context.Context, string) error
-}
-
-func (b funcBlobs) PutBlob(ctx context.Context, key string, v []byte) error {
-	return b.put(ctx, key, v)
-}
-func (b funcBlobs) GetBlob(ctx context.Context, key string) ([]byte, error) { return b.get(ctx, key) }
-func (b funcBlobs) DeleteBlob(ctx context.Context, key string) error        { return b.del(ctx, key) }

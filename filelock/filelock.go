@@ -1,5 +1,5 @@
 // Package filelock takes exclusive OS locks on lock files, for the two
-// places that guard a saved run with one: the root package's FileStore and
+// places that guard a saved run with one: package filestore's Store and
 // the toolrun command's resume journal. A lock is an flock on an open file:
 // the OS releases it when the process dies, so a killed process never
 // leaves a file locked.

@@ -13,15 +13,16 @@ import (
 	"testing"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/storetest"
 )
 
-// openFileStore opens a FileStore in dir; under a directory named
+// openFileStore opens a filestore.Store in dir; under a directory named
 // brokenDir it opens an ignoresPrev instead. The children of RunResumers open
 // their store through TestMain's Child, so the dir is how
 // TestRunResumersFindsABrokenStore reaches them.
 func openFileStore(dir string) (toolrun.Store, error) {
-	fs := &toolrun.FileStore{Dir: dir}
+	fs := &filestore.Store{Dir: dir}
 	if slices.Contains(strings.Split(filepath.ToSlash(dir), "/"), brokenDir) {
 		return ignoresPrev{fs}, nil
 	}
@@ -30,20 +31,20 @@ func openFileStore(dir string) (toolrun.Store, error) {
 
 const brokenDir = "ignores-prev"
 
-// ignoresPrev is a FileStore whose Save saves over whatever is saved, as
+// ignoresPrev is a filestore.Store whose Save saves over whatever is saved, as
 // if it had been given the saved version as prev: a store without a
 // compare-and-swap.
-type ignoresPrev struct{ *toolrun.FileStore }
+type ignoresPrev struct{ *filestore.Store }
 
 func (s ignoresPrev) Save(ctx context.Context, id string, st *toolrun.State, prev uint64) error {
 	for {
 		var cur uint64
-		if saved, err := s.FileStore.Load(ctx, id); err == nil {
+		if saved, err := s.Store.Load(ctx, id); err == nil {
 			cur = saved.Version
 		}
 		c := *st
 		c.Version = cur + 1
-		err := s.FileStore.Save(ctx, id, &c, cur)
+		err := s.Store.Save(ctx, id, &c, cur)
 		if !errors.Is(err, toolrun.ErrRunBusy) {
 			return err
 		}
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestFileStore(t *testing.T) {
-	if err := storetest.Run(t.Context(), &toolrun.FileStore{Dir: t.TempDir()}); err != nil {
+	if err := storetest.Run(t.Context(), &filestore.Store{Dir: t.TempDir()}); err != nil {
 		t.Error(err)
 	}
 }
@@ -124,7 +125,7 @@ func (m *mixed) Load(ctx context.Context, id string) (*toolrun.State, error) {
 func (m *mixed) Delete(ctx context.Context, id string) error { return nil }
 
 // lastWins keeps each run's state but ignores prev: the last Save wins, as
-// FileStore and sqlitestore did before Save compared versions.
+// filestore.Store and sqlitestore did before Save compared versions.
 type lastWins struct {
 	mu sync.Mutex // guards m
 	m  map[string]*toolrun.State

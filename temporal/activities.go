@@ -61,7 +61,7 @@ type Activities struct {
 // written once, and the workflow holds only that key and the state without
 // its history, so that no payload and no event history grows with the
 // conversation. Every worker of the task queue must reach the same Store
-// (a database, a shared file system): [toolrun.FileStore] on one machine,
+// (a database, a shared file system): [github.com/toolrun/toolrun/filestore.Store] on one machine,
 // sqlitestore, or your own. A run keeps at most its last two states in
 // the Store while it goes on, and one, its last, under [Outcome.Ref], once
 // a step ended it (see the package doc's "What the Store costs"). Each
@@ -72,7 +72,7 @@ type Activities struct {
 // package doc's "What a turn costs"), and a run stops with
 // [toolrun.StopPayloadTooLarge] when its whole state outgrows
 // [RunOptions.PayloadLimit] (the input of a continue-as-new carries it).
-// A Store that keeps blobs too ([BlobStore]: FileStore and sqlitestore's
+// A Store that keeps blobs too ([BlobStore]: filestore.Store and sqlitestore's
 // do) also carries the run's values over [RunOptions.ClaimThreshold]
 // (results, a decision's edited input or reason), so that none goes
 // through the history.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -41,7 +42,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 	calls := &counter{}
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+		Store:  &filestore.Store{Dir: t.TempDir()},
 	}))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -24,7 +24,7 @@ import (
 
 // BlobStore is a store of bytes under keys, which the claim check keeps
 // the large values of a run in (see [RunOptions.ClaimThreshold]):
-// [toolrun.FileStore] and sqlitestore's Store implement it. A worker uses
+// [github.com/toolrun/toolrun/filestore.Store] and sqlitestore's Store implement it. A worker uses
 // it when its [toolrun.Options.Store] implements it too, and a client
 // when it is given one with [ClientOptions].Store.
 //

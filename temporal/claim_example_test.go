@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/testsuite"
 )
 
 // ExampleRunOptions_claimCheck runs a tool whose result, 200 KB, is over
-// the claim threshold, with the workers' states in a FileStore: the
+// the claim threshold, with the workers' states in a filestore.Store: the
 // result goes through the Store rather than through the workflow's
 // history, the model sees it whole, and the Store keeps no claim once the
 // run has ended.
@@ -41,7 +42,7 @@ func ExampleRunOptions_claimCheck() {
 	env.SetTestTimeout(10 * time.Minute) // the default 3 s is tripped by a loaded machine
 	temporal.Register(env, temporal.NewActivities(model.Client(), []toolrun.Tool{export}, &toolrun.Options{
 		Logger:         discard(),
-		Store:          &toolrun.FileStore{Dir: dir},
+		Store:          &filestore.Store{Dir: dir},
 		MaxResultBytes: 1 << 20, // what the model may see of a result
 	}))
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.NewInput(userParams("Export the orders."),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -74,7 +75,7 @@ func largePayloads(t *testing.T, c client.Client, id string, limit int) ([]strin
 	return large, events
 }
 
-// blobs lists the claims a FileStore in dir holds.
+// blobs lists the claims a filestore.Store in dir holds.
 func blobs(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -96,7 +97,7 @@ type bigIn struct {
 }
 
 // TestClaimCheckOnServer runs values of 1 MB through a run on a real
-// server, with the workers' Store a FileStore: a tool result (the
+// server, with the workers' Store a filestore.Store: a tool result (the
 // workers' MaxResultBytes raised), a person's edited input and a deny
 // reason. Each reaches the model or the tool whole, no payload of the
 // workflow's history is over the claim threshold, and the Store holds no
@@ -160,7 +161,7 @@ func TestClaimCheckOnServer(t *testing.T) {
 				toolruntest.Message(toolruntest.ToolUse("b1", "put", bigIn{Path: "/a"})),
 				toolruntest.Message(toolruntest.Text("Done."))))
 			dir := filepath.Join(t.TempDir(), "store")
-			store := &toolrun.FileStore{Dir: dir}
+			store := &filestore.Store{Dir: dir}
 			queue := newQueue("toolrun-claim")
 			inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{tool},
 				&toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 2 << 20}))

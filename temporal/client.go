@@ -242,7 +242,7 @@ func LoadState(ctx context.Context, store toolrun.Store, o *Outcome) (*toolrun.S
 type ClientOptions struct {
 	// Store is the Store the workers keep their states in (their
 	// [toolrun.Options.Store]), which must keep blobs too
-	// ([driver.Blobs]: a [toolrun.FileStore] or sqlitestore's Store), so
+	// ([driver.Blobs]: a [github.com/toolrun/toolrun/filestore.Store] or sqlitestore's Store), so
 	// that a decision's edited input, reason or Skip result over the
 	// claim threshold travels through it rather than through the
 	// workflow's history, and a decision of any size goes through.

@@ -19,6 +19,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -162,7 +163,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func storeName(store bool) string {
 	if store {
-		return "with a Store (FileStore)"
+		return "with a Store (filestore.Store)"
 	}
 	return "no Store"
 }
@@ -175,7 +176,7 @@ func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) co
 	queue := newQueue("toolrun-cost")
 	opts := &toolrun.Options{Logger: discard()}
 	if cc.store {
-		opts.Store = &toolrun.FileStore{Dir: b.TempDir()}
+		opts.Store = &filestore.Store{Dir: b.TempDir()}
 	}
 	model, modelCPU := startCostModel(b, cc.turns, wl.tools)
 	if *costProfile != "" {

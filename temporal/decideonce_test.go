@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
@@ -82,7 +83,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	}
 	opts := &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+		Store:  &filestore.Store{Dir: t.TempDir()},
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
 			if d, ok := e.(toolrun.ToolDecided); ok {
 				count(decided, d.Call.ID)

@@ -49,7 +49,7 @@
 //
 // A tool's result is cut to its MaxResultBytes on the worker, as in
 // process. With a Store on the workers that keeps blobs ([BlobStore]:
-// [toolrun.FileStore] and sqlitestore's do), what is left of it over
+// [filestore.Store] and sqlitestore's do), what is left of it over
 // [RunOptions.ClaimThreshold] (16 KiB by default) goes through the Store
 // as a claim check, never through the history: [Activities.RunTool] puts
 // it in the Store and returns a mark, and the step that sends it to the

@@ -18,6 +18,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/stretchr/testify/mock"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -452,7 +453,7 @@ func runWFPlan(t *testing.T, s *toolruntest.Server, tools []toolrun.Tool, ledger
 	opts := wfOptions(p)
 	var store toolrun.Store
 	if p.store {
-		store = &toolrun.FileStore{Dir: t.TempDir()}
+		store = &filestore.Store{Dir: t.TempDir()}
 		opts.Store = store
 	}
 	temporal.Register(env, temporal.NewActivities(s.Client(), tools, opts))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -28,7 +29,7 @@ func TestFollowResolvesClaims(t *testing.T) {
 		toolruntest.Message(toolruntest.ToolUse("b1", "put", bigIn{Path: "/a"})),
 		toolruntest.Message(toolruntest.ToolUse("b2", "pay", bigIn{Path: "/b"})),
 		toolruntest.Message(toolruntest.Text("Done."))))
-	store := &toolrun.FileStore{Dir: filepath.Join(t.TempDir(), "store")}
+	store := &filestore.Store{Dir: filepath.Join(t.TempDir(), "store")}
 	queue := newQueue("toolrun-follow-claim")
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{put, pay},
 		&toolrun.Options{Logger: discard(), Store: store, MaxResultBytes: 2 << 20}))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -139,7 +140,7 @@ func TestFollowContinueAsNew(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Done."))))
 			opts := &toolrun.Options{Logger: discard()}
 			if withStore {
-				opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+				opts.Store = &filestore.Store{Dir: t.TempDir()}
 			}
 			calls := &counter{}
 			inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{weatherTool(calls)}, opts))
@@ -579,7 +580,7 @@ func testFollowDenied(t *testing.T, c client.Client, withStore bool) {
 	calls := &counter{}
 	opts := &toolrun.Options{Logger: discard()}
 	if withStore {
-		opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+		opts.Store = &filestore.Store{Dir: t.TempDir()}
 	}
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, opts))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -802,7 +803,7 @@ func TestFollowAnsweredInStep(t *testing.T) {
 				model := toolruntest.New(t, toolruntest.Script(tt.replies...))
 				opts := &toolrun.Options{Logger: discard()}
 				if withStore {
-					opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+					opts.Store = &filestore.Store{Dir: t.TempDir()}
 				}
 				calls := &counter{}
 				inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), tools(calls), opts))

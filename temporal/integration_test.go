@@ -18,6 +18,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -172,7 +173,7 @@ func runWorker() error {
 	// to the state.
 	w := temporal.NewWorker(c, os.Getenv(taskQueueEnv), temporal.NewActivities(anthropic.NewClient(), crashTools(dir), &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: filepath.Join(dir, "states")},
+		Store:  &filestore.Store{Dir: filepath.Join(dir, "states")},
 	}), worker.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

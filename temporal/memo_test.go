@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -115,7 +116,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 	var calls counter
 	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+		Store:  &filestore.Store{Dir: t.TempDir()},
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -92,7 +93,7 @@ func startApprovalRun(t *testing.T, c client.Client, queue string, replies ...to
 	calls := &counter{}
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(calls, policy.RequireApproval("writes change files"))}, &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+		Store:  &filestore.Store{Dir: t.TempDir()},
 	}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
@@ -237,7 +238,7 @@ func TestContinueAsNewOnServer(t *testing.T) {
 	var calls counter
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: t.TempDir()},
+		Store:  &filestore.Store{Dir: t.TempDir()},
 	}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

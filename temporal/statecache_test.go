@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -81,7 +82,7 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 	model := toolruntest.New(t, toolruntest.Script(replies...))
 	opts := &toolrun.Options{Logger: discard()}
 	if store {
-		opts.Store = &toolrun.FileStore{Dir: t.TempDir()}
+		opts.Store = &filestore.Store{Dir: t.TempDir()}
 	}
 	var calls counter
 	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {

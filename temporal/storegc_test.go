@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -32,7 +33,7 @@ func TestStoreKeepsLastStates(t *testing.T) {
 	c := dialTemporal(t)
 	queue := newQueue("toolrun-store-gc")
 	dir := t.TempDir()
-	store := &toolrun.FileStore{Dir: dir}
+	store := &filestore.Store{Dir: dir}
 	var calls counter
 	inProcessWorker(t, c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, nil)}, &toolrun.Options{Logger: discard(), Store: store}))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -63,7 +64,7 @@ func TestStoreKeepsLastStates(t *testing.T) {
 	}
 }
 
-// storedStates lists the state files of a FileStore in dir.
+// storedStates lists the state files of a filestore.Store in dir.
 func storedStates(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -79,17 +80,17 @@ func storedStates(t *testing.T, dir string) []string {
 	return out
 }
 
-// lostStore is a FileStore whose first Delete waits, once it has deleted
+// lostStore is a filestore.Store whose first Delete waits, once it has deleted
 // the state, until the step's context is done: the step attempt that
 // deleted it goes on past its timeout, so that the server never records
 // its result, as when a worker's completion is lost.
 type lostStore struct {
-	toolrun.FileStore
+	filestore.Store
 	once sync.Once
 }
 
 func (s *lostStore) Delete(ctx context.Context, id string) error {
-	err := s.FileStore.Delete(ctx, id)
+	err := s.Store.Delete(ctx, id)
 	{
 		s.once.Do(func() { <-ctx.Done() })
 	}
@@ -110,7 +111,7 @@ func TestStoreEndRetried(t *testing.T) {
 	dir := t.TempDir()
 	// The first Delete is the second step's, which ends the run, of the
 	// first step's state.
-	store := &lostStore{FileStore: toolrun.FileStore{Dir: dir}}
+	store := &lostStore{Store: filestore.Store{Dir: dir}}
 	var calls counter
 	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{writeTool(&calls, nil)}, &toolrun.Options{Logger: discard(), Store: store})
 	inProcessWorker(t, c, queue, acts)

@@ -20,6 +20,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -75,7 +76,7 @@ func runUpgradeWorker() error {
 	dir := os.Getenv(upgradeDirEnv)
 	acts := temporal.NewActivities(anthropic.NewClient(), upgradeTools(dir, "new"), &toolrun.Options{
 		Logger: discard(),
-		Store:  &toolrun.FileStore{Dir: filepath.Join(dir, "states")},
+		Store:  &filestore.Store{Dir: filepath.Join(dir, "states")},
 	})
 	w := temporal.NewWorker(c, os.Getenv(upgradeQueueEnv), acts, worker.Options{
 		DeploymentOptions: temporal.Deployment(os.Getenv(upgradeDeplEnv), os.Getenv(upgradeBuildEnv)),

@@ -132,7 +132,7 @@ type RunOptions struct {
 	// stands for it, which the activity that needs the value replaces
 	// with it. Zero means [DefaultClaimThreshold], 16 KiB; a negative
 	// value turns the claim check off. It needs a Store on the workers
-	// that keeps blobs ([BlobStore]; [toolrun.FileStore] and
+	// that keeps blobs ([BlobStore]; [github.com/toolrun/toolrun/filestore.Store] and
 	// sqlitestore's do); without one, every value travels whole, within
 	// [RunOptions.PayloadLimit]. The decisions a client sends are the
 	// client's: see [ClientOptions].Store.

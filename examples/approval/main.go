@@ -1,5 +1,5 @@
 // Command approval is a refund that a person approves, across processes.
-// The run's state lives in a FileStore: the first process suspends when
+// The run's state lives in a filestore.Store: the first process suspends when
 // the model asks for the refund, and exits; a later one re-opens the run
 // from the store, gives the person's decision and finishes it. Run it
 // again and it prints the answer without refunding again: with a Store, a
@@ -24,6 +24,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -74,7 +75,7 @@ func run(ctx context.Context, dir, decide string) error {
 			anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Order 42 arrived broken. Refund it.")),
 		},
 	}
-	opts := &toolrun.Options{Store: &toolrun.FileStore{Dir: dir}, RunID: "order-42"}
+	opts := &toolrun.Options{Store: &filestore.Store{Dir: dir}, RunID: "order-42"}
 
 	// Open re-opens the run from the store, or starts it if none is saved.
 	r, err := toolrun.Open(ctx, client, params, []toolrun.Tool{refundTool(dir)}, opts)

@@ -25,7 +25,6 @@ var (
 	Snapshot      any // func(*toolrun.Runner) *toolrun.State
 	Committed     any // func(*toolrun.Runner) (int, []*toolrun.ToolResult)
 	ResumeOwned   any // func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error)
-	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
 	ShareEvents   any // func(*toolrun.Options)
 	NewTemplate   any // func(anthropic.Client, []toolrun.Tool, *toolrun.Options) (newRun func(anthropic.BetaMessageNewParams) *toolrun.Runner, resume func(*toolrun.State) (*toolrun.Runner, error))

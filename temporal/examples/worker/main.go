@@ -26,6 +26,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -67,7 +68,7 @@ func run(address, queue string) error {
 		Logger: logger,
 		// The workers keep the runs' states here and the workflows hold
 		// only a key to them; every worker of the queue must reach it.
-		Store: &toolrun.FileStore{Dir: filepath.Join(os.TempDir(), "toolrun-example-states")},
+		Store: &filestore.Store{Dir: filepath.Join(os.TempDir(), "toolrun-example-states")},
 		// Events are the same as in process; here they run in the worker
 		// that runs the activity.
 		OnEvent: func(ctx context.Context, e toolrun.Event) {
