@@ -69,6 +69,7 @@ func init() {
 		return f.putBlob, f.getBlob, f.deleteBlob
 	}
 	bridge.ShareEvents = func(o *Options) { o.sharedEvents = true }
+	bridge.ChangeTools = (*State).changeTools
 	bridge.ValidateInput = func(ctx context.Context, tool string, schema, input json.RawMessage) error {
 		s, err := compileSchema(schema)
 		if err != nil {

@@ -28,4 +28,5 @@ var (
 	FileBlobs     any // func(*toolrun.FileStore) (put, get, delete), the FileStore's blob methods
 	ValidateInput any // func(ctx, tool string, schema, input json.RawMessage) error
 	ShareEvents   any // func(*toolrun.Options)
+	ChangeTools   any // func(*toolrun.State, remove []string, add []anthropic.BetaToolUnionParam, apply bool) error
 )
