@@ -415,3 +415,93 @@ func definitionName(d anthropic.BetaToolUnionParam) string {
 	_ = json.Unmarshal(b, &wire)
 	return wire.Name
 }
+
+// changeTools does to s what [Runner.RemoveTools] of remove and then
+// [Runner.AddTools] and [Runner.AddToolParams] of add do to a runner's
+// State, for a driver that holds the State and no runner (a workflow):
+// it takes out the added definitions named in remove (a name no
+// definition added to s has is ignored: s does not say whether the run
+// has such a tool) and adds the definitions of add, each checked as
+// AddTools checks a tool (a client tool's name and schema, a name no
+// other tool of s has), all or none of them. Under the inline-tools beta
+// it queues the tool_removal and tool_addition blocks a runner would. With
+// apply false it only checks, and changes nothing.
+func (s *State) changeTools(remove []string, add []anthropic.BetaToolUnionParam, apply bool) error {
+	added := s.addedDefs()
+	var queued []anthropic.BetaSystemMessageParamContentUnion
+	if s.tools != nil {
+		queued = s.tools.Queued
+	}
+	only := s.addedOnly()
+	inline := slices.Contains(s.Betas, anthropic.AnthropicBetaInlineTools2026_09_15)
+	var removed []string
+	for _, name := range remove {
+		if slices.Contains(removed, name) || !slices.ContainsFunc(added, func(d anthropic.BetaToolUnionParam) bool { return definitionName(d) == name }) {
+			continue
+		}
+		removed = append(removed, name)
+		added = slices.DeleteFunc(slices.Clone(added), func(d anthropic.BetaToolUnionParam) bool { return definitionName(d) == name })
+		if inline {
+			queued = append(slices.Clip(queued), anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
+				Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
+			}})
+		}
+	}
+	taken := map[string]bool{}
+	for _, d := range s.Params.Tools {
+		taken[definitionName(d)] = true
+	}
+	for _, d := range added {
+		taken[definitionName(d)] = true
+	}
+	for _, def := range add {
+		name := definitionName(def)
+		if def.OfTool != nil {
+			if err := checkName(name); err != nil {
+				return fmt.Errorf("toolrun: add tools: %w", err)
+			}
+			schema, err := json.Marshal(def.OfTool.InputSchema)
+			if err != nil {
+				return fmt.Errorf("toolrun: add tools: tool %q: %w: %w", name, ErrInvalidSchema, err)
+			}
+			if _, err := compileSchema(schema); err != nil {
+				return fmt.Errorf("toolrun: add tools: tool %q: %w", name, err)
+			}
+		} else if b, err := json.Marshal(def); err != nil || string(b) == "{}" || string(b) == "null" {
+			return fmt.Errorf("toolrun: add tools: a definition that does not encode (%v)", err)
+		}
+		if name == "" {
+			continue // an MCP toolset has no name and takes no name of the run's
+		}
+		if taken[name] {
+			return fmt.Errorf("toolrun: add tools: %w: %q", ErrToolExists, name)
+		}
+		taken[name] = true
+	}
+	if !apply {
+		return nil
+	}
+	if len(add) > 0 {
+		added = append(slices.Clone(added), deepcopy.Copy(add)...)
+	}
+	for _, def := range add {
+		if def.OfTool != nil && !slices.Contains(only, def.OfTool.Name) {
+			// The State does not say which tools the run began with: a
+			// client tool given here is the run's only as added, as one
+			// given to a runner begun without it.
+			only = append(slices.Clip(only), def.OfTool.Name)
+		}
+		if inline {
+			queued = append(slices.Clip(queued), anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
+				Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: deepcopy.Copy(def)}},
+			}})
+		}
+	}
+	s.setToolState(added, queued, only)
+	for _, name := range removed {
+		if !slices.Contains(s.Removed, name) {
+			s.Removed = append(slices.Clip(s.Removed), name)
+		}
+	}
+	return nil
+}

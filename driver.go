@@ -72,6 +72,7 @@ func init() {
 		})
 		return v.decision()
 	}
+	bridge.ChangeTools = (*State).changeTools
 	bridge.ValidateInput = func(ctx context.Context, tool string, schema, input json.RawMessage) error {
 		s, err := compileSchema(schema)
 		if err != nil {

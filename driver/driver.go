@@ -44,6 +44,7 @@ var (
 	resumeOwned   = bridge.ResumeOwned.(func(anthropic.Client, *toolrun.State, []toolrun.Tool, *toolrun.Options) (*toolrun.Runner, error))
 	validateInput = bridge.ValidateInput.(func(context.Context, string, json.RawMessage, json.RawMessage) error)
 	shareEvents   = bridge.ShareEvents.(func(*toolrun.Options))
+	changeTools   = bridge.ChangeTools.(func(*toolrun.State, []string, []anthropic.BetaToolUnionParam, bool) error)
 )
 
 // PlannedCall is a call of the pending turn that is decided and allowed,
@@ -367,6 +368,38 @@ func CheckInput(ctx context.Context, tool string, schema, input json.RawMessage)
 // not write into Params nor keep it past the call; set it only where
 // every observer of the run is the driver's own.
 func ShareEvents(opts *toolrun.Options) { shareEvents(opts) }
+
+// ChangeTools does to s what [toolrun.Runner.RemoveTools] of remove and
+// then [toolrun.Runner.AddTools] and [toolrun.Runner.AddToolParams] of
+// add do to a runner's State, for a driver that holds a run's State and
+// no runner (a workflow, which has no history to build one from): the
+// definitions added to s ([toolrun.State.AddedTools]) named in remove
+// are taken out, and their names kept out of a run resumed from s
+// (State.Removed); then add's definitions are added, in order. Under the
+// inline-tools beta, the tool_removal and tool_addition blocks a runner
+// would queue are queued, and go to the model ahead of the next request.
+// A name in remove that no definition added to s has is ignored: s does
+// not say whether the run has such a tool among the tools given to
+// [toolrun.Resume]. A client tool (OfTool) of add needs its function, as
+// any added one does, among the tools given to Resume (or a stand-in,
+// as the temporal module's DeferClientTools makes).
+//
+// Each definition of add is checked as AddTools checks a tool: a client
+// tool's name and input schema (wrapping [toolrun.ErrInvalidSchema]),
+// and a name no tool of s has after the removals, among its params'
+// tools, those added and the others of add (wrapping
+// [toolrun.ErrToolExists]). On an error s is unchanged. It reads and
+// writes s as plain data, so a workflow may call it.
+func ChangeTools(s *toolrun.State, remove []string, add ...anthropic.BetaToolUnionParam) error {
+	return changeTools(s, remove, add, true)
+}
+
+// CanChangeTools returns the error [ChangeTools] would return for the
+// same change, and changes nothing: a driver checks a change with it
+// before it accepts the message that carries it.
+func CanChangeTools(s *toolrun.State, remove []string, add ...anthropic.BetaToolUnionParam) error {
+	return changeTools(s, remove, add, false)
+}
 
 // BlobStore is a store of bytes under keys, beside a run's States: a driver
 // keeps there what it must not carry itself (the large values of a

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -55,4 +56,32 @@ func ExampleAdvance() {
 	// Output:
 	// ran get_time → 12:00 UTC
 	// end_turn It is noon.
+}
+
+// ExampleChangeTools changes a run's tools in its State, with no runner,
+// as a workflow holding the State does when the run's client declares
+// other tools: get_location out, get_weather in.
+func ExampleChangeTools() {
+	location, _ := toolrun.NewRawTool("get_location", "Where the user is", []byte(`{"type":"object"}`),
+		func(context.Context, json.RawMessage) (string, error) { return "Paris", nil })
+	r := toolrun.New(anthropic.Client{}, anthropic.BetaMessageNewParams{}, nil, nil)
+	if err := r.AddTools(location); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	s := r.State()
+
+	weather := anthropic.BetaToolParam{Name: "get_weather", Description: anthropic.String("The weather where the user is"),
+		InputSchema: anthropic.BetaToolInputSchemaParam{Properties: map[string]any{}}}
+	if err := driver.ChangeTools(s, []string{"get_location"}, anthropic.BetaToolUnionParam{OfTool: &weather}); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, d := range s.AddedTools() {
+		fmt.Println("added:", d.OfTool.Name)
+	}
+	fmt.Println("removed:", s.Removed)
+	// Output:
+	// added: get_weather
+	// removed: [get_location]
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/driver"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 )
@@ -23,11 +25,42 @@ import (
 // The messages travel in the State's turn in progress, which a worker of
 // a toolrun older than the update ignores: upgrade every worker of the
 // task queue before a client sends it.
+//
+// The update takes an optional second argument, a *[ClientTools] (as
+// [AppendMessagesWithTools] sends it): the client tools the run offers
+// the model from the request after the decisions on. Without it (a
+// client that sends the messages alone, or a nil), the run's tools are
+// unchanged. A worker older than that argument ignores it, and the model
+// keeps the earlier client tools: upgrade the workers before a client
+// sends it.
 const AppendUpdate = "toolrun.append"
 
+// ClientTools is the second argument of [AppendUpdate]: the client tools
+// the run offers the model from its next request on, in place of the
+// client tools added to it before (the definitions with OfTool set among
+// [toolrun.State.AddedTools]), as a client that runs its own tools and
+// declares them with each message means: a tool declared before and not
+// here is taken out (an empty Tools takes them all out), a new one is
+// added, and one whose definition changed is replaced. Tools the API runs
+// (added with AddToolParams) and the workers' own tools are left alone.
+// Each definition is checked as [toolrun.Runner.AddTools] checks a tool
+// (its name and input schema, a name no other tool of the run has), and
+// its JSON counts toward [MaxAppendBytes] with the messages'; a refused
+// one refuses the update, and nothing of it is applied.
+//
+// The workers need the functions of the client tools added, as for any
+// added tool ([Activities.DeferClientTools] stands in for them). A call
+// of a tool taken out that still awaits its answer is answered by the
+// decision that answers it (a Skip's result, a Deny's reason), as the
+// workflow records it: the run has no tool left to decide it with.
+type ClientTools struct {
+	Tools []anthropic.BetaToolParam `json:"tools"`
+}
+
 // MaxAppendBytes bounds the JSON of the messages appended to one turn, by
-// every [AppendUpdate] it takes together: they travel in the workflow's
-// history and in the next step's input, which the server bounds.
+// every [AppendUpdate] it takes together, with the [ClientTools] sent
+// with them: they travel in the workflow's history and in the next
+// step's input, which the server bounds.
 const MaxAppendBytes = 256 << 10
 
 // ErrMessagesTooLarge is wrapped by the refusal of messages that would
@@ -57,13 +90,37 @@ var ErrNotAwaiting = errors.New("toolrun: the run does not await a decision")
 // needs a worker to take the update, and blocks until ctx is done while
 // none runs.
 func AppendMessages(ctx context.Context, c client.Client, workflowID string, messages ...anthropic.BetaMessageParam) error {
-	if _, err := appendSize(messages, 0); err != nil {
+	return appendMessages(ctx, c, workflowID, nil, messages)
+}
+
+// AppendMessagesWithTools is [AppendMessages] with the client tools the
+// run offers the model from the request after the decisions on, in place
+// of the client tools added to it before (see [ClientTools]): an empty
+// tools takes them all out. The definitions are checked, and counted
+// toward [MaxAppendBytes], before they are sent, as by the workflow.
+func AppendMessagesWithTools(ctx context.Context, c client.Client, workflowID string, tools ClientTools, messages ...anthropic.BetaMessageParam) error {
+	return appendMessages(ctx, c, workflowID, &tools, messages)
+}
+
+func appendMessages(ctx context.Context, c client.Client, workflowID string, tools *ClientTools, messages []anthropic.BetaMessageParam) error {
+	if _, err := appendSize(messages, tools, 0); err != nil {
 		return err
+	}
+	if tools != nil {
+		if _, add := clientToolChange(nil, tools.Tools); len(add) > 0 {
+			if err := driver.CanChangeTools(&toolrun.State{}, nil, add...); err != nil {
+				return err
+			}
+		}
+	}
+	args := []any{messages}
+	if tools != nil {
+		args = append(args, tools)
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   AppendUpdate,
-		Args:         []any{messages},
+		Args:         args,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -72,10 +129,10 @@ func AppendMessages(ctx context.Context, c client.Client, workflowID string, mes
 	return FromFailure(err)
 }
 
-// appendSize returns the JSON size of messages, or the refusal of
-// messages that are not user messages, or whose size with before bytes
-// appended already is over [MaxAppendBytes].
-func appendSize(messages []anthropic.BetaMessageParam, before int) (int, error) {
+// appendSize returns the JSON size of messages and tools, or the refusal
+// of messages that are not user messages, or whose size with tools' and
+// before bytes appended already is over [MaxAppendBytes].
+func appendSize(messages []anthropic.BetaMessageParam, tools *ClientTools, before int) (int, error) {
 	if len(messages) == 0 {
 		return 0, errors.New("toolrun: append: no messages")
 	}
@@ -91,10 +148,18 @@ func appendSize(messages []anthropic.BetaMessageParam, before int) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("toolrun: append: the messages: %w", err)
 	}
-	if before+len(b) > MaxAppendBytes {
-		return 0, fmt.Errorf("%w: %d bytes of messages with %d appended to the turn already, over the limit of %d (temporal.MaxAppendBytes): send a shorter message, or send it after the run goes on", ErrMessagesTooLarge, len(b), before, MaxAppendBytes)
+	n := len(b)
+	if tools != nil {
+		t, err := json.Marshal(tools)
+		if err != nil {
+			return 0, fmt.Errorf("toolrun: append: the client tools: %w", err)
+		}
+		n += len(t)
 	}
-	return len(b), nil
+	if before+n > MaxAppendBytes {
+		return 0, fmt.Errorf("%w: %d bytes of messages and tools with %d appended to the turn already, over the limit of %d (temporal.MaxAppendBytes): send a shorter message, or send it after the run goes on", ErrMessagesTooLarge, n, before, MaxAppendBytes)
+	}
+	return n, nil
 }
 
 // appendRefusal returns err as the update's refusal: an

@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -65,4 +66,68 @@ func Example_appendMessages() {
 	// user tool_result refunded A-17
 	// user text and refund B-2 too
 	// end_turn Refunded A-17; B-2 next?
+}
+
+// Example_appendMessagesWithTools: the run was given the client's tool
+// get_location; while a call awaits approval the client's next message
+// arrives declaring no tools ([temporal.ClientTools] with none, what
+// [temporal.AppendMessagesWithTools] sends), and the model's next request
+// offers the workers' tool alone.
+func Example_appendMessagesWithTools() {
+	model := toolruntest.New(nil, toolruntest.Script(
+		toolruntest.Message(toolruntest.ToolUse("toolu_1", "refund", map[string]any{"order": "A-17"})),
+		toolruntest.Message(toolruntest.Text("Refunded A-17.")),
+	))
+	defer model.Close()
+
+	refund := toolrun.NewTool("refund", "Refund an order", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "refunded " + in.Order, nil
+	})
+	refund.Policy = policy.RequireApproval("refunds need a person")
+
+	// The run as "toolrun serve" starts one: the client's tool added, its
+	// calls deferred to the client by the workers.
+	location, err := toolrun.NewRawTool("get_location", "Where the user is", []byte(`{"type":"object"}`),
+		func(context.Context, json.RawMessage) (string, error) { return "", nil })
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	r := toolrun.New(anthropic.Client{}, userParams("Refund order A-17."), nil, &toolrun.Options{Logger: discard()})
+	if err := r.AddTools(location); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(nopLogger)
+	env := suite.NewTestWorkflowEnvironment()
+	temporal.Register(env, temporal.NewActivities(model.Client(), []toolrun.Tool{refund}, &toolrun.Options{Logger: discard()}).DeferClientTools())
+
+	env.RegisterDelayedCallback(func() {
+		msg := anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("thanks"))
+		env.UpdateWorkflow(temporal.AppendUpdate, "append-1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { fmt.Println("refused:", err) },
+			OnComplete: func(_ any, err error) {
+				env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: "toolu_1", Decision: toolrun.Decision{}})
+			},
+		}, []anthropic.BetaMessageParam{msg}, &temporal.ClientTools{})
+	}, time.Minute)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.Input{State: r.State()})
+
+	var out temporal.Outcome
+	if err := env.GetWorkflowResult(&out); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for i, req := range model.Requests() {
+		fmt.Println("request", i+1, "tools:", req.ToolNames())
+	}
+	fmt.Println(out.StopReason, out.Text)
+	// Output:
+	// request 1 tools: [refund get_location]
+	// request 2 tools: [refund]
+	// end_turn Refunded A-17.
 }

@@ -109,7 +109,11 @@
 // model gets both in one request, as [toolrun.Runner.AppendMessages] does
 // in process. The update is refused while no decision is awaited, a turn
 // being in flight ([ErrNotAwaiting]), and beyond [MaxAppendBytes] a turn
-// ([ErrMessagesTooLarge]); a refusal changes nothing.
+// ([ErrMessagesTooLarge]); a refusal changes nothing. A client that runs
+// tools of its own and declares them with each message sends them with
+// [AppendMessagesWithTools] ([ClientTools]): they replace the client
+// tools the run was given before, from the request after the decisions
+// on, so that the model is offered that message's tools alone.
 //
 // # Long runs
 //

@@ -32,6 +32,7 @@ var sentinels = []struct {
 	{"toolrun.ErrStateSignature", toolrun.ErrStateSignature},
 	{"toolrun.ErrRunBusy", toolrun.ErrRunBusy},
 	{"toolrun.ErrInvalidSchema", toolrun.ErrInvalidSchema},
+	{"toolrun.ErrToolExists", toolrun.ErrToolExists},
 	{"toolrun.temporal.ErrDecisionTooLarge", ErrDecisionTooLarge},
 	{"toolrun.temporal.ErrClaimMissing", ErrClaimMissing},
 	{"toolrun.temporal.ErrMessagesTooLarge", ErrMessagesTooLarge},

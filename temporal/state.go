@@ -2,10 +2,13 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
 )
@@ -122,3 +125,73 @@ func loadState(ctx context.Context, st toolrun.Store, key string) (*toolrun.Stat
 // stream retries, by the one rule the runner's stream retries use too
 // ([driver.Retryable]).
 func retryable(err error) (bool, time.Duration) { return driver.Retryable(err) }
+
+// clientToolChange returns what makes the client tools added to s (the
+// definitions with OfTool of its AddedTools; none for a nil s) the tools
+// of defs, for [driver.ChangeTools]: the names to take out (a tool not in
+// defs, or whose definition differs), and the definitions to add (a tool
+// s has not, or whose definition differs), in defs' order. Two
+// definitions are the same if their JSON is, keys in any order.
+func clientToolChange(s *toolrun.State, defs []anthropic.BetaToolParam) (remove []string, add []anthropic.BetaToolUnionParam) {
+	had := map[string]string{}
+	var order []string
+	if s != nil {
+		for _, d := range s.AddedTools() {
+			if d.OfTool != nil {
+				had[d.OfTool.Name] = canonicalJSON(d)
+				order = append(order, d.OfTool.Name)
+			}
+		}
+	}
+	want := map[string]bool{}
+	for _, def := range defs {
+		u := anthropic.BetaToolUnionParam{OfTool: &def}
+		want[def.Name] = true
+		if old, ok := had[def.Name]; ok {
+			if old == canonicalJSON(u) {
+				continue
+			}
+			remove = append(remove, def.Name)
+		}
+		add = append(add, u)
+	}
+	for _, name := range order {
+		if !want[name] {
+			remove = append(remove, name)
+		}
+	}
+	return remove, add
+}
+
+// canonicalJSON returns v's JSON with the keys of its objects sorted, or
+// "" if it does not encode.
+func canonicalJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		return ""
+	}
+	b, _ = json.Marshal(x)
+	return string(b)
+}
+
+// removedClientTool reports whether the tool of call id of s is a tool
+// taken out of the run ([toolrun.State].Removed) and not added again, as
+// a [ClientTools] change leaves a client tool the run no longer offers.
+func removedClientTool(s *toolrun.State, id string) bool {
+	var name string
+	for _, c := range s.Calls() {
+		if c.ID == id {
+			name = c.Name
+		}
+	}
+	if name == "" || !slices.Contains(s.Removed, name) {
+		return false
+	}
+	return !slices.ContainsFunc(s.AddedTools(), func(d anthropic.BetaToolUnionParam) bool {
+		return d.OfTool != nil && d.OfTool.Name == name
+	})
+}

@@ -65,6 +65,11 @@ type cachedRun struct {
 	calls    []toolrun.ToolCall
 	answered map[string]bool
 	awaiting []string
+	// tools and removed are the run's tools as the step left them: the
+	// JSON of its added definitions and the names taken out, which a
+	// [ClientTools] change in the workflow since makes another run's.
+	tools   string
+	removed []string
 	// digest identifies the history the step returned, as its result
 	// reported it ([StepResult.Digest]), and whole is the state it
 	// returned: the history from which the next step's delta is cut, and
@@ -151,6 +156,7 @@ func newCachedRun(id string, r *toolrun.Runner, whole *toolrun.State, ref string
 		}
 	}
 	e.awaiting = awaitingIDs(whole)
+	e.tools, e.removed = toolsKey(whole), slices.Clone(whole.Removed)
 	if ref == "" {
 		e.msgs = len(whole.Params.Messages)
 		tail, err := lastMessages(whole.Params.Messages)
@@ -190,6 +196,9 @@ func (e *cachedRun) resume(s *toolrun.State, ref, digest string, msgs int) *tool
 	if !slices.Equal(awaitingIDs(s), e.awaiting) || !sameCalls(s.Calls(), e.calls) {
 		return nil
 	}
+	if !slices.Equal(s.Removed, e.removed) || toolsKey(s) != e.tools {
+		return nil // the workflow changed the run's tools (a ClientTools change)
+	}
 	for _, c := range e.calls {
 		res, ok := s.CallResult(c.ID)
 		switch {
@@ -204,6 +213,20 @@ func (e *cachedRun) resume(s *toolrun.State, ref, digest string, msgs int) *tool
 		}
 	}
 	return e.runner
+}
+
+// toolsKey returns the JSON of the definitions added to s, which tells
+// apart the tools of two states of one run.
+func toolsKey(s *toolrun.State) string {
+	added := s.AddedTools()
+	if len(added) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(added)
+	if err != nil {
+		return "?" // never equal to a key that encoded
+	}
+	return string(b)
 }
 
 // awaitingIDs returns the ids of the calls of s awaiting a decision.

@@ -46,8 +46,8 @@ func wrote(t *testing.T, s *toolrun.State) *toolrun.State {
 // state its step returned, with the results the workflow recorded since,
 // and nothing else: another run's state of the same shape (same turn,
 // same call id), a call with other input, a person's decision, another
-// Store key. Each of those is a miss, so that no stale runner sends a
-// request.
+// Store key, other tools (a ClientTools change). Each of those is a miss,
+// so that no stale runner sends a request.
 func TestCachedRunResume(t *testing.T) {
 	plain := func(t *testing.T) (*toolrun.Runner, *toolrun.State) { return advanced(t, "go", "/a", false) }
 	awaiting := func(t *testing.T) (*toolrun.Runner, *toolrun.State) { return advanced(t, "go", "/a", true) }
@@ -79,6 +79,19 @@ func TestCachedRunResume(t *testing.T) {
 			return s
 		}, inRef: "k1", hit: false},
 		{name: "another Store key", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return driver.Skeleton(whole) }, inRef: "k2", hit: false},
+		{name: "a client tool added", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State {
+			s := driver.Skeleton(whole)
+			def := anthropic.BetaToolParam{Name: "get_location", InputSchema: anthropic.BetaToolInputSchemaParam{Properties: map[string]any{}}}
+			if err := driver.ChangeTools(s, nil, anthropic.BetaToolUnionParam{OfTool: &def}); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, inRef: "k1", hit: false},
+		{name: "a tool taken out", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State {
+			s := driver.Skeleton(whole)
+			s.Removed = append(s.Removed, "write_file")
+			return s
+		}, inRef: "k1", hit: false},
 		{name: "a whole state for a stored one", step: awaiting, ref: "k1", in: func(t *testing.T, whole *toolrun.State) *toolrun.State { return whole }, hit: false},
 	}
 	for _, tt := range tests {

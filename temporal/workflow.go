@@ -407,6 +407,14 @@ const (
 	// messages are taken, so an execution that takes none (every execution
 	// recorded before the update) records no marker and replays as before.
 	versionAppend = "toolrun.append"
+	// versionAppendTools guards the client tools an [AppendUpdate] carries
+	// ([ClientTools]), and the answer of a call of a tool they took out
+	// by the decision that answers it. An execution recorded before them
+	// took the messages alone, as a worker older than the argument does.
+	// It is asked only when an update carries client tools, or when a
+	// decision answers a call of a tool taken out, so an execution that
+	// has neither records no marker.
+	versionAppendTools = "toolrun.append-tools"
 	// versionPaced guards the pauses of a coroutine that took [stepWork]
 	// bytes of signals or results in one go (see [pacer]): a pause lets
 	// the task's other coroutines run in between, which may change the
@@ -674,32 +682,46 @@ func (w *run) handle(ctx workflow.Context) error {
 }
 
 // handleAppend registers [AppendUpdate]: its validator refuses messages
-// that are not user messages, over [MaxAppendBytes] with those appended
-// to the turn before, or sent while the run awaits no decision or a step
-// is in flight (whose result will replace the state); its handler
-// appends them after the results of the turn awaiting approval.
+// that are not user messages, over [MaxAppendBytes] with the client tools
+// sent with them and those appended to the turn before, client tools
+// [driver.CanChangeTools] refuses, or an update sent while the run awaits
+// no decision or a step is in flight (whose result will replace the
+// state); its handler appends the messages after the results of the turn
+// awaiting approval, and makes the client tools the run's.
 func (w *run) handleAppend(ctx workflow.Context) error {
-	appendable := func(messages []anthropic.BetaMessageParam) (int, error) {
+	appendable := func(messages []anthropic.BetaMessageParam, tools *ClientTools) (int, error) {
 		before := w.appended
 		if w.appendedTurn != w.state.Turns {
 			before = 0
 		}
-		n, err := appendSize(messages, before)
+		n, err := appendSize(messages, tools, before)
 		if err != nil {
 			return 0, err
 		}
 		if w.stepping || w.ending != "" || len(w.state.AwaitingApproval()) == 0 {
 			return 0, fmt.Errorf("%w: a turn is in flight or the run ended; send the messages when it awaits a decision, or with its next run", ErrNotAwaiting)
 		}
+		if tools != nil {
+			remove, add := clientToolChange(w.state, tools.Tools)
+			if err := driver.CanChangeTools(w.state, remove, add...); err != nil {
+				return 0, err
+			}
+		}
 		return before + n, nil
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, AppendUpdate,
-		func(ctx workflow.Context, messages []anthropic.BetaMessageParam) error {
-			total, err := appendable(messages)
+		func(ctx workflow.Context, messages []anthropic.BetaMessageParam, tools *ClientTools) error {
+			total, err := appendable(messages, tools)
 			if err != nil {
 				return appendRefusal(err)
 			}
 			workflow.GetVersion(ctx, versionAppend, workflow.DefaultVersion, 1)
+			if tools != nil && workflow.GetVersion(ctx, versionAppendTools, workflow.DefaultVersion, 1) >= 1 {
+				remove, add := clientToolChange(w.state, tools.Tools)
+				if err := driver.ChangeTools(w.state, remove, add...); err != nil {
+					return appendRefusal(err) // checked by appendable: not reached
+				}
+			}
 			if w.appendedTurn == w.state.Turns {
 				w.size += total - w.appended
 			} else {
@@ -709,8 +731,8 @@ func (w *run) handleAppend(ctx workflow.Context) error {
 			w.appended, w.appendedTurn = total, w.state.Turns
 			return nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, messages []anthropic.BetaMessageParam) error {
-			_, err := appendable(messages)
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, messages []anthropic.BetaMessageParam, tools *ClientTools) error {
+			_, err := appendable(messages, tools)
 			if err != nil {
 				return appendRefusal(err)
 			}
@@ -773,7 +795,7 @@ func (w *run) applyBuffered(ctx workflow.Context) {
 	sizes := w.sizes()
 	keptSizes := sizes[:0]
 	for i, a := range w.buffered {
-		err := decide(w.state, a.ToolUseID, a.Decision)
+		err := w.decide(ctx, a)
 		switch {
 		case err == nil:
 		case errors.Is(err, errUnknownCall):
@@ -785,6 +807,26 @@ func (w *run) applyBuffered(ctx workflow.Context) {
 	}
 	w.buffered, w.bufSizes = kept, keptSizes
 	w.upsert(ctx)
+}
+
+// decide records decision a in the state if [decidable] allows it. A
+// Skip or Deny of a call whose tool a [ClientTools] change took out
+// (see removedClientTool) is recorded as the call's answer, as serve does
+// in process: the step's runner, with no tool left to decide the call
+// with, would answer it as an unknown tool's and lose the client's
+// result.
+func (w *run) decide(ctx workflow.Context, a Approval) error {
+	d := a.Decision
+	if (d.Kind == toolrun.Skip || d.Kind == toolrun.Deny) && decidable(w.state, a.ToolUseID, d) == nil &&
+		removedClientTool(w.state, a.ToolUseID) &&
+		workflow.GetVersion(ctx, versionAppendTools, workflow.DefaultVersion, 1) >= 1 {
+		res := &toolrun.ToolResult{Content: d.Result, IsError: d.IsError}
+		if d.Kind == toolrun.Deny {
+			res = &toolrun.ToolResult{Err: fmt.Errorf("%w: %s", toolrun.ErrDenied, d.Reason)}
+		}
+		return driver.SetResult(w.state, a.ToolUseID, res)
+	}
+	return decide(w.state, a.ToolUseID, d)
 }
 
 // step runs one step activity.

@@ -29,4 +29,5 @@ var (
 	ShareEvents   any // func(*toolrun.Options)
 	NewTemplate   any // func(anthropic.Client, []toolrun.Tool, *toolrun.Options) (newRun func(anthropic.BetaMessageNewParams) *toolrun.Runner, resume func(*toolrun.State) (*toolrun.Runner, error))
 	Chain         any // func(context.Context, toolrun.PolicyCall, []toolrun.Policy) toolrun.Decision, the runner's chain rule for package policy
+	ChangeTools   any // func(*toolrun.State, remove []string, add []anthropic.BetaToolUnionParam, apply bool) error
 )

@@ -195,7 +195,11 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(open) > 0 {
 			return nil, fmt.Errorf("%w: it awaits decisions on calls this run does not answer (%s); answer them with the message, or first", ErrThreadRunning, strings.Join(open, ", "))
 		}
-		if err := temporal.AppendMessages(ctx, e.cfg.Client, id, r.Messages...); err != nil {
+		offered, err := offeredTools(r)
+		if err != nil {
+			return nil, err
+		}
+		if err := temporal.AppendMessagesWithTools(ctx, e.cfg.Client, id, offered, r.Messages...); err != nil {
 			if errors.Is(err, temporal.ErrNotAwaiting) {
 				return nil, fmt.Errorf("%w: %w", ErrThreadRunning, err)
 			}
@@ -264,6 +268,37 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 	}
 	return e.follow(ctx, id, r, cur)
+}
+
+// offeredTools returns the definitions of the client tools r offers the
+// model (those of r.ClientTools not in r.EarlierTools), as a runner adds
+// them, for the workflow that takes r's messages: they replace the client
+// tools of its earlier runs, so that the model is offered this run's
+// alone (none for a run that declares tools: []), as a new workflow is
+// (see nextInput) and as in process.
+func offeredTools(r *serve.ExecutorRun) (temporal.ClientTools, error) {
+	out := temporal.ClientTools{Tools: []anthropic.BetaToolParam{}}
+	var tools []toolrun.Tool
+	for _, t := range r.ClientTools {
+		if !slices.Contains(r.EarlierTools, t.Name()) {
+			tools = append(tools, t)
+		}
+	}
+	if len(tools) == 0 {
+		return out, nil
+	}
+	// The runner is built only for the definitions AddTools makes, the
+	// same as those of the workflow's first run.
+	runner := toolrun.New(anthropic.Client{}, anthropic.BetaMessageNewParams{}, nil, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := runner.AddTools(tools...); err != nil {
+		return out, fmt.Errorf("servetemporal: the client's tools: %w", err)
+	}
+	for _, d := range runner.State().AddedTools() {
+		if d.OfTool != nil {
+			out.Tools = append(out.Tools, *d.OfTool)
+		}
+	}
+	return out, nil
 }
 
 // unread reports whether the workflow execution info describes, which
