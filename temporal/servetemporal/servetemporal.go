@@ -15,6 +15,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
+	"github.com/toolrun/toolrun/temporal/internal/described"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -37,7 +38,9 @@ type Config struct {
 	// [temporal.RunOptions]); MaxTurns is the server's, per run.
 	RunOptions temporal.RunOptions
 	// DataConverter is the converter the workers encode payloads with (a
-	// codec that encrypts them, say); nil means the SDK's default.
+	// codec that encrypts them, say). Nil means the converter Client was
+	// built with, read through a workflow's description as
+	// [temporal.Pending] reads it: give the converter to the client once.
 	DataConverter converter.DataConverter
 	// Store is the workers' [toolrun.Store], if they keep states in one
 	// (see [temporal.NewActivities]): a thread's next workflow starts
@@ -73,7 +76,7 @@ var (
 // process while the thread's run is in flight.
 func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
 	id := e.workflowID(thread)
-	desc, err := describe(ctx, e.cfg.Client, id, "")
+	desc, err := e.describe(ctx, id)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return false, nil
@@ -81,7 +84,7 @@ func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.info()
 	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return false, nil
 	}
@@ -91,7 +94,7 @@ func (e *Executor) Busy(ctx context.Context, thread string) (bool, error) {
 		return err == nil && len(pending) == 0, err
 	}
 	var p temporal.PendingApprovals
-	if err := e.dataConverter().FromPayload(raw, &p); err != nil {
+	if err := desc.dc.FromPayload(raw, &p); err != nil {
 		return false, fmt.Errorf("servetemporal: the memo %s of workflow %s: %w", temporal.PendingMemo, id, err)
 	}
 	return len(p.Calls) == 0 && p.More == 0, nil
@@ -142,7 +145,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 	}
 	id := e.workflowID(r.Thread)
-	desc, err := describe(ctx, e.cfg.Client, id, "")
+	desc, err := e.describe(ctx, id)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -150,7 +153,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 	case err != nil:
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
-	running := desc != nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	running := desc != nil && desc.info().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 	if r.Branch && !r.NewThread && running {
 		// The client's history leaves the thread's at an earlier point:
 		// the workflow, which goes on from the thread's, stops first (its
@@ -159,10 +162,10 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if err := e.Cancel(ctx, r.Thread); err != nil {
 			return nil, fmt.Errorf("servetemporal: cancelling the thread's workflow %s to go on from the client's history: %w", id, err)
 		}
-		if desc, err = describe(ctx, e.cfg.Client, id, ""); err != nil {
+		if desc, err = e.describe(ctx, id); err != nil {
 			return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 		}
-		if running = desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING; running {
+		if running = desc.info().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING; running {
 			return nil, fmt.Errorf("%w: it did not stop within %s of its cancellation, to go on from the client's history", ErrThreadRunning, CancelWait)
 		}
 	}
@@ -210,7 +213,7 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		}
 		fallthrough
 	case running:
-		info := desc.GetWorkflowExecutionInfo()
+		info := desc.info()
 		if first := info.GetFirstRunId(); first != "" && first != cur.Run {
 			cur = cursor{Run: first, Usage: cur.Usage, Turn: cur.Turn}
 		}
@@ -228,13 +231,13 @@ func (e *Executor) Run(ctx context.Context, r *serve.ExecutorRun) (*toolrun.Resu
 		if len(pending) > 0 && !slices.ContainsFunc(pending, func(pc toolrun.PendingCall) bool { _, ok := r.Decisions[pc.Call.ID]; return ok }) {
 			return &toolrun.Result{StopReason: toolrun.StopAwaitingApproval, Pending: pending, Usage: cur.Usage, Turns: cur.Turn}, nil
 		}
-	case len(r.Messages) == 0 && desc != nil && unread(cur, desc.GetWorkflowExecutionInfo()):
+	case len(r.Messages) == 0 && desc != nil && unread(cur, desc.info()):
 		// The thread's last workflow ended while no run of this server
 		// read it to its end (the server was killed while it ran): the
 		// run reports what it did from where the thread's last run
 		// stopped reading, its results, its answer and its end, so that
 		// the client sees the run's end however late it comes back.
-		if first := desc.GetWorkflowExecutionInfo().GetFirstRunId(); first != "" && first != cur.Run {
+		if first := desc.info().GetFirstRunId(); first != "" && first != cur.Run {
 			cur = cursor{Run: first, Usage: cur.Usage, Turn: cur.Turn}
 		}
 	case r.Reattach:
@@ -326,13 +329,13 @@ func taken(r *serve.ExecutorRun) error {
 
 // nextInput returns the input of the thread's next workflow: the last
 // one's final state, or a new one's, with the run's messages.
-func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservice.DescribeWorkflowExecutionResponse, r *serve.ExecutorRun) (temporal.Input, error) {
+func (e *Executor) nextInput(ctx context.Context, id string, desc *description, r *serve.ExecutorRun) (temporal.Input, error) {
 	opts := e.cfg.RunOptions
 	opts.MaxTurns = 0
 	var st *toolrun.State
-	if info := desc.GetWorkflowExecutionInfo(); info != nil {
+	if desc.info() != nil {
 		var err error
-		if st, err = e.lastState(ctx, id, info); err != nil {
+		if st, err = e.lastState(ctx, id, desc); err != nil {
 			return temporal.Input{}, err
 		}
 	}
@@ -413,10 +416,11 @@ func (e *Executor) nextInput(ctx context.Context, id string, desc *workflowservi
 }
 
 // lastState returns the state of the thread's last workflow execution,
-// as info describes it: its Outcome's if it completed, or otherwise
+// as desc describes it: its Outcome's if it completed, or otherwise
 // (running, cancelled, failed, terminated, timed out) the state its last
 // step returned, or the one it started from.
-func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.WorkflowExecutionInfo) (*toolrun.State, error) {
+func (e *Executor) lastState(ctx context.Context, id string, desc *description) (*toolrun.State, error) {
+	info := desc.info()
 	runID := info.GetExecution().GetRunId()
 	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		var out temporal.Outcome
@@ -425,7 +429,7 @@ func (e *Executor) lastState(ctx context.Context, id string, info *workflowpb.Wo
 		}
 		return e.load(ctx, out.State, out.Ref)
 	}
-	dc := e.dataConverter()
+	dc := desc.dc
 	var st *toolrun.State
 	var ref string
 	steps := map[int64]bool{} // the scheduled events of steps
@@ -469,13 +473,6 @@ func (e *Executor) load(ctx context.Context, st *toolrun.State, ref string) (*to
 		return nil, fmt.Errorf("servetemporal: the thread's state is in the workers' Store (%s), and the executor has none (Config.Store)", ref)
 	}
 	return temporal.LoadState(ctx, e.cfg.Store, &temporal.Outcome{State: st, Ref: ref})
-}
-
-func (e *Executor) dataConverter() converter.DataConverter {
-	if e.cfg.DataConverter != nil {
-		return e.cfg.DataConverter
-	}
-	return converter.GetDefaultDataConverter()
 }
 
 // sendDecisions gives the workflow id the decisions on the calls it
@@ -712,7 +709,7 @@ func (e *Executor) Cancel(ctx context.Context, thread string) error {
 // error wrapping fs.ErrNotExist for a thread with no workflow.
 func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State, error) {
 	id := e.workflowID(thread)
-	desc, err := describe(ctx, e.cfg.Client, id, "")
+	desc, err := e.describe(ctx, id)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return nil, fmt.Errorf("servetemporal: thread %q: %w", thread, fs.ErrNotExist)
@@ -720,7 +717,7 @@ func (e *Executor) LoadState(ctx context.Context, thread string) (*toolrun.State
 	if err != nil {
 		return nil, fmt.Errorf("servetemporal: describing the thread's workflow %s: %w", id, err)
 	}
-	return e.lastState(ctx, id, desc.GetWorkflowExecutionInfo())
+	return e.lastState(ctx, id, desc)
 }
 
 // awaiting returns the calls of the running workflows of the executor's
@@ -733,7 +730,14 @@ func (e *Executor) awaiting(ctx context.Context) ([]serve.ThreadCall, error) {
 	if e.cfg.WorkflowIDPrefix != "" {
 		query += " AND WorkflowId STARTS_WITH " + quote(e.cfg.WorkflowIDPrefix)
 	}
-	dc := e.dataConverter()
+	// The memo comes with the list, so it is decoded without a description:
+	// with Config.DataConverter, or else the SDK's default, and only a memo
+	// the default cannot read (the client's own converter encrypts or
+	// compresses) costs the description that reads it with the client's.
+	dc := e.cfg.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	var out []serve.ThreadCall
 	var token []byte
 	for {
@@ -756,7 +760,15 @@ func (e *Executor) awaiting(ctx context.Context) ([]serve.ThreadCall, error) {
 				continue
 			}
 			var p temporal.PendingApprovals
-			if err := dc.FromPayload(raw, &p); err != nil {
+			err := dc.FromPayload(raw, &p)
+			if err != nil && e.cfg.DataConverter == nil {
+				var desc *description
+				if desc, err = e.describe(ctx, id); err == nil {
+					p = temporal.PendingApprovals{}
+					err = desc.dc.FromPayload(raw, &p)
+				}
+			}
+			if err != nil {
 				return nil, fmt.Errorf("servetemporal: the memo %s of workflow %s: %w", temporal.PendingMemo, id, err)
 			}
 			out = append(out, e.threadCalls(id, p.Calls)...)
@@ -772,13 +784,37 @@ func quote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
 }
 
-// describe returns the server's description of a workflow execution (its
-// latest run when runID is empty): DescribeWorkflow's raw response, which
-// holds the memo and search attributes as the server sent them.
-func describe(ctx context.Context, c client.Client, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+// description is the server's description of a workflow execution, as
+// DescribeWorkflow's raw response holds it (the memo and search
+// attributes as the server sent them), with the converter its payloads
+// are decoded with.
+type description struct {
+	raw *workflowservice.DescribeWorkflowExecutionResponse
+	// dc is Config.DataConverter, or else the one of the client that
+	// described the execution (the converter the client was built with,
+	// read through the description as [temporal.Pending] reads it), so
+	// that a converter given to the client alone serves the executor's
+	// own reads too.
+	dc converter.DataConverter
+}
+
+// info returns the execution's info, nil for no description.
+func (d *description) info() *workflowpb.WorkflowExecutionInfo {
+	if d == nil {
+		return nil
+	}
+	return d.raw.GetWorkflowExecutionInfo()
+}
+
+// describe returns the description of workflow id's latest run.
+func (e *Executor) describe(ctx context.Context, id string) (*description, error) {
+	d, err := e.cfg.Client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return nil, err
 	}
-	return d.RawResponse, nil
+	dc := e.cfg.DataConverter
+	if dc == nil {
+		dc = described.Converter(d)
+	}
+	return &description{raw: d.RawResponse, dc: dc}, nil
 }

@@ -173,6 +173,14 @@ func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 // the executor's data converter (nil for the SDK's default).
 func newFixtureWith(t *testing.T, dc converter.DataConverter, needPerson ...string) *fixture {
 	t.Helper()
+	return newFixtureConverters(t, dc, dc, needPerson...)
+}
+
+// newFixtureConverters is newFixture with dc as the clients' and the
+// workers' data converter, and executorDC as the executor's
+// Config.DataConverter (nil: none given).
+func newFixtureConverters(t *testing.T, dc, executorDC converter.DataConverter, needPerson ...string) *fixture {
+	t.Helper()
 	c := dialTemporal(t, dc)
 	model := scenes(t, script)
 	f := &fixture{c: c, queue: newName("servetemporal"), calls: &counter{}, model: model, records: t.TempDir()}
@@ -200,7 +208,7 @@ func newFixtureWith(t *testing.T, dc converter.DataConverter, needPerson ...stri
 		Logger:  discard(),
 		// Transcripts are recorded from the events the executor reports.
 		RecordDir: f.records,
-		Executor:  servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: dc}),
+		Executor:  servetemporal.New(servetemporal.Config{Client: c, TaskQueue: f.queue, WorkflowIDPrefix: f.queue + "/", DataConverter: executorDC}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -428,16 +436,18 @@ type pendingList struct {
 // the call, as one stopped before writing it would have. The run goes on
 // once a worker starts, and the tool runs once.
 func TestServeOnTemporalNoWorker(t *testing.T) {
-	t.Run("default converter", func(t *testing.T) { testNoWorker(t, nil) })
+	t.Run("default converter", func(t *testing.T) { testNoWorker(t, nil, nil) })
 	// A codec on the clients and workers: the executor reads the memo and
 	// the history with it.
-	t.Run("codec", func(t *testing.T) {
-		testNoWorker(t, converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true})))
-	})
+	codec := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
+	t.Run("codec", func(t *testing.T) { testNoWorker(t, codec, codec) })
+	// The codec given to the client alone, not to the executor's Config:
+	// the executor's own reads decode with the client's converter.
+	t.Run("codec on the client alone", func(t *testing.T) { testNoWorker(t, codec, nil) })
 }
 
-func testNoWorker(t *testing.T, dc converter.DataConverter) {
-	f := newFixtureWith(t, dc)
+func testNoWorker(t *testing.T, dc, executorDC converter.DataConverter) {
+	f := newFixtureConverters(t, dc, executorDC)
 	thread := newName("thread")
 	evs := f.run(t, input(thread, "r1", []map[string]any{user("m1", "pay")}, nil))
 	lost := interruptID(t, evs)
