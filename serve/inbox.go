@@ -98,7 +98,7 @@ type inbox struct {
 	h     *Handler
 	pages *template.Template
 
-	mu   sync.Mutex    // guards wake, going, fails
+	mu   sync.Mutex    // guards wake, going, fails, afterReading
 	wake chan struct{} // closed and replaced when the inbox decides
 	// going holds the threads whose next run the inbox is starting.
 	going map[string]bool
@@ -108,6 +108,11 @@ type inbox struct {
 
 	// notifier sends Config.Notify's webhook; nil without one.
 	notifier *notifier
+
+	// afterReading, if not nil, is called by a change stream between its
+	// first reading of the list and the first page's: a test lands a
+	// change there.
+	afterReading func()
 }
 
 // inboxSession is a logged-in person: the identity of the token they
@@ -709,12 +714,11 @@ func (f listFilter) keeps(it *interrupt, now time.Time) bool {
 }
 
 // listing is the calls awaiting a person that a session sees, newest
-// first, and those of them a filter keeps.
+// first, and those of them a filter keeps. Its calls are what the list's
+// order, filters, counts and groups need (see listCalls): a call's input,
+// reason and the rest are read for the calls shown (see fill).
 type listing struct {
 	all, kept []*interrupt
-	// versions holds the callVersion of each call of kept, in its order:
-	// the set's version and the change stream both need every one.
-	versions []string
 	// groups counts the calls of each response (see groupOf) in all.
 	groups map[groupKey]int
 }
@@ -748,9 +752,82 @@ func newestFirst(a, b *interrupt) int {
 	return strings.Compare(a.ToolCallID, b.ToolCallID)
 }
 
-// list returns the calls awaiting a person in tenant, and those f keeps.
+// listColumns are the columns of the calls waiting that the list reads
+// for all of them: its order, filters, groups, counts and a bulk
+// decision need these, and no call's input, which is read only for the
+// calls shown.
+const listColumns = `id, thread_id, run_id, tool_call_id, tool_name, kind, status, created_at, expires_at`
+
+// listCalls returns the calls awaiting a person, each with listColumns
+// only, in no order. Under an [Executor] the executor says which calls
+// wait, and they come whole.
+func (ib *inbox) listCalls(ctx context.Context) ([]*interrupt, error) {
+	if _, ok := ib.h.be.(sqlBackend); !ok {
+		return ib.h.be.pending(ctx, "")
+	}
+	rows, err := ib.h.cfg.DB.QueryContext(ctx, `SELECT `+listColumns+` FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*interrupt
+	for rows.Next() {
+		var it interrupt
+		var created, expires string
+		if err := rows.Scan(&it.ID, &it.Thread, &it.Run, &it.ToolCallID, &it.ToolName, &it.Kind, &it.Status, &created, &expires); err != nil {
+			return nil, err
+		}
+		if it.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
+			return nil, fmt.Errorf("interrupt %q: created_at: %w", it.ID, err)
+		}
+		if it.ExpiresAt, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+			return nil, fmt.Errorf("interrupt %q: expires_at: %w", it.ID, err)
+		}
+		out = append(out, &it)
+	}
+	return out, rows.Err()
+}
+
+// fill returns the calls of its whole (input, reason and all), in its
+// order, reading those listCalls read in part in one query; a call no
+// longer waiting is left out, as the next change event removes it.
+func (ib *inbox) fill(ctx context.Context, its []*interrupt) ([]*interrupt, error) {
+	if _, ok := ib.h.be.(sqlBackend); !ok || len(its) == 0 {
+		return its, nil
+	}
+	ids := make([]string, len(its))
+	for i, it := range its {
+		ids[i] = it.ID
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	// By the primary key alone: with the status asked too, SQLite would
+	// walk every call waiting by the index of the status.
+	whole, err := queryInterrupts(ctx, ib.h.cfg.DB, `id IN (SELECT value FROM json_each(?))`, string(b))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*interrupt, len(whole))
+	for _, it := range whole {
+		if it.Status == statusPending {
+			byID[it.ID] = it
+		}
+	}
+	out := make([]*interrupt, 0, len(its))
+	for _, it := range its {
+		if w, ok := byID[it.ID]; ok {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// list returns the calls awaiting a person in tenant, and those f keeps,
+// as listCalls reads them.
 func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listing, error) {
-	its, err := ib.h.be.pending(ctx, "")
+	its, err := ib.listCalls(ctx)
 	if err == nil {
 		its, err = ib.h.visible(ctx, tenant, its)
 	}
@@ -759,25 +836,27 @@ func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listin
 	}
 	slices.SortFunc(its, newestFirst)
 	now := ib.h.cfg.Now()
-	l := &listing{all: its, groups: map[groupKey]int{}, kept: make([]*interrupt, 0, len(its)), versions: make([]string, 0, len(its))}
+	l := &listing{all: its, groups: map[groupKey]int{}, kept: make([]*interrupt, 0, len(its))}
 	for _, it := range its {
 		l.groups[keyOf(it)]++
 		if f.keeps(it, now) {
 			l.kept = append(l.kept, it)
-			l.versions = append(l.versions, callVersion(it))
 		}
 	}
 	return l, nil
 }
 
-// setVersion is a digest of the calls of l.kept and their versions: a
-// decision on every call of a filtered set names the set the person
-// confirmed, and is refused if the set is another by then.
+// setVersion is a digest of the calls of l.kept: a decision on every
+// call of a filtered set names the set the person confirmed, and is
+// refused if the set is another by then. The calls' ids name it: a call
+// is not changed while it waits (a decision is what changes it, and
+// takes it off the list), so the same ids are the same calls as they
+// were.
 func (l *listing) setVersion() string {
 	h := sha256.New()
 	var b []byte
-	for i, it := range l.kept {
-		b = append(append(append(append(b[:0], it.ID...), ':'), l.versions[i]...), ';')
+	for _, it := range l.kept {
+		b = append(append(b[:0], it.ID...), ';')
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -881,6 +960,14 @@ func (ib *inbox) firstPage(ctx context.Context, s *inboxSession, l *listing, aft
 	}
 	more := len(page) > limit
 	page = page[:min(limit, len(page))]
+	next := ""
+	if more {
+		next = cursorOf(page[len(page)-1])
+	}
+	page, err := ib.fill(ctx, page)
+	if err != nil {
+		return nil, err
+	}
 	calls, err := ib.describe(ctx, page, l.groups)
 	if err != nil {
 		return nil, err
@@ -892,7 +979,7 @@ func (ib *inbox) firstPage(ctx context.Context, s *inboxSession, l *listing, aft
 	out := l.counts()
 	out["pending"], out["more"], out["tools"], out["you"], out["now"] = calls, more, tools, s.id.name, ib.h.cfg.Now().UTC()
 	if more {
-		out["next"] = cursorOf(page[len(page)-1])
+		out["next"] = next
 	}
 	return out, nil
 }
@@ -989,7 +1076,7 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		return true
 	}
 	ctx := r.Context()
-	var known map[string]string // id → version of the calls sent
+	var known map[string]bool // the ids of the calls the filter kept
 	last, n := "", 0
 	for {
 		wake := ib.woken()
@@ -998,22 +1085,26 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 			return
 		}
 		if fp != last {
+			// One reading of the list (see listCalls) is both the page
+			// sent and the baseline the next changes are told against;
+			// the fingerprint is taken before it, so a change that lands
+			// after the fingerprint, during the reading or after it,
+			// makes the next fingerprint another and is told then.
 			l, err := ib.list(ctx, s.id.tenant, f)
 			if err != nil {
 				return
 			}
-			now := make(map[string]string, len(l.kept))
+			now := make(map[string]bool, len(l.kept))
 			var added []*interrupt
-			for i, it := range l.kept {
-				v := l.versions[i]
-				now[it.ID] = v
-				if known != nil && known[it.ID] != v {
+			for _, it := range l.kept {
+				now[it.ID] = true
+				if known != nil && !known[it.ID] {
 					added = append(added, it)
 				}
 			}
 			removed := []string{}
 			for id := range known {
-				if _, ok := now[id]; !ok {
+				if !now[id] {
 					removed = append(removed, id)
 				}
 			}
@@ -1025,8 +1116,15 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 				// The first page of the list comes with the stream's
 				// start: the page draws its rows from the very listing
 				// the changes that follow are told against, without a
-				// second reading of the list.
+				// second reading of the list, and the inputs read are
+				// the first page's only.
 				event = "ready"
+				ib.mu.Lock()
+				after := ib.afterReading
+				ib.mu.Unlock()
+				if after != nil {
+					after()
+				}
 				if data, err = ib.firstPage(ctx, s, l, "", 0); err != nil {
 					return
 				}
@@ -1036,6 +1134,9 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 				data = l.counts()
 				if len(added) > inboxDeltaMax {
 					added, data["truncated"] = added[:inboxDeltaMax], true
+				}
+				if added, err = ib.fill(ctx, added); err != nil {
+					return
 				}
 				calls, err := ib.describe(ctx, added, l.groups)
 				if err != nil {
