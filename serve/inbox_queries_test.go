@@ -360,3 +360,101 @@ func TestInboxStreamTellsAChangeDuringItsFirstReading(t *testing.T) {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
 }
+
+// TestTenantVisibilityInOneQuery: the calls a tenant's token lists are
+// kept by the owners of their threads, read in one query however many
+// threads there are.
+func TestTenantVisibilityInOneQuery(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{})
+	fillPending(t, e, 300) // threads thread-000 to thread-099, three calls each
+	db, err := sql.Open("sqlite", "file:"+e.dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 100 {
+		owner := "acme-app"
+		if i >= 50 {
+			owner = "globex-app"
+		}
+		if _, err := db.Exec(`INSERT INTO serve_threads (id, owner, created_at) VALUES (?, ?, ?)`, fmt.Sprintf("thread-%03d", i), owner, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cfg.Tokens = append(e.cfg.Tokens,
+		serve.Token{Name: "acme-app", Secret: "acme-app-secret-0123", Scopes: []string{serve.ScopeRun}, Tenant: "acme"},
+		serve.Token{Name: "acme-ops", Secret: "acme-ops-secret-0123", Scopes: []string{serve.ScopeRead}, Tenant: "acme"},
+		serve.Token{Name: "globex-app", Secret: "globex-app-secret-01", Scopes: []string{serve.ScopeRun}, Tenant: "globex"},
+	)
+	l := e.withQueryLog(t)
+	mark := l.len()
+	status, body := e.bearer(t, http.MethodGet, "/api/pending", "acme-ops-secret-0123", "")
+	if status != http.StatusOK {
+		t.Fatalf("/api/pending: %d %s", status, body)
+	}
+	var got struct{ Pending []struct{ ThreadID string } }
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pending) != 150 {
+		t.Errorf("acme-ops lists %d calls, want the 150 of acme's 50 threads", len(got.Pending))
+	}
+	for _, p := range got.Pending {
+		if p.ThreadID >= "thread-050" {
+			t.Errorf("acme-ops lists a call of %s, globex's", p.ThreadID)
+			break
+		}
+	}
+	var owners []string
+	for _, q := range l.since(mark) {
+		if strings.Contains(q.text, "serve_threads") {
+			owners = append(owners, q.text)
+		}
+	}
+	if len(owners) != 1 {
+		t.Errorf("listing the calls of 100 threads read their owners in %d queries, want 1", len(owners))
+	}
+}
+
+// TestAPIDecisionStartsTheRunBeforeWakingTheStreams: a decision over the
+// JSON API starts the thread's next run before the inbox's change
+// streams look for the change, as the inbox's own decision does: on the
+// database's one connection, the run's start would otherwise wait behind
+// their readings of the list.
+func TestAPIDecisionStartsTheRunBeforeWakingTheStreams(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{"pay 5": payScene(5)})
+	l := e.withQueryLog(t)
+	id := e.start(t, "thread-5", "pay 5")[0]
+	next := e.openStream(t, aliceToken, "")
+	if event, _ := next(); event != "ready" {
+		t.Fatalf("the first event is %q, want ready", event)
+	}
+	mark := l.len()
+	status, body := e.bearer(t, http.MethodPost, "/api/interrupts/"+id+"/decision", bobToken, `{"decision":"approve"}`)
+	if status != http.StatusOK {
+		t.Fatalf("the decision: %d %s", status, body)
+	}
+	var answer struct{ NextRun string }
+	json.Unmarshal([]byte(body), &answer)
+	e.follow(t, answer.NextRun)
+	var order []string
+	decided := false
+	for _, q := range l.since(mark) {
+		switch {
+		case strings.HasPrefix(q.text, "UPDATE serve_interrupts SET status"):
+			decided = true
+			order = append(order, "decided")
+		case !decided:
+		case strings.HasPrefix(q.text, "INSERT INTO serve_runs"):
+			order = append(order, "run started")
+		case strings.Contains(q.text, "COALESCE(MAX(created_at)"):
+			order = append(order, "stream looked")
+		}
+	}
+	if len(order) < 3 {
+		t.Fatalf("after the decision: %v, want it decided, the run started and a stream to look", order)
+	}
+	if diff := cmp.Diff([]string{"decided", "run started", "stream looked"}, order[:3]); diff != "" {
+		t.Errorf("the order after a decision over the JSON API (-want +got):\n%s", diff)
+	}
+}
