@@ -529,39 +529,94 @@ func (m wireMessage) blocks() []wireBlock {
 
 // loadThread reads thread's owner, client tools and saved State.
 func (ib *inbox) loadThread(ctx context.Context, thread string) (*threadView, error) {
-	tv := &threadView{}
-	var tools string
-	err := ib.h.cfg.DB.QueryRowContext(ctx, `SELECT owner, client_tools FROM serve_threads WHERE id = ?`, thread).Scan(&tv.owner, &tools)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	tvs, err := ib.loadThreads(ctx, []string{thread})
+	if err != nil {
 		return nil, err
 	}
-	json.Unmarshal([]byte(tools), &tv.clientTools)
-	var data []byte
+	return tvs[thread], nil
+}
+
+// loadThreads reads the owner, client tools and saved State of each of
+// threads, by thread: the owners and tools in one query, and the States
+// in another where the server keeps them (under an [Executor] they are
+// the executor's, read one by one), so a page of calls of a hundred
+// threads is read in two queries rather than two hundred.
+func (ib *inbox) loadThreads(ctx context.Context, threads []string) (map[string]*threadView, error) {
+	out := make(map[string]*threadView, len(threads))
+	for _, t := range threads {
+		out[t] = &threadView{}
+	}
+	ids, err := json.Marshal(threads)
+	if err != nil {
+		return nil, err
+	}
+	db := ib.h.cfg.DB
+	rows, err := db.QueryContext(ctx, `SELECT id, owner, client_tools FROM serve_threads WHERE id IN (SELECT value FROM json_each(?))`, string(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, owner, tools string
+		if err := rows.Scan(&id, &owner, &tools); err != nil {
+			return nil, err
+		}
+		if tv := out[id]; tv != nil {
+			tv.owner = owner
+			json.Unmarshal([]byte(tools), &tv.clientTools)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
 	if ex := ib.h.cfg.Executor; ex != nil {
 		// The State is the executor's, if it can read it.
 		sl, ok := ex.(StateLoader)
 		if !ok {
-			return tv, nil
+			return out, nil
 		}
-		st, err := sl.LoadState(ctx, thread)
-		if errors.Is(err, fs.ErrNotExist) {
-			return tv, nil
+		for _, thread := range threads {
+			st, err := sl.LoadState(ctx, thread)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+			}
+			data, err := json.Marshal(st)
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+			}
+			if err := out[thread].read(thread, data); err != nil {
+				return nil, err
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
-		}
-		if data, err = json.Marshal(st); err != nil {
-			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
-		}
-	} else {
-		err = ib.h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_states WHERE id = ?`, thread).Scan(&data)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tv, nil
-		}
-		if err != nil {
+		return out, nil
+	}
+	rows, err = db.QueryContext(ctx, `SELECT id, data FROM serve_states WHERE id IN (SELECT value FROM json_each(?))`, string(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var data []byte
+		if err := rows.Scan(&id, &data); err != nil {
 			return nil, err
 		}
+		if tv := out[id]; tv != nil {
+			if err := tv.read(id, data); err != nil {
+				return nil, err
+			}
+		}
 	}
+	return out, rows.Err()
+}
+
+// read takes the conversation, turns and cost of thread's saved State,
+// data.
+func (tv *threadView) read(thread string, data []byte) error {
 	var st struct {
 		Params struct {
 			Messages []wireMessage `json:"messages"`
@@ -574,14 +629,14 @@ func (ib *inbox) loadThread(ctx context.Context, thread string) (*threadView, er
 		CostIncomplete bool    `json:"cost_incomplete"`
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+		return fmt.Errorf("thread %q: reading its state: %w", thread, err)
 	}
 	tv.messages = st.Params.Messages
 	if st.Pending != nil {
 		tv.messages = append(tv.messages, st.Pending.Message)
 	}
 	tv.turns, tv.cost, tv.costUnknown = st.Turns, st.CostUSD, st.CostIncomplete
-	return tv, nil
+	return nil
 }
 
 // tool returns the description and schema of the tool name on thread.
@@ -753,14 +808,15 @@ func newestFirst(a, b *interrupt) int {
 }
 
 // listColumns are the columns of the calls waiting that the list reads
-// for all of them: its order, filters, groups, counts and a bulk
-// decision need these, and no call's input, which is read only for the
-// calls shown.
-const listColumns = `id, thread_id, run_id, tool_call_id, tool_name, kind, status, created_at, expires_at`
+// for all of them: its order, filters, groups and counts need these, and
+// no call's input, which is read only for the calls shown (see fill).
+// An index holds them all (serve_interrupts_listed), so the reading walks
+// it alone.
+const listColumns = `id, thread_id, run_id, tool_call_id, tool_name, created_at`
 
 // listCalls returns the calls awaiting a person, each with listColumns
-// only, in no order. Under an [Executor] the executor says which calls
-// wait, and they come whole.
+// only (and its kind and status), in no order. Under an [Executor] the
+// executor says which calls wait, and they come whole.
 func (ib *inbox) listCalls(ctx context.Context) ([]*interrupt, error) {
 	if _, ok := ib.h.be.(sqlBackend); !ok {
 		return ib.h.be.pending(ctx, "")
@@ -772,16 +828,13 @@ func (ib *inbox) listCalls(ctx context.Context) ([]*interrupt, error) {
 	defer rows.Close()
 	var out []*interrupt
 	for rows.Next() {
-		var it interrupt
-		var created, expires string
-		if err := rows.Scan(&it.ID, &it.Thread, &it.Run, &it.ToolCallID, &it.ToolName, &it.Kind, &it.Status, &created, &expires); err != nil {
+		it := interrupt{Kind: kindApproval, Status: statusPending}
+		var created string
+		if err := rows.Scan(&it.ID, &it.Thread, &it.Run, &it.ToolCallID, &it.ToolName, &created); err != nil {
 			return nil, err
 		}
 		if it.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
 			return nil, fmt.Errorf("interrupt %q: created_at: %w", it.ID, err)
-		}
-		if it.ExpiresAt, err = time.Parse(time.RFC3339Nano, expires); err != nil {
-			return nil, fmt.Errorf("interrupt %q: expires_at: %w", it.ID, err)
 		}
 		out = append(out, &it)
 	}
@@ -871,17 +924,24 @@ func (l *listing) counts() map[string]any {
 // describe returns its as the inbox shows them, with what a person needs
 // to judge each; groups counts the calls of each response.
 func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[groupKey]int) ([]inboxCall, error) {
-	threads := map[string]*threadView{}
 	out := []inboxCall{}
+	if len(its) == 0 {
+		return out, nil
+	}
+	var names []string
+	seen := map[string]bool{}
 	for _, it := range its {
-		tv, ok := threads[it.Thread]
-		if !ok {
-			var err error
-			if tv, err = ib.loadThread(ctx, it.Thread); err != nil {
-				return nil, err
-			}
-			threads[it.Thread] = tv
+		if !seen[it.Thread] {
+			seen[it.Thread] = true
+			names = append(names, it.Thread)
 		}
+	}
+	threads, err := ib.loadThreads(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range its {
+		tv := threads[it.Thread]
 		c := inboxCall{pendingCall: listed(it), Editable: ib.h.serverTool(it.ToolName)}
 		c.Owner = tv.owner
 		c.Description, c.Schema = ib.tool(tv, it.ToolName)
@@ -1339,10 +1399,17 @@ func (ib *inbox) bulk(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 		json.NewEncoder(w).Encode(out)
 		return
 	}
+	// The calls whole, for their expiry: one query by their ids.
+	kept, err := ib.fill(ctx, l.kept)
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	taken := len(l.kept) - len(kept) // decided since the list was read
 	now := ib.h.cfg.Now()
-	decided, expired, taken := 0, 0, 0
+	decided, expired := 0, 0
 	threads := map[string]bool{}
-	for _, it := range l.kept {
+	for _, it := range kept {
 		if body.Decision == "approve" && !now.Before(it.ExpiresAt) {
 			expired++
 			continue

@@ -282,8 +282,9 @@ func (e *inboxEnv) openStream(t *testing.T, token, query string) (next func() (s
 
 // TestInboxOpensReadingTheFirstPageOnly: the change stream's first event,
 // the list's first page, reads the inputs of that page's calls and no
-// other, however many calls wait; the list's order, counts and tools
-// come from the calls' other columns.
+// other, however many calls wait (the list's order, counts and tools
+// come from the calls' other columns), and the threads of the page's
+// calls in one query, their States in one more.
 func TestInboxOpensReadingTheFirstPageOnly(t *testing.T) {
 	e := newInboxEnv(t, map[string][]toolruntest.Reply{})
 	fillPending(t, e, 2500) // 125 of tool_3
@@ -299,8 +300,19 @@ func TestInboxOpensReadingTheFirstPageOnly(t *testing.T) {
 		if len(calls) != 100 {
 			t.Fatalf("%q: ready lists %d calls, want a page of 100", q, len(calls))
 		}
-		if got := inputsRead(l.since(mark)); got > 100 {
+		qs := l.since(mark)
+		if got := inputsRead(qs); got > 100 {
 			t.Errorf("%q: opening the stream read the inputs of %d calls, want the first page's 100 at most", q, got)
+		}
+		// The page's calls are of 100 threads: their owners and States
+		// are read in a query each, not one per thread.
+		threads, states := 0, 0
+		for _, q := range qs {
+			threads += strings.Count(q.text, "FROM serve_threads")
+			states += strings.Count(q.text, "FROM serve_states")
+		}
+		if threads > 1 || states > 1 {
+			t.Errorf("%q: opening the stream read the page's threads in %d queries and their States in %d, want 1 and 1", q, threads, states)
 		}
 	}
 }
@@ -456,5 +468,62 @@ func TestAPIDecisionStartsTheRunBeforeWakingTheStreams(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"decided", "run started", "stream looked"}, order[:3]); diff != "" {
 		t.Errorf("the order after a decision over the JSON API (-want +got):\n%s", diff)
+	}
+}
+
+// TestInboxListWalksAnIndexOnly: the inbox's reading of every call
+// waiting is answered from an index alone, not the table's rows with
+// their inputs; a database made with the index it replaces opens
+// without it.
+func TestInboxListWalksAnIndexOnly(t *testing.T) {
+	e := newInboxEnv(t, map[string][]toolruntest.Reply{})
+	fillPending(t, e, 300)
+	db, err := sql.Open("sqlite", "file:"+e.dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The index of an older server's database.
+	if _, err := db.Exec(`CREATE INDEX IF NOT EXISTS serve_interrupts_waiting ON serve_interrupts (status, kind, created_at, id)`); err != nil {
+		t.Fatal(err)
+	}
+	l := e.withQueryLog(t)
+	mark := l.len()
+	next := e.openStream(t, aliceToken, "")
+	if event, data := next(); event != "ready" || data["waiting"] != float64(300) {
+		t.Fatalf("the first event is %q with %v waiting, want ready with 300", event, data["waiting"])
+	}
+	var listing string
+	for _, q := range l.since(mark) {
+		if q.rows == 300 && strings.Contains(q.text, "FROM serve_interrupts") {
+			listing = q.text
+		}
+	}
+	if listing == "" {
+		t.Fatal("no query read the 300 calls waiting")
+	}
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+listing, "pending", "approval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if len(plan) != 1 || !strings.Contains(plan[0], "COVERING INDEX") {
+		t.Errorf("the list's reading %q is planned as %q, want a covering index alone", listing, plan)
+	}
+	var old int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'serve_interrupts_waiting'`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	if old != 0 {
+		t.Error("the index the list's index replaces is still kept")
 	}
 }
