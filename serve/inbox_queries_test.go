@@ -352,8 +352,15 @@ func TestInboxStreamTellsAChangeDuringItsFirstReading(t *testing.T) {
 			t.Errorf("the first page lists %s, decided before it was read", id)
 		}
 	}
+	// A later change, after the first page: the deltas up to the one that
+	// tells it must have told the changes before it.
+	now := time.Now().UTC()
+	if _, err := db.Exec(`INSERT INTO serve_interrupts (id, thread_id, run_id, tool_call_id, tool_name, input, reason, kind, status, created_at, expires_at) VALUES ('int_later', 'thread-later', 'run_1', 'toolu_later', 'pay', '{"amount":2}', 'payments need a person', 'approval', 'pending', ?, ?)`,
+		now.Format(time.RFC3339Nano), now.Add(time.Hour).Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
 	added, removed := map[string]bool{}, map[string]bool{}
-	for !added["int_new"] || !removed["int_0000"] {
+	for !added["int_later"] {
 		event, d := next()
 		if event != "delta" {
 			t.Fatalf("event %q, want delta", event)
@@ -365,6 +372,7 @@ func TestInboxStreamTellsAChangeDuringItsFirstReading(t *testing.T) {
 			removed[id.(string)] = true
 		}
 	}
+	delete(added, "int_later")
 	if diff := cmp.Diff(map[string]bool{"int_new": true}, added); diff != "" {
 		t.Errorf("added (-want +got):\n%s", diff)
 	}
