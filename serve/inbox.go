@@ -1100,9 +1100,13 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 // the page updates its list rather than reading it again: first "ready"
 // with the list's first page, as the pending list answers it (counts,
 // calls, cursor and tools), then "delta" whenever the
-// list changes, with the calls added (or changed) as the list shows
-// them, the ids of the calls removed (decided, here or elsewhere, or
-// gone), and the counts. A delta with more than inboxDeltaMax calls
+// list changes, with the calls added as the list shows them, the ids of
+// the calls removed (decided, here or elsewhere, or gone), and the
+// counts. A call waiting is not changed (a decision changes it, and
+// takes it off the list), so the stream tells calls by their ids; one
+// that another writer of the database rewrites in place is read as it is
+// when it is shown, and a decision on the version shown before is
+// refused. A delta with more than inboxDeltaMax calls
 // added carries the newest of them and "truncated": the page reads its
 // first page again. The server looks for changes when the inbox or the
 // JSON API decides, when a call starts waiting, and every inboxPoll (for
@@ -1322,7 +1326,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		}
 	}
 	// The thread goes on before the change streams are woken: each reads
-	// the whole list again, and on a database of one connection the run's
+	// the list again, and on a database of one connection the run's
 	// start, and so the answer, would wait behind them.
 	next := ib.h.be.goOn(it.Thread)
 	ib.notify()
