@@ -145,8 +145,11 @@ func (h *Handler) handleDecision(w http.ResponseWriter, r *http.Request, id iden
 		h.writeError(w, err)
 		return
 	}
-	h.inbox.notify()
+	// The thread goes on before the inbox's change streams are woken, as
+	// after the inbox's own decision: on a database of one connection the
+	// run's start, and so the answer, would wait behind their readings.
 	next := h.be.goOn(it.Thread)
+	h.inbox.notify()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": it.ID, "status": statusDecided, "decision": describe(d).Decision, "decidedBy": id.name, "decidedAt": timestamp(now), "nextRun": next})
 }

@@ -26,3 +26,12 @@ func ReadInput(h *Handler, body []byte) (messages, status int, code string, err 
 	}
 	return len(in.Messages), 0, "", nil
 }
+
+// SetInboxAfterReading has h's inbox change streams call f between their
+// first reading of the list and the first page's, for a test that lands
+// a change there.
+func SetInboxAfterReading(h *Handler, f func()) {
+	h.inbox.mu.Lock()
+	defer h.inbox.mu.Unlock()
+	h.inbox.afterReading = f
+}

@@ -98,7 +98,7 @@ type inbox struct {
 	h     *Handler
 	pages *template.Template
 
-	mu   sync.Mutex    // guards wake, going, fails
+	mu   sync.Mutex    // guards wake, going, fails, afterReading
 	wake chan struct{} // closed and replaced when the inbox decides
 	// going holds the threads whose next run the inbox is starting.
 	going map[string]bool
@@ -108,6 +108,11 @@ type inbox struct {
 
 	// notifier sends Config.Notify's webhook; nil without one.
 	notifier *notifier
+
+	// afterReading, if not nil, is called by a change stream between its
+	// first reading of the list and the first page's: a test lands a
+	// change there.
+	afterReading func()
 }
 
 // inboxSession is a logged-in person: the identity of the token they
@@ -524,39 +529,94 @@ func (m wireMessage) blocks() []wireBlock {
 
 // loadThread reads thread's owner, client tools and saved State.
 func (ib *inbox) loadThread(ctx context.Context, thread string) (*threadView, error) {
-	tv := &threadView{}
-	var tools string
-	err := ib.h.cfg.DB.QueryRowContext(ctx, `SELECT owner, client_tools FROM serve_threads WHERE id = ?`, thread).Scan(&tv.owner, &tools)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	tvs, err := ib.loadThreads(ctx, []string{thread})
+	if err != nil {
 		return nil, err
 	}
-	json.Unmarshal([]byte(tools), &tv.clientTools)
-	var data []byte
+	return tvs[thread], nil
+}
+
+// loadThreads reads the owner, client tools and saved State of each of
+// threads, by thread: the owners and tools in one query, and the States
+// in another where the server keeps them (under an [Executor] they are
+// the executor's, read one by one), so a page of calls of a hundred
+// threads is read in two queries rather than two hundred.
+func (ib *inbox) loadThreads(ctx context.Context, threads []string) (map[string]*threadView, error) {
+	out := make(map[string]*threadView, len(threads))
+	for _, t := range threads {
+		out[t] = &threadView{}
+	}
+	ids, err := json.Marshal(threads)
+	if err != nil {
+		return nil, err
+	}
+	db := ib.h.cfg.DB
+	rows, err := db.QueryContext(ctx, `SELECT id, owner, client_tools FROM serve_threads WHERE id IN (SELECT value FROM json_each(?))`, string(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, owner, tools string
+		if err := rows.Scan(&id, &owner, &tools); err != nil {
+			return nil, err
+		}
+		if tv := out[id]; tv != nil {
+			tv.owner = owner
+			json.Unmarshal([]byte(tools), &tv.clientTools)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
 	if ex := ib.h.cfg.Executor; ex != nil {
 		// The State is the executor's, if it can read it.
 		sl, ok := ex.(StateLoader)
 		if !ok {
-			return tv, nil
+			return out, nil
 		}
-		st, err := sl.LoadState(ctx, thread)
-		if errors.Is(err, fs.ErrNotExist) {
-			return tv, nil
+		for _, thread := range threads {
+			st, err := sl.LoadState(ctx, thread)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+			}
+			data, err := json.Marshal(st)
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+			}
+			if err := out[thread].read(thread, data); err != nil {
+				return nil, err
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
-		}
-		if data, err = json.Marshal(st); err != nil {
-			return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
-		}
-	} else {
-		err = ib.h.cfg.DB.QueryRowContext(ctx, `SELECT data FROM serve_states WHERE id = ?`, thread).Scan(&data)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tv, nil
-		}
-		if err != nil {
+		return out, nil
+	}
+	rows, err = db.QueryContext(ctx, `SELECT id, data FROM serve_states WHERE id IN (SELECT value FROM json_each(?))`, string(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var data []byte
+		if err := rows.Scan(&id, &data); err != nil {
 			return nil, err
 		}
+		if tv := out[id]; tv != nil {
+			if err := tv.read(id, data); err != nil {
+				return nil, err
+			}
+		}
 	}
+	return out, rows.Err()
+}
+
+// read takes the conversation, turns and cost of thread's saved State,
+// data.
+func (tv *threadView) read(thread string, data []byte) error {
 	var st struct {
 		Params struct {
 			Messages []wireMessage `json:"messages"`
@@ -569,14 +629,14 @@ func (ib *inbox) loadThread(ctx context.Context, thread string) (*threadView, er
 		CostIncomplete bool    `json:"cost_incomplete"`
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("thread %q: reading its state: %w", thread, err)
+		return fmt.Errorf("thread %q: reading its state: %w", thread, err)
 	}
 	tv.messages = st.Params.Messages
 	if st.Pending != nil {
 		tv.messages = append(tv.messages, st.Pending.Message)
 	}
 	tv.turns, tv.cost, tv.costUnknown = st.Turns, st.CostUSD, st.CostIncomplete
-	return tv, nil
+	return nil
 }
 
 // tool returns the description and schema of the tool name on thread.
@@ -709,12 +769,11 @@ func (f listFilter) keeps(it *interrupt, now time.Time) bool {
 }
 
 // listing is the calls awaiting a person that a session sees, newest
-// first, and those of them a filter keeps.
+// first, and those of them a filter keeps. Its calls are what the list's
+// order, filters, counts and groups need (see listCalls): a call's input,
+// reason and the rest are read for the calls shown (see fill).
 type listing struct {
 	all, kept []*interrupt
-	// versions holds the callVersion of each call of kept, in its order:
-	// the set's version and the change stream both need every one.
-	versions []string
 	// groups counts the calls of each response (see groupOf) in all.
 	groups map[groupKey]int
 }
@@ -748,9 +807,80 @@ func newestFirst(a, b *interrupt) int {
 	return strings.Compare(a.ToolCallID, b.ToolCallID)
 }
 
-// list returns the calls awaiting a person in tenant, and those f keeps.
+// listColumns are the columns of the calls waiting that the list reads
+// for all of them: its order, filters, groups and counts need these, and
+// no call's input, which is read only for the calls shown (see fill).
+// An index holds them all (serve_interrupts_listed), so the reading walks
+// it alone.
+const listColumns = `id, thread_id, run_id, tool_call_id, tool_name, created_at`
+
+// listCalls returns the calls awaiting a person, each with listColumns
+// only (and its kind and status), in no order. Under an [Executor] the
+// executor says which calls wait, and they come whole.
+func (ib *inbox) listCalls(ctx context.Context) ([]*interrupt, error) {
+	if _, ok := ib.h.be.(sqlBackend); !ok {
+		return ib.h.be.pending(ctx, "")
+	}
+	rows, err := ib.h.cfg.DB.QueryContext(ctx, `SELECT `+listColumns+` FROM serve_interrupts WHERE status = ? AND kind = ?`, statusPending, kindApproval)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*interrupt
+	for rows.Next() {
+		it := interrupt{Kind: kindApproval, Status: statusPending}
+		var created string
+		if err := rows.Scan(&it.ID, &it.Thread, &it.Run, &it.ToolCallID, &it.ToolName, &created); err != nil {
+			return nil, err
+		}
+		if it.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
+			return nil, fmt.Errorf("interrupt %q: created_at: %w", it.ID, err)
+		}
+		out = append(out, &it)
+	}
+	return out, rows.Err()
+}
+
+// fill returns the calls of its whole (input, reason and all), in its
+// order, reading those listCalls read in part in one query; a call no
+// longer waiting is left out, as the next change event removes it.
+func (ib *inbox) fill(ctx context.Context, its []*interrupt) ([]*interrupt, error) {
+	if _, ok := ib.h.be.(sqlBackend); !ok || len(its) == 0 {
+		return its, nil
+	}
+	ids := make([]string, len(its))
+	for i, it := range its {
+		ids[i] = it.ID
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	// By the primary key alone: with the status asked too, SQLite would
+	// walk every call waiting by the index of the status.
+	whole, err := queryInterrupts(ctx, ib.h.cfg.DB, `id IN (SELECT value FROM json_each(?))`, string(b))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*interrupt, len(whole))
+	for _, it := range whole {
+		if it.Status == statusPending {
+			byID[it.ID] = it
+		}
+	}
+	out := make([]*interrupt, 0, len(its))
+	for _, it := range its {
+		if w, ok := byID[it.ID]; ok {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// list returns the calls awaiting a person in tenant, and those f keeps,
+// as listCalls reads them.
 func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listing, error) {
-	its, err := ib.h.be.pending(ctx, "")
+	its, err := ib.listCalls(ctx)
 	if err == nil {
 		its, err = ib.h.visible(ctx, tenant, its)
 	}
@@ -759,25 +889,27 @@ func (ib *inbox) list(ctx context.Context, tenant string, f listFilter) (*listin
 	}
 	slices.SortFunc(its, newestFirst)
 	now := ib.h.cfg.Now()
-	l := &listing{all: its, groups: map[groupKey]int{}, kept: make([]*interrupt, 0, len(its)), versions: make([]string, 0, len(its))}
+	l := &listing{all: its, groups: map[groupKey]int{}, kept: make([]*interrupt, 0, len(its))}
 	for _, it := range its {
 		l.groups[keyOf(it)]++
 		if f.keeps(it, now) {
 			l.kept = append(l.kept, it)
-			l.versions = append(l.versions, callVersion(it))
 		}
 	}
 	return l, nil
 }
 
-// setVersion is a digest of the calls of l.kept and their versions: a
-// decision on every call of a filtered set names the set the person
-// confirmed, and is refused if the set is another by then.
+// setVersion is a digest of the calls of l.kept: a decision on every
+// call of a filtered set names the set the person confirmed, and is
+// refused if the set is another by then. The calls' ids name it: a call
+// is not changed while it waits (a decision is what changes it, and
+// takes it off the list), so the same ids are the same calls as they
+// were.
 func (l *listing) setVersion() string {
 	h := sha256.New()
 	var b []byte
-	for i, it := range l.kept {
-		b = append(append(append(append(b[:0], it.ID...), ':'), l.versions[i]...), ';')
+	for _, it := range l.kept {
+		b = append(append(b[:0], it.ID...), ';')
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -792,17 +924,24 @@ func (l *listing) counts() map[string]any {
 // describe returns its as the inbox shows them, with what a person needs
 // to judge each; groups counts the calls of each response.
 func (ib *inbox) describe(ctx context.Context, its []*interrupt, groups map[groupKey]int) ([]inboxCall, error) {
-	threads := map[string]*threadView{}
 	out := []inboxCall{}
+	if len(its) == 0 {
+		return out, nil
+	}
+	var names []string
+	seen := map[string]bool{}
 	for _, it := range its {
-		tv, ok := threads[it.Thread]
-		if !ok {
-			var err error
-			if tv, err = ib.loadThread(ctx, it.Thread); err != nil {
-				return nil, err
-			}
-			threads[it.Thread] = tv
+		if !seen[it.Thread] {
+			seen[it.Thread] = true
+			names = append(names, it.Thread)
 		}
+	}
+	threads, err := ib.loadThreads(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range its {
+		tv := threads[it.Thread]
 		c := inboxCall{pendingCall: listed(it), Editable: ib.h.serverTool(it.ToolName)}
 		c.Owner = tv.owner
 		c.Description, c.Schema = ib.tool(tv, it.ToolName)
@@ -881,6 +1020,14 @@ func (ib *inbox) firstPage(ctx context.Context, s *inboxSession, l *listing, aft
 	}
 	more := len(page) > limit
 	page = page[:min(limit, len(page))]
+	next := ""
+	if more {
+		next = cursorOf(page[len(page)-1])
+	}
+	page, err := ib.fill(ctx, page)
+	if err != nil {
+		return nil, err
+	}
 	calls, err := ib.describe(ctx, page, l.groups)
 	if err != nil {
 		return nil, err
@@ -892,7 +1039,7 @@ func (ib *inbox) firstPage(ctx context.Context, s *inboxSession, l *listing, aft
 	out := l.counts()
 	out["pending"], out["more"], out["tools"], out["you"], out["now"] = calls, more, tools, s.id.name, ib.h.cfg.Now().UTC()
 	if more {
-		out["next"] = cursorOf(page[len(page)-1])
+		out["next"] = next
 	}
 	return out, nil
 }
@@ -953,9 +1100,13 @@ func (ib *inbox) fingerprint(ctx context.Context) (string, error) {
 // the page updates its list rather than reading it again: first "ready"
 // with the list's first page, as the pending list answers it (counts,
 // calls, cursor and tools), then "delta" whenever the
-// list changes, with the calls added (or changed) as the list shows
-// them, the ids of the calls removed (decided, here or elsewhere, or
-// gone), and the counts. A delta with more than inboxDeltaMax calls
+// list changes, with the calls added as the list shows them, the ids of
+// the calls removed (decided, here or elsewhere, or gone), and the
+// counts. A call waiting is not changed (a decision changes it, and
+// takes it off the list), so the stream tells calls by their ids; one
+// that another writer of the database rewrites in place is read as it is
+// when it is shown, and a decision on the version shown before is
+// refused. A delta with more than inboxDeltaMax calls
 // added carries the newest of them and "truncated": the page reads its
 // first page again. The server looks for changes when the inbox or the
 // JSON API decides, when a call starts waiting, and every inboxPoll (for
@@ -989,7 +1140,7 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		return true
 	}
 	ctx := r.Context()
-	var known map[string]string // id → version of the calls sent
+	var known map[string]bool // the ids of the calls the filter kept
 	last, n := "", 0
 	for {
 		wake := ib.woken()
@@ -998,22 +1149,26 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 			return
 		}
 		if fp != last {
+			// One reading of the list (see listCalls) is both the page
+			// sent and the baseline the next changes are told against;
+			// the fingerprint is taken before it, so a change that lands
+			// after the fingerprint, during the reading or after it,
+			// makes the next fingerprint another and is told then.
 			l, err := ib.list(ctx, s.id.tenant, f)
 			if err != nil {
 				return
 			}
-			now := make(map[string]string, len(l.kept))
+			now := make(map[string]bool, len(l.kept))
 			var added []*interrupt
-			for i, it := range l.kept {
-				v := l.versions[i]
-				now[it.ID] = v
-				if known != nil && known[it.ID] != v {
+			for _, it := range l.kept {
+				now[it.ID] = true
+				if known != nil && !known[it.ID] {
 					added = append(added, it)
 				}
 			}
 			removed := []string{}
 			for id := range known {
-				if _, ok := now[id]; !ok {
+				if !now[id] {
 					removed = append(removed, id)
 				}
 			}
@@ -1025,8 +1180,15 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 				// The first page of the list comes with the stream's
 				// start: the page draws its rows from the very listing
 				// the changes that follow are told against, without a
-				// second reading of the list.
+				// second reading of the list, and the inputs read are
+				// the first page's only.
 				event = "ready"
+				ib.mu.Lock()
+				after := ib.afterReading
+				ib.mu.Unlock()
+				if after != nil {
+					after()
+				}
 				if data, err = ib.firstPage(ctx, s, l, "", 0); err != nil {
 					return
 				}
@@ -1036,6 +1198,9 @@ func (ib *inbox) events(w http.ResponseWriter, r *http.Request, s *inboxSession)
 				data = l.counts()
 				if len(added) > inboxDeltaMax {
 					added, data["truncated"] = added[:inboxDeltaMax], true
+				}
+				if added, err = ib.fill(ctx, added); err != nil {
+					return
 				}
 				calls, err := ib.describe(ctx, added, l.groups)
 				if err != nil {
@@ -1161,7 +1326,7 @@ func (ib *inbox) decide(w http.ResponseWriter, r *http.Request, s *inboxSession)
 		}
 	}
 	// The thread goes on before the change streams are woken: each reads
-	// the whole list again, and on a database of one connection the run's
+	// the list again, and on a database of one connection the run's
 	// start, and so the answer, would wait behind them.
 	next := ib.h.be.goOn(it.Thread)
 	ib.notify()
@@ -1238,10 +1403,17 @@ func (ib *inbox) bulk(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 		json.NewEncoder(w).Encode(out)
 		return
 	}
+	// The calls whole, for their expiry: one query by their ids.
+	kept, err := ib.fill(ctx, l.kept)
+	if err != nil {
+		ib.h.writeError(w, err)
+		return
+	}
+	taken := len(l.kept) - len(kept) // decided since the list was read
 	now := ib.h.cfg.Now()
-	decided, expired, taken := 0, 0, 0
+	decided, expired := 0, 0
 	threads := map[string]bool{}
-	for _, it := range l.kept {
+	for _, it := range kept {
 		if body.Decision == "approve" && !now.Before(it.ExpiresAt) {
 			expired++
 			continue

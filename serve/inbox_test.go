@@ -45,6 +45,7 @@ type inboxEnv struct {
 	url    string
 	cfg    serve.Config
 	stop   func() // stops the server
+	h      *serve.Handler
 	calls  *counter
 	dbPath string
 	ran    chan string // each call of a tool, as it runs
@@ -100,6 +101,7 @@ func (e *inboxEnv) restart(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
+	e.h = h
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"net/http"
 )
@@ -61,24 +62,43 @@ func (h *Handler) threadOwner(ctx context.Context, thread string) (string, error
 	return owner, err
 }
 
-// visible keeps the interrupts of its whose thread tenant may see.
+// visible keeps the interrupts of its whose thread tenant may see. The
+// owners of their threads are read in one query, however many threads
+// the calls are of.
 func (h *Handler) visible(ctx context.Context, tenant string, its []*interrupt) ([]*interrupt, error) {
-	if !h.tenanted() {
+	if !h.tenanted() || len(its) == 0 {
 		return its, nil
 	}
 	seen := map[string]bool{}
+	var threads []string
+	for _, it := range its {
+		if !seen[it.Thread] {
+			seen[it.Thread] = false
+			threads = append(threads, it.Thread)
+		}
+	}
+	b, err := json.Marshal(threads)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := h.cfg.DB.QueryContext(ctx, `SELECT id, owner FROM serve_threads WHERE id IN (SELECT value FROM json_each(?))`, string(b))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var thread, owner string
+		if err := rows.Scan(&thread, &owner); err != nil {
+			return nil, err
+		}
+		seen[thread] = owner != "" && h.sameTenant(tenant, owner)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	out := its[:0:0]
 	for _, it := range its {
-		ok, known := seen[it.Thread]
-		if !known {
-			owner, err := h.threadOwner(ctx, it.Thread)
-			if err != nil {
-				return nil, err
-			}
-			ok = owner != "" && h.sameTenant(tenant, owner)
-			seen[it.Thread] = ok
-		}
-		if ok {
+		if seen[it.Thread] {
 			out = append(out, it)
 		}
 	}
