@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -34,7 +35,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 		{
 			name:     "allowed",
 			person:   toolrun.Decision{},
-			answered: toolrun.DeferCall("asks a person"),
+			answered: policy.Defer("asks a person"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 allow approval", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=false sunny in Paris"},
 		},
@@ -43,7 +44,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 			// policies take the person's answer.
 			name:     "overruled",
 			person:   toolrun.Decision{},
-			answered: toolrun.DenyCall("not any more"),
+			answered: policy.Deny("not any more"),
 			want:     []string{"t1 allow policy", "t2 defer policy", "t1 finished", "t2 deny policy", "t2 finished"},
 			wantSeen: []string{"t1 error=false sunny in Lyon", "t2 error=true tool call denied: not any more"},
 		},
@@ -70,7 +71,7 @@ func TestDecisionStandsAcrossResume(t *testing.T) {
 					case answered:
 						return tt.answered
 					}
-					return toolrun.DeferCall("asks a person")
+					return policy.Defer("asks a person")
 				},
 				OnEvent: func(_ context.Context, e toolrun.Event) {
 					switch e := e.(type) {

@@ -61,9 +61,11 @@ func (k *DecisionKind) UnmarshalText(b []byte) error {
 }
 
 // Decision is what a hook, a policy or a person decides about one tool call.
-// The zero value, Decision{}, allows the call. Build the others with
-// [DenyCall], [SkipCall] or [DeferCall], or as a literal to allow the call
-// with other input: Decision{Kind: Allow, Input: edited}.
+// The zero value, Decision{}, allows the call; a literal builds any other,
+// such as Decision{Kind: Deny, Reason: "no"} or Decision{Kind: Allow,
+// Input: edited}, and package [github.com/toolrun/toolrun/policy] has
+// the short forms a policy returns (policy.Deny, policy.Skip,
+// policy.Defer).
 type Decision struct {
 	Kind DecisionKind `json:"kind"`
 	// Reason is sent to the model for Deny and shown to the person for
@@ -92,16 +94,6 @@ type Decision struct {
 	Who string    `json:"who,omitempty"`
 	At  time.Time `json:"at,omitzero"`
 }
-
-// DenyCall returns a decision that refuses the call; the model is told reason.
-func DenyCall(reason string) Decision { return Decision{Kind: Deny, Reason: reason} }
-
-// SkipCall returns a decision that answers the call with result instead of
-// running it.
-func SkipCall(result ...Content) Decision { return Decision{Kind: Skip, Result: result} }
-
-// DeferCall returns a decision that suspends the run until a person decides.
-func DeferCall(reason string) Decision { return Decision{Kind: Defer, Reason: reason} }
 
 // Policy decides tool calls. [Options].Policy is one for every call, and a
 // tool's [ToolConfig].Policy one for its own calls. Package
@@ -203,7 +195,7 @@ func askChain(call PolicyCall, policies []Policy, ask func(i int, p Policy, call
 		}
 		if !d.Kind.valid() {
 			// A bug in a policy must not open the door: fail closed, and say why.
-			d = DenyCall(fmt.Sprintf("the policy returned an unknown decision kind (%d), so the call is denied", int(d.Kind)))
+			d = Decision{Kind: Deny, Reason: fmt.Sprintf("the policy returned an unknown decision kind (%d), so the call is denied", int(d.Kind))}
 		}
 		switch d.Kind {
 		case Deny, Skip:

@@ -135,7 +135,7 @@ func TestCancelDuringPolicyLosesNoCall(t *testing.T) {
 	askAndGiveUp := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		cancel() // the person walks away
 		<-ctx.Done()
-		return toolrun.DenyCall("no answer: " + context.Cause(ctx).Error())
+		return policy.Deny("no answer: " + context.Cause(ctx).Error())
 	}
 	r := toolrun.New(client(s), userParams("go"), []toolrun.Tool{writeTool(&writes)}, &toolrun.Options{Logger: discard(), Policy: askAndGiveUp})
 	res, _ := r.Run(ctx)
@@ -197,7 +197,7 @@ func TestPersonInputNotJSONIsRefused(t *testing.T) {
 func TestDenyRulesSeePersonEdit(t *testing.T) {
 	noEtc := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		if strings.Contains(string(c.Input), "/etc/") {
-			return toolrun.DenyCall("not /etc")
+			return policy.Deny("not /etc")
 		}
 		return toolrun.Decision{}
 	}

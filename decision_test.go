@@ -49,7 +49,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "deny from Options.Policy",
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.DenyCall("writes are disabled today")
+				return policy.Deny("writes are disabled today")
 			}},
 			wantRuns:   map[string]int{},
 			wantResult: "tool call denied: writes are disabled today",
@@ -76,7 +76,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "skip with a supplied result",
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.SkipCall(toolrun.Text("dry run: nothing written"))
+				return policy.Skip(toolrun.Text("dry run: nothing written"))
 			}},
 			wantRuns:   map[string]int{},
 			wantResult: "dry run: nothing written",
@@ -84,7 +84,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name:       "policy denies",
-			policy:     func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall("read-only mode") },
+			policy:     func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Deny("read-only mode") },
 			wantRuns:   map[string]int{},
 			wantResult: "read-only mode",
 			wantError:  true,
@@ -95,7 +95,7 @@ func TestDecisions(t *testing.T) {
 				if strings.HasPrefix(in.Path, "/tmp/") {
 					return toolrun.Decision{}
 				}
-				return toolrun.DenyCall("only /tmp is writable")
+				return policy.Deny("only /tmp is writable")
 			}),
 			wantRuns:   map[string]int{"/tmp/a": 1},
 			wantResult: "wrote /tmp/a",
@@ -119,7 +119,7 @@ func TestDecisions(t *testing.T) {
 			opts: toolrun.Options{Policy: func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 				return toolrun.Decision{}
 			}},
-			policy:     func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall("policy says no") },
+			policy:     func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Deny("policy says no") },
 			wantRuns:   map[string]int{},
 			wantResult: "policy says no",
 			wantError:  true,
@@ -235,7 +235,7 @@ func TestSuspendAndResumeFromJSON(t *testing.T) {
 	if res, _ := r2.Run(t.Context()); res.StopReason != toolrun.StopAwaitingApproval || len(s.Requests()) != 1 {
 		t.Fatalf("Run without decisions = %q with %d requests, want still awaiting and 1 request", res.StopReason, len(s.Requests()))
 	}
-	if err := r2.Decide("t_write", toolrun.DenyCall("not /etc")); err != nil {
+	if err := r2.Decide("t_write", policy.Deny("not /etc")); err != nil {
 		t.Fatal(err)
 	}
 	if err := r2.Decide("t_write2", toolrun.Decision{}); err != nil {
@@ -483,7 +483,7 @@ func TestExclusiveToolRunsAlone(t *testing.T) {
 // skips, and a Chain nested in Options.Policy decides as a flat one.
 func TestChain(t *testing.T) {
 	deny := func(reason string) toolrun.Policy {
-		return func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall(reason) }
+		return func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Deny(reason) }
 	}
 	edit := func(input string) toolrun.Policy {
 		return func(context.Context, toolrun.PolicyCall) toolrun.Decision {
@@ -491,7 +491,7 @@ func TestChain(t *testing.T) {
 		}
 	}
 	skip := func(context.Context, toolrun.PolicyCall) toolrun.Decision {
-		return toolrun.SkipCall(toolrun.Text("skipped"))
+		return policy.Skip(toolrun.Text("skipped"))
 	}
 	tests := []struct {
 		name     string

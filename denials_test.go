@@ -36,7 +36,7 @@ func TestToolDenialsCounted(t *testing.T) {
 	skipFirst := func(_ context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		switch {
 		case c.Name == "drop_db":
-			return toolrun.DenyCall("never")
+			return policy.Deny("never")
 		case c.ID == "s1":
 			return toolrun.Decision{Kind: toolrun.Skip, Result: []toolrun.Content{toolrun.Text("cached answer")}}
 		}
@@ -48,7 +48,7 @@ func TestToolDenialsCounted(t *testing.T) {
 	if err != nil || res.StopReason != toolrun.StopAwaitingApproval {
 		t.Fatalf("Run = %q, %v; want awaiting_approval", res.StopReason, err)
 	}
-	if err := r.Decide("w1", toolrun.DenyCall("not today")); err != nil {
+	if err := r.Decide("w1", policy.Deny("not today")); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(r.State())

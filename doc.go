@@ -253,8 +253,8 @@
 //
 // # Durable runs
 //
-// With [Options.Store] (a [github.com/toolrun/toolrun/filestore.Store], or any [Store]) the run's state is
-// saved at every step, each call journaled before it runs; [Open] resumes it
+// With [Options.Store] (a [github.com/toolrun/toolrun/filestore.Store],
+// sqlitestore's, or any [Store]) the run's state is saved at every step, each call journaled before it runs; [Open] resumes it
 // after a crash without running a finished call again, or a started one
 // unless its tool is [ToolConfig.Idempotent]. Each save is a
 // compare-and-swap, so of two processes that resume one run only one goes

@@ -355,7 +355,7 @@ func ExampleChain() {
 			policy.DenyTools("delete_branch"),
 			policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 				if strings.HasPrefix(in.Path, "/etc/") {
-					return toolrun.DenyCall("no writes under /etc")
+					return policy.Deny("no writes under /etc")
 				}
 				return toolrun.Decision{} // nothing to say
 			}),

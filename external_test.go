@@ -167,7 +167,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 			},
 			opts: toolrun.Options{Policy: policy.DenyTools("get_weather")},
 			policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.SkipCall(toolrun.Text("dry run"))
+				return policy.Skip(toolrun.Text("dry run"))
 			},
 			wantStop: toolrun.StopEndTurn,
 			wantRuns: map[string]int{},
@@ -201,7 +201,7 @@ func TestAdvanceAndExecuteCallElsewhere(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("Not written.")),
 			},
 			policy:       policy.RequireApproval("writes change files"),
-			decisions:    map[string]toolrun.Decision{"t2": toolrun.DenyCall("not /etc")},
+			decisions:    map[string]toolrun.Decision{"t2": policy.Deny("not /etc")},
 			wantStop:     toolrun.StopEndTurn,
 			wantRuns:     map[string]int{},
 			wantSeen:     []string{"t2 error=true tool call denied: not /etc"},
@@ -410,7 +410,7 @@ func TestExecuteCall(t *testing.T) {
 		{
 			name:      "denied",
 			input:     in{N: 1},
-			policy:    func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall("no maths") },
+			policy:    func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Deny("no maths") },
 			run:       func(ctx context.Context, n int) (string, error) { return "ran", nil },
 			wantText:  "tool call denied: no maths",
 			wantIsErr: true,
@@ -620,7 +620,7 @@ func TestStateAsData(t *testing.T) {
 		},
 		{
 			name:      "a person cannot defer",
-			change:    func(s *toolrun.State) error { return s.Decide("a", toolrun.DeferCall("later")) },
+			change:    func(s *toolrun.State) error { return s.Decide("a", policy.Defer("later")) },
 			wantErr:   "cannot be Defer",
 			wantAwait: []string{"a write writes"},
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -39,7 +40,7 @@ func TestFallbackDeclinedCallsNotRun(t *testing.T) {
 			opts := &toolrun.Options{Logger: discard(), Stream: mode.stream, NoThread: mode.noThread,
 				Policy: func(_ context.Context, c toolrun.PolicyCall) toolrun.Decision {
 					decided = append(decided, c.ID)
-					return toolrun.DeferCall("a person looks first")
+					return policy.Defer("a person looks first")
 				}}
 			r := toolrun.New(client(s), userParams("Weather?"), []toolrun.Tool{weatherTool(&calls)}, opts)
 			res, err := r.Run(bounded(t))

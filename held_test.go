@@ -24,7 +24,7 @@ type heldIn struct {
 func heldTools() (echo, deploy *FuncTool) {
 	echo = NewTool("echo", "echoes", func(ctx context.Context, in heldIn) (string, error) { return in.S, nil })
 	deploy = NewTool("deploy", "deploys", func(ctx context.Context, in heldIn) (string, error) { return "deployed " + in.S, nil })
-	deploy.Policy = func(context.Context, PolicyCall) Decision { return DeferCall("deploys") }
+	deploy.Policy = func(context.Context, PolicyCall) Decision { return Decision{Kind: Defer, Reason: "deploys"} }
 	return echo, deploy
 }
 

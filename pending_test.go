@@ -92,7 +92,7 @@ func TestResultPendingListsOnlyUndecided(t *testing.T) {
 		if diff := cmp.Diff(pendingIDs(res.Pending), want); diff != "" {
 			t.Errorf("resumed Run's Pending (-got +want):\n%s", diff)
 		}
-		if err := r2.Decide("w2", toolrun.DenyCall("no")); err != nil {
+		if err := r2.Decide("w2", policy.Deny("no")); err != nil {
 			t.Fatal(err)
 		}
 		res, err = r2.Run(t.Context())

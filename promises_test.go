@@ -148,7 +148,7 @@ func TestInterruptedAndNotRunKeepTheirKind(t *testing.T) {
 func TestAlwaysNeverBeatsADenyRule(t *testing.T) {
 	denyDecide := func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		if strings.Contains(string(c.Input), "9999") {
-			return toolrun.DenyCall("too much")
+			return policy.Deny("too much")
 		}
 		return toolrun.Decision{}
 	}
@@ -230,7 +230,7 @@ func TestDecisionsStick(t *testing.T) {
 	if err := r.Decide("t1", toolrun.Decision{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Decide("t1", toolrun.DenyCall("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
+	if err := r.Decide("t1", policy.Deny("changed my mind")); !errors.Is(err, toolrun.ErrNotAwaitingApproval) {
 		t.Errorf("second Decide = %v, want ErrNotAwaitingApproval", err)
 	}
 	st := roundTrip(t, r.State())
@@ -780,7 +780,7 @@ func TestPolicyFuncReadsInputAsTheToolDoes(t *testing.T) {
 	}
 	pol := policy.Func(func(ctx context.Context, in readIn) toolrun.Decision {
 		if !strings.HasPrefix(in.Path, "/sandbox/") {
-			return toolrun.DenyCall("outside the sandbox")
+			return policy.Deny("outside the sandbox")
 		}
 		return toolrun.Decision{}
 	})

@@ -26,7 +26,7 @@ func TestPolicyCannotBeBypassedByName(t *testing.T) {
 			var writes counter
 			w := writeTool(&writes)
 			w.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.DenyCall("writes are not allowed")
+				return policy.Deny("writes are not allowed")
 			}
 			res, err := toolrun.New(client(s), userParams("go"), []toolrun.Tool{w}, &toolrun.Options{Logger: discard()}).Run(t.Context())
 			if err != nil {

@@ -105,7 +105,7 @@ func TestStateReadersShareNothing(t *testing.T) {
 // decision do not reach the State.
 func TestStateWritersKeepNoAlias(t *testing.T) {
 	_, st, _, _ := awaitingState(t)
-	skip := toolrun.SkipCall(toolrun.Text("skipped by a person"))
+	skip := policy.Skip(toolrun.Text("skipped by a person"))
 	if err := st.Decide("w1", skip); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestToolResultJSONKeepsEveryField(t *testing.T) {
 			Duration: 1500 * time.Millisecond, Ran: true, Truncated: true,
 			CacheControl: anthropic.NewBetaCacheControlEphemeralParam(),
 		}
-		out := toolrun.ToolResult{Call: toolrun.ToolCall{ID: "keep"}, Decision: toolrun.DeferCall("keep")}
+		out := toolrun.ToolResult{Call: toolrun.ToolCall{ID: "keep"}, Decision: policy.Defer("keep")}
 		if err := json.Unmarshal(mustJSON(t, in), &out); err != nil {
 			t.Fatal(err)
 		}

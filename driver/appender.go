@@ -18,10 +18,10 @@ import (
 // a runner, a new turn, a changed history).
 //
 // A Store without Append works as before, only slower on long turns. A
-// type that embeds a [filestore.Store] has its Append too: one that overrides
+// type that embeds a [github.com/toolrun/toolrun/filestore.Store] has its Append too: one that overrides
 // Save to change or watch what is saved overrides Append as well, or hides
 // it (a field or method named Append that is not this one).
-// [filestore.Store] and the sqlitestore module are StateAppenders. A signed run
+// [github.com/toolrun/toolrun/filestore.Store] and the sqlitestore module are StateAppenders. A signed run
 // (Options.StateKey) is always saved with Save: its signature covers the
 // whole state, so every save computes it over the whole state anyway.
 type StateAppender interface {

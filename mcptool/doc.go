@@ -33,7 +33,7 @@
 // The model sees each tool under the server's name, two underscores and the
 // tool's name, so that the search tools of the servers "github" and "jira"
 // become "github__search" and "jira__search"; [ToolName] gives the name, for
-// [policy.DenyTools] and [policy.AllowOnly]. [Options.Rename] chooses
+// [github.com/toolrun/toolrun/policy.DenyTools] and [github.com/toolrun/toolrun/policy.AllowOnly]. [Options.Rename] chooses
 // other names. The server receives each call under its own name.
 //
 // # Listings

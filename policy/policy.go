@@ -1,6 +1,8 @@
 // Package policy builds the common [toolrun.Policy] values: defer every
 // call to a person, deny tools by name or allow only some, decide on a
-// call's input decoded into a Go type, and combine several in order.
+// call's input decoded into a Go type, and combine several in order; and
+// the decisions a policy returns ([Deny], [Skip], [Defer]; the zero
+// [toolrun.Decision] allows).
 //
 // A policy is a plain function, so a program writes its own as easily; the
 // ones here are the rules most programs start from, kept out of package
@@ -25,9 +27,28 @@ import (
 // internal/bridge carries here.
 var chain = bridge.Chain.(func(context.Context, toolrun.PolicyCall, []toolrun.Policy) toolrun.Decision)
 
+// Deny returns a decision that refuses the call; the model is told
+// reason, as an is_error result.
+func Deny(reason string) toolrun.Decision {
+	return toolrun.Decision{Kind: toolrun.Deny, Reason: reason}
+}
+
+// Skip returns a decision that answers the call with result instead of
+// running it (conditional execution: a cached answer, a dry run).
+func Skip(result ...toolrun.Content) toolrun.Decision {
+	return toolrun.Decision{Kind: toolrun.Skip, Result: result}
+}
+
+// Defer returns a decision that suspends the run until a person decides:
+// the run stops with toolrun.StopAwaitingApproval, and reason is shown to
+// the person.
+func Defer(reason string) toolrun.Decision {
+	return toolrun.Decision{Kind: toolrun.Defer, Reason: reason}
+}
+
 // RequireApproval is a policy that defers every call to a person.
 func RequireApproval(reason string) toolrun.Policy {
-	return func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DeferCall(reason) }
+	return func(context.Context, toolrun.PolicyCall) toolrun.Decision { return Defer(reason) }
 }
 
 // DenyTools is a policy that denies the calls of the named tools and has
@@ -57,7 +78,7 @@ func AllowOnly(names ...string) toolrun.Policy {
 
 // notAllowed is the denial of [DenyTools] and [AllowOnly].
 func notAllowed(name string) toolrun.Decision {
-	return toolrun.DenyCall(fmt.Sprintf("tool %q is not allowed in this run", name))
+	return Deny(fmt.Sprintf("tool %q is not allowed in this run", name))
 }
 
 // Chain is a policy that asks policies in order (nil ones are passed
@@ -94,10 +115,10 @@ func Func[In any](decide func(ctx context.Context, in In) toolrun.Decision) tool
 		var in In
 		if len(call.Input) > 0 {
 			if msg := caseMismatch(t, call.Input, ""); msg != "" {
-				return toolrun.DenyCall("input could not be decoded for the policy: " + msg)
+				return Deny("input could not be decoded for the policy: " + msg)
 			}
 			if err := json.Unmarshal(call.Input, &in); err != nil {
-				return toolrun.DenyCall("input could not be decoded for the policy: " + err.Error())
+				return Deny("input could not be decoded for the policy: " + err.Error())
 			}
 		}
 		return decide(ctx, in)

@@ -89,7 +89,7 @@ func TestRunOffersOnlyTheToolsItDeclares(t *testing.T) {
 func TestUndeclaredToolsCallStillWaits(t *testing.T) {
 	payNeedsPerson := func(_ context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		if c.Name == "pay" {
-			return toolrun.DeferCall("payments need a person")
+			return policy.Defer("payments need a person")
 		}
 		return toolrun.Decision{}
 	}

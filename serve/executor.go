@@ -103,7 +103,7 @@ type ExecutorRun struct {
 	// client runs: every call of one is deferred with the reason
 	// temporal.ClientToolReason ("a client tool: the client runs it"),
 	// and answered by a decision of Decisions that carries the client's
-	// result (toolrun.SkipCall). Their functions never run.
+	// result (a Skip decision). Their functions never run.
 	ClientTools []toolrun.Tool
 	// EarlierTools names those of ClientTools this run does not offer the
 	// model: declared by the thread's earlier runs only (a run that

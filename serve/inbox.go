@@ -27,6 +27,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/redact"
 )
 
@@ -1384,7 +1385,7 @@ func (ib *inbox) bulk(w http.ResponseWriter, r *http.Request, s *inboxSession) {
 			httpError(w, http.StatusBadRequest, "bad_decision", "a denial of a set of calls needs the reason the model is told")
 			return
 		}
-		d = toolrun.DenyCall(reason)
+		d = policy.Deny(reason)
 	default:
 		httpError(w, http.StatusBadRequest, "bad_decision", fmt.Sprintf("decision %q: a set of calls is approved or denied", body.Decision))
 		return

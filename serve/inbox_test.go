@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/toolruntest"
 )
@@ -53,7 +54,7 @@ type inboxEnv struct {
 
 // deferAll sends every call to a person.
 func deferAll(context.Context, toolrun.PolicyCall) toolrun.Decision {
-	return toolrun.DeferCall("payments need a person")
+	return policy.Defer("payments need a person")
 }
 
 func newInboxEnv(t *testing.T, s map[string][]toolruntest.Reply, extra ...toolrun.Tool) *inboxEnv {

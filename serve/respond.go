@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // Respond. A person may answer a call in the tool's place: the call does
@@ -29,7 +30,7 @@ func respondDecision(it *interrupt, text string) (toolrun.Decision, error) {
 	if strings.TrimSpace(text) == "" {
 		return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: a respond needs the text of the response", it.ID)
 	}
-	return toolrun.SkipCall(toolrun.Text(text)), nil
+	return policy.Skip(toolrun.Text(text)), nil
 }
 
 // responseText returns the text a respond decision d answered with.

@@ -23,6 +23,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/redact"
 	"github.com/toolrun/toolrun/transcript"
 )
@@ -511,7 +512,7 @@ func (h *Handler) tools(client []clientTool) ([]toolrun.Tool, error) {
 		if err != nil {
 			return nil, refuse(http.StatusBadRequest, "bad_tool", "client tool %q: %v", ct.Name, err)
 		}
-		t.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DeferCall(clientReason) }
+		t.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Defer(clientReason) }
 		tools = append(tools, t)
 	}
 	return tools, nil
@@ -896,7 +897,7 @@ func (rq *runRequest) resumeDecision(it *interrupt, re resumeEntry) (toolrun.Dec
 	}
 	switch re.Status {
 	case "cancelled":
-		return toolrun.DenyCall("the client cancelled the approval"), nil
+		return policy.Deny("the client cancelled the approval"), nil
 	case "resolved":
 		if !rq.now.Before(it.ExpiresAt) {
 			return toolrun.Decision{}, refuse(http.StatusConflict, "expired", "interrupt %q expired at %s; cancel it to continue the thread", it.ID, timestamp(it.ExpiresAt))
@@ -961,7 +962,7 @@ func (rq *runRequest) findBranch(ctx context.Context) error {
 		return refuse(http.StatusConflict, "cannot_branch", "the client's history leaves thread %q at its user message %d; going on from an earlier point of a thread needs an Executor that loads the thread's State (a StateLoader): start a new thread", in.ThreadID, p.branch+1)
 	}
 	for _, it := range rq.open {
-		d := toolrun.DenyCall("the client's history left this call behind")
+		d := policy.Deny("the client's history left this call behind")
 		if err := decide(ctx, rq.q, it, d, rq.id.name, rq.now); err != nil {
 			return err
 		}
@@ -1058,11 +1059,11 @@ func (rq *runRequest) takeResult(ctx context.Context, m message) error {
 		return refuse(http.StatusBadRequest, "bad_result", "the result of tool call %q has the wrong shape: %v", m.ToolCallID, err)
 	}
 	p.warnings = append(p.warnings, warns...)
-	d := toolrun.SkipCall(content...)
+	d := policy.Skip(content...)
 	if m.Error != "" {
-		d = toolrun.SkipCall(append(content, toolrun.Text(m.Error))...)
+		d = policy.Skip(append(content, toolrun.Text(m.Error))...)
 		if textOf(content) == "" {
-			d = toolrun.SkipCall(toolrun.Text(m.Error))
+			d = policy.Skip(toolrun.Text(m.Error))
 		}
 		d.IsError = true
 	}
@@ -1308,7 +1309,7 @@ func (h *Handler) decision(it *interrupt, dp decisionPayload) (toolrun.Decision,
 		if reason == "" {
 			reason = "a person denied the call"
 		}
-		return toolrun.DenyCall(reason), nil
+		return policy.Deny(reason), nil
 	case "edit":
 		if !h.serverTool(it.ToolName) {
 			return toolrun.Decision{}, refuse(http.StatusBadRequest, "bad_decision", "interrupt %q: the call of client tool %q cannot be edited: the client runs it with the input it was sent; approve or deny it", it.ID, it.ToolName)

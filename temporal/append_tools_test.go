@@ -96,7 +96,7 @@ func TestAppendClientTools(t *testing.T) {
 		first: toolruntest.Message(toolruntest.ToolUse("t1", "get_location", map[string]any{})),
 		tools: &temporal.ClientTools{},
 		decide: func(ctx context.Context, queue string) error {
-			return temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.SkipCall(toolrun.Text("Paris")), nil)
+			return temporal.DecideBySignal(ctx, c, queue, "t1", policy.Skip(toolrun.Text("Paris")), nil)
 		},
 		want:   []string{"write_file"},
 		result: "t1 error=false Paris",

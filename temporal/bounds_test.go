@@ -54,7 +54,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 	}
 	reason := strings.Repeat("r", 10<<10)
 	for i := range 300 {
-		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), toolrun.DenyCall(reason), nil); err != nil {
+		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), policy.Deny(reason), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestDecisionFloodOnServer(t *testing.T) {
 		// A client other than Decide and DecideBySignal, which refuse a
 		// decision this large before they send it, reaches the workflow's
 		// own bound.
-		big := temporal.Approval{ToolUseID: id, Decision: toolrun.DenyCall(huge)}
+		big := temporal.Approval{ToolUseID: id, Decision: policy.Deny(huge)}
 		if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, big); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestEarlyDecisionBounds(t *testing.T) {
 			temporal.Register(env, temporal.NewActivities(s.Client(), []toolrun.Tool{weatherTool(&calls)}, &toolrun.Options{Logger: discard()}))
 			env.RegisterDelayedCallback(func() {
 				for i := range tt.n {
-					env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: fmt.Sprintf("bogus-%d", i), Decision: toolrun.DenyCall(tt.reason)})
+					env.SignalWorkflow(temporal.DecideSignal, temporal.Approval{ToolUseID: fmt.Sprintf("bogus-%d", i), Decision: policy.Deny(tt.reason)})
 				}
 			}, 0)
 			ro := fastRetries

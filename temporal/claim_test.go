@@ -139,7 +139,7 @@ func TestClaimCheckOnServer(t *testing.T) {
 			name:     "1 MB deny reason by signal",
 			approval: true,
 			decide: func(ctx context.Context, id string, opts *temporal.ClientOptions) error {
-				return temporal.DecideBySignal(ctx, c, id, "b1", toolrun.DenyCall(big), opts)
+				return temporal.DecideBySignal(ctx, c, id, "b1", policy.Deny(big), opts)
 			},
 			wantSeen: "b1 error=true tool call denied: " + big,
 		},

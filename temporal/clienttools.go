@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // ClientToolReason is the reason with which activities that
@@ -22,7 +23,7 @@ const ClientToolReason = "a client tool: the client runs it"
 // [toolrun.ErrAddedToolMissing]: a call of one is deferred with
 // [ClientToolReason], waits as a call awaiting approval does (listed by
 // [Pending], no worker needed), and is answered by a decision that carries
-// the client's result ([toolrun.SkipCall], sent with [DecideBySignal]);
+// the client's result (a Skip decision, sent with [DecideBySignal]);
 // the stand-in itself never runs. This is how "toolrun serve --temporal"
 // runs the tools its clients declare. Call it before the worker starts;
 // it returns a.
@@ -57,7 +58,7 @@ func (a *Activities) toolsFor(s *toolrun.State) []toolrun.Tool {
 		if err != nil {
 			continue
 		}
-		t.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DeferCall(ClientToolReason) }
+		t.Policy = func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Defer(ClientToolReason) }
 		if len(tools) == len(a.tools) {
 			tools = slices.Clone(a.tools)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
 	"github.com/toolrun/toolrun/filestore"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/activity"
@@ -60,7 +61,7 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 	var writes counter
 	write := writeTool(&writes, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		count(asked, call.ID)
-		return toolrun.DeferCall("writes change files")
+		return policy.Defer("writes change files")
 	})
 	stopped := make(chan struct{}, 1)
 	fetch := toolrun.NewTool("fetch", "Fetches a page", func(ctx context.Context, in struct{}) (string, error) {

@@ -38,7 +38,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "update then signal",
 			late: []decisionMsg{
 				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
-				{id: "t1", d: toolrun.DenyCall("changed my mind")},
+				{id: "t1", d: policy.Deny("changed my mind")},
 			},
 			wantRuns: map[string]int{"write /a": 1},
 			wantSeen: "t1 error=false wrote /a",
@@ -55,7 +55,7 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "signal then update",
 			late: []decisionMsg{
-				{id: "t1", d: toolrun.DenyCall("no")},
+				{id: "t1", d: policy.Deny("no")},
 				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns:     map[string]int{},
@@ -65,7 +65,7 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "update then update",
 			late: []decisionMsg{
-				{byUpdate: true, id: "t1", d: toolrun.DenyCall("no")},
+				{byUpdate: true, id: "t1", d: policy.Deny("no")},
 				{byUpdate: true, id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns:     map[string]int{},
@@ -76,7 +76,7 @@ func TestDecisionsStick(t *testing.T) {
 			name: "duplicate signals",
 			late: []decisionMsg{
 				{id: "t1", d: toolrun.Decision{}},
-				{id: "t1", d: toolrun.DenyCall("no")},
+				{id: "t1", d: policy.Deny("no")},
 				{id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns: map[string]int{"write /a": 1},
@@ -85,7 +85,7 @@ func TestDecisionsStick(t *testing.T) {
 		{
 			name: "signals before the call exists",
 			early: []decisionMsg{
-				{id: "t1", d: toolrun.DenyCall("decided early")},
+				{id: "t1", d: policy.Deny("decided early")},
 				{id: "t1", d: toolrun.Decision{}},
 			},
 			wantRuns: map[string]int{},

@@ -37,7 +37,7 @@ func deltaTools(calls *counter) []toolrun.Tool {
 	return []toolrun.Tool{writeTool(calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		var in writeIn
 		if json.Unmarshal(call.Input, &in) == nil && in.Path == "/2" {
-			return toolrun.DeferCall("writes change files")
+			return policy.Defer("writes change files")
 		}
 		return toolrun.Decision{}
 	})}

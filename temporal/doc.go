@@ -49,7 +49,7 @@
 //
 // A tool's result is cut to its MaxResultBytes on the worker, as in
 // process. With a Store on the workers that keeps blobs ([BlobStore]:
-// [filestore.Store] and sqlitestore's do), what is left of it over
+// [github.com/toolrun/toolrun/filestore.Store] and sqlitestore's do), what is left of it over
 // [RunOptions.ClaimThreshold] (16 KiB by default) goes through the Store
 // as a claim check, never through the history: [Activities.RunTool] puts
 // it in the Store and returns a mark, and the step that sends it to the
@@ -87,7 +87,7 @@
 //
 // # Approvals
 //
-// A call deferred to a person ([toolrun.DeferCall], [policy.RequireApproval])
+// A call deferred to a person (a Defer decision, [github.com/toolrun/toolrun/policy.RequireApproval])
 // makes the workflow wait. The memo [PendingMemo] lists the calls awaiting
 // a decision, and [Pending] reads it with DescribeWorkflowExecution, with
 // no worker running ([PendingQuery] lists them too, but only a worker

@@ -320,7 +320,7 @@ func (p *wfPlan) decision(id string) (how int, d toolrun.Decision) {
 	rng := rand.New(rand.NewPCG(p.seed, h))
 	how = rng.IntN(3)
 	if rng.IntN(3) == 0 {
-		return how, toolrun.DenyCall("not now " + id)
+		return how, policy.Deny("not now " + id)
 	}
 	return how, toolrun.Decision{}
 }

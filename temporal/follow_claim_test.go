@@ -64,7 +64,7 @@ func TestFollowResolvesClaims(t *testing.T) {
 	if got := resultOf(nil); len(got) > 4096 || !strings.Contains(got, "toolrun-claim:") {
 		t.Errorf("without the Store: b1's result is %d bytes, %.60q…; want the claim's mark", len(got), got)
 	}
-	if err := temporal.DecideBySignal(ctx, c, queue, "b2", toolrun.DenyCall("no"), nil); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "b2", policy.Deny("no"), nil); err != nil {
 		t.Fatal(err)
 	}
 	var out temporal.Outcome

@@ -375,7 +375,7 @@ func testFollowApproval(t *testing.T, encrypt bool) {
 	inProcessWorker(t, c, queue, acts)
 	// t2 alone waits now.
 	got = append(got, next())
-	if err := temporal.DecideBySignal(ctx, c, queue, "t2", toolrun.DenyCall("no"), nil); err != nil {
+	if err := temporal.DecideBySignal(ctx, c, queue, "t2", policy.Deny("no"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for e, ok := <-events; ok; e, ok = <-events {
@@ -593,7 +593,7 @@ func testFollowDenied(t *testing.T, c client.Client, withStore bool) {
 	err = temporal.Follow(ctx, c, queue, run.GetRunID(), 0, func(e temporal.RunEvent) bool {
 		got = append(got, e)
 		if e.Kind == temporal.Awaiting {
-			if err := temporal.DecideBySignal(ctx, c, queue, "t1", toolrun.DenyCall("not now"), nil); err != nil {
+			if err := temporal.DecideBySignal(ctx, c, queue, "t1", policy.Deny("not now"), nil); err != nil {
 				t.Error(err)
 				return false
 			}
@@ -645,7 +645,7 @@ func TestFollowManyAwaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	deny := func(i int) bool {
-		if err := temporal.DecideBySignal(ctx, c, queue, id(i), toolrun.DenyCall("no"), nil); err != nil {
+		if err := temporal.DecideBySignal(ctx, c, queue, id(i), policy.Deny("no"), nil); err != nil {
 			t.Error(err)
 			return false
 		}
@@ -702,9 +702,9 @@ func TestFollowAnsweredInStep(t *testing.T) {
 	c := dialTemporal(t)
 	skip := policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		if in.Path == "/deny" {
-			return toolrun.DenyCall("not there")
+			return policy.Deny("not there")
 		}
-		return toolrun.SkipCall(toolrun.Text("skipped " + in.Path))
+		return policy.Skip(toolrun.Text("skipped " + in.Path))
 	})
 	done := toolruntest.Message(toolruntest.Text("Done."))
 	cut := toolruntest.Message(toolruntest.Text("Let me"), toolruntest.ToolUse("m1", "get_weather", cityIn{City: "Paris"}))

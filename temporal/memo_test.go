@@ -58,7 +58,7 @@ func TestPendingMemo(t *testing.T) {
 	// Once the calls wait, a decision a minute, each in a workflow task
 	// of its own: t00 allowed, the others denied.
 	for i := range temporal.MemoMaxCalls + 2 {
-		d := toolrun.DenyCall("no")
+		d := policy.Deny("no")
 		if i == 0 {
 			d = toolrun.Decision{}
 		}

@@ -126,7 +126,7 @@ func TestApprovalOnServer(t *testing.T) {
 	if err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{}, nil); err != nil {
 		t.Fatalf("update: %v", err)
 	}
-	if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: toolrun.DenyCall("too late")}); err != nil {
+	if err := c.SignalWorkflow(ctx, queue, "", temporal.DecideSignal, temporal.Approval{ToolUseID: "t1", Decision: policy.Deny("too late")}); err != nil {
 		t.Fatal(err)
 	}
 	err := temporal.Decide(ctx, c, queue, "t1", toolrun.Decision{Kind: toolrun.Allow, Input: []byte(`{"path":"/etc/passwd"}`)}, nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/filestore"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -88,7 +89,7 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 	tools := []toolrun.Tool{writeTool(&calls, func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		var in writeIn
 		if json.Unmarshal(call.Input, &in) == nil && (in.Path == "/3" || in.Path == "/5") {
-			return toolrun.DeferCall("writes change files")
+			return policy.Defer("writes change files")
 		}
 		return toolrun.Decision{}
 	})}

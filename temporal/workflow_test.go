@@ -69,7 +69,7 @@ func TestWorkflow(t *testing.T) {
 				toolruntest.Message(toolruntest.Text("I may not.")),
 			},
 			policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.DenyCall("no writes under /etc")
+				return policy.Deny("no writes under /etc")
 			},
 			wantStop:     toolrun.StopEndTurn,
 			wantText:     "I may not.",
@@ -198,7 +198,7 @@ func TestWorkflowApproval(t *testing.T) {
 		},
 		{
 			name:     "denied by signal",
-			decision: toolrun.DenyCall("not today"),
+			decision: policy.Deny("not today"),
 			wantRuns: map[string]int{"weather Paris": 1},
 			wantSeen: []string{"t1 error=false sunny in Paris", "t2 error=true tool call denied: not today"},
 		},

@@ -11,6 +11,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -81,7 +82,7 @@ func TestWorkflowTakesValuesInSteps(t *testing.T) {
 			Register(env, NewActivities(s.Client(), []toolrun.Tool{tool}, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)}))
 			env.RegisterDelayedCallback(func() {
 				for i := range tt.signals {
-					env.SignalWorkflow(DecideSignal, Approval{ToolUseID: fmt.Sprintf("bogus-%d", i), Decision: toolrun.DenyCall(tt.reason)})
+					env.SignalWorkflow(DecideSignal, Approval{ToolUseID: fmt.Sprintf("bogus-%d", i), Decision: policy.Deny(tt.reason)})
 				}
 			}, 0)
 			params := anthropic.BetaMessageNewParams{Model: "claude-test", MaxTokens: 1024, Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))}}

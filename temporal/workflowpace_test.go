@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -31,7 +32,7 @@ func TestSignalFloodOnServer(t *testing.T) {
 	}
 	reason := strings.Repeat("r", 10<<10)
 	for i := range 30 {
-		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), toolrun.DenyCall(reason), nil); err != nil {
+		if err := temporal.DecideBySignal(ctx, c, queue, fmt.Sprintf("bogus-%d", i), policy.Deny(reason), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

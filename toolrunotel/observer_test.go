@@ -195,7 +195,7 @@ func TestSpans(t *testing.T) {
 			},
 			tools: []toolrun.Tool{weatherTool()},
 			opts: toolrun.Options{Policy: func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
-				return toolrun.DeferCall("weather costs money")
+				return policy.Defer("weather costs money")
 			}},
 			drive: func(t *testing.T, ctx context.Context, r *toolrun.Runner) {
 				res, err := r.Run(ctx)

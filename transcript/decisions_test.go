@@ -91,11 +91,11 @@ func approvalRun(t *testing.T) *transcript.Transcript {
 	pol := policy.Chain(policy.DenyTools("delete_branch"), func(ctx context.Context, c toolrun.PolicyCall) toolrun.Decision {
 		switch c.Name {
 		case "lookup":
-			d := toolrun.SkipCall(toolrun.Text("cached answer"))
+			d := policy.Skip(toolrun.Text("cached answer"))
 			d.Reason = "answered from the cache"
 			return d
 		case "deploy":
-			return toolrun.DeferCall("deploys need a person")
+			return policy.Defer("deploys need a person")
 		}
 		return toolrun.Decision{}
 	})

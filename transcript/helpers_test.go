@@ -128,7 +128,7 @@ func runOptions(onEvent func(context.Context, toolrun.Event)) *toolrun.Options {
 		MaxParallelTools: 1,
 		Policy: policy.Chain(policy.DenyTools("delete_files"), func(ctx context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if call.Name == "lookup" {
-				d := toolrun.SkipCall(toolrun.Text("cached answer"))
+				d := policy.Skip(toolrun.Text("cached answer"))
 				d.Reason = "answered from the cache"
 				return d
 			}

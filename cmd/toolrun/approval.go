@@ -112,7 +112,7 @@ type denyAll struct {
 
 func (a denyAll) approve(_ context.Context, p toolrun.PendingCall) (toolrun.Decision, error) {
 	fmt.Fprintf(a.w, "  ✗ %s denied: %s\n", p.Call.Name, a.reason)
-	return toolrun.DenyCall(a.reason), nil
+	return policy.Deny(a.reason), nil
 }
 
 // prompt asks a person about each call: approve, deny with a reason, or
@@ -130,12 +130,12 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 		if errors.Is(err, errAnswerTooLong) {
 			fmt.Fprintln(p.ask)
 			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, noAnswerReason)
-			return toolrun.DenyCall(noAnswerReason), nil
+			return policy.Deny(noAnswerReason), nil
 		}
 		if errors.Is(err, io.EOF) && answer == "" {
 			fmt.Fprintln(p.ask)
 			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, noAnswerReason)
-			return toolrun.DenyCall(noAnswerReason), nil
+			return policy.Deny(noAnswerReason), nil
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return toolrun.Decision{}, err
@@ -160,12 +160,12 @@ func (p *prompt) approve(ctx context.Context, pc toolrun.PendingCall) (toolrun.D
 				reason = "the user denied it"
 			}
 			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, reason)
-			return toolrun.DenyCall(reason), nil
+			return policy.Deny(reason), nil
 		}
 		if errors.Is(err, io.EOF) {
 			fmt.Fprintln(p.ask)
 			fmt.Fprintf(p.out, "  ✗ %s denied: %s\n", pc.Call.Name, noAnswerReason)
-			return toolrun.DenyCall(noAnswerReason), nil
+			return policy.Deny(noAnswerReason), nil
 		}
 		fmt.Fprintf(p.ask, "  please answer y, n or a\n")
 	}
@@ -214,7 +214,7 @@ func (mode approveMode) mcpConfig(server string) toolrun.ToolConfig {
 	case approveAsk:
 		return toolrun.ToolConfig{Policy: policy.RequireApproval(fmt.Sprintf("a tool of MCP server %q", server))}
 	case approveDeny:
-		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision { return toolrun.DenyCall(denyFlagReason) }}
+		return toolrun.ToolConfig{Policy: func(context.Context, toolrun.PolicyCall) toolrun.Decision { return policy.Deny(denyFlagReason) }}
 	}
 	return toolrun.ToolConfig{}
 }

@@ -15,6 +15,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // visible shows the control characters of a terminal's output.
@@ -220,7 +221,7 @@ func TestDisplaySummary(t *testing.T) {
 			name: "denied by a policy",
 			events: []toolrun.Event{
 				toolrun.RequestSent{Turn: 1},
-				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: toolrun.DenyCall("not today"), By: "policy"},
+				toolrun.ToolDecided{Turn: 1, Call: echo, Decision: policy.Deny("not today"), By: "policy"},
 				toolrun.TurnFinished{Turn: 1, Results: []*toolrun.ToolResult{denied}},
 			},
 			res:     &toolrun.Result{StopReason: toolrun.StopEndTurn, Turns: 2},

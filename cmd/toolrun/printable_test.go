@@ -12,6 +12,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 // hostileText clears the screen, writes the clipboard (OSC 52), moves up a
@@ -83,7 +84,7 @@ func TestLiveDisplayEscapes(t *testing.T) {
 	msg := &anthropic.BetaMessage{Content: []anthropic.BetaContentBlockUnion{{Type: "text", Text: "Looking." + hostileText}}}
 	d.event(ctx, toolrun.RequestSent{Turn: 1})
 	d.event(ctx, toolrun.ResponseReceived{Turn: 1, Message: msg})
-	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: evil, Decision: toolrun.DeferCall("needs\x1b[31m approval"), By: toolrun.ByPolicy})
+	d.event(ctx, toolrun.ToolDecided{Turn: 1, Call: evil, Decision: policy.Defer("needs\x1b[31m approval"), By: toolrun.ByPolicy})
 	d.event(ctx, toolrun.ToolStarted{Turn: 1, Call: evil})
 	clk.advance(time.Second)
 	d.mu.Lock()

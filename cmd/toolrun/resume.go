@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 )
 
 var resumeCommand = &command{
@@ -325,7 +326,7 @@ func (c *cli) resume(ctx context.Context, f resumeFlags, name string) int {
 		if reason == "" {
 			reason = "the user denied it"
 		}
-		if code := decide(id, toolrun.DenyCall(reason), "--deny"); code != exitOK {
+		if code := decide(id, policy.Deny(reason), "--deny"); code != exitOK {
 			return code
 		}
 		fmt.Fprintf(c.stdout, "  ✗ %s denied: %s\n", printable(id), printable(reason))

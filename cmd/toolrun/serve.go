@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/fstools"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/temporal/servetemporal"
@@ -276,7 +277,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		}
 		opts.Policy = func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if names[call.Name] {
-				return toolrun.DeferCall("--require-approval " + call.Name)
+				return policy.Defer("--require-approval " + call.Name)
 			}
 			return toolrun.Decision{}
 		}

@@ -88,7 +88,7 @@ func run(ctx context.Context, dir, decide string) error {
 		case "allow":
 			err = r.Decide(p.Call.ID, toolrun.Decision{})
 		case "deny":
-			err = r.Decide(p.Call.ID, toolrun.DenyCall("the person said no"))
+			err = r.Decide(p.Call.ID, policy.Deny("the person said no"))
 		default:
 			return fmt.Errorf("%s awaits approval: give -decide allow or -decide deny", p.Call.Name)
 		}

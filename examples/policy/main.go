@@ -171,7 +171,7 @@ func writeFileTool(dir string) *toolrun.FuncTool {
 		})
 	t.Policy = policy.Func(func(ctx context.Context, in writeIn) toolrun.Decision {
 		if _, err := inside(dir, in.Path); err != nil {
-			return toolrun.DenyCall(err.Error())
+			return policy.Deny(err.Error())
 		}
 		return toolrun.Decision{}
 	})

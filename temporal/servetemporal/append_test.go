@@ -14,6 +14,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
@@ -38,7 +39,7 @@ func inProcess(t *testing.T) (url string, model *toolruntest.Server) {
 		Tools:  []toolrun.Tool{calls.tool(t)},
 		Options: toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 			if call.Name == "pay" {
-				return toolrun.DeferCall(call.Name + " needs a person")
+				return policy.Defer(call.Name + " needs a person")
 			}
 			return toolrun.Decision{}
 		}},

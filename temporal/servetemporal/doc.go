@@ -29,7 +29,7 @@
 // thread's run with [toolrun.Runner.AddTools], so that the workflow's
 // State carries their definitions to every worker; a call of one waits
 // as a call awaiting approval does, and the client's result is sent as a
-// decision ([toolrun.SkipCall]).
+// decision (a Skip decision).
 //
 // The server and a worker may be one process ("toolrun serve --temporal"),
 // killed at any point. What the workflow does meanwhile is in its history,

@@ -27,6 +27,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/serve"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/temporal/servetemporal"
@@ -188,7 +189,7 @@ func newFixtureConverters(t *testing.T, dc, executorDC converter.DataConverter, 
 	needPerson = append(needPerson, "pay")
 	opts := toolrun.Options{Logger: discard(), Policy: func(_ context.Context, call toolrun.PolicyCall) toolrun.Decision {
 		if slices.Contains(needPerson, call.Name) {
-			return toolrun.DeferCall(call.Name + " needs a person")
+			return policy.Defer(call.Name + " needs a person")
 		}
 		return toolrun.Decision{}
 	}}

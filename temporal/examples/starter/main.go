@@ -24,6 +24,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/policy"
 	"github.com/toolrun/toolrun/temporal"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -119,10 +120,10 @@ func ask(in *bufio.Reader, out io.Writer, p toolrun.PendingCall) toolrun.Decisio
 		return toolrun.Decision{}
 	case err != nil && answer == "":
 		fmt.Fprintln(out, "no answer: denied")
-		return toolrun.DenyCall("nobody answered the approval prompt")
+		return policy.Deny("nobody answered the approval prompt")
 	}
 	fmt.Fprintln(out, "denied")
-	return toolrun.DenyCall("a person said no")
+	return policy.Deny("a person said no")
 }
 
 func envOr(key, def string) string {
