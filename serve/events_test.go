@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
@@ -361,6 +362,71 @@ func TestUnrecordedEventsLeaveAGap(t *testing.T) {
 	_, evs, body = post(t, f.url, input("t1", "r2", []map[string]any{user("u2", "hi")}, nil))
 	if evs == nil || last(evs)["type"] != "RUN_FINISHED" {
 		t.Fatalf("the next run: %s %v", body, types(evs))
+	}
+}
+
+// A run whose last event cannot be recorded has no terminal event for
+// its streams to end at: a stream woken by that failed write finds
+// nothing new and, the run being still in flight, waits again. The run's
+// end wakes it once more when it is let go, so that it ends at the gap
+// instead of waiting for ever; here the POST's own stream and a GET
+// stream opened while the run is ended and not yet let go.
+func TestStreamEndsWhenTheLastEventIsNotRecorded(t *testing.T) {
+	f, l := eventFixture(t, textAndCalls(), nil)
+	l.mu.Lock()
+	l.failing = func(types []string) bool { return slices.Contains(types, "RUN_FINISHED") }
+	l.mu.Unlock()
+	ended, letGo := make(chan string, 1), make(chan struct{})
+	serve.SetBeforeRelease(f.h, func(run string) {
+		ended <- run
+		<-letGo
+	})
+	// A hang is this test's failure: bound it rather than wait for the
+	// test binary's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	read := func(resp *http.Response) <-chan []string {
+		done := make(chan []string, 1)
+		go func() {
+			defer resp.Body.Close()
+			evs, _ := readSSE(t, resp.Body)
+			if ctx.Err() != nil {
+				done <- []string{"error: the stream did not end; it was cut after " + fmt.Sprint(types(evs))}
+				return
+			}
+			done <- types(evs)
+		}()
+		return done
+	}
+	posted := make(chan []string, 1)
+	go func() {
+		b, _ := json.Marshal(input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			posted <- []string{"error: " + err.Error()}
+			return
+		}
+		posted <- <-read(resp)
+	}()
+	if run := <-ended; run != "r1" {
+		t.Fatalf("run %q ended, want r1", run)
+	}
+	// Its headers come with the events recorded so far, once the stream
+	// has taken the run in flight to wait on.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/runs/r1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := read(resp)
+	close(letGo)
+	for name, ch := range map[string]<-chan []string{"the POST's stream": posted, "a GET stream": got} {
+		evs := <-ch
+		if len(evs) == 0 || slices.Contains(evs, "RUN_FINISHED") || slices.ContainsFunc(evs, func(s string) bool { return strings.HasPrefix(s, "error: ") }) {
+			t.Errorf("%s: %v, want the recorded events, ended at the unrecorded RUN_FINISHED", name, evs)
+		}
 	}
 }
 

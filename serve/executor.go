@@ -644,13 +644,13 @@ func (h *Handler) reattachRun(ctx context.Context, id string) error {
 	}
 	h.metrics.runsStarted.Add(1)
 	go func() {
-		defer func() {
+		defer h.released(lr, func() {
 			unlock()
 			h.mu.Lock()
 			delete(h.runs, id)
 			h.mu.Unlock()
 			h.wg.Done()
-		}()
+		})
 		defer cancel()
 		defer h.metrics.runsFinished.Add(1)
 		h.runExecutor(runCtx, lr, m, &prepared{reattach: true, branch: -1}, tools[len(h.cfg.Tools):], onEvent, nil)

@@ -35,3 +35,12 @@ func SetInboxAfterReading(h *Handler, f func()) {
 	defer h.inbox.mu.Unlock()
 	h.inbox.afterReading = f
 }
+
+// SetBeforeRelease has h call f as each run ends, before the run is let
+// go, for a test that opens a stream of a run that has ended and is
+// still in flight.
+func SetBeforeRelease(h *Handler, f func(run string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.beforeRelease = f
+}

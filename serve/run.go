@@ -425,11 +425,32 @@ func (h *Handler) startRun(ctx context.Context, in *runInput, id identity) (*liv
 	evs = append(evs, h.caughtUp(ctx, in, p)...)
 	lr.emit(evs...)
 	go func() {
-		defer release()
+		defer h.released(lr, release)
 		defer cancel()
 		h.run(runCtx, lr, p, tools)
 	}()
 	return lr, p, nil
+}
+
+// released lets go of lr, a run that has ended: release frees its thread
+// and drops it from the runs in flight. Then its streams are woken once
+// more. A stream waits for a run's next event only while the run is in
+// flight, and its last event wakes it; but when that event could not be
+// recorded (the database refused the write), the stream found nothing
+// new, took the run as still in flight, and waits again. Woken after the
+// run is gone, it reads what was recorded and ends there, rather than
+// wait for an event that never comes.
+func (h *Handler) released(lr *liveRun, release func()) {
+	h.mu.Lock()
+	hook := h.beforeRelease
+	h.mu.Unlock()
+	if hook != nil {
+		hook(lr.id)
+	}
+	release()
+	lr.mu.Lock()
+	lr.wake()
+	lr.mu.Unlock()
 }
 
 // DecidedRunWait bounds how long a run waits for its thread's run in

@@ -188,6 +188,9 @@ type Handler struct {
 	// token's name.
 	streams  map[string]int
 	draining bool
+	// beforeRelease, if not nil, is called as a run ended, before it is
+	// let go: for a test that opens a stream there.
+	beforeRelease func(run string)
 
 	metrics metrics
 }
