@@ -40,6 +40,9 @@ type carriedStore struct {
 	noSkeleton bool
 	// hist encodes the States saved whole, each message once.
 	hist historyEncoder
+	// events, if set, is the run's mapper, whose held events every save
+	// records in its own transaction (see mapper.saves).
+	events *mapper
 }
 
 // wholeShape is what tells a State's history and response from those of
@@ -73,7 +76,7 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 	}
 	carry := len(s.ids) > 0 || s.digest != "" || s.armed
 	noSkeleton := s.noSkeleton
-	err = s.w.do(ctx, func(ctx context.Context, q querier) error {
+	write := func(ctx context.Context, q querier) error {
 		if err := saveState(ctx, q, id, int64(st.Version), b, skeleton, noSkeleton, prev); err != nil {
 			return err
 		}
@@ -87,7 +90,39 @@ func (s *carriedStore) Save(ctx context.Context, id string, st *toolrun.State, p
 			return recordUsers(ctx, q, s.thread, s.from, s.users)
 		}
 		return nil
-	})
+	}
+	var evs *eventBatch
+	if m := s.events; m != nil {
+		// The run's events held for this save: numbered and recorded in
+		// its transaction, with m.mu and the run's lr.mu held until they
+		// are, so that no other write of the run's events comes between.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if all, known := m.take(); len(all) > 0 || len(known) > 0 {
+			m.lr.mu.Lock()
+			defer m.lr.mu.Unlock()
+			evs, _ = m.lr.encode(known, all)
+		}
+	}
+	if evs == nil {
+		err = s.w.do(ctx, write)
+	} else if err = s.w.do(ctx, func(ctx context.Context, q querier) error {
+		if err := write(ctx, q); err != nil {
+			return err
+		}
+		return evs.insert(ctx, q)
+	}); err != nil {
+		// The events and the State took none of their rows. Each is
+		// written alone, as if never together: the events (recorded, or
+		// logged and their numbers left unused), then the State, whose
+		// error is the save's.
+		evs.lr.recorded(evs, s.w.do(ctx, evs.insert))
+		evs = nil
+		err = s.w.do(ctx, write)
+	}
+	if evs != nil {
+		evs.lr.recorded(evs, nil)
+	}
 	if err != nil {
 		// What the row holds is unknown: the next save is whole, and
 		// drops any skeleton.

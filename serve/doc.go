@@ -120,6 +120,10 @@
 //   - makes every write (a run's events, a State, a run's end) on the
 //     database's one connection, queued, committing those that arrive
 //     together in one transaction: one sync for all the runs in flight;
+//   - records a response's events and a tool result's in the transaction
+//     that saves the State that has them, and a step's STEP_FINISHED with
+//     the State that ends its turn, rather than in a write of their own
+//     before it: a turn waits for two commits fewer;
 //   - saves a turn's intermediate States (a call started, a call answered)
 //     as their skeleton (see [github.com/toolrun/toolrun/driver.Skeleton])
 //     beside the whole State saved with the turn's response, and encodes

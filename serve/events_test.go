@@ -30,15 +30,20 @@ import (
 
 // eventLog is a database/sql driver over modernc.org/sqlite that records,
 // for every commit that writes serve_events, the types of the events it
-// wrote, and can make such a write fail: it shows how the server groups
-// its events into transactions, as SQLite sees them.
+// wrote and whether it saved a run's State too, and can make such a write
+// fail: it shows how the server groups its events into transactions, as
+// SQLite sees them.
 type eventLog struct {
 	sqlite driver.Driver
 
 	mu      sync.Mutex          // guards commits, failing
 	commits [][]string          // the event types of each commit, in order
+	states  []bool              // for each commit, whether it saved a State
 	failing func([]string) bool // if non-nil, called with a write's event types; true makes it fail
-	changed *sync.Cond          // on mu; broadcast at every commit
+	// failingState, if non-nil, is called with the bytes of a State's
+	// save; true makes the save fail.
+	failingState func([]byte) bool
+	changed      *sync.Cond // on mu; broadcast at every commit
 }
 
 var (
@@ -71,11 +76,13 @@ func openEventLog(t testing.TB, path string) (*sql.DB, *eventLog) {
 	return db, l
 }
 
-// committed records a commit of events of the types given.
-func (l *eventLog) committed(types []string) {
+// committed records a commit of events of the types given, with a
+// State's save if state.
+func (l *eventLog) committed(types []string, state bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.commits = append(l.commits, types)
+	l.states = append(l.states, state)
 	l.changed.Broadcast()
 }
 
@@ -97,6 +104,21 @@ func (l *eventLog) got() [][]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([][]string(nil), l.commits...)
+}
+
+// gotStates returns the commits as got does, each that saved a State
+// too with "State" before its events.
+func (l *eventLog) gotStates() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out [][]string
+	for i, c := range l.commits {
+		if l.states[i] {
+			c = append([]string{"State"}, c...)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 type eventLogDriver struct{}
@@ -121,6 +143,7 @@ type eventConn struct {
 	log     *eventLog
 	inTx    bool
 	pending []string // the event types the open transaction wrote
+	state   bool     // the open transaction saved a State
 }
 
 func (c *eventConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -132,6 +155,24 @@ func (c *eventConn) ExecContext(ctx context.Context, query string, args []driver
 // exec runs a write by run, recording the events it writes to
 // serve_events, or failing it as l.failing says.
 func (c *eventConn) exec(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
+	if savesState(query) {
+		c.log.mu.Lock()
+		fail := false
+		for _, a := range args {
+			if b, ok := a.Value.([]byte); ok && c.log.failingState != nil && c.log.failingState(b) {
+				fail = true
+			}
+		}
+		c.log.mu.Unlock()
+		if fail {
+			return nil, errInjected
+		}
+		res, err := run()
+		if err == nil && c.inTx {
+			c.state = true
+		}
+		return res, err
+	}
 	var types []string
 	if strings.Contains(query, "INSERT INTO serve_events") {
 		for _, a := range args {
@@ -155,7 +196,7 @@ func (c *eventConn) exec(ctx context.Context, query string, args []driver.NamedV
 	if c.inTx {
 		c.pending = append(c.pending, types...)
 	} else {
-		c.log.committed(types)
+		c.log.committed(types, false)
 	}
 	return res, nil
 }
@@ -166,10 +207,16 @@ func (c *eventConn) QueryContext(ctx context.Context, query string, args []drive
 
 func (c *eventConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
-	if err != nil || !strings.Contains(query, "serve_events") || strings.HasPrefix(strings.TrimSpace(query), "SELECT") {
+	if err != nil || !(strings.Contains(query, "serve_events") || savesState(query)) || strings.HasPrefix(strings.TrimSpace(query), "SELECT") {
 		return st, err
 	}
 	return &eventStmt{Stmt: st, c: c, query: query}, nil
+}
+
+// savesState reports whether query writes a run's State.
+func savesState(query string) bool {
+	q := strings.TrimSpace(query)
+	return (strings.HasPrefix(q, "INSERT INTO serve_states") || strings.HasPrefix(q, "UPDATE serve_states") || strings.HasPrefix(q, "INSERT INTO serve_state_skeletons")) && !strings.HasPrefix(q, "SELECT")
 }
 
 // eventStmt is a prepared write to serve_events, recorded as the
@@ -191,7 +238,7 @@ func (c *eventConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if err != nil {
 		return nil, err
 	}
-	c.inTx, c.pending = true, nil
+	c.inTx, c.pending, c.state = true, nil, false
 	return &eventTx{Tx: tx, c: c}, nil
 }
 
@@ -210,14 +257,14 @@ type eventTx struct {
 func (t *eventTx) Commit() error {
 	err := t.Tx.Commit()
 	if err == nil && t.c.pending != nil {
-		t.c.log.committed(t.c.pending)
+		t.c.log.committed(t.c.pending, t.c.state)
 	}
-	t.c.inTx, t.c.pending = false, nil
+	t.c.inTx, t.c.pending, t.c.state = false, nil, false
 	return err
 }
 
 func (t *eventTx) Rollback() error {
-	t.c.inTx, t.c.pending = false, nil
+	t.c.inTx, t.c.pending, t.c.state = false, nil, false
 	return t.Tx.Rollback()
 }
 
@@ -242,8 +289,8 @@ func textAndCalls() map[string][]toolruntest.Reply {
 
 // The events one toolrun event makes (a response's text and tool calls,
 // a tool's result) are written in one commit, not one commit each, a
-// step's end with what follows it, and the streams get them all, in
-// order.
+// step's end with what the run writes after it, and the streams get them
+// all, in order.
 func TestEventsOfAResponseInOneCommit(t *testing.T) {
 	f, l := eventFixture(t, textAndCalls(), nil)
 	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay both")}, nil))
@@ -257,17 +304,32 @@ func TestEventsOfAResponseInOneCommit(t *testing.T) {
 	if diff := cmp.Diff(types(evs), flat); diff != "" {
 		t.Fatalf("the events written (-sent +written):\n%s", diff)
 	}
+	// The two calls run at once: each result is written with the State
+	// that has it, or with the other's, or at the other call's start.
+	var got [][]string
+	results := 0
+	for _, c := range l.got() {
+		if c[0] == "TOOL_CALL_RESULT" && slices.Equal(slices.Compact(slices.Clone(c)), []string{"TOOL_CALL_RESULT"}) {
+			results += len(c)
+			if results < 2 {
+				continue
+			}
+			c = []string{"TOOL_CALL_RESULT", "TOOL_CALL_RESULT"}
+		}
+		got = append(got, c)
+	}
 	want := [][]string{
 		{"RUN_STARTED"},
 		{"STEP_STARTED"},
 		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"},
-		{"TOOL_CALL_RESULT"},
-		{"TOOL_CALL_RESULT"},
-		{"STEP_FINISHED", "STEP_STARTED"},
+		{"TOOL_CALL_RESULT", "TOOL_CALL_RESULT"},
+		{"STEP_FINISHED"},
+		{"STEP_STARTED"},
 		{"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"},
-		{"STEP_FINISHED", "RUN_FINISHED"},
+		{"STEP_FINISHED"},
+		{"RUN_FINISHED"},
 	}
-	if diff := cmp.Diff(want, l.got()); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the commits' events (-want +got):\n%s", diff)
 	}
 	// The message ids the thread has are known: sent back, they add no
@@ -289,6 +351,66 @@ func TestEventsOfAResponseInOneCommit(t *testing.T) {
 	}
 	if got := f.calls.got(); len(got) != 2 {
 		t.Errorf("calls %v, want pay and refund once each", got)
+	}
+}
+
+// A response's events and a tool result's are recorded in the
+// transaction that saves the State that has them, not in one of their
+// own before it: a turn costs the run two commits fewer, and what a
+// stream sends of a response or a result is in the State as it does. A
+// step's end goes with the State that ends its turn.
+func TestEventsCommittedWithTheirState(t *testing.T) {
+	f, l := eventFixture(t, map[string][]toolruntest.Reply{
+		"pay then refund": {
+			toolruntest.Message(toolruntest.Text("paying"), toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})),
+			toolruntest.Message(toolruntest.ToolUse("call_refund", "refund", map[string]any{"amount": 20})),
+			toolruntest.Message(toolruntest.Text("done")),
+		},
+	}, nil)
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay then refund")}, nil))
+	if evs == nil || outcome(evs)["type"] != "success" {
+		t.Fatalf("%s %v", body, types(evs))
+	}
+	want := [][]string{
+		{"RUN_STARTED"},
+		{"STEP_STARTED"},
+		{"State", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"},
+		{"State", "TOOL_CALL_RESULT"},
+		{"State", "STEP_FINISHED"},
+		{"STEP_STARTED"},
+		{"State", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"},
+		{"State", "TOOL_CALL_RESULT"},
+		{"State", "STEP_FINISHED"},
+		{"STEP_STARTED"},
+		{"State", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"},
+		{"State", "STEP_FINISHED"},
+		{"RUN_FINISHED"},
+	}
+	if diff := cmp.Diff(want, l.gotStates()); diff != "" {
+		t.Errorf("the commits' events, State for one that saved the run's State (-want +got):\n%s", diff)
+	}
+}
+
+// A State's save that fails takes its events with it no further: they
+// are recorded on their own, and the run ends with its error, which its
+// stream sends.
+func TestEventsOfAFailedSaveRecorded(t *testing.T) {
+	f, l := eventFixture(t, map[string][]toolruntest.Reply{
+		"pay": {
+			toolruntest.Message(toolruntest.Text("paying"), toolruntest.ToolUse("call_pay", "pay", map[string]any{"amount": 10})),
+			toolruntest.Message(toolruntest.Text("done")),
+		},
+	}, nil)
+	l.mu.Lock()
+	l.failingState = func(state []byte) bool { return bytes.Contains(state, []byte("paid ")) }
+	l.mu.Unlock()
+	_, evs, body := post(t, f.url, input("t1", "r1", []map[string]any{user("u1", "pay")}, nil))
+	if body != "" {
+		t.Fatal(body)
+	}
+	want := []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "STEP_FINISHED", "RUN_ERROR"}
+	if diff := cmp.Diff(want, types(evs)); diff != "" {
+		t.Errorf("the run's stream (-want +got):\n%s", diff)
 	}
 }
 

@@ -147,6 +147,32 @@ func (lr *liveRun) emit(events ...event) { lr.emitKnown(nil, events...) }
 func (lr *liveRun) emitKnown(known []string, events ...event) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
+	b, ok := lr.encode(known, events)
+	if !ok {
+		return
+	}
+	lr.recorded(b, lr.h.writes.do(lr.h.base, b.insert))
+}
+
+// eventBatch is events of a run encoded and numbered, to be recorded
+// in one write: by emitKnown, or with a State's save (carriedStore).
+type eventBatch struct {
+	lr     *liveRun
+	events []event
+	data   [][]byte
+	known  []string
+	first  int64
+	// ending is set on the run's last write of events, which records the
+	// run's end with them.
+	ending bool
+}
+
+// encode encodes events as the run's next ones, with known, for a write
+// of the caller's. The caller holds lr.mu until it has called recorded.
+// An event that does not encode is logged, the events' numbers are left
+// unused and their streams woken, and ok is false: there is nothing to
+// write.
+func (lr *liveRun) encode(known []string, events []event) (b *eventBatch, ok bool) {
 	now := lr.h.cfg.Now().UnixMilli()
 	data := make([][]byte, len(events))
 	var buf []byte // each event's JSON in turn, copied out at its size
@@ -162,41 +188,51 @@ func (lr *liveRun) emitKnown(known []string, events ...event) {
 				lr.ending = false
 				lr.recordEnd()
 			}
-			return
+			return nil, false
 		}
 		data[i] = slices.Clone(buf)
 	}
-	first := lr.seq + 1
-	ending := lr.ending
+	b = &eventBatch{lr: lr, events: events, data: data, known: known, first: lr.seq + 1, ending: lr.ending}
 	lr.ending = false
-	err := lr.h.writes.do(lr.h.base, func(ctx context.Context, q querier) error {
-		if err := insertEvents(ctx, q, lr.id, first, data, lr.thread, known); err != nil {
-			return err
-		}
-		if ending {
-			_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
-			return err
-		}
-		return nil
-	})
-	if err != nil && ending {
+	return b, true
+}
+
+// insert records b in q: its events, its known ids and, if it is the
+// run's last, the run's end.
+func (b *eventBatch) insert(ctx context.Context, q querier) error {
+	lr := b.lr
+	if err := insertEvents(ctx, q, lr.id, b.first, b.data, lr.thread, b.known); err != nil {
+		return err
+	}
+	if b.ending {
+		_, err := q.ExecContext(ctx, sqlRunStatus, runFinished, lr.id)
+		return err
+	}
+	return nil
+}
+
+// recorded ends b's write, whose error is err: the events are kept for
+// the run's live streams if they were recorded, logged if not (their
+// numbers stay unused), and the streams woken either way.
+func (lr *liveRun) recorded(b *eventBatch, err error) {
+	if err != nil && b.ending {
 		lr.recordEnd()
 	}
 	if err != nil {
-		lr.h.log.Error("serve: recording events", "run", lr.id, "first", lr.seq+1, "events", len(events), "err", err)
+		lr.h.log.Error("serve: recording events", "run", lr.id, "first", b.first, "events", len(b.events), "err", err)
 	} else {
 		// Kept for the live streams once recorded, never before: a
 		// stream sends nothing the database does not have. Numbers
 		// left unused by a failure are in neither, and a stream ends
 		// there.
-		kept := make([]storedEvent, len(data))
-		for i, b := range data {
-			t := events[i]["type"]
-			kept[i] = storedEvent{seq: first + int64(i), size: len(b), data: b, terminal: t == "RUN_FINISHED" || t == "RUN_ERROR"}
+		kept := make([]storedEvent, len(b.data))
+		for i, d := range b.data {
+			t := b.events[i]["type"]
+			kept[i] = storedEvent{seq: b.first + int64(i), size: len(d), data: d, terminal: t == "RUN_FINISHED" || t == "RUN_ERROR"}
 		}
 		lr.keep(kept)
 	}
-	lr.seq += int64(len(events))
+	lr.seq += int64(len(b.events))
 	lr.wake()
 }
 
@@ -1463,6 +1499,9 @@ func (h *Handler) run(ctx context.Context, lr *liveRun, p *prepared, tools []too
 		h.runExecutor(ctx, lr, m, p, tools[len(h.cfg.Tools):], opts.OnEvent, userMsgs)
 		return
 	}
+	// A response's and a tool result's events are recorded with the
+	// State the runner saves next (see mapper.saves).
+	store.events, m.saves = m, true
 	if p.newThread {
 		params.Messages = userMsgs
 		store.carry(p) // in the State from its first save on
@@ -1838,22 +1877,43 @@ type mapper struct {
 	// end (interrupts), not with their response.
 	parents map[string]string
 	step    int // the turn of the open step, 0 if none
-	// out are events made and not written yet: a STEP_FINISHED waits for
-	// what the run writes next (the next step's start, the run's end),
-	// so that the two are one commit.
-	out []event
+	// saves is set when the run's Store records the events held (out)
+	// with every State it saves (carriedStore.events). The runner saves
+	// its State at once after a response and after a tool's result: the
+	// events of those are held for that save, one write with it, rather
+	// than a write and a commit of their own before it. They are
+	// recorded, and sent, as the State that has them is.
+	saves bool
+
+	mu sync.Mutex // guards out and known; held while they are written
+	// out are events made and not written yet, and known the message
+	// ids they make known: a STEP_FINISHED waits for what the run
+	// writes next (the next step's start, the run's end, a save), so
+	// that the two are one commit, and so do the events held for a
+	// save.
+	out   []event
+	known []string
 }
 
+// openStep opens turn's step, closing the one open. m.mu is held.
 func (m *mapper) openStep(turn int) {
 	if m.step == turn {
 		return
 	}
-	m.closeStep()
+	m.endStep()
 	m.step = turn
 	m.out = append(m.out, event{"type": "STEP_STARTED", "stepName": "turn " + strconv.Itoa(turn)})
 }
 
+// closeStep closes the step open, if any.
 func (m *mapper) closeStep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.endStep()
+}
+
+// endStep is closeStep with m.mu held.
+func (m *mapper) endStep() {
 	if m.step != 0 {
 		m.out = append(m.out, event{"type": "STEP_FINISHED", "stepName": "turn " + strconv.Itoa(m.step)})
 		m.step = 0
@@ -1863,25 +1923,61 @@ func (m *mapper) closeStep() {
 // write records the events made so far and then evs, with the message
 // ids known, as one commit, and sends them.
 func (m *mapper) write(known []string, evs ...event) {
-	all := append(m.out, evs...)
-	m.out = nil
-	if len(all) > 0 || len(known) > 0 {
-		m.lr.emitKnown(known, all...)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flush(known, evs...)
+}
+
+// flush is write with m.mu held.
+func (m *mapper) flush(known []string, evs ...event) {
+	m.hold(known, evs...)
+	all, ids := m.take()
+	if len(all) > 0 || len(ids) > 0 {
+		m.lr.emitKnown(ids, all...)
 	}
+}
+
+// hold adds evs and known to what the next write records: the run's
+// next save, if its Store records them (m.saves), else its next write of
+// events. m.mu is held.
+func (m *mapper) hold(known []string, evs ...event) {
+	m.out = append(m.out, evs...)
+	m.known = append(m.known, known...)
+}
+
+// take returns what is held, and holds nothing. m.mu is held.
+func (m *mapper) take() ([]event, []string) {
+	all, ids := m.out, m.known
+	m.out, m.known = nil, nil
+	return all, ids
+}
+
+// held writes evs, with known, as a response's or a tool result's events:
+// held for the State's save that follows, if the Store records them,
+// else at once. m.mu is held.
+func (m *mapper) held(known []string, evs ...event) {
+	if m.saves {
+		m.hold(known, evs...)
+		return
+	}
+	m.flush(known, evs...)
 }
 
 // on is the runner's OnEvent. The events of a response are sent once it
 // has arrived whole, so nothing of a failed stream attempt reaches the
 // client. Each toolrun event's AG-UI events are one commit, a step's
-// STEP_FINISHED with the events after it.
+// STEP_FINISHED with the events after it, a response's and a result's
+// with the State the runner saves next if the Store records them.
 func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 	h := m.lr.h
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch e := e.(type) {
 	case toolrun.RequestSent:
 		if !e.Compaction && e.Attempt <= 1 {
 			m.openStep(e.Turn)
 		}
-		m.write(nil) // before the request, which may take long
+		m.flush(nil) // before the request, which may take long
 	case toolrun.ResponseReceived:
 		if e.Compaction || e.Message == nil {
 			return
@@ -1940,11 +2036,12 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 			}
 		}
 		// The response's events and ids are one write: one commit, and
-		// all of them or none.
-		m.write(ids, evs...)
+		// all of them or none; with the State that has the response, if
+		// the Store records them.
+		m.held(ids, evs...)
 	case toolrun.ToolStarted:
 		m.openStep(e.Turn)
-		m.write(nil)
+		m.flush(nil)
 	case toolrun.ToolFinished:
 		m.openStep(e.Turn)
 		res := e.Result
@@ -1954,7 +2051,7 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 			if res.Decision.Kind == toolrun.Skip || res.Decision.Kind == toolrun.Deny {
 				// The client's own result, which it has; or the denial
 				// of a call it was never shown, and never is.
-				m.write(nil)
+				m.flush(nil)
 				return
 			}
 			// A call that failed before it could be handed over (its
@@ -1969,15 +2066,15 @@ func (m *mapper) on(ctx context.Context, e toolrun.Event) {
 			}
 			known = append(known, announcedID(res.Call.ID))
 		} else if m.client[res.Call.Name] && res.Decision.Kind == toolrun.Skip {
-			m.write(nil)
+			m.flush(nil)
 			return // the client's own result: it has it
 		}
 		id := "result_" + res.Call.ID
 		evs = append(evs, event{"type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": res.Call.ID, "role": "tool", "content": redact.String(resultText(res))})
-		m.write(known, evs...)
+		m.held(known, evs...) // with the State that has the result, if the Store records them
 	case toolrun.TurnFinished:
 		if m.step == e.Turn {
-			m.closeStep()
+			m.endStep()
 		}
 	}
 }
