@@ -61,12 +61,6 @@ const (
 // for a run stopped by a malformed response; it reads as [StopError].
 const stopMalformed StopReason = "malformed_response"
 
-// failed reports whether the run stopped on a failure: a run that is tried
-// again goes on from where it stopped.
-func (s StopReason) failed() bool {
-	return s == StopError || s == StopCanceled || s == stopMalformed
-}
-
 // BudgetKind names a bound of [Budget].
 type BudgetKind string
 

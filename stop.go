@@ -10,9 +10,18 @@ import (
 	"github.com/toolrun/toolrun/internal/deepcopy"
 )
 
-// This file holds how a run stops: the one function that makes a stop
-// (setStop), the one that builds a Result of it (resultOf), and the rules
-// for which stops hold (halted) and which error they carry.
+// This file holds how a run stops, and nothing else decides it: the one
+// function that makes a stop (setStop, through which stop, fail and
+// Resume go), the one that builds a Result of it (resultOf), the one that
+// clears it for a step that goes on (clearStop), and the rules that read
+// it: which stops are failures tried again (failed), whether the runner
+// has stopped (stopped), and which stops hold against a step (halted).
+
+// failed reports whether the run stopped on a failure: a run that is tried
+// again goes on from where it stopped.
+func (s StopReason) failed() bool {
+	return s == StopError || s == StopCanceled || s == stopMalformed
+}
 
 // Result returns how the run stopped, or nil while it has not.
 //
@@ -117,6 +126,9 @@ func (r *Runner) halted() bool {
 	return r.st.StopReason != StopAwaitingApproval || len(r.st.AwaitingApproval()) > 0
 }
 
+// clearStop takes the stop off the State, for a step that goes on from
+// it: a failure tried again, a suspension whose calls are all decided, a
+// run given more turns or new messages.
 func (r *Runner) clearStop() {
 	r.stopErr = nil
 	r.st.StopReason, r.st.Detail, r.st.Budget = "", "", ""
