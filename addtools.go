@@ -232,9 +232,7 @@ func (r *Runner) addDefs(defs []anthropic.BetaToolUnionParam) {
 	if r.inlineTools() {
 		queued = slices.Clone(queued)
 		for _, def := range defs {
-			queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
-				Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: def}},
-			}})
+			queued = append(queued, toolAddition(def))
 		}
 	}
 	r.st.setToolChanges(append(slices.Clone(r.st.addedDefs()), defs...), queued)
@@ -262,9 +260,7 @@ func (r *Runner) removeAdded(names []string) {
 				queued, changed = slices.Clone(queued), true
 			}
 			offered[name] = false // a name given twice is removed once
-			queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
-				Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
-			}})
+			queued = append(queued, toolRemoval(name))
 		}
 	}
 	kept := added
@@ -326,15 +322,11 @@ func (r *Runner) retellTools() {
 	var queued []anthropic.BetaSystemMessageParamContentUnion
 	for _, d := range r.toolDefs {
 		if name := definitionName(d); name != "" && !offered[name] {
-			queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
-				Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
-			}})
+			queued = append(queued, toolRemoval(name))
 		}
 	}
 	for _, def := range r.st.addedDefs() {
-		queued = append(queued, anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
-			Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: def}},
-		}})
+		queued = append(queued, toolAddition(def))
 	}
 	r.st.setToolChanges(r.st.addedDefs(), queued)
 }
@@ -442,9 +434,7 @@ func (s *State) changeTools(remove []string, add []anthropic.BetaToolUnionParam,
 		removed = append(removed, name)
 		added = slices.DeleteFunc(slices.Clone(added), func(d anthropic.BetaToolUnionParam) bool { return definitionName(d) == name })
 		if inline {
-			queued = append(slices.Clip(queued), anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
-				Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
-			}})
+			queued = append(slices.Clip(queued), toolRemoval(name))
 		}
 	}
 	taken := map[string]bool{}
@@ -492,9 +482,7 @@ func (s *State) changeTools(remove []string, add []anthropic.BetaToolUnionParam,
 			only = append(slices.Clip(only), def.OfTool.Name)
 		}
 		if inline {
-			queued = append(slices.Clip(queued), anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
-				Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: deepcopy.Copy(def)}},
-			}})
+			queued = append(slices.Clip(queued), toolAddition(deepcopy.Copy(def)))
 		}
 	}
 	s.setToolState(added, queued, only)
@@ -504,4 +492,20 @@ func (s *State) changeTools(remove []string, add []anthropic.BetaToolUnionParam,
 		}
 	}
 	return nil
+}
+
+// toolAddition is the tool_addition block, under the inline-tools beta,
+// that offers the model def from the next request on.
+func toolAddition(def anthropic.BetaToolUnionParam) anthropic.BetaSystemMessageParamContentUnion {
+	return anthropic.BetaSystemMessageParamContentUnion{OfToolAddition: &anthropic.BetaRequestToolAdditionBlockParam{
+		Tool: anthropic.BetaRequestToolAdditionBlockToolUnionParam{OfToolDefinition: &anthropic.BetaToolChangeToolDefinitionParam{Definition: def}},
+	}}
+}
+
+// toolRemoval is the tool_removal block, under the inline-tools beta,
+// that takes the tool named name from the model from the next request on.
+func toolRemoval(name string) anthropic.BetaSystemMessageParamContentUnion {
+	return anthropic.BetaSystemMessageParamContentUnion{OfToolRemoval: &anthropic.BetaRequestToolRemovalBlockParam{
+		Tool: anthropic.BetaRequestToolRemovalBlockToolUnionParam{OfToolReference: &anthropic.BetaToolChangeToolReferenceParam{Name: name}},
+	}}
 }
