@@ -36,12 +36,12 @@ type Activities struct {
 	cache  *stateCache   // the runners of the runs this worker stepped last
 	// deferClient makes stand-ins for client tools (clienttools.go).
 	deferClient bool
-	// queries says that the activities run on a worker of [NewWorker],
-	// whose client a step may ask its workflow for the history with
-	// ([HistoryQuery]); a step of activities registered otherwise (a
-	// test environment's, say) asks the workflow to send it instead.
-	// Atomic: NewWorker may set it while another worker runs the
-	// activities.
+	// queries says that the activities run on a worker (registered
+	// with [Register], by [NewWorker] or not), whose client a step may
+	// ask its workflow for the history with ([HistoryQuery]); a step of
+	// activities registered otherwise (a test environment's, say) asks
+	// the workflow to send it instead. Atomic: Register may set it while
+	// another worker runs the activities.
 	queries atomic.Bool
 }
 
@@ -165,35 +165,59 @@ type Registry interface {
 const DefaultWorkerStopTimeout = 5 * time.Minute
 
 // NewWorker returns a worker for task queue queue, with [Workflow] and a's
-// activities registered. Unlike worker.New, it gives opts a
-// WorkerStopTimeout when it has none ([DefaultWorkerStopTimeout]), so that
-// stopping the worker (worker.InterruptCh on SIGTERM) lets its running
-// tools finish rather than cancelling them: a tool cancelled after its
-// effect is answered "interrupted", and the call waits out its heartbeat
-// timeout before the workflow learns so. Give your deployment's shutdown
+// activities registered, that stops without losing work. Asked to stop
+// (worker.InterruptCh on SIGTERM, a rolling restart), it stops polling,
+// runs every task its last polls bring (a task the server handed to a
+// cancelled poll would be lost, and its call answered "interrupted" once
+// its heartbeat timed out, though it never started), lets its running
+// tools finish, and exits. No client option is needed (see the package
+// doc's "Stopping a worker"). On a server that does not complete polls on
+// shutdown (server 1.29, the CLI's dev server), its polls under way end
+// when the server answers them, within a minute: an idle worker takes up
+// to that minute to stop.
+//
+// Unlike worker.New, it gives opts a WorkerStopTimeout when it has none
+// ([DefaultWorkerStopTimeout]), so that a stop lets the running tools
+// finish rather than cancelling them. Give your deployment's shutdown
 // grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
-// more than the stop timeout. Dial c with [DrainOnShutdown] too, so that a
-// stopping worker also runs the tasks its last polls bring rather than
-// losing them. With worker versioning on (opts.DeploymentOptions, see
-// [Deployment]) and no default behavior, the workflow is
-// [DefaultVersioningBehavior].
+// more than the stop timeout plus that minute. With worker versioning on
+// (opts.DeploymentOptions, see [Deployment]) and no default behavior, the
+// workflow is [DefaultVersioningBehavior].
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
 	w := worker.New(c, queue, versioned(opts))
-	a.queries.Store(true)
 	Register(w, a)
 	return w
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r
-// is a worker whose WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
-// a's logger: such a worker cancels its running tools when it is asked to
-// stop; [NewWorker] sets one.
+// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r, a
+// worker or a test environment of go.temporal.io/sdk/testsuite.
+//
+// Given a worker of worker.New rather than one of [NewWorker], it makes
+// it work as NewWorker's does: it switches the worker to drain on a stop
+// (it stops polling and runs what its polls under way bring, see the
+// package doc's "Stopping a worker"), and its steps ask the workflow for
+// the history they miss (a query with the worker's client). It panics, naming NewWorker,
+// given a worker whose WorkerStopTimeout is 0 (worker.New's default),
+// which would cancel its running tools at once when asked to stop, and
+// answer their calls "interrupted"; or a worker of a version of the SDK
+// that keeps the drain switch elsewhere.
 func Register(r Registry, a *Activities) {
-	warnStopTimeout(a.logger(), r)
+	if d, ok := stopTimeout(r); ok && d <= 0 {
+		panic(fmt.Sprintf("toolrun/temporal: Register: the worker's WorkerStopTimeout is 0, so a stop (SIGTERM) would cancel its running tools at once and answer their calls \"interrupted\": build it with temporal.NewWorker (stop timeout %s by default), or set worker.Options.WorkerStopTimeout", DefaultWorkerStopTimeout))
+	}
+	isWorker, err := drainWorker(r)
+	if err != nil {
+		panic("toolrun/temporal: Register: " + err.Error() + "; build the worker with temporal.NewWorker")
+	}
+	if isWorker {
+		// A worker has a client to query the workflow with; a test
+		// environment's activities ask the workflow to send the history.
+		a.queries.Store(true)
+	}
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepDeltaActivity})
