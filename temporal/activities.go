@@ -164,6 +164,18 @@ type Registry interface {
 // cancels them.
 const DefaultWorkerStopTimeout = 5 * time.Minute
 
+// MinWorkerStopTimeout is the least [worker.Options.WorkerStopTimeout] of
+// a worker of this package. A stopping worker lets its polls under way end
+// rather than cancel them (see the package doc's "Stopping a worker"), and
+// the SDK gives a poll 70 s; the SDK's stop gives up at its stop timeout
+// and leaves such a poll open, and a task the server then hands it is
+// dropped by the stopped worker: it is lost until its timeout, and a tool
+// call whose task it was is answered "interrupted". So [NewWorker] raises a
+// shorter stop timeout to this one, and [Register] refuses a worker of
+// worker.New with a shorter one. A stop still returns as soon as the polls
+// have ended and the running tasks finished.
+const MinWorkerStopTimeout = 80 * time.Second
+
 // NewWorker returns a worker for task queue queue, with [Workflow] and a's
 // activities registered, that stops without losing work. Asked to stop
 // (worker.InterruptCh on SIGTERM, a rolling restart), it stops polling,
@@ -178,15 +190,18 @@ const DefaultWorkerStopTimeout = 5 * time.Minute
 //
 // Unlike worker.New, it gives opts a WorkerStopTimeout when it has none
 // ([DefaultWorkerStopTimeout]), so that a stop lets the running tools
-// finish rather than cancelling them. Give your deployment's shutdown
-// grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
-// more than the stop timeout plus that minute. With worker versioning on
-// (opts.DeploymentOptions, see [Deployment]) and no default behavior, the
-// workflow is [DefaultVersioningBehavior].
+// finish rather than cancelling them, and raises a shorter one than
+// [MinWorkerStopTimeout] to it, so that the stop outlasts the polls. Give
+// your deployment's shutdown grace period (Kubernetes'
+// terminationGracePeriodSeconds, say) a little more than the stop
+// timeout. With worker versioning on (opts.DeploymentOptions, see
+// [Deployment]) and no default behavior, the workflow is
+// [DefaultVersioningBehavior].
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
+	opts.WorkerStopTimeout = max(opts.WorkerStopTimeout, MinWorkerStopTimeout)
 	w := worker.New(c, queue, versioned(opts))
 	Register(w, a)
 	return w
@@ -200,14 +215,15 @@ func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options
 // it work as NewWorker's does: it switches the worker to drain on a stop
 // (it stops polling and runs what its polls under way bring, see the
 // package doc's "Stopping a worker"), and its steps ask the workflow for
-// the history they miss (a query with the worker's client). It panics, naming NewWorker,
-// given a worker whose WorkerStopTimeout is 0 (worker.New's default),
-// which would cancel its running tools at once when asked to stop, and
-// answer their calls "interrupted"; or a worker of a version of the SDK
-// that keeps the drain switch elsewhere.
+// the history they miss (a query with the worker's client). It panics,
+// naming NewWorker, given a worker whose WorkerStopTimeout is below
+// [MinWorkerStopTimeout] (worker.New's default is 0): its stop would
+// cancel its running tools at once, answering their calls "interrupted",
+// or give up before its polls end, losing the tasks they bring; or a
+// worker of a version of the SDK that keeps the drain switch elsewhere.
 func Register(r Registry, a *Activities) {
-	if d, ok := stopTimeout(r); ok && d <= 0 {
-		panic(fmt.Sprintf("toolrun/temporal: Register: the worker's WorkerStopTimeout is 0, so a stop (SIGTERM) would cancel its running tools at once and answer their calls \"interrupted\": build it with temporal.NewWorker (stop timeout %s by default), or set worker.Options.WorkerStopTimeout", DefaultWorkerStopTimeout))
+	if d, ok := stopTimeout(r); ok && d < MinWorkerStopTimeout {
+		panic(fmt.Sprintf("toolrun/temporal: Register: the worker's WorkerStopTimeout is %s, below temporal.MinWorkerStopTimeout (%s): a stop (SIGTERM) would cancel its running tools and answer their calls \"interrupted\", or give up before its polls end and lose the tasks they bring; build it with temporal.NewWorker (stop timeout %s by default), or set worker.Options.WorkerStopTimeout", d, MinWorkerStopTimeout, DefaultWorkerStopTimeout))
 	}
 	isWorker, err := drainWorker(r)
 	if err != nil {

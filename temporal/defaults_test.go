@@ -100,7 +100,7 @@ func TestWorkersDrain(t *testing.T) {
 		t.Error("NewWorker's worker does not drain")
 	}
 
-	plain := worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute})
+	plain := worker.New(c, "q", worker.Options{WorkerStopTimeout: MinWorkerStopTimeout})
 	if drains(plain) {
 		t.Fatal("a worker of worker.New drains before Register: the test shows nothing")
 	}

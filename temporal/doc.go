@@ -153,12 +153,21 @@
 // the server had handed to a cancelled poll is lost until its heartbeat
 // times out; [Register] (which NewWorker calls) switches every worker of
 // worker.New to the SDK's drain instead: it stops polling, lets the polls
-// under way end and runs what they bring. On a server that does not
-// complete polls, a poll ends when the server answers it, within a
-// minute, so an idle worker takes up to that minute to stop: give the
-// deployment's grace period the stop timeout plus a minute. Register
-// refuses a worker whose WorkerStopTimeout is 0, which would cancel its
-// running tools at once.
+// under way end and runs what they bring. The SDK's stop gives up at the
+// worker's stop timeout, and a poll it leaves open then brings a task the
+// stopped worker drops, lost as if cancelled: so the stop timeout of a
+// worker of this package is at least [MinWorkerStopTimeout], longer than
+// a poll (NewWorker raises a shorter one; Register refuses a worker of
+// worker.New with one, and with none, naming NewWorker). A stop returns
+// as soon as its polls have ended and its tasks finished. On a server
+// that completes polls on shutdown that is at once; on one that does not
+// (server 1.29, the CLI's dev server), a poll ends when a task comes or
+// when the server answers it empty, at its long poll
+// (matching.longPollExpirationInterval, a minute by default), so an idle
+// worker takes up to that minute to stop. Cancelling the polls sooner is
+// what loses tasks, so no worker of this package does: where a minute is
+// too long, lower the server's long poll. Give the deployment's grace
+// period a little more than the stop timeout.
 //
 // A data converter of your own (a codec that encrypts or compresses
 // payloads) is given once, to the client (client.Options.DataConverter)

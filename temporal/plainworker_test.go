@@ -72,7 +72,7 @@ func TestPlainWorker(t *testing.T) {
 	calls := &counter{}
 	acts := temporal.NewActivities(model.Client(), []toolrun.Tool{weatherTool(calls)}, &toolrun.Options{Logger: discard()})
 	acts.SetStateCacheRuns(-1)
-	w := worker.New(c, queue, worker.Options{WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(c, queue, worker.Options{WorkerStopTimeout: temporal.MinWorkerStopTimeout})
 	temporal.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -99,11 +99,13 @@ func polling(t *testing.T, c client.Client, queue, id string) {
 	})
 }
 
-// TestRegisterRefusesZeroStopTimeout: Register refuses, naming NewWorker,
+// TestRegisterRefusesShortStopTimeout: Register refuses, naming NewWorker,
 // a worker of worker.New whose WorkerStopTimeout is 0 (the SDK's
-// default), which would cancel its running tools at once on a stop, and
-// takes one with a stop timeout, as NewWorker's.
-func TestRegisterRefusesZeroStopTimeout(t *testing.T) {
+// default), which would cancel its running tools at once on a stop, or
+// shorter than MinWorkerStopTimeout, whose stop would give up before its
+// polls end; and takes one with a long enough stop timeout, as
+// NewWorker's.
+func TestRegisterRefusesShortStopTimeout(t *testing.T) {
 	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: nopLogger})
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +117,11 @@ func TestRegisterRefusesZeroStopTimeout(t *testing.T) {
 		refused bool
 	}{
 		{"worker.New", func(a *temporal.Activities) { temporal.Register(worker.New(c, "q", worker.Options{}), a) }, true},
+		{"worker.New with a stop timeout shorter than a poll", func(a *temporal.Activities) {
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: 5 * time.Second}), a)
+		}, true},
 		{"worker.New with a stop timeout", func(a *temporal.Activities) {
-			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute}), a)
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: temporal.MinWorkerStopTimeout}), a)
 		}, false},
 		{"NewWorker", func(a *temporal.Activities) { temporal.NewWorker(c, "q", a, worker.Options{}) }, false},
 	} {
