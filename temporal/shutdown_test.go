@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,5 +136,67 @@ func TestRegisterRefusesShortStopTimeout(t *testing.T) {
 				t.Errorf("got %q, want the refusal to name temporal.NewWorker", err)
 			}
 		})
+	}
+}
+
+// TestStoppedWorkerHoldsNoPoll: a worker of NewWorker given a stop timeout
+// shorter than a poll (a second), once stopped idle, holds no poll that a
+// task could be handed to: its stop returns only once its polls under way
+// have ended, so runs started right after it, on another worker, lose no
+// workflow task to it. The SDK's stop gives up at the stop timeout and
+// leaves such polls open, and the stopped worker drops what they bring:
+// the task is lost until its timeout (WorkflowTaskTimedOut).
+func TestStoppedWorkerHoldsNoPoll(t *testing.T) {
+	c := dialTemporal(t)
+	model := toolruntest.New(t, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
+		return toolruntest.Message(toolruntest.Text("Done."))
+	}})
+	queue := newQueue("toolrun-stopped")
+	acts := func() *temporal.Activities {
+		return temporal.NewActivities(model.Client(), nil, &toolrun.Options{Logger: discard()})
+	}
+	opts := worker.Options{WorkerStopTimeout: time.Second, Identity: "stopped"}
+	stopped := temporal.NewWorker(c, queue, acts(), opts)
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	polling(t, c, queue, "stopped")
+	stopped.Stop()
+	opts.Identity = "next"
+	next := temporal.NewWorker(c, queue, acts(), opts)
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer next.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const runs = 8
+	var ids []string
+	for i := range runs {
+		id := fmt.Sprintf("%s-%d", queue, i)
+		if _, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, userParams("go"), nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var lost []string
+	for _, id := range ids {
+		var out temporal.Outcome
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT || e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT {
+				lost = append(lost, fmt.Sprintf("%s: event %d %s", id, e.GetEventId(), e.GetEventType()))
+			}
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("tasks lost to the stopped worker's polls:\n%s", strings.Join(lost, "\n"))
 	}
 }
