@@ -28,12 +28,16 @@ import (
 // workers are left as they are.
 //
 // A poll the server does not complete ends when a task comes or when the
-// server answers it empty, a minute after it began: an idle worker takes
-// up to that minute to stop on such a server. Shorter polls would stop it
-// sooner, but the server answers a poll empty only a second before its
-// deadline, so a task matched to a short poll on a busy server could
-// reach it after the deadline and be lost, on every poll and not only on
-// a stop; the SDK's polls leave ten seconds.
+// server answers it empty, at its long poll (a minute by default) after it
+// began: an idle worker takes up to that minute to stop on such a server,
+// and less on one whose long poll (matching.longPollExpirationInterval) is
+// shorter. Shorter polls of the client's would stop it sooner, but the
+// server answers a poll empty only a second before its deadline, so a
+// task matched to a short poll on a busy server could reach it after the
+// deadline and be lost, on every poll and not only on a stop; the SDK's
+// polls leave ten seconds. The SDK's stop gives up at the worker's stop
+// timeout and leaves the polls under way open, whose tasks the stopped
+// worker drops: hence [MinWorkerStopTimeout], longer than the SDK's polls.
 //
 // The SDK exports no way to set the switch, so it is set as the SDK keeps
 // it (through reflection); Register panics, naming what it did not find,
