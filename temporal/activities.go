@@ -36,12 +36,12 @@ type Activities struct {
 	cache  *stateCache   // the runners of the runs this worker stepped last
 	// deferClient makes stand-ins for client tools (clienttools.go).
 	deferClient bool
-	// queries says that the activities run on a worker of [NewWorker],
-	// whose client a step may ask its workflow for the history with
-	// ([HistoryQuery]); a step of activities registered otherwise (a
-	// test environment's, say) asks the workflow to send it instead.
-	// Atomic: NewWorker may set it while another worker runs the
-	// activities.
+	// queries says that the activities run on a worker (registered
+	// with [Register], by [NewWorker] or not), whose client a step may
+	// ask its workflow for the history with ([HistoryQuery]); a step of
+	// activities registered otherwise (a test environment's, say) asks
+	// the workflow to send it instead. Atomic: Register may set it while
+	// another worker runs the activities.
 	queries atomic.Bool
 }
 
@@ -164,36 +164,76 @@ type Registry interface {
 // cancels them.
 const DefaultWorkerStopTimeout = 5 * time.Minute
 
+// MinWorkerStopTimeout is the least [worker.Options.WorkerStopTimeout] of
+// a worker of this package. A stopping worker lets its polls under way end
+// rather than cancel them (see the package doc's "Stopping a worker"), and
+// the SDK gives a poll 70 s; the SDK's stop gives up at its stop timeout
+// and leaves such a poll open, and a task the server then hands it is
+// dropped by the stopped worker: it is lost until its timeout, and a tool
+// call whose task it was is answered "interrupted". So [NewWorker] raises a
+// shorter stop timeout to this one, and [Register] refuses a worker of
+// worker.New with a shorter one. A stop still returns as soon as the polls
+// have ended and the running tasks finished.
+const MinWorkerStopTimeout = 80 * time.Second
+
 // NewWorker returns a worker for task queue queue, with [Workflow] and a's
-// activities registered. Unlike worker.New, it gives opts a
-// WorkerStopTimeout when it has none ([DefaultWorkerStopTimeout]), so that
-// stopping the worker (worker.InterruptCh on SIGTERM) lets its running
-// tools finish rather than cancelling them: a tool cancelled after its
-// effect is answered "interrupted", and the call waits out its heartbeat
-// timeout before the workflow learns so. Give your deployment's shutdown
-// grace period (Kubernetes' terminationGracePeriodSeconds, say) a little
-// more than the stop timeout. Dial c with [DrainOnShutdown] too, so that a
-// stopping worker also runs the tasks its last polls bring rather than
-// losing them. With worker versioning on (opts.DeploymentOptions, see
+// activities registered, that stops without losing work. Asked to stop
+// (worker.InterruptCh on SIGTERM, a rolling restart), it stops polling,
+// runs every task its last polls bring (a task the server handed to a
+// cancelled poll would be lost, and its call answered "interrupted" once
+// its heartbeat timed out, though it never started), lets its running
+// tools finish, and exits. No client option is needed (see the package
+// doc's "Stopping a worker"). On a server that does not complete polls on
+// shutdown (server 1.29, the CLI's dev server), its polls under way end
+// when the server answers them, within a minute: an idle worker takes up
+// to that minute to stop.
+//
+// Unlike worker.New, it gives opts a WorkerStopTimeout when it has none
+// ([DefaultWorkerStopTimeout]), so that a stop lets the running tools
+// finish rather than cancelling them, and raises a shorter one than
+// [MinWorkerStopTimeout] to it, so that the stop outlasts the polls. Give
+// your deployment's shutdown grace period (Kubernetes'
+// terminationGracePeriodSeconds, say) a little more than the stop
+// timeout. With worker versioning on (opts.DeploymentOptions, see
 // [Deployment]) and no default behavior, the workflow is
 // [DefaultVersioningBehavior].
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
 	}
+	opts.WorkerStopTimeout = max(opts.WorkerStopTimeout, MinWorkerStopTimeout)
 	w := worker.New(c, queue, versioned(opts))
-	a.queries.Store(true)
 	Register(w, a)
 	return w
 }
 
 // Register registers [Workflow] as [WorkflowName] and a's activities as
-// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r. If r
-// is a worker whose WorkerStopTimeout is 0 (worker.New's default), it logs a warning with
-// a's logger: such a worker cancels its running tools when it is asked to
-// stop; [NewWorker] sets one.
+// [StepActivity], [ToolActivity] and [DeleteClaimsActivity] with r, a
+// worker or a test environment of go.temporal.io/sdk/testsuite.
+//
+// Given a worker of worker.New rather than one of [NewWorker], it makes
+// it work as NewWorker's does: it switches the worker to drain on a stop
+// (it stops polling and runs what its polls under way bring, see the
+// package doc's "Stopping a worker"), and its steps ask the workflow for
+// the history they miss (a query with the worker's client). It panics,
+// naming NewWorker, given a worker whose WorkerStopTimeout is below
+// [MinWorkerStopTimeout] (worker.New's default is 0): its stop would
+// cancel its running tools at once, answering their calls "interrupted",
+// or give up before its polls end, losing the tasks they bring; or a
+// worker of a version of the SDK that keeps the drain switch elsewhere.
 func Register(r Registry, a *Activities) {
-	warnStopTimeout(a.logger(), r)
+	if d, ok := stopTimeout(r); ok && d < MinWorkerStopTimeout {
+		panic(fmt.Sprintf("toolrun/temporal: Register: the worker's WorkerStopTimeout is %s, below temporal.MinWorkerStopTimeout (%s): a stop (SIGTERM) would cancel its running tools and answer their calls \"interrupted\", or give up before its polls end and lose the tasks they bring; build it with temporal.NewWorker (stop timeout %s by default), or set worker.Options.WorkerStopTimeout", d, MinWorkerStopTimeout, DefaultWorkerStopTimeout))
+	}
+	isWorker, err := drainWorker(r)
+	if err != nil {
+		panic("toolrun/temporal: Register: " + err.Error() + "; build the worker with temporal.NewWorker")
+	}
+	if isWorker {
+		// A worker has a client to query the workflow with; a test
+		// environment's activities ask the workflow to send the history.
+		a.queries.Store(true)
+	}
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: versioningBehavior(r)})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepActivity})
 	r.RegisterActivityWithOptions(a.stepJSON, activity.RegisterOptions{Name: StepDeltaActivity})

@@ -59,7 +59,12 @@ fi
 log="$(mktemp -t temporal-dev.XXXXXX.log)"
 echo "== temporal: dev server on 127.0.0.1:$port (log: $log)"
 # The search attributes the workflow upserts (temporal.SearchAttributes).
+# The long poll is 10 s rather than a minute: a stopping worker lets its
+# polls under way end (temporal.NewWorker), which on this server, that does
+# not complete them on shutdown, takes up to the long poll; the tests stop
+# many idle workers. The SDK's polls still leave the server 60 s to answer.
 "$bin" server start-dev --headless --ip 127.0.0.1 --port "$port" --log-level warn \
+  --dynamic-config-value 'matching.longPollExpirationInterval="10s"' \
   --search-attribute ToolrunStatus=Keyword \
   --search-attribute ToolrunAwaitingApproval=Bool \
   --search-attribute ToolrunModel=Keyword \

@@ -72,6 +72,9 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 			w := current
 			mu.Unlock()
 			go func() { w.Stop(); stopped <- struct{}{} }()
+			// The attempt is cancelled at the worker's stop timeout
+			// (temporal.MinWorkerStopTimeout: NewWorker raises the
+			// millisecond given), and fails.
 			<-ctx.Done()
 			return "", ctx.Err()
 		}
@@ -111,7 +114,9 @@ func TestOneDecisionPerCallOnServer(t *testing.T) {
 		mu.Unlock()
 	}
 	startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Each stop lets the worker's polls under way end: on a server that
+	// does not complete them on shutdown, up to its long poll, a minute.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	ro := fastRetries
 	ro.HeartbeatTimeout = 2 * time.Second

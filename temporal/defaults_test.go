@@ -1,12 +1,21 @@
 package temporal
 
 import (
+	"log/slog"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/driver"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 )
 
 // TestDefaultModelRetry pins the default retry of a step: unlimited
@@ -46,5 +55,57 @@ func TestToolActivityOptions(t *testing.T) {
 				t.Errorf("got timeout %s, %d attempts; want %s, %d", o.StartToCloseTimeout, o.RetryPolicy.MaximumAttempts, tt.wantTimeout, tt.wantTries)
 			}
 		})
+	}
+}
+
+// field returns the field name of the struct *v points to, unexported or
+// not, as the SDK keeps it.
+func field(t *testing.T, v any, name string) reflect.Value {
+	t.Helper()
+	e := reflect.ValueOf(v).Elem()
+	f := e.FieldByName(name)
+	if !f.IsValid() {
+		t.Fatalf("%s has no field %s", e.Type(), name)
+	}
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+}
+
+// lazyClient returns a client of the SDK that connects to nothing until
+// it is used.
+func lazyClient(t *testing.T, opts client.Options) client.Client {
+	t.Helper()
+	opts.HostPort, opts.Logger = "127.0.0.1:1", sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	c, err := client.NewLazyClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestWorkersDrain: the worker NewWorker builds, and one of worker.New
+// once given to Register, have the SDK's drain switch on (a stop lets
+// their polls under way end and runs what they bring).
+func TestWorkersDrain(t *testing.T) {
+	c := lazyClient(t, client.Options{})
+	acts := func() *Activities {
+		return NewActivities(anthropic.Client{}, nil, &toolrun.Options{Logger: slog.New(slog.DiscardHandler)})
+	}
+	drains := func(w worker.Worker) bool {
+		return field(t, w, "workerPollCompleteOnShutdown").Interface().(*atomic.Bool).Load()
+	}
+
+	w := NewWorker(c, "q", acts(), worker.Options{})
+	if !drains(w) {
+		t.Error("NewWorker's worker does not drain")
+	}
+
+	plain := worker.New(c, "q", worker.Options{WorkerStopTimeout: MinWorkerStopTimeout})
+	if drains(plain) {
+		t.Fatal("a worker of worker.New drains before Register: the test shows nothing")
+	}
+	Register(plain, acts())
+	if !drains(plain) {
+		t.Error("a worker of worker.New given to Register does not drain")
 	}
 }

@@ -87,7 +87,7 @@ func TestDeltasReassembleTheState(t *testing.T) {
 		return w
 	}
 	w := start()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	ro := fastRetries
 	ro.ContinueAsNewAfter = 2

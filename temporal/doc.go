@@ -125,16 +125,10 @@
 //
 // A worker:
 //
-//	c, err := client.Dial(client.Options{ConnectionOptions: client.ConnectionOptions{
-//		DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}}})
+//	c, err := client.Dial(client.Options{})
 //	acts := temporal.NewActivities(anthropic.NewClient(), tools, &toolrun.Options{Store: store})
 //	w := temporal.NewWorker(c, "agents", acts, worker.Options{})
 //	err = w.Run(worker.InterruptCh())
-//
-// [DrainOnShutdown] makes a stopped worker (SIGTERM, a rolling restart)
-// run every task the server handed it before it exits, and NewWorker
-// gives it a stop timeout, so that no call is answered "interrupted"
-// unless it had started.
 //
 // A starter:
 //
@@ -147,6 +141,38 @@
 // The directory examples/ holds both as whole programs. Without
 // ANTHROPIC_API_KEY the worker's model is a scripted one, so they run
 // offline against `temporal server start-dev`.
+//
+// # Stopping a worker
+//
+// A worker of [NewWorker] stopped (SIGTERM, a rolling restart) runs every
+// task the server handed it before it exits, and lets its running tools
+// finish (its stop timeout, [DefaultWorkerStopTimeout]), so that no call
+// is answered "interrupted" unless it had started; no option is needed.
+// The SDK's worker cancels its polls under way on a stop unless the
+// server says it completes them itself (server 1.29 does not), and a task
+// the server had handed to a cancelled poll is lost until its heartbeat
+// times out; [Register] (which NewWorker calls) switches every worker of
+// worker.New to the SDK's drain instead: it stops polling, lets the polls
+// under way end and runs what they bring. The SDK's stop gives up at the
+// worker's stop timeout, and a poll it leaves open then brings a task the
+// stopped worker drops, lost as if cancelled: so the stop timeout of a
+// worker of this package is at least [MinWorkerStopTimeout], longer than
+// a poll (NewWorker raises a shorter one; Register refuses a worker of
+// worker.New with one, and with none, naming NewWorker). A stop returns
+// as soon as its polls have ended and its tasks finished. On a server
+// that completes polls on shutdown that is at once; on one that does not
+// (server 1.29, the CLI's dev server), a poll ends when a task comes or
+// when the server answers it empty, at its long poll
+// (matching.longPollExpirationInterval, a minute by default), so an idle
+// worker takes up to that minute to stop. Cancelling the polls sooner is
+// what loses tasks, so no worker of this package does: where a minute is
+// too long, lower the server's long poll. Give the deployment's grace
+// period a little more than the stop timeout.
+//
+// A data converter of your own (a codec that encrypts or compresses
+// payloads) is given once, to the client (client.Options.DataConverter)
+// and so to its workers: [Pending], [Follow] and the other functions that
+// read what a run shows use the client's.
 //
 // # What the Store costs
 //
@@ -285,16 +311,16 @@
 // an older toolrun, and replays on the newer one when it wakes. The
 // procedure:
 //
-//  1. Drain, always. Dial the workers' client with [DrainOnShutdown] and
-//     build them with [NewWorker]. A SIGTERMed worker then stops polling,
-//     lets its polls under way end (up to the server's long-poll timeout,
-//     about a minute, on a server that does not complete them on
-//     shutdown), runs every task they brought, lets its running tools
-//     finish (the stop timeout, [DefaultWorkerStopTimeout]), and exits: no
-//     task is lost to a heartbeat timeout, and no call is answered
-//     "interrupted" unless it started. Give the deployment's grace period
-//     (Kubernetes' terminationGracePeriodSeconds) more than the stop
-//     timeout plus a minute.
+//  1. Drain, always: build the workers with [NewWorker] and stop them
+//     with SIGTERM. A SIGTERMed worker stops polling, lets its polls under
+//     way end (up to the server's long-poll timeout, about a minute, on a
+//     server that does not complete them on shutdown), runs every task
+//     they brought, lets its running tools finish (the stop timeout,
+//     [DefaultWorkerStopTimeout]), and exits: no task is lost to a
+//     heartbeat timeout, and no call is answered "interrupted" unless it
+//     started. Give the deployment's grace period (Kubernetes'
+//     terminationGracePeriodSeconds) more than the stop timeout plus a
+//     minute.
 //  2. Deploy the new release as a new Worker Deployment Version: the
 //     same deployment name, a new build id, worker.Options'
 //     DeploymentOptions set with [Deployment], and the same tools. Start

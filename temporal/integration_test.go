@@ -24,7 +24,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 )
 
 // The integration test re-executes the test binary as a worker process,
@@ -33,7 +32,6 @@ const (
 	workerEnv    = "TOOLRUN_TEMPORAL_WORKER"     // "1" in a worker process
 	taskQueueEnv = "TOOLRUN_TEMPORAL_TASK_QUEUE" // the worker's task queue
 	dirEnv       = "TOOLRUN_TEMPORAL_DIR"        // where the tools keep their marks
-	drainEnv     = "TOOLRUN_TEMPORAL_DRAIN"      // "1": the worker's client has DrainOnShutdown
 	identityEnv  = "TOOLRUN_TEMPORAL_IDENTITY"   // the worker's client identity, if set
 )
 
@@ -160,9 +158,6 @@ func perCall(dir string) toolrun.Tool {
 // through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY.
 func runWorker() error {
 	opts := client.Options{HostPort: temporalAddress(), Logger: nopLogger, Identity: os.Getenv(identityEnv)}
-	if os.Getenv(drainEnv) == "1" {
-		opts.ConnectionOptions.DialOptions = []grpc.DialOption{temporal.DrainOnShutdown()}
-	}
 	c, err := client.Dial(opts)
 	if err != nil {
 		return err

@@ -118,7 +118,7 @@ func TestPendingWithNoWorkerOnServer(t *testing.T) {
 		Logger: discard(),
 		Store:  &filestore.Store{Dir: t.TempDir()},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	// Before any worker: the memo Start set says nothing awaits.

@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 )
@@ -31,13 +33,16 @@ const (
 // that is not idempotent (step, which journals each start in a file of
 // its own) while the workers serving their task queue are restarted one
 // after another: 8 times, a new worker process starts and the oldest one
-// is SIGTERMed while calls are in flight. Every worker's client has
-// DrainOnShutdown, on a server that does not advertise poll completion on
-// shutdown. It checks that no call is answered "interrupted" unless it
-// started (the journal has its start), that no call started twice, that
+// is SIGTERMed while calls are in flight. The workers are NewWorker's with
+// its defaults on a plainly dialled client, on a server that does not
+// complete polls on shutdown (the CLI's dev server). It checks that no
+// call is answered "interrupted" unless it started (the journal has its
+// start), that no task timed out (a task lost by a stopping worker
+// waits out its heartbeat or workflow task timeout), that no call started twice, that
 // every run finishes as its script says, and that every stopped worker
-// exits cleanly. The heartbeat timeout is short (5 s), so that a task
-// lost by a stopping worker is answered "interrupted" within the test.
+// exits cleanly. The heartbeat timeout is the default (30 s): a task lost
+// by a stopping worker is answered "interrupted" within the test, and a
+// worker slowed by a loaded machine is not taken for one that lost it.
 func TestRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
@@ -62,7 +67,7 @@ func TestRollingRestart(t *testing.T) {
 		n++
 		name := fmt.Sprintf("worker%d", n)
 		timeline = append(timeline, fmt.Sprintf("%s %s started", time.Now().Format("15:04:05.000"), name))
-		cmd := startWorker(t, dir, queue, model.URL, name, drainEnv+"=1", identityEnv+"="+name)
+		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name)
 		names[cmd] = name
 		return cmd
 	}
@@ -71,9 +76,8 @@ func TestRollingRestart(t *testing.T) {
 		live = append(live, start())
 	}
 	opts := &temporal.RunOptions{
-		HeartbeatTimeout: 5 * time.Second,
-		ModelRetry:       &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
-		ToolRetry:        &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
+		ModelRetry: &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
+		ToolRetry:  &sdktemporal.RetryPolicy{InitialInterval: 100 * time.Millisecond},
 	}
 	began := time.Now()
 	var wg sync.WaitGroup
@@ -82,9 +86,28 @@ func TestRollingRestart(t *testing.T) {
 	for i := range rollingRuns {
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%d", queue, i)
-			run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, userParams(fmt.Sprintf("run %d", i)), opts)
+			// A request that timed out (a server slowed by the test's
+			// load) is sent again: a start finds the run if it started
+			// (running or not), and the wait for its end goes on.
+			start := client.StartWorkflowOptions{ID: id, TaskQueue: queue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE}
+			slow := func(err error) bool {
+				_, late := errors.AsType[*serviceerror.DeadlineExceeded](err)
+				return (late || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil
+			}
+			_, err := temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			for k := 0; k < 10 && slow(err); k++ {
+				_, err = temporal.Start(ctx, c, start, userParams(fmt.Sprintf("run %d", i)), opts)
+			}
+			if _, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
+				err = nil
+			}
 			if err == nil {
-				err = run.Get(ctx, &outs[i])
+				err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
+				for k := 0; k < 10 && slow(err); k++ {
+					err = c.GetWorkflow(ctx, id, "").Get(ctx, &outs[i])
+				}
 			}
 			errs[i] = err
 		})
@@ -142,6 +165,14 @@ func TestRollingRestart(t *testing.T) {
 			t.Errorf("call %s answered %q, but it never started; its activity tasks: %s", id, r, activityStarts(t, c, fmt.Sprintf("%s-%s", queue, run)))
 		}
 	}
+	timedOut := 0
+	for i := range rollingRuns {
+		id := fmt.Sprintf("%s-%d", queue, i)
+		if k := lostTasks(t, c, id); k > 0 {
+			timedOut += k
+			t.Errorf("run %d: %d tasks timed out; its activity tasks: %s", i, k, activityStarts(t, c, id))
+		}
+	}
 	twice := 0
 	for _, name := range journal(dir) {
 		if k := marks(dir, name); k > 1 {
@@ -149,8 +180,7 @@ func TestRollingRestart(t *testing.T) {
 			t.Errorf("call %s started %d times, want at most 1", strings.TrimPrefix(name, "calls-"), k)
 		}
 	}
-	// Each stopped worker ends its last polls (up to the server's long-poll
-	// timeout, about a minute) and exits.
+	// Each stopped worker ends its last polls and exits.
 	stopWG.Wait()
 	for _, err := range stopErrs {
 		t.Errorf("a stopped worker: %v", err)
@@ -158,8 +188,8 @@ func TestRollingRestart(t *testing.T) {
 	if t.Failed() {
 		t.Logf("workers:\n%s", strings.Join(timeline, "\n"))
 	}
-	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d started twice",
-		rollingRuns, rollingTurns, len(stopped), elapsed.Round(time.Millisecond), started(dir), interrupted, falseInterrupted, twice)
+	t.Logf("rolling restart: %d workflows of %d calls, %d workers SIGTERMed in turn, runs done in %s: %d calls started, %d answered interrupted (%d of them never started), %d tasks timed out, %d started twice",
+		rollingRuns, rollingTurns, len(stopped), elapsed.Round(time.Millisecond), started(dir), interrupted, falseInterrupted, timedOut, twice)
 }
 
 // journal lists the step tool's journal files in dir, one per call.
@@ -176,6 +206,35 @@ func journal(dir string) []string {
 
 // started counts the calls of the step tool that have started.
 func started(dir string) int { return len(journal(dir)) }
+
+// lostTasks counts the tasks of workflow id (every run of its chain)
+// that a worker took and never ran, which then timed out: the activities
+// that failed so, the activity attempts whose retry started after a
+// timeout (the history records only an activity's last attempt, with the
+// failure of the one before), and the workflow tasks that timed out once
+// started.
+func lostTasks(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Errorf("history of %s: %v", id, err)
+			return n
+		}
+		if e.GetActivityTaskTimedOutEventAttributes() != nil {
+			n++
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetLastFailure().GetTimeoutFailureInfo() != nil {
+			n++
+		}
+		if a := e.GetWorkflowTaskTimedOutEventAttributes(); a != nil && a.GetTimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
+			n++ // a workflow task handed to a worker that never ran it
+		}
+	}
+	return n
+}
 
 // activityStarts describes the activity tasks started in the history of
 // workflow id (every run of its chain): when, by whom, which attempt.

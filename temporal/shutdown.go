@@ -1,53 +1,72 @@
 package temporal
 
 import (
-	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
-	namespacepb "go.temporal.io/api/namespace/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/grpc"
 )
 
-// DrainOnShutdown returns a gRPC dial option that makes the workers of a
-// client stop without losing a task, for client.Options'
-// ConnectionOptions.DialOptions:
+// How a worker of this package stops (SIGTERM, a rolling restart).
 //
-//	c, err := client.Dial(client.Options{HostPort: addr,
-//		ConnectionOptions: client.ConnectionOptions{
-//			DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}}})
+// The Temporal SDK's worker, asked to stop, cancels the polls it has under
+// way unless the server says (a namespace capability) that it completes
+// them itself on shutdown; and a task the server had handed to a poll just
+// as it was cancelled is lost: an activity task then waits out its
+// heartbeat or start-to-close timeout, and its call is answered
+// "interrupted" though it never started. Server 1.29 (the CLI's dev
+// server) does not complete polls on shutdown, nor says it does. So every
+// SDK worker given to [Register] (and so every one [NewWorker] builds) is
+// switched to the SDK's own drain: on a stop it stops polling, lets the
+// polls under way end, runs every task they bring, and then stops, as it
+// does on a server that completes polls. The switch is the one the SDK
+// sets from the capability, set on the worker rather than faked in the
+// client's answers, so no client option is needed and the caller's other
+// workers are left as they are.
 //
-// A worker asked to stop cancels its polls at once unless the server
-// advertises that it completes them on shutdown, and a task the server
-// had handed to a cancelled poll is lost: an activity task then waits out
-// its heartbeat or start-to-close timeout and its call is answered
-// "interrupted" though it never started. With this option the worker
-// treats the server as one that completes polls: it stops polling first,
-// lets the polls under way end, runs every task they bring, and then
-// stops. On a server that does advertise it, nothing changes; on one that
-// does not, a stop takes up to the server's long-poll timeout (about a
-// minute) longer, still within the worker's WorkerStopTimeout
-// ([DefaultWorkerStopTimeout] with [NewWorker]), so give the deployment's
-// shutdown grace period a little more than both.
+// A poll the server does not complete ends when a task comes or when the
+// server answers it empty, at its long poll (a minute by default) after it
+// began: an idle worker takes up to that minute to stop on such a server,
+// and less on one whose long poll (matching.longPollExpirationInterval) is
+// shorter. Shorter polls of the client's would stop it sooner, but the
+// server answers a poll empty only a second before its deadline, so a
+// task matched to a short poll on a busy server could reach it after the
+// deadline and be lost, on every poll and not only on a stop; the SDK's
+// polls leave ten seconds. The SDK's stop gives up at the worker's stop
+// timeout and leaves the polls under way open, whose tasks the stopped
+// worker drops: hence [MinWorkerStopTimeout], longer than the SDK's polls.
 //
-// It marks the capability in every DescribeNamespace answer the client
-// gets, the worker's and the caller's own.
-func DrainOnShutdown() grpc.DialOption {
-	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err != nil || method != workflowservice.WorkflowService_DescribeNamespace_FullMethodName {
-			return err
-		}
-		if r, ok := reply.(*workflowservice.DescribeNamespaceResponse); ok && r.GetNamespaceInfo() != nil {
-			if r.NamespaceInfo.Capabilities == nil {
-				r.NamespaceInfo.Capabilities = &namespacepb.NamespaceInfo_Capabilities{}
-			}
-			r.NamespaceInfo.Capabilities.WorkerPollCompleteOnShutdown = true
-		}
-		return nil
-	})
+// The SDK exports no way to set the switch, so it is set as the SDK keeps
+// it (through reflection); Register panics, naming what it did not find,
+// given a worker of a version of the SDK that keeps it otherwise, rather
+// than register with a worker that would lose tasks on its stop.
+
+// drainWorker switches r, a worker built by the SDK (worker.New), to
+// drain its polls on a stop (see above). It returns an error if r is a
+// worker this toolrun cannot switch (not the SDK's, or of a version of
+// the SDK that keeps the switch elsewhere); isWorker is false, with no
+// error, for a Registry that is not a worker at all (a test environment).
+func drainWorker(r Registry) (isWorker bool, err error) {
+	v := reflect.ValueOf(r)
+	if _, ok := r.(interface{ Start() error }); !ok {
+		return false, nil
+	}
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return true, fmt.Errorf("the worker (%T) is not one of worker.New", r)
+	}
+	f := v.Elem().FieldByName("workerPollCompleteOnShutdown")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*atomic.Bool]() {
+		return true, fmt.Errorf("the worker (%s) is not one this toolrun can switch to drain on a stop: not a worker of worker.New, or one of a version of the Temporal SDK that keeps its drain switch (workerPollCompleteOnShutdown) elsewhere", v.Type())
+	}
+	b := *(**atomic.Bool)(unsafe.Pointer(f.UnsafeAddr()))
+	if b == nil {
+		return true, fmt.Errorf("the worker (%s) has no drain switch set up", v.Type())
+	}
+	b.Store(true)
+	return true, nil
 }
 
 // stopTimeout returns the WorkerStopTimeout of a worker built by the SDK
@@ -67,16 +86,6 @@ func stopTimeout(r Registry) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(f.Int()), true
-}
-
-// warnStopTimeout logs a warning if r is a worker whose WorkerStopTimeout
-// is 0: stopping it (SIGTERM) cancels the tools it is running at once, and
-// a tool cancelled after its effect is answered "interrupted".
-func warnStopTimeout(log *slog.Logger, r Registry) {
-	if d, ok := stopTimeout(r); ok && d <= 0 {
-		log.Warn("toolrun: the worker's WorkerStopTimeout is 0: a stop cancels its running tools at once; build it with temporal.NewWorker or set worker.Options.WorkerStopTimeout",
-			"default", DefaultWorkerStopTimeout)
-	}
 }
 
 // logger is the logger of a's Options, or slog's default when it has none.

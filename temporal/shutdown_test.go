@@ -1,9 +1,8 @@
 package temporal_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,13 +21,14 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
-// TestStoppingWorkerRunsWhatItPolled: a worker whose client has
-// DrainOnShutdown, once SIGTERMed, stops polling but lets the polls under
+// TestStoppingWorkerRunsWhatItPolled: a worker of NewWorker on a plainly
+// dialled client, once SIGTERMed, stops polling but lets the polls under
 // way end and runs the tasks they bring, on a server that does not
-// advertise poll completion on shutdown. A run started after the worker
-// was asked to stop is taken by it (its first workflow task and its step
-// start on that worker), where a worker that cancels its polls takes
-// nothing and a task the server had handed to a cancelled poll is lost.
+// complete polls on shutdown. A run started after the worker was asked to
+// stop is taken by it (its first workflow task starts on that worker),
+// where a worker that cancels its polls (the SDK's default on such a
+// server) takes nothing, and a task the server had handed to a cancelled
+// poll is lost.
 func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
@@ -39,16 +39,8 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	queue := newQueue("toolrun-drain")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	first := startWorker(t, dir, queue, model.URL, "stopping", drainEnv+"=1", identityEnv+"=stopping")
-	waitFor(t, 30*time.Second, "the worker to poll both queues", func() bool {
-		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
-			d, err := c.DescribeTaskQueue(ctx, queue, typ)
-			if err != nil || !slices.ContainsFunc(d.GetPollers(), func(p *taskqueuepb.PollerInfo) bool { return p.GetIdentity() == "stopping" }) {
-				return false
-			}
-		}
-		return true
-	})
+	first := startWorker(t, dir, queue, model.URL, "stopping", identityEnv+"=stopping")
+	polling(t, c, queue, "stopping")
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -93,33 +85,118 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	}
 }
 
-// TestStopTimeoutWarning: Register warns when the worker it registers
-// with would cancel its running tools at once on a stop (worker.New's
-// WorkerStopTimeout of 0), and NewWorker, which sets one, does not.
-func TestStopTimeoutWarning(t *testing.T) {
+// polling waits until the worker whose identity is id polls both queues
+// of task queue queue.
+func polling(t *testing.T, c client.Client, queue, id string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the worker to poll both queues", func() bool {
+		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+			d, err := c.DescribeTaskQueue(t.Context(), queue, typ)
+			if err != nil || !slices.ContainsFunc(d.GetPollers(), func(p *taskqueuepb.PollerInfo) bool { return p.GetIdentity() == id }) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestRegisterRefusesShortStopTimeout: Register refuses, naming NewWorker,
+// a worker of worker.New whose WorkerStopTimeout is 0 (the SDK's
+// default), which would cancel its running tools at once on a stop, or
+// shorter than MinWorkerStopTimeout, whose stop would give up before its
+// polls end; and takes one with a long enough stop timeout, as
+// NewWorker's.
+func TestRegisterRefusesShortStopTimeout(t *testing.T) {
 	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: nopLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	for _, tc := range []struct {
-		name string
-		make func(a *temporal.Activities)
-		warn bool
+		name    string
+		make    func(a *temporal.Activities)
+		refused bool
 	}{
 		{"worker.New", func(a *temporal.Activities) { temporal.Register(worker.New(c, "q", worker.Options{}), a) }, true},
+		{"worker.New with a stop timeout shorter than a poll", func(a *temporal.Activities) {
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: 5 * time.Second}), a)
+		}, true},
 		{"worker.New with a stop timeout", func(a *temporal.Activities) {
-			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: time.Minute}), a)
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: temporal.MinWorkerStopTimeout}), a)
 		}, false},
 		{"NewWorker", func(a *temporal.Activities) { temporal.NewWorker(c, "q", a, worker.Options{}) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			a := temporal.NewActivities(anthropic.Client{}, nil, &toolrun.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-			tc.make(a)
-			if got := strings.Contains(buf.String(), "WorkerStopTimeout is 0"); got != tc.warn {
-				t.Errorf("warned %v, want %v; log:\n%s", got, tc.warn, buf.String())
+			a := temporal.NewActivities(anthropic.Client{}, nil, &toolrun.Options{Logger: discard()})
+			err := catch(func() { tc.make(a) })
+			if got := err != nil; got != tc.refused {
+				t.Fatalf("refused: got %v (%v), want %v", got, err, tc.refused)
+			}
+			if err != nil && !strings.Contains(err.Error(), "temporal.NewWorker") {
+				t.Errorf("got %q, want the refusal to name temporal.NewWorker", err)
 			}
 		})
+	}
+}
+
+// TestStoppedWorkerHoldsNoPoll: a worker of NewWorker given a stop timeout
+// shorter than a poll (a second), once stopped idle, holds no poll that a
+// task could be handed to: its stop returns only once its polls under way
+// have ended, so runs started right after it, on another worker, lose no
+// workflow task to it. The SDK's stop gives up at the stop timeout and
+// leaves such polls open, and the stopped worker drops what they bring:
+// the task is lost until its timeout (WorkflowTaskTimedOut).
+func TestStoppedWorkerHoldsNoPoll(t *testing.T) {
+	c := dialTemporal(t)
+	model := toolruntest.New(t, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
+		return toolruntest.Message(toolruntest.Text("Done."))
+	}})
+	queue := newQueue("toolrun-stopped")
+	acts := func() *temporal.Activities {
+		return temporal.NewActivities(model.Client(), nil, &toolrun.Options{Logger: discard()})
+	}
+	opts := worker.Options{WorkerStopTimeout: time.Second, Identity: "stopped"}
+	stopped := temporal.NewWorker(c, queue, acts(), opts)
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	polling(t, c, queue, "stopped")
+	stopped.Stop()
+	opts.Identity = "next"
+	next := temporal.NewWorker(c, queue, acts(), opts)
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer next.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const runs = 8
+	var ids []string
+	for i := range runs {
+		id := fmt.Sprintf("%s-%d", queue, i)
+		if _, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, userParams("go"), nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var lost []string
+	for _, id := range ids {
+		var out temporal.Outcome
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT || e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT {
+				lost = append(lost, fmt.Sprintf("%s: event %d %s", id, e.GetEventId(), e.GetEventType()))
+			}
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("tasks lost to the stopped worker's polls:\n%s", strings.Join(lost, "\n"))
 	}
 }

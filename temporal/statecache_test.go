@@ -110,7 +110,9 @@ func cacheRun(t *testing.T, c client.Client, store bool, mode string) cacheResul
 	}
 	a := newActs()
 	w := start(a)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	// A stop lets the worker's polls under way end: on a server that does
+	// not complete them on shutdown, up to its long poll, a minute.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	ro := fastRetries
 	ro.ContinueAsNewAfter = 3

@@ -27,7 +27,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 )
 
 // The worker processes of TestUpgradeFromRecordedRelease, old and new,
@@ -67,7 +66,6 @@ func init() {
 func runUpgradeWorker() error {
 	c, err := client.Dial(client.Options{
 		HostPort: os.Getenv(upgradeAddrEnv), Logger: nopLogger, Identity: os.Getenv(upgradeIDEnv),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}},
 	})
 	if err != nil {
 		return err

@@ -38,10 +38,10 @@ func TestVersionedWorkerRegisters(t *testing.T) {
 			temporal.NewWorker(c, "q", a, worker.Options{DeploymentOptions: bare})
 		}},
 		{"worker.New with no default behavior", func(a *temporal.Activities) {
-			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: 1, DeploymentOptions: bare}), a)
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: temporal.MinWorkerStopTimeout, DeploymentOptions: bare}), a)
 		}},
 		{"worker.New pinned", func(a *temporal.Activities) {
-			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: 1, DeploymentOptions: pinned}), a)
+			temporal.Register(worker.New(c, "q", worker.Options{WorkerStopTimeout: temporal.MinWorkerStopTimeout, DeploymentOptions: pinned}), a)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

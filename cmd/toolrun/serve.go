@@ -30,7 +30,6 @@ import (
 	temporalclient "go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 )
 
 var serveCommand = &command{
@@ -299,7 +298,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		dialCtx, cancelDial := context.WithTimeout(ctx, 15*time.Second)
 		tc, err := temporalclient.DialContext(dialCtx, temporalclient.Options{
 			HostPort: f.temporal, Namespace: f.temporalNamespace,
-			Logger: temporallog.NewStructuredLogger(log), ConnectionOptions: temporalclient.ConnectionOptions{DialOptions: []grpc.DialOption{temporal.DrainOnShutdown()}},
+			Logger: temporallog.NewStructuredLogger(log),
 		})
 		cancelDial()
 		if err != nil {
@@ -358,7 +357,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 	workerStopped := make(chan struct{})
 	if stopWorker != nil {
 		// The worker drains beside the server's runs: it stops polling,
-		// lets the polls under way end (temporal.DrainOnShutdown: up to
+		// lets the polls under way end (temporal.NewWorker's drain: up to
 		// the Temporal server's long-poll timeout, about a minute, on a
 		// server that does not end them itself), so that no task handed to
 		// it is lost, and gives the activities it runs the grace period.

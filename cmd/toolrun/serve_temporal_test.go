@@ -86,7 +86,7 @@ func TestServeTemporalAGUIClient(t *testing.T) {
 		t.Fatalf("drive.mjs did not report its 9 scenarios")
 	}
 	// SIGTERM drains the server, then stops its worker, which lets its
-	// polls under way end first (temporal.DrainOnShutdown): on a server
+	// polls under way end first (temporal.NewWorker's drain): on a server
 	// that does not complete them on shutdown, as the dev server, that is
 	// up to its long-poll timeout, about a minute, beyond p.wait's bound.
 	p.cmd.Process.Signal(syscall.SIGTERM)
