@@ -117,9 +117,14 @@
 //
 // # Long runs
 //
-// Every [RunOptions.ContinueAsNewAfter] turns, or when the server suggests
-// it, the workflow continues as new with its state, so that its event
-// history stays small.
+// The workflow continues as new with its state once an execution's event
+// history is past [RunOptions.ContinueAsNewBytes] (1 MiB) and
+// [ContinueAsNewFactor] times the run's state, or when the server
+// suggests it: a worker replaying an execution has at most that much to
+// replay, and the continue-as-new events of a run, which carry the whole
+// state when the workers have no Store, add at most half again to the
+// bytes its turns write, however long it runs (see
+// [RunOptions.ContinueAsNewBytes] for the bound's terms).
 //
 // # Use
 //
