@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	"go.temporal.io/sdk/client"
@@ -25,7 +26,7 @@ func readTool(size int) toolrun.Tool {
 }
 
 // readReplies is a model's script of turns turns, each one call of
-// read_file, and a last answer.
+// read_file, and a last turn that answers.
 func readReplies(turns int) []toolruntest.Reply {
 	var replies []toolruntest.Reply
 	for i := range turns {
@@ -35,34 +36,36 @@ func readReplies(turns int) []toolruntest.Reply {
 }
 
 // runReads runs a conversation of turns turns of read_file calls of size
-// bytes each, on a worker without a Store, with ro, and returns its
+// bytes each, on a worker with store as its Store (none if nil), with ro,
+// and returns its
 // workflow id, its first execution's run id, and the bytes of its event
 // history over every execution.
-func runReads(t *testing.T, c client.Client, turns, size int, ro temporal.RunOptions) (id, firstRun string, bytes, executions int) {
+func runReads(t *testing.T, c client.Client, turns, size int, store toolrun.Store, ro temporal.RunOptions) (id, firstRun string, bytes, executions int) {
 	t.Helper()
 	model := toolruntest.New(t, toolruntest.Script(readReplies(turns)...))
 	queue := newQueue("toolrun-bysize")
-	w := temporal.NewWorker(c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{readTool(size)}, &toolrun.Options{Logger: discard()}), worker.Options{WorkerStopTimeout: 5 * time.Second})
+	w := temporal.NewWorker(c, queue, temporal.NewActivities(model.Client(), []toolrun.Tool{readTool(size)}, &toolrun.Options{Logger: discard(), Store: store}), worker.Options{WorkerStopTimeout: 5 * time.Second})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	ro.MaxTurns = turns + 1
+	ro.MaxTurns = turns + 2
 	run, err := temporal.Start(ctx, c, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, userParams("go"), &ro)
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := run.GetRunID() // Get moves it to the last execution's
 	var out temporal.Outcome
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.StopReason != toolrun.StopEndTurn || out.State.Turns != turns {
-		t.Fatalf("got stop %q after %d turns, want end_turn after %d", out.StopReason, out.State.Turns, turns)
+	if out.StopReason != toolrun.StopEndTurn || out.State.Turns != turns+1 {
+		t.Fatalf("got stop %q after %d turns, want end_turn after %d", out.StopReason, out.State.Turns, turns+1)
 	}
-	bytes, executions = historyOf(ctx, t, c, queue, run.GetRunID())
-	return queue, run.GetRunID(), bytes, executions
+	bytes, executions = historyOf(ctx, t, c, queue, first)
+	return queue, first, bytes, executions
 }
 
 // TestContinueAsNewKeepsHistoryPerTurnFlat runs conversations whose turns
@@ -76,8 +79,8 @@ func runReads(t *testing.T, c client.Client, turns, size int, ro temporal.RunOpt
 func TestContinueAsNewKeepsHistoryPerTurnFlat(t *testing.T) {
 	c := dialTemporal(t)
 	const size = 16 << 10
-	_, _, short, _ := runReads(t, c, 10, size, fastRetries)
-	_, _, long, executions := runReads(t, c, 60, size, fastRetries)
+	_, _, short, _ := runReads(t, c, 10, size, nil, fastRetries)
+	_, _, long, executions := runReads(t, c, 60, size, nil, fastRetries)
 	perShort, perLong := float64(short)/10, float64(long)/60
 	t.Logf("history bytes per turn: %.0f at 10 turns, %.0f at 60 turns (%d executions): %.2fx", perShort, perLong, executions, perLong/perShort)
 	if perLong > 1.5*perShort {
@@ -86,17 +89,18 @@ func TestContinueAsNewKeepsHistoryPerTurnFlat(t *testing.T) {
 }
 
 // TestContinueAsNewBySize runs a conversation of small turns with
-// RunOptions.ContinueAsNewBytes of 16 KiB: the workflow continues as
-// new once an execution's history is past it, and only then (every
+// RunOptions.ContinueAsNewBytes of 4 KiB, on workers with a Store, so
+// that the state the workflow holds is small: the workflow continues as
+// new once an execution's history is past 4 KiB, and only then (every
 // execution but the last has at least that much history), and the run
 // ends as it would in one execution.
 func TestContinueAsNewBySize(t *testing.T) {
 	c := dialTemporal(t)
 	ro := fastRetries
-	ro.ContinueAsNewBytes = 16 << 10
-	id, first, _, executions := runReads(t, c, 30, 100, ro)
+	ro.ContinueAsNewBytes = 4 << 10
+	id, first, n, executions := runReads(t, c, 30, 100, &filestore.Store{Dir: t.TempDir()}, ro)
 	if executions < 2 {
-		t.Fatalf("%d executions, want the run continued as new at least once", executions)
+		t.Fatalf("%d executions (%d bytes of history), want the run continued as new at least once", executions, n)
 	}
 	ctx := t.Context()
 	runID := first

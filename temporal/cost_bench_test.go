@@ -218,6 +218,7 @@ func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) co
 		if err != nil {
 			b.Fatal(err)
 		}
+		first := run.GetRunID() // Get moves it to the last execution's
 		var out temporal.Outcome
 		if err := run.Get(ctx, &out); err != nil {
 			b.Fatal(err)
@@ -226,7 +227,7 @@ func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) co
 		if out.StopReason != toolrun.StopEndTurn || out.State.Turns != cc.turns {
 			b.Fatalf("got stop %q after %d turns, want end_turn after %d", out.StopReason, out.State.Turns, cc.turns)
 		}
-		n, executions := historyOf(ctx, b, c, run.GetID(), run.GetRunID())
+		n, executions := historyOf(ctx, b, c, run.GetID(), first)
 		total.historyPerTurn += n
 		total.executions = executions
 		cancel()

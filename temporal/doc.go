@@ -290,14 +290,19 @@
 // in one task, without a Store, is the whole state: the execution's
 // input, the input of its continue-as-new, the Outcome, and the input of
 // a step whose worker could not get the history (toolrun.NeedHistory,
-// above), each at most [RunOptions.PayloadLimit]; a query
-// ([StateQuery], [HistoryQuery]) is answered outside the detector, but
-// encodes up to the whole state too. With a Store, none of them carries
-// the history. On a machine loaded enough that decoding PayloadLimit of
-// JSON takes a second, give the workers a Store or a lower PayloadLimit,
-// or dial the workers' client with its DataConverter wrapped in the
-// SDK's workflow.DataConverterWithoutDeadlockDetection, which stops the
-// detector's clock while a payload is converted.
+// above), each at most [RunOptions.PayloadLimit], converted by the SDK in
+// one go; a query ([StateQuery], [HistoryQuery]) is answered outside the
+// detector, but encodes up to the whole state too. With a Store, none of
+// them carries the history. Continuing as new by the history's size
+// ([RunOptions.ContinueAsNewBytes]) makes the first two rare in a long
+// run. A worker of [NewWorker] gives a task
+// [DefaultDeadlockDetectionTimeout] (5 s, not the SDK's second) before
+// the detector fails it, so that converting PayloadLimit of JSON on a
+// loaded machine is not taken for a deadlock. On a machine loaded enough
+// that even that is too short, give the workers a Store or a lower
+// PayloadLimit, or dial the workers' client with its DataConverter
+// wrapped in the SDK's workflow.DataConverterWithoutDeadlockDetection,
+// which stops the detector's clock while a payload is converted.
 //
 // # Search attributes
 //

@@ -556,7 +556,8 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 	firstTurn := w.state.Turns
 	bySize := workflow.GetVersion(ctx, versionContinueBySize, workflow.DefaultVersion, 1) >= 1
 	for {
-		if w.continueNow(workflow.GetInfo(ctx), firstTurn, bySize) {
+		info := workflow.GetInfo(ctx)
+		if w.continueNow(info.GetCurrentHistorySize(), info.GetContinueAsNewSuggested(), firstTurn, bySize) {
 			return w.continueAsNew(ctx)
 		}
 		in := w.stepInput()
@@ -1099,15 +1100,16 @@ const ContinueAsNewFactor = 5
 const legacyContinueAsNewAfter = 20
 
 // continueNow reports whether the execution, whose first turn was
-// firstTurn, continues as new before its next step: when the server
-// suggests it, after [RunOptions.ContinueAsNewAfter] turns if set, and,
-// unless the execution was recorded before bySize, once its history is
-// past [RunOptions.ContinueAsNewBytes] and [ContinueAsNewFactor] times
-// the state. The history's size is the one the server reported when the
-// workflow task began, recorded in the task's event, so a replay
-// decides alike.
-func (w *run) continueNow(info *workflow.Info, firstTurn int, bySize bool) bool {
-	if info.GetContinueAsNewSuggested() {
+// firstTurn and whose history is history bytes, continues as new before
+// its next step: when the server suggests it, after
+// [RunOptions.ContinueAsNewAfter] turns if set, and, unless the execution
+// was recorded before bySize, once its history is past
+// [RunOptions.ContinueAsNewBytes] and [ContinueAsNewFactor] times the
+// state. The history's size and the suggestion are the ones the server
+// reported when the workflow task began, recorded in the task's event,
+// so a replay decides alike.
+func (w *run) continueNow(history int, suggested bool, firstTurn int, bySize bool) bool {
+	if suggested {
 		return true
 	}
 	turns := w.state.Turns - firstTurn
@@ -1121,8 +1123,7 @@ func (w *run) continueNow(info *workflow.Info, firstTurn int, bySize bool) bool 
 	if w.opts.ContinueAsNewAfter > 0 && turns >= w.opts.ContinueAsNewAfter {
 		return true
 	}
-	h := info.GetCurrentHistorySize()
-	return h >= w.opts.ContinueAsNewBytes && h >= ContinueAsNewFactor*w.size
+	return history >= w.opts.ContinueAsNewBytes && history >= ContinueAsNewFactor*w.size
 }
 
 // continueAsNew waits for the update handlers to finish, takes the signals
