@@ -88,6 +88,29 @@ func TestContinueAsNewKeepsHistoryPerTurnFlat(t *testing.T) {
 	}
 }
 
+// TestContinueAsNewBoundsItsBytes runs conversations of small turns (100
+// byte results) with RunOptions.ContinueAsNewBytes of 16 KiB, so that an
+// execution's history is soon five times the state and the run continues
+// as new many times, of 10 and of 80 turns, on workers without a Store:
+// the continue-as-new events, which carry the whole state, keep the
+// history bytes per turn of the longer run within 1.5 times those of the
+// shorter.
+func TestContinueAsNewBoundsItsBytes(t *testing.T) {
+	c := dialTemporal(t)
+	ro := fastRetries
+	ro.ContinueAsNewBytes = 16 << 10
+	_, _, short, _ := runReads(t, c, 10, 100, nil, ro)
+	_, _, long, executions := runReads(t, c, 80, 100, nil, ro)
+	perShort, perLong := float64(short)/10, float64(long)/80
+	t.Logf("history bytes per turn: %.0f at 10 turns, %.0f at 80 turns (%d executions): %.2fx", perShort, perLong, executions, perLong/perShort)
+	if executions < 3 {
+		t.Errorf("%d executions of the 80-turn run, want it continued as new more than once", executions)
+	}
+	if perLong > 1.5*perShort {
+		t.Errorf("history bytes per turn at 80 turns are %.2f times those at 10 (%d executions), want at most 1.5", perLong/perShort, executions)
+	}
+}
+
 // TestContinueAsNewBySize runs a conversation of small turns with
 // RunOptions.ContinueAsNewBytes of 4 KiB, on workers with a Store, so
 // that the state the workflow holds is small: the workflow continues as

@@ -531,7 +531,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	w.bounded = workflow.GetVersion(ctx, versionDecisionBounds, workflow.DefaultVersion, 1) >= 1
 	if in.Ref == "" {
 		w.deltas = workflow.GetVersion(ctx, versionDeltas, workflow.DefaultVersion, 1) >= 1
-		w.digest, w.histBytes = in.Digest, in.HistoryBytes
+		w.digest, w.histBytes, w.startSize = in.Digest, in.HistoryBytes, in.HistoryBytes
 		w.mark(in.Digest, true)
 	}
 	if err := w.handle(ctx); err != nil {
@@ -658,6 +658,10 @@ type run struct {
 	deltas    bool
 	digest    string
 	histBytes int
+	// startSize is the size of the history this execution began with, as
+	// its input said, for the continue-as-new rule before a step reports
+	// the state's size
+	startSize int
 	// known are the marks of the last histories the workflow held,
 	// oldest first, each the beginning of the history it holds now: what
 	// a worker may name with HistorySince
@@ -1123,7 +1127,12 @@ func (w *run) continueNow(history int, suggested bool, firstTurn int, bySize boo
 	if w.opts.ContinueAsNewAfter > 0 && turns >= w.opts.ContinueAsNewAfter {
 		return true
 	}
-	return history >= w.opts.ContinueAsNewBytes && history >= ContinueAsNewFactor*w.size
+	// An execution takes a turn before it continues by size: its input
+	// alone may be past the bytes, and the state's size is known from the
+	// first step's result on (before it, from the history's bytes the
+	// input carries).
+	size := max(w.size, w.startSize)
+	return turns > 0 && history >= w.opts.ContinueAsNewBytes && history >= ContinueAsNewFactor*size
 }
 
 // continueAsNew waits for the update handlers to finish, takes the signals
