@@ -171,33 +171,50 @@ func (r *Runner) save(ctx context.Context) error {
 	s.Version, s.RunID = prev+1, r.opts.RunID
 	// A save that changed only what a StateChange carries is appended, if
 	// the store can: it then costs what the step added, not the whole
-	// state again. A signed state is saved whole: its signature covers it
-	// all.
+	// state again. A signed run's change carries the signature of the
+	// state it makes, computed from the digests of the parts it did not
+	// change and of those it carries (see stateDigests).
+	key := r.opts.StateKey
 	var change *StateChange
 	var shape *savedShape
 	ap, canAppend := r.opts.Store.(appender)
 	var err error
-	if canAppend && len(r.opts.StateKey) == 0 && r.claimed {
+	if canAppend && r.claimed {
 		change, shape, err = r.shape.change(s)
 	}
 	switch {
 	case err != nil:
 	case change != nil:
-		err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Append", func(ctx context.Context) error {
-			return r.storeCall(ctx, "Append", func(ctx context.Context) error {
-				return ap.Append(ctx, r.opts.RunID, change, prev)
+		if len(key) > 0 {
+			if shape.digests, err = r.shape.nextDigests(shape, s, change); err == nil {
+				change.signature = shape.digests.mac(key, s.Version)
+			}
+		}
+		if err == nil {
+			err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Append", func(ctx context.Context) error {
+				return r.storeCall(ctx, "Append", func(ctx context.Context) error {
+					return ap.Append(ctx, r.opts.RunID, change, prev)
+				})
 			})
-		})
+		}
 	default:
-		if err = s.sign(r.opts.StateKey); err == nil {
+		var d *stateDigests
+		if len(key) > 0 {
+			if d, err = s.digests(); err == nil {
+				s.Signature = d.mac(key, s.Version)
+			}
+		}
+		if err == nil {
 			err = boundedStoreCall(ctx, r.opts.cancelGrace(), "Save", func(ctx context.Context) error {
 				return r.storeSave(ctx, s, prev)
 			})
 		}
-		if err == nil && canAppend && len(r.opts.StateKey) == 0 {
+		if err == nil && canAppend {
 			// What the next save compares with. A state that does not
 			// encode failed in Save already.
-			shape, _ = shapeOf(s)
+			if shape, _ = shapeOf(s); shape != nil {
+				shape.digests = d
+			}
 		}
 	}
 	if err == nil {

@@ -263,7 +263,9 @@
 // finishes, after each turn is committed and when the run stops.
 //
 // With [Options.StateKey], every [State] the runner exports or saves is
-// signed (HMAC-SHA256 over its canonical JSON, RunID included), and
+// signed (HMAC-SHA256 over its version and the SHA-256 of each part's
+// canonical JSON, RunID included, so that a save signs only the parts a
+// step changed), and
 // [Resume] and [Open] refuse one whose signature does not match
 // ([ErrStateSignature]). Without it, a state is trusted as it is: whoever
 // can write it can change what a resumed run does. A signature shows that

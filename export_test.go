@@ -18,3 +18,6 @@ func PhaseOf(s *State, id string) string {
 	}
 	return ""
 }
+
+// CanonicalBytes returns the bytes canonicalized for signatures so far.
+func CanonicalBytes() int64 { return canonicalBytes.Load() }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -460,33 +462,104 @@ func (s *State) clone() *State {
 	return &c
 }
 
-// canonicalJSON is the JSON that a State's signature covers: its encoding
-// with the signature left out, decoded and encoded again so that object keys
-// are sorted and numbers kept as written.
-func (s *State) canonicalJSON() ([]byte, error) {
-	c := *s
-	c.Signature = ""
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return nil, err
-	}
+// A State's signature is an HMAC-SHA256, with Options.StateKey, of its
+// Version and of the SHA-256 of each of its parts' canonical JSON: the
+// rest of the state (restJSON), its Params with the history and its
+// Betas, and, for a turn in progress, the response and each call. A part
+// is canonical once decoded and encoded again, so that object keys are
+// sorted and numbers kept as written. Signing part by part lets a runner
+// that saves a turn call by call (an appending Store) sign only what each
+// save changed, reusing the digests of the parts it did not: the cost of
+// a signed save is what the step added, as an unsigned one's is, not the
+// whole state again.
+type stateDigests struct {
+	rest, params, message [sha256.Size]byte
+	pending               bool
+	calls                 [][sha256.Size]byte
+}
+
+// canonicalBytes counts the bytes canonicalized for signatures, for the
+// tests that check a signed save costs what it changed.
+var canonicalBytes atomic.Int64
+
+// partDigest returns the SHA-256 of the canonical form of the JSON b.
+func partDigest(b []byte) ([sha256.Size]byte, error) {
+	canonicalBytes.Add(int64(len(b)))
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, err
+		return [sha256.Size]byte{}, err
 	}
-	return json.Marshal(v)
+	c, err := json.Marshal(v)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(c), nil
+}
+
+// digests returns the digests of every part of s.
+func (s *State) digests() (*stateDigests, error) {
+	d := &stateDigests{}
+	var err error
+	part := func(b []byte, encErr error, into *[sha256.Size]byte) {
+		if err != nil {
+			return
+		}
+		if encErr != nil {
+			err = encErr
+			return
+		}
+		*into, err = partDigest(b)
+	}
+	b, e := restJSON(s)
+	part(b, e, &d.rest)
+	b, e = json.Marshal(paramsJSON{Params: s.Params, Betas: s.Betas})
+	part(b, e, &d.params)
+	if s.pending != nil {
+		d.pending = true
+		b, e = json.Marshal(&s.pending.Message)
+		part(b, e, &d.message)
+		d.calls = make([][sha256.Size]byte, len(s.pending.Calls))
+		for i := range s.pending.Calls {
+			b, e = json.Marshal(&s.pending.Calls[i])
+			part(b, e, &d.calls[i])
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: signing the state: %w", err)
+	}
+	return d, nil
+}
+
+// mac returns the signature of a state of version whose parts have the
+// digests d.
+func (d *stateDigests) mac(key []byte, version uint64) string {
+	m := hmac.New(sha256.New, key)
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], version)
+	m.Write([]byte("toolrun state\x00"))
+	m.Write(n[:])
+	m.Write(d.rest[:])
+	m.Write(d.params[:])
+	if d.pending {
+		binary.BigEndian.PutUint64(n[:], uint64(len(d.calls)))
+		m.Write([]byte{1})
+		m.Write(d.message[:])
+		m.Write(n[:])
+		for _, c := range d.calls {
+			m.Write(c[:])
+		}
+	}
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 func (s *State) mac(key []byte) (string, error) {
-	b, err := s.canonicalJSON()
+	d, err := s.digests()
 	if err != nil {
-		return "", fmt.Errorf("toolrun: signing the state: %w", err)
+		return "", err
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write(b)
-	return hex.EncodeToString(m.Sum(nil)), nil
+	return d.mac(key, s.Version), nil
 }
 
 // sign sets s.Signature with key, if key is set.

@@ -3,9 +3,11 @@ package toolrun
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -39,6 +41,9 @@ type StateChange struct {
 	message json.RawMessage
 	// calls are the calls of the turn in progress that changed.
 	calls []changedCall
+	// signature is the signature of the state the change makes, if the
+	// run is signed (Options.StateKey).
+	signature string
 }
 
 // changedCall is one call of the turn in progress, at its index in it.
@@ -55,11 +60,12 @@ type stateChangeJSON struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Message json.RawMessage `json:"message,omitempty"`
 	Calls   []changedCall   `json:"calls,omitempty"`
+	Sig     string          `json:"signature,omitempty"`
 }
 
 // MarshalJSON encodes c, for a store to keep.
 func (c StateChange) MarshalJSON() ([]byte, error) {
-	return json.Marshal(stateChangeJSON{Version: c.Version, Rest: c.rest, Params: c.params, Message: c.message, Calls: c.calls})
+	return json.Marshal(stateChangeJSON{Version: c.Version, Rest: c.rest, Params: c.params, Message: c.message, Calls: c.calls, Sig: c.signature})
 }
 
 // UnmarshalJSON decodes a StateChange that MarshalJSON encoded.
@@ -68,7 +74,7 @@ func (c *StateChange) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*c = StateChange{Version: j.Version, rest: j.Rest, params: j.Params, message: j.Message, calls: j.Calls}
+	*c = StateChange{Version: j.Version, rest: j.Rest, params: j.Params, message: j.Message, calls: j.Calls, signature: j.Sig}
 	return nil
 }
 
@@ -81,8 +87,10 @@ var errChange = errors.New("toolrun: the change does not apply to this state")
 // appended since, in order. A change applies only to the state of the
 // version it was made after, which has a turn in progress with the same
 // calls; one that does not fit (another turn, a call that is not there)
-// is refused with an error and s is left as it was. Apply leaves the
-// signature out: a change is made only for an unsigned run.
+// is refused with an error and s is left as it was. Apply sets s's
+// signature to the change's: that of the whole state it makes, for a
+// signed run (Options.StateKey), and none for an unsigned one. Apply
+// checks no signature; the runner that loads the state does.
 func (s *State) Apply(c *StateChange) error {
 	if c == nil {
 		return fmt.Errorf("%w: no change", errChange)
@@ -139,7 +147,7 @@ func (s *State) Apply(c *StateChange) error {
 		}
 	}
 	t.pending = &p
-	t.Version, t.Signature = c.Version, ""
+	t.Version, t.Signature = c.Version, c.signature
 	*s = t
 	return nil
 }
@@ -160,9 +168,10 @@ type paramsJSON struct {
 // Result values, never by writing into the old ones: so the same slice, of
 // the same length, holding the same pointers, is the same data.
 type savedShape struct {
+	digests   *stateDigests // of a signed run's state, for the next signature
 	rest      []byte
 	params    []byte // Params and Betas, without the history
-	history   sliceID
+	history   historyID
 	turn      int
 	messageID messageID
 	calls     []callID
@@ -180,6 +189,25 @@ func sliceIDOf[T any](s []T) sliceID {
 		id.data = &s[:1][0]
 	}
 	return id
+}
+
+// historyID is the identity of a history: its length and its first and
+// last messages. Not the slice's: a snapshot's history is a copy of the
+// runner's (a new slice of the same messages, each holding the same
+// pointers), so the slice differs at every save and the whole history
+// would be saved again with each call. The runner appends to its history
+// or replaces it, replacing every message: either changes the length or
+// the last message.
+type historyID struct {
+	n           int
+	first, last messageID
+}
+
+func historyIDOf(m []anthropic.BetaMessageParam) historyID {
+	if len(m) == 0 {
+		return historyID{}
+	}
+	return historyID{n: len(m), first: messageIDOf(&m[0]), last: messageIDOf(&m[len(m)-1])}
 }
 
 // messageID is the identity of a message: its parts and their content.
@@ -215,7 +243,7 @@ func callIDOf(c *callState) callID {
 
 // shapeOf returns the shape of s, which is a snapshot the runner saves.
 func shapeOf(s *State) (*savedShape, error) {
-	sh := &savedShape{history: sliceIDOf(s.Params.Messages)}
+	sh := &savedShape{history: historyIDOf(s.Params.Messages)}
 	var err error
 	if sh.rest, err = restJSON(s); err != nil {
 		return nil, err
@@ -257,6 +285,34 @@ func paramsWithoutHistory(s *State) ([]byte, error) {
 	p := s.Params
 	p.Messages = nil
 	return json.Marshal(paramsJSON{Params: p, Betas: s.Betas})
+}
+
+// nextDigests returns the digests of s, the state next is the shape of
+// and c the change to, from sh's: those of the parts c carries computed
+// again from the bytes it carries (each encoded as digests encodes it),
+// the others as they were. Without sh's digests, it computes them all.
+func (sh *savedShape) nextDigests(next *savedShape, s *State, c *StateChange) (*stateDigests, error) {
+	if sh.digests == nil || !sh.digests.pending || len(sh.digests.calls) != len(next.calls) {
+		return s.digests()
+	}
+	d := *sh.digests
+	d.calls = slices.Clone(sh.digests.calls)
+	var err error
+	part := func(b []byte, into *[sha256.Size]byte) {
+		if err == nil && b != nil {
+			*into, err = partDigest(b)
+		}
+	}
+	part(c.rest, &d.rest)
+	part(c.params, &d.params)
+	part(c.message, &d.message)
+	for _, cc := range c.calls {
+		part(cc.Call, &d.calls[cc.Index])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("toolrun: signing the state: %w", err)
+	}
+	return &d, nil
 }
 
 // change returns the change from the state sh was taken of to s, and the

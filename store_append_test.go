@@ -3,7 +3,10 @@ package toolrun_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,8 @@ type countingStore struct {
 	saves   int
 	appends int
 	bytes   int
+	// appended is the bytes handed to Append alone
+	appended int
 }
 
 func (s *countingStore) count(v any, append bool) {
@@ -32,6 +37,7 @@ func (s *countingStore) count(v any, append bool) {
 	s.bytes += len(b)
 	if append {
 		s.appends++
+		s.appended += len(b)
 	} else {
 		s.saves++
 	}
@@ -48,9 +54,14 @@ func (s *countingStore) Append(ctx context.Context, id string, c *toolrun.StateC
 }
 
 // turnOfCalls runs one turn of n calls of a tool whose result is 200
-// bytes, the last call deferred to a person, and returns the runner,
-// stopped awaiting approval, and its fake server.
-func turnOfCalls(t *testing.T, n int, store toolrun.Store) (*toolrun.Runner, *toolruntest.Server, []toolrun.Tool) {
+// bytes, the last call deferred to a person, signed with key if set, and
+// returns the runner, stopped awaiting approval, and its fake server.
+func turnOfCalls(t *testing.T, n int, store toolrun.Store, key []byte) (*toolrun.Runner, *toolruntest.Server, []toolrun.Tool) {
+	return turnOfCallsAfter(t, n, store, key, "go")
+}
+
+// turnOfCallsAfter is turnOfCalls with a first message of its own.
+func turnOfCallsAfter(t *testing.T, n int, store toolrun.Store, key []byte, first string) (*toolrun.Runner, *toolruntest.Server, []toolrun.Tool) {
 	t.Helper()
 	reply := func(req *toolruntest.Request) toolruntest.Reply {
 		if len(req.Conversation) > 1 {
@@ -78,7 +89,7 @@ func turnOfCalls(t *testing.T, n int, store toolrun.Store) (*toolrun.Runner, *to
 	approve.Policy = policy.RequireApproval("asks")
 	tools := []toolrun.Tool{echo, approve}
 	s := toolruntest.New(t, toolruntest.Options{Func: reply})
-	r, err := toolrun.Open(t.Context(), client(s), userParams("go"), tools, &toolrun.Options{Logger: discard(), Store: store, RunID: "many"})
+	r, err := toolrun.Open(t.Context(), client(s), userParams(first), tools, &toolrun.Options{Logger: discard(), Store: store, RunID: "many", StateKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +107,7 @@ func TestATurnOfCallsSavesWhatItAdds(t *testing.T) {
 	var bytes [2]int
 	for i, n := range []int{25, 100} {
 		store := &countingStore{Store: &filestore.Store{Dir: t.TempDir()}}
-		turnOfCalls(t, n, store)
+		turnOfCalls(t, n, store, nil)
 		if store.appends < n {
 			t.Errorf("%d calls: got %d appends and %d saves, want an append for each call at least", n, store.appends, store.saves)
 		}
@@ -107,13 +118,28 @@ func TestATurnOfCallsSavesWhatItAdds(t *testing.T) {
 	}
 }
 
+// TestATurnOfCallsAppendsNotTheHistory: after a 256 KB first message,
+// the appends of a turn of 40 calls carry the calls, not the history:
+// a snapshot's history is a copy of the runner's, and a history told
+// apart by its slice was appended whole with every call (80 times 256
+// KB).
+func TestATurnOfCallsAppendsNotTheHistory(t *testing.T) {
+	for _, key := range [][]byte{nil, []byte("a key of the test's own, 32 bytes")} {
+		store := &countingStore{Store: &filestore.Store{Dir: t.TempDir()}}
+		turnOfCallsAfter(t, 40, store, key, strings.Repeat("a", 256<<10))
+		if store.appends < 40 || store.appended > 128<<10 {
+			t.Errorf("signed %v: %d appends of %d bytes in all, want 40 or more of less than 128 KiB in all", key != nil, store.appends, store.appended)
+		}
+	}
+}
+
 // TestAppendedStateLoadsAsTheRunHeldIt: a run saved by appends loads from
 // its filestore.Store as the runner holds it, and resumes from there to its end
 // with each call run once.
 func TestAppendedStateLoadsAsTheRunHeldIt(t *testing.T) {
 	fs := &filestore.Store{Dir: t.TempDir()}
 	store := &countingStore{Store: fs}
-	r, s, tools := turnOfCalls(t, 10, store)
+	r, s, tools := turnOfCalls(t, 10, store, nil)
 	if store.appends == 0 {
 		t.Fatalf("got no appends, want the calls' saves appended")
 	}
@@ -151,5 +177,64 @@ func TestAppendedStateLoadsAsTheRunHeldIt(t *testing.T) {
 		if id := fmt.Sprintf("c%d", i); ids[id] != 1 {
 			t.Errorf("the last request has %d results for %s, want 1", ids[id], id)
 		}
+	}
+}
+
+// TestSignedTurnSavesWhatItAdds: a signed run (Options.StateKey) is saved
+// by appends too, each carrying the signature of the whole state, and
+// computing it costs what the step changed: over a turn of 40 calls after
+// a 256 KB first message, the runner canonicalizes for its signatures
+// about the state once, not the whole state at each of the turn's 80
+// saves (which signing the whole state made 80 times). The run loads
+// from the store with its signature checked, resumes and ends; a change
+// written over in the store is refused with ErrStateSignature.
+func TestSignedTurnSavesWhatItAdds(t *testing.T) {
+	key := []byte("a key of the test's own, 32 bytes")
+	fs := &filestore.Store{Dir: t.TempDir()}
+	store := &countingStore{Store: fs}
+	first := strings.Repeat("a", 256<<10)
+	before := toolrun.CanonicalBytes()
+	r, s, tools := turnOfCallsAfter(t, 40, store, key, first)
+	canonical := toolrun.CanonicalBytes() - before
+	if store.appends < 40 {
+		t.Errorf("got %d appends and %d saves, want an append for each call at least", store.appends, store.saves)
+	}
+	if limit := int64(4 * len(first)); canonical > limit {
+		t.Errorf("signing the turn's %d saves canonicalized %d bytes, want at most %d (the 256 KB message about once, not at every save)", store.appends+store.saves, canonical, limit)
+	}
+	if sig := r.State().Signature; sig == "" {
+		t.Fatal("the runner's state is not signed")
+	}
+
+	r2, err := toolrun.Open(t.Context(), client(s), userParams(first), tools, &toolrun.Options{Logger: discard(), Store: fs, RunID: "many", StateKey: key})
+	if err != nil {
+		t.Fatalf("Open of the appended signed run: %v", err)
+	}
+	if err := r2.Decide("c39", toolrun.Decision{Kind: toolrun.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r2.Run(t.Context()); err != nil || res.StopReason != toolrun.StopEndTurn || res.ToolCalls != 40 {
+		t.Fatalf("resumed Run = %q, %d calls, %v; want end_turn after 40", res.StopReason, res.ToolCalls, err)
+	}
+
+	// A store whose last change was written over: the same change with
+	// another call's result.
+	fs2 := &filestore.Store{Dir: t.TempDir()}
+	turnOfCalls(t, 5, fs2, key)
+	changes := filepath.Join(fs2.Dir, "many.changes.jsonl")
+	b, err := os.ReadFile(changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(b), "xxxx", "yyyy", 1)
+	if forged == string(b) {
+		t.Fatalf("no result to change in %s", changes)
+	}
+	if err := os.WriteFile(changes, []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = toolrun.Open(t.Context(), client(s), userParams("go"), tools, &toolrun.Options{Logger: discard(), Store: fs2, RunID: "many", StateKey: key})
+	if !errors.Is(err, toolrun.ErrStateSignature) {
+		t.Fatalf("Open of a changed change: %v, want ErrStateSignature", err)
 	}
 }

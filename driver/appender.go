@@ -22,8 +22,11 @@ import (
 // Save to change or watch what is saved overrides Append as well, or hides
 // it (a field or method named Append that is not this one).
 // [github.com/toolrun/toolrun/filestore.Store] and the sqlitestore module are StateAppenders. A signed run
-// (Options.StateKey) is always saved with Save: its signature covers the
-// whole state, so every save computes it over the whole state anyway.
+// (Options.StateKey) is appended too: each change carries the signature
+// of the whole state it makes, which [toolrun.State.Apply] sets, so that
+// a Load returns a state signed as a whole Save would be; the runner
+// computes it from the digests of the parts the change did not touch and
+// of those it carries, so a signed save costs what the step added too.
 type StateAppender interface {
 	toolrun.Store
 	// Append saves version c.Version of run id, the saved state with c

@@ -176,6 +176,22 @@ const DefaultWorkerStopTimeout = 5 * time.Minute
 // have ended and the running tasks finished.
 const MinWorkerStopTimeout = 80 * time.Second
 
+// DefaultDeadlockDetectionTimeout is the DeadlockDetectionTimeout that
+// [NewWorker] gives a worker whose options set none: how long one
+// workflow task may run without blocking before the SDK fails it as a
+// deadlock (TMPRL1101). The SDK's default is a second. The workflow's own
+// work between two blocks is bounded (see the package doc's "What a
+// workflow task does"), but converting the largest payload a run carries
+// (its state, within [RunOptions.PayloadLimit], in an execution's input,
+// a continue-as-new or the Outcome) is done by the SDK in one go, and on
+// a loaded machine, or under the race detector, that can take more than
+// a second: the task would then fail at every attempt and the run make no
+// progress. Five seconds is below the workflow task timeout (10 s), so a
+// task that truly never blocks still fails on its worker first. A worker
+// of worker.New given to [Register] keeps the SDK's second: set
+// worker.Options.DeadlockDetectionTimeout there.
+const DefaultDeadlockDetectionTimeout = 5 * time.Second
+
 // NewWorker returns a worker for task queue queue, with [Workflow] and a's
 // activities registered, that stops without losing work. Asked to stop
 // (worker.InterruptCh on SIGTERM, a rolling restart), it stops polling,
@@ -188,7 +204,9 @@ const MinWorkerStopTimeout = 80 * time.Second
 // when the server answers them, within a minute: an idle worker takes up
 // to that minute to stop.
 //
-// Unlike worker.New, it gives opts a WorkerStopTimeout when it has none
+// Unlike worker.New, it gives opts a DeadlockDetectionTimeout when it
+// has none ([DefaultDeadlockDetectionTimeout], not the SDK's second), and
+// a WorkerStopTimeout when it has none
 // ([DefaultWorkerStopTimeout]), so that a stop lets the running tools
 // finish rather than cancelling them, and raises a shorter one than
 // [MinWorkerStopTimeout] to it, so that the stop outlasts the polls. Give
@@ -200,6 +218,9 @@ const MinWorkerStopTimeout = 80 * time.Second
 func NewWorker(c client.Client, queue string, a *Activities, opts worker.Options) worker.Worker {
 	if opts.WorkerStopTimeout <= 0 {
 		opts.WorkerStopTimeout = DefaultWorkerStopTimeout
+	}
+	if opts.DeadlockDetectionTimeout <= 0 {
+		opts.DeadlockDetectionTimeout = DefaultDeadlockDetectionTimeout
 	}
 	opts.WorkerStopTimeout = max(opts.WorkerStopTimeout, MinWorkerStopTimeout)
 	w := worker.New(c, queue, versioned(opts))

@@ -89,6 +89,7 @@ type costResult struct {
 	cpuPerTurn     time.Duration // the worker process's user+system CPU: the worker and its client
 	modelPerTurn   time.Duration // the fake Messages API's, in its own process
 	historyPerTurn int           // bytes of history events, every execution of each run
+	executions     int           // executions of the last run (continue-as-new)
 }
 
 // BenchmarkCostPerTurn measures the cost of a turn (a step activity and
@@ -115,8 +116,8 @@ func BenchmarkCostPerTurn(b *testing.B) {
 	c := dialTemporalTB(b)
 	cases := []costCase{{false, 10, 10}, {false, 100, 1}, {true, 10, 10}, {true, 100, 1}}
 	const (
-		head       = "| workload | workers' Store | turns a run | runs | worker CPU per turn | history bytes per turn | fake API CPU per turn |\n| --- | --- | --- | --- | --- | --- | --- |\n"
-		ratiosHead = "| workload | workers' Store | worker CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns |\n| --- | --- | --- | --- |\n"
+		head       = "| workload | workers' Store | turns a run | runs | executions a run | worker CPU per turn | history bytes per turn | fake API CPU per turn |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+		ratiosHead = "| workload | workers' Store | worker CPU per turn, 100 ÷ 10 turns | history bytes per turn, 100 ÷ 10 turns | both at most 1.5x |\n| --- | --- | --- | --- | --- |\n"
 	)
 	var t, ratios strings.Builder
 	t.WriteString(head)
@@ -137,12 +138,16 @@ func BenchmarkCostPerTurn(b *testing.B) {
 			}()
 			for i, cc := range cases {
 				r := results[i]
-				fmt.Fprintf(&t, "| %s | %s | %d | %d | %.2f ms | %d | %.2f ms |\n", wl, storeName(cc.store), cc.turns, cc.runs, ms(r.cpuPerTurn), r.historyPerTurn, ms(r.modelPerTurn))
+				fmt.Fprintf(&t, "| %s | %s | %d | %d | %d | %.2f ms | %d | %.2f ms |\n", wl, storeName(cc.store), cc.turns, cc.runs, r.executions, ms(r.cpuPerTurn), r.historyPerTurn, ms(r.modelPerTurn))
 			}
 			for i := 0; i < len(cases); i += 2 {
 				short, long := results[i], results[i+1]
-				fmt.Fprintf(&ratios, "| %s | %s | %.2fx | %.2fx |\n", wl, storeName(cases[i].store),
-					float64(long.cpuPerTurn)/float64(short.cpuPerTurn), float64(long.historyPerTurn)/float64(short.historyPerTurn))
+				cpu, hist := float64(long.cpuPerTurn)/float64(short.cpuPerTurn), float64(long.historyPerTurn)/float64(short.historyPerTurn)
+				within := "✗"
+				if cpu <= 1.5 && hist <= 1.5 {
+					within = "✓"
+				}
+				fmt.Fprintf(&ratios, "| %s | %s | %.2fx | %.2fx | %s |\n", wl, storeName(cases[i].store), cpu, hist, within)
 			}
 			measured++
 		})
@@ -213,6 +218,7 @@ func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) co
 		if err != nil {
 			b.Fatal(err)
 		}
+		first := run.GetRunID() // Get moves it to the last execution's
 		var out temporal.Outcome
 		if err := run.Get(ctx, &out); err != nil {
 			b.Fatal(err)
@@ -221,14 +227,16 @@ func measureCost(b *testing.B, c client.Client, wl costWorkload, cc costCase) co
 		if out.StopReason != toolrun.StopEndTurn || out.State.Turns != cc.turns {
 			b.Fatalf("got stop %q after %d turns, want end_turn after %d", out.StopReason, out.State.Turns, cc.turns)
 		}
-		total.historyPerTurn += historyBytes(ctx, b, c, run.GetID(), run.GetRunID())
+		n, executions := historyOf(ctx, b, c, run.GetID(), first)
+		total.historyPerTurn += n
+		total.executions = executions
 		cancel()
 		for _, w := range workers {
 			w.Stop()
 		}
 	}
 	n := cc.turns * cc.runs
-	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), modelPerTurn: modelCPU() / time.Duration(n), historyPerTurn: total.historyPerTurn / n}
+	return costResult{cpuPerTurn: total.cpuPerTurn / time.Duration(n), modelPerTurn: modelCPU() / time.Duration(n), historyPerTurn: total.historyPerTurn / n, executions: total.executions}
 }
 
 // startCostModel starts the fake Messages API of a costCase of turns
@@ -308,26 +316,22 @@ func TestCostModelServer(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin)
 }
 
-// historyBytes returns the size of the history events of every execution
-// of run id, from runID on through its continue-as-new chain.
-func historyBytes(ctx context.Context, b *testing.B, c client.Client, id, runID string) int {
-	n := 0
-	for runID != "" {
-		it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
-		next := ""
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += proto.Size(e)
-			if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
-				next = a.GetNewExecutionRunId()
-			}
+// executionHistory returns the bytes of the event history of the
+// execution runID of workflow id, and the run id of the execution it
+// continued as new with, if any.
+func executionHistory(ctx context.Context, t testing.TB, c client.Client, id, runID string) (n int, next string) {
+	it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
 		}
-		runID = next
+		n += proto.Size(e)
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			next = a.GetNewExecutionRunId()
+		}
 	}
-	return n
+	return n, next
 }
 
 // cpuTime returns this process's user and system CPU time so far.
@@ -351,7 +355,7 @@ func writeSection(path, table string) error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
 	}
-	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new every 20 turns), the workers' state cache on (the default); the workload of 1 tool makes one call a turn on one worker, the one of 5 tools two calls a turn (inputs and results of a few hundred bytes) on two workers of the task queue, each with a state cache of its own, so that about half the steps miss. Worker CPU is the worker process's (the worker and its Temporal client, which runs the workflow's tasks too); the fake Messages API runs in a child process of its own, as the real API runs elsewhere, and its CPU, which reads each request's whole conversation, is the last column. Without a Store the workflow holds the whole state and each step's input and result carry only the state without its history and what the step added (the input of each continue-as-new carries the whole state; a step that misses asks the workflow for what its cache does not hold); with a Store the workflow holds a key, the worker writes the state each turn, and a step that misses reads it. The machine was shared with other work while it ran.\n"
+	section := begin + "\n" + table + "\nGenerated by `TEMPORAL_ADDRESS=… go test -run '^$' -bench CostPerTurn -benchtime 1x -bench-md ../BENCHMARKS.md` in temporal/, against `temporal server start-dev` on the same machine; default RunOptions (continue-as-new by the history's size: past RunOptions.ContinueAsNewBytes, 1 MiB, and ContinueAsNewFactor times the state), the workers' state cache on (the default); the workload of 1 tool makes one call a turn on one worker, the one of 5 tools two calls a turn (inputs and results of a few hundred bytes) on two workers of the task queue, each with a state cache of its own, so that about half the steps miss. Worker CPU is the worker process's (the worker and its Temporal client, which runs the workflow's tasks too); the fake Messages API runs in a child process of its own, as the real API runs elsewhere, and its CPU, which reads each request's whole conversation, is the last column. Without a Store the workflow holds the whole state and each step's input and result carry only the state without its history and what the step added (the input of each continue-as-new carries the whole state; a step that misses asks the workflow for what its cache does not hold); with a Store the workflow holds a key, the worker writes the state each turn, and a step that misses reads it. The machine was shared with other work while it ran.\n"
 	var out bytes.Buffer
 	out.Write(old[:i])
 	out.WriteString(section)

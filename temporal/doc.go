@@ -117,9 +117,14 @@
 //
 // # Long runs
 //
-// Every [RunOptions.ContinueAsNewAfter] turns, or when the server suggests
-// it, the workflow continues as new with its state, so that its event
-// history stays small.
+// The workflow continues as new with its state once an execution's event
+// history is past [RunOptions.ContinueAsNewBytes] (1 MiB) and
+// [ContinueAsNewFactor] times the run's state, or when the server
+// suggests it: a worker replaying an execution has at most that much to
+// replay, and the continue-as-new events of a run, which carry the whole
+// state when the workers have no Store, add at most half again to the
+// bytes its turns write, however long it runs (see
+// [RunOptions.ContinueAsNewBytes] for the bound's terms).
 //
 // # Use
 //
@@ -285,14 +290,19 @@
 // in one task, without a Store, is the whole state: the execution's
 // input, the input of its continue-as-new, the Outcome, and the input of
 // a step whose worker could not get the history (toolrun.NeedHistory,
-// above), each at most [RunOptions.PayloadLimit]; a query
-// ([StateQuery], [HistoryQuery]) is answered outside the detector, but
-// encodes up to the whole state too. With a Store, none of them carries
-// the history. On a machine loaded enough that decoding PayloadLimit of
-// JSON takes a second, give the workers a Store or a lower PayloadLimit,
-// or dial the workers' client with its DataConverter wrapped in the
-// SDK's workflow.DataConverterWithoutDeadlockDetection, which stops the
-// detector's clock while a payload is converted.
+// above), each at most [RunOptions.PayloadLimit], converted by the SDK in
+// one go; a query ([StateQuery], [HistoryQuery]) is answered outside the
+// detector, but encodes up to the whole state too. With a Store, none of
+// them carries the history. Continuing as new by the history's size
+// ([RunOptions.ContinueAsNewBytes]) makes the first two rare in a long
+// run. A worker of [NewWorker] gives a task
+// [DefaultDeadlockDetectionTimeout] (5 s, not the SDK's second) before
+// the detector fails it, so that converting PayloadLimit of JSON on a
+// loaded machine is not taken for a deadlock. On a machine loaded enough
+// that even that is too short, give the workers a Store or a lower
+// PayloadLimit, or dial the workers' client with its DataConverter
+// wrapped in the SDK's workflow.DataConverterWithoutDeadlockDetection,
+// which stops the detector's clock while a payload is converted.
 //
 // # Search attributes
 //

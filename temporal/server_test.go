@@ -53,10 +53,17 @@ func inProcessWorker(t *testing.T, c client.Client, queue string, acts *temporal
 // testdata/histories/name.json, for TestReplayGoldenHistories.
 func recordHistory(t *testing.T, c client.Client, id, name string) {
 	t.Helper()
+	recordRunHistory(t, c, id, "", name)
+}
+
+// recordRunHistory writes the history of the execution runID of workflow
+// id (its last if runID is empty) to testdata/histories/name.json.
+func recordRunHistory(t *testing.T, c client.Client, id, runID, name string) {
+	t.Helper()
 	if !*update {
 		return
 	}
-	it := c.GetWorkflowHistory(t.Context(), id, "", false, 0)
+	it := c.GetWorkflowHistory(t.Context(), id, runID, false, 0)
 	var raw []byte
 	raw = append(raw, `{"events":[`...)
 	for i := 0; it.HasNext(); i++ {

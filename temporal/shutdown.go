@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
 )
 
 // How a worker of this package stops (SIGTERM, a rolling restart).

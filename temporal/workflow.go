@@ -40,7 +40,10 @@ const (
 
 // Defaults of [RunOptions].
 const (
-	DefaultContinueAsNewAfter = 20
+	// DefaultContinueAsNewBytes is the default of
+	// [RunOptions.ContinueAsNewBytes]: an execution's event history that
+	// a worker replays, on a miss of its workflow cache, in milliseconds.
+	DefaultContinueAsNewBytes = 1 << 20
 	DefaultStepTimeout        = 10 * time.Minute
 	DefaultToolTimeout        = 24 * time.Hour
 	DefaultHeartbeatTimeout   = 30 * time.Second
@@ -70,10 +73,34 @@ type RunOptions struct {
 	// its own calls, as in the runner's executor ([driver.CallQueue]).
 	MaxParallelTools int `json:"max_parallel_tools,omitempty"`
 
-	// ContinueAsNewAfter is the number of turns after which the workflow
-	// continues as new, carrying its State, so that its event history stays
-	// small. Zero means [DefaultContinueAsNewAfter]. The workflow also
-	// continues as new when the server suggests it.
+	// ContinueAsNewBytes is how large an execution's event history grows
+	// before the workflow continues as new, so that a worker that replays
+	// it (after a restart, or a miss of its workflow cache) has little to
+	// replay. Zero means [DefaultContinueAsNewBytes]. The workflow
+	// continues as new once the execution's history is at least this many
+	// bytes and at least [ContinueAsNewFactor] times the run's state, and
+	// whenever the server suggests it (its history limits).
+	//
+	// The second bound is what keeps a long run's cost per turn flat:
+	// without a Store, the input of a continue-as-new carries the whole
+	// state, and continuing as new every so many turns would write the
+	// whole state again every so many turns, more each time, so that the
+	// bytes written per turn would grow with the conversation. A
+	// continue-as-new writes the state twice (the closing execution's
+	// last event and the next one's first); continuing only once the
+	// execution has written [ContinueAsNewFactor] times the state, the
+	// continue-as-new events of a run add at most half again to the
+	// history bytes its turns write, however long it runs, as long as the
+	// state is under a fifth of the history size at which the server
+	// suggests continuing (4 MB by default), which then decides. With a
+	// Store the state the workflow holds is small, and the first bound
+	// decides.
+	ContinueAsNewBytes int `json:"continue_as_new_bytes,omitempty"`
+
+	// ContinueAsNewAfter, if positive, makes the workflow continue as new
+	// after that many turns of an execution too, whatever its history's
+	// size: for a test, or a deployment that wants executions of a bounded
+	// number of turns. Zero leaves it to [RunOptions.ContinueAsNewBytes].
 	ContinueAsNewAfter int `json:"continue_as_new_after,omitempty"`
 
 	// StepTimeout bounds one attempt of a step: the decisions on a turn's
@@ -169,8 +196,8 @@ func (o RunOptions) withDefaults() RunOptions {
 	if o.MaxParallelTools <= 0 {
 		o.MaxParallelTools = toolrun.DefaultMaxParallelTools
 	}
-	if o.ContinueAsNewAfter <= 0 {
-		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
+	if o.ContinueAsNewBytes <= 0 {
+		o.ContinueAsNewBytes = DefaultContinueAsNewBytes
 	}
 	if o.StepTimeout <= 0 {
 		o.StepTimeout = DefaultStepTimeout
@@ -429,6 +456,14 @@ const (
 	// next step's guard, with an Outcome over the limit. It is asked only
 	// when a result would cross the limit.
 	versionStateGuard = "toolrun.state-guard"
+	// versionContinueBySize guards when an execution continues as new: by
+	// the size of its history against the state's
+	// ([RunOptions.ContinueAsNewBytes]). An execution recorded before it
+	// continued as new every 20 turns when its options set no
+	// [RunOptions.ContinueAsNewAfter]. It is asked when an execution
+	// starts its loop, so a run that was waiting when its workers were
+	// upgraded keeps the old rule until its next execution.
+	versionContinueBySize = "toolrun.continue-by-size"
 )
 
 // Workflow runs the tool loop of one conversation as a Temporal workflow. It
@@ -452,10 +487,11 @@ const (
 // with [DecideSignal] or [DecideUpdate]; the memo [PendingMemo] lists the
 // calls awaiting one (read it with [Pending], no worker needed), and so
 // does [PendingQuery]. A call's first decision is final: a later one, by update
-// or signal, is refused ([toolrun.ErrNotAwaitingApproval]). Every
-// [RunOptions.ContinueAsNewAfter] turns the workflow continues as new with
-// its state. Unless [RunOptions.NoSearchAttributes], it keeps the search
-// attributes [StatusAttribute] and the others up to date.
+// or signal, is refused ([toolrun.ErrNotAwaitingApproval]). The workflow
+// continues as new with its state when its event history is large
+// against the state ([RunOptions.ContinueAsNewBytes]). Unless
+// [RunOptions.NoSearchAttributes], it keeps the search attributes
+// [StatusAttribute] and the others up to date.
 //
 // A turn's calls run as [driver.Batches] groups them, and once a call's
 // answer ends the run ([toolrun.Options.AfterTool] returns an error or
@@ -495,7 +531,7 @@ func Workflow(ctx workflow.Context, in Input) (*Outcome, error) {
 	w.bounded = workflow.GetVersion(ctx, versionDecisionBounds, workflow.DefaultVersion, 1) >= 1
 	if in.Ref == "" {
 		w.deltas = workflow.GetVersion(ctx, versionDeltas, workflow.DefaultVersion, 1) >= 1
-		w.digest, w.histBytes = in.Digest, in.HistoryBytes
+		w.digest, w.histBytes, w.startSize = in.Digest, in.HistoryBytes, in.HistoryBytes
 		w.mark(in.Digest, true)
 	}
 	if err := w.handle(ctx); err != nil {
@@ -518,9 +554,10 @@ func (w *run) loop(ctx workflow.Context) (*Outcome, error) {
 	w.applyBuffered(ctx)
 	w.upsert(ctx)
 	firstTurn := w.state.Turns
+	bySize := workflow.GetVersion(ctx, versionContinueBySize, workflow.DefaultVersion, 1) >= 1
 	for {
 		info := workflow.GetInfo(ctx)
-		if w.state.Turns-firstTurn >= w.opts.ContinueAsNewAfter || info.GetContinueAsNewSuggested() {
+		if w.continueNow(info.GetCurrentHistorySize(), info.GetContinueAsNewSuggested(), firstTurn, bySize) {
 			return w.continueAsNew(ctx)
 		}
 		in := w.stepInput()
@@ -621,6 +658,10 @@ type run struct {
 	deltas    bool
 	digest    string
 	histBytes int
+	// startSize is the size of the history this execution began with, as
+	// its input said, for the continue-as-new rule before a step reports
+	// the state's size
+	startSize int
 	// known are the marks of the last histories the workflow held,
 	// oldest first, each the beginning of the history it holds now: what
 	// a worker may name with HistorySince
@@ -1050,6 +1091,48 @@ func overLimit(v any, limit int) (int, bool) {
 
 func payloadDetail(what string, n, limit int) string {
 	return fmt.Sprintf("%s would be %d bytes, over the payload limit of %d bytes", what, n, limit)
+}
+
+// ContinueAsNewFactor is how many times the run's state an execution's
+// event history is at least before the workflow continues as new (see
+// [RunOptions.ContinueAsNewBytes]).
+const ContinueAsNewFactor = 5
+
+// legacyContinueAsNewAfter is the number of turns after which an
+// execution recorded before versionContinueBySize continued as new when
+// its options set none.
+const legacyContinueAsNewAfter = 20
+
+// continueNow reports whether the execution, whose first turn was
+// firstTurn and whose history is history bytes, continues as new before
+// its next step: when the server suggests it, after
+// [RunOptions.ContinueAsNewAfter] turns if set, and, unless the execution
+// was recorded before bySize, once its history is past
+// [RunOptions.ContinueAsNewBytes] and [ContinueAsNewFactor] times the
+// state. The history's size and the suggestion are the ones the server
+// reported when the workflow task began, recorded in the task's event,
+// so a replay decides alike.
+func (w *run) continueNow(history int, suggested bool, firstTurn int, bySize bool) bool {
+	if suggested {
+		return true
+	}
+	turns := w.state.Turns - firstTurn
+	if !bySize {
+		after := w.opts.ContinueAsNewAfter
+		if after <= 0 {
+			after = legacyContinueAsNewAfter
+		}
+		return turns >= after
+	}
+	if w.opts.ContinueAsNewAfter > 0 && turns >= w.opts.ContinueAsNewAfter {
+		return true
+	}
+	// An execution takes a turn before it continues by size: its input
+	// alone may be past the bytes, and the state's size is known from the
+	// first step's result on (before it, from the history's bytes the
+	// input carries).
+	size := max(w.size, w.startSize)
+	return turns > 0 && history >= w.opts.ContinueAsNewBytes && history >= ContinueAsNewFactor*size
 }
 
 // continueAsNew waits for the update handlers to finish, takes the signals
