@@ -68,46 +68,45 @@ func runReads(t *testing.T, c client.Client, turns, size int, store toolrun.Stor
 	return queue, first, bytes, executions
 }
 
-// TestContinueAsNewKeepsHistoryPerTurnFlat runs conversations whose turns
-// each add 16 KB to the state, of 10 and of 60 turns, on workers without
-// a Store and with the default RunOptions, and compares the history
-// bytes per turn over all of a run's executions: a continue-as-new
-// writes the whole state twice, so continuing every so many turns made a
-// long run's bytes per turn grow with its length (at 60 turns, 1.9 times
-// those at 10); by the history's size against the state's, they stay
-// within 1.5 times.
+// TestContinueAsNewKeepsHistoryPerTurnFlat runs conversations of a short
+// and a long run on workers without a Store, and compares the history
+// bytes per turn over all of a run's executions, which must stay within
+// 1.5 times:
+//   - turns that each add 16 KB to the state, of 10 and of 60 turns, with
+//     the default RunOptions: a continue-as-new writes the whole state
+//     twice, so continuing every so many turns made a long run's bytes per
+//     turn grow with its length (at 60 turns, 1.9 times those at 10);
+//   - small turns (100-byte results) of 10 and of 80 turns with
+//     RunOptions.ContinueAsNewBytes of 16 KiB, so that an execution's
+//     history is soon five times the state and the long run continues as
+//     new many times: the continue-as-new events stay within the bound.
 func TestContinueAsNewKeepsHistoryPerTurnFlat(t *testing.T) {
 	c := dialTemporal(t)
-	const size = 16 << 10
-	_, _, short, _ := runReads(t, c, 10, size, nil, fastRetries)
-	_, _, long, executions := runReads(t, c, 60, size, nil, fastRetries)
-	perShort, perLong := float64(short)/10, float64(long)/60
-	t.Logf("history bytes per turn: %.0f at 10 turns, %.0f at 60 turns (%d executions): %.2fx", perShort, perLong, executions, perLong/perShort)
-	if perLong > 1.5*perShort {
-		t.Errorf("history bytes per turn at 60 turns are %.2f times those at 10 (%d executions), want at most 1.5", perLong/perShort, executions)
+	small := fastRetries
+	small.ContinueAsNewBytes = 16 << 10
+	tests := []struct {
+		name              string
+		size              int // bytes of a call's result
+		short, long       int // turns of the two runs
+		ro                temporal.RunOptions
+		minLongExecutions int
+	}{
+		{name: "large turns, default options", size: 16 << 10, short: 10, long: 60, ro: fastRetries, minLongExecutions: 1},
+		{name: "small turns, continued by size", size: 100, short: 10, long: 80, ro: small, minLongExecutions: 3},
 	}
-}
-
-// TestContinueAsNewBoundsItsBytes runs conversations of small turns (100
-// byte results) with RunOptions.ContinueAsNewBytes of 16 KiB, so that an
-// execution's history is soon five times the state and the run continues
-// as new many times, of 10 and of 80 turns, on workers without a Store:
-// the continue-as-new events, which carry the whole state, keep the
-// history bytes per turn of the longer run within 1.5 times those of the
-// shorter.
-func TestContinueAsNewBoundsItsBytes(t *testing.T) {
-	c := dialTemporal(t)
-	ro := fastRetries
-	ro.ContinueAsNewBytes = 16 << 10
-	_, _, short, _ := runReads(t, c, 10, 100, nil, ro)
-	_, _, long, executions := runReads(t, c, 80, 100, nil, ro)
-	perShort, perLong := float64(short)/10, float64(long)/80
-	t.Logf("history bytes per turn: %.0f at 10 turns, %.0f at 80 turns (%d executions): %.2fx", perShort, perLong, executions, perLong/perShort)
-	if executions < 3 {
-		t.Errorf("%d executions of the 80-turn run, want it continued as new more than once", executions)
-	}
-	if perLong > 1.5*perShort {
-		t.Errorf("history bytes per turn at 80 turns are %.2f times those at 10 (%d executions), want at most 1.5", perLong/perShort, executions)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, short, _ := runReads(t, c, tt.short, tt.size, nil, tt.ro)
+			_, _, long, executions := runReads(t, c, tt.long, tt.size, nil, tt.ro)
+			perShort, perLong := float64(short)/float64(tt.short), float64(long)/float64(tt.long)
+			t.Logf("history bytes per turn: %.0f at %d turns, %.0f at %d turns (%d executions): %.2fx", perShort, tt.short, perLong, tt.long, executions, perLong/perShort)
+			if executions < tt.minLongExecutions {
+				t.Errorf("%d executions of the %d-turn run, want %d or more", executions, tt.long, tt.minLongExecutions)
+			}
+			if perLong > 1.5*perShort {
+				t.Errorf("history bytes per turn at %d turns are %.2f times those at %d (%d executions), want at most 1.5", tt.long, perLong/perShort, tt.short, executions)
+			}
+		})
 	}
 }
 
