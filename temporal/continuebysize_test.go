@@ -75,7 +75,7 @@ func runReads(t *testing.T, c client.Client, turns, size int, store toolrun.Stor
 //   - turns that each add 16 KB to the state, of 10 and of 60 turns, with
 //     the default RunOptions: a continue-as-new writes the whole state
 //     twice, so continuing every so many turns made a long run's bytes per
-//     turn grow with its length (at 60 turns, 1.9 times those at 10);
+//     turn grow with its length (at 60 turns, over 1.5 times those at 10);
 //   - small turns (100-byte results) of 10 and of 80 turns with
 //     RunOptions.ContinueAsNewBytes of 16 KiB, so that an execution's
 //     history is soon five times the state and the long run continues as
