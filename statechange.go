@@ -214,16 +214,19 @@ func historyIDOf(m []anthropic.BetaMessageParam) historyID {
 type messageID struct {
 	assistant *anthropic.BetaAssistantMessageParam
 	user      *anthropic.BetaUserMessageParam
+	system    *anthropic.BetaSystemMessageParam
 	content   sliceID
 }
 
 func messageIDOf(m *anthropic.BetaMessageParam) messageID {
-	id := messageID{assistant: m.OfAssistant, user: m.OfUser}
+	id := messageID{assistant: m.OfAssistant, user: m.OfUser, system: m.OfSystem}
 	switch {
 	case m.OfAssistant != nil:
 		id.content = sliceIDOf(m.OfAssistant.Content)
 	case m.OfUser != nil:
 		id.content = sliceIDOf(m.OfUser.Content)
+	case m.OfSystem != nil:
+		id.content = sliceIDOf(m.OfSystem.Content)
 	}
 	return id
 }
