@@ -207,13 +207,14 @@
 // a dev server: worker CPU and history bytes per turn, at 10 and at 100
 // turns a run, with a Store and without, for a run of one tool on one
 // worker and for one of five tools (two calls a turn) on two workers.
-// Where it last ran (a two-core machine shared with other work), worker
-// CPU per turn at 100 turns was 0.94× to 1.12× that at 10 turns without
-// a Store, and 1.04× (one worker) to 1.55× (two workers) with one, whose
-// steps write the whole state each turn; the figure of two workers with
-// a Store was 1.33× and 1.48× in two runs before, so take it as about
-// 1.5×. History bytes per turn were lower at 100 turns in every case (a
-// run's start is spread over more turns); BENCHMARKS.md has the figures.
+// Where it last ran (a quiet two-core machine), worker CPU per turn at
+// 100 turns was 0.91× (one worker) and 1.05× (two workers) that at 10
+// turns without a Store, and 1.42× and 1.33× with one, whose steps write
+// the whole state each turn; history bytes per turn at 100 turns were
+// 0.98× to 1.05× those at 10, over every execution of a run (no run of
+// that workload reached ContinueAsNewBytes; the module's tests check the
+// bytes of runs that continue as new many times). BENCHMARKS.md has the
+// figures.
 // That is what those workloads measured, not a bound:
 // what is left that grows with the conversation is small next to the
 // rest of a turn there, and a run whose turns add more, or that runs
