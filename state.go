@@ -514,15 +514,15 @@ func (s *State) digests() (*stateDigests, error) {
 	}
 	b, e := restJSON(s)
 	part(b, e, &d.rest)
-	b, e = json.Marshal(paramsJSON{Params: s.Params, Betas: s.Betas})
+	b, e = paramsPart(s)
 	part(b, e, &d.params)
 	if s.pending != nil {
 		d.pending = true
-		b, e = json.Marshal(&s.pending.Message)
+		b, e = messagePart(s)
 		part(b, e, &d.message)
 		d.calls = make([][sha256.Size]byte, len(s.pending.Calls))
 		for i := range s.pending.Calls {
-			b, e = json.Marshal(&s.pending.Calls[i])
+			b, e = callPart(s, i)
 			part(b, e, &d.calls[i])
 		}
 	}

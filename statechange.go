@@ -282,6 +282,21 @@ func restJSON(s *State) ([]byte, error) {
 	return json.Marshal(&c)
 }
 
+// The parts of a State a change carries and a signature digests, each
+// encoded in one place so that the bytes a change carries are the bytes
+// its signature digested (see stateDigests): restJSON, and these.
+
+// paramsPart encodes s's Params, with the history, and its Betas.
+func paramsPart(s *State) ([]byte, error) {
+	return json.Marshal(paramsJSON{Params: s.Params, Betas: s.Betas})
+}
+
+// messagePart encodes the response of s's turn in progress.
+func messagePart(s *State) ([]byte, error) { return json.Marshal(&s.pending.Message) }
+
+// callPart encodes call i of s's turn in progress.
+func callPart(s *State, i int) ([]byte, error) { return json.Marshal(&s.pending.Calls[i]) }
+
 // paramsWithoutHistory encodes s's Params without their messages, and its
 // Betas.
 func paramsWithoutHistory(s *State) ([]byte, error) {
@@ -338,7 +353,7 @@ func (sh *savedShape) change(s *State) (*StateChange, *savedShape, error) {
 		if id == sh.calls[i] {
 			continue
 		}
-		b, err := json.Marshal(&s.pending.Calls[i])
+		b, err := callPart(s, i)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -348,12 +363,12 @@ func (sh *savedShape) change(s *State) (*StateChange, *savedShape, error) {
 		c.rest = next.rest
 	}
 	if next.history != sh.history || !bytes.Equal(next.params, sh.params) {
-		if c.params, err = json.Marshal(paramsJSON{Params: s.Params, Betas: s.Betas}); err != nil {
+		if c.params, err = paramsPart(s); err != nil {
 			return nil, nil, err
 		}
 	}
 	if next.messageID != sh.messageID {
-		if c.message, err = json.Marshal(&s.pending.Message); err != nil {
+		if c.message, err = messagePart(s); err != nil {
 			return nil, nil, err
 		}
 	}
