@@ -199,10 +199,11 @@ const DefaultDeadlockDetectionTimeout = 5 * time.Second
 // cancelled poll would be lost, and its call answered "interrupted" once
 // its heartbeat timed out, though it never started), lets its running
 // tools finish, and exits. No client option is needed (see the package
-// doc's "Stopping a worker"). On a server that does not complete polls on
-// shutdown (server 1.29, the CLI's dev server), its polls under way end
-// when the server answers them, within a minute: an idle worker takes up
-// to that minute to stop.
+// doc's "Stopping a worker"). An idle worker stops at once on a server
+// that ends a stopping worker's polls (1.32 and later, with
+// frontend.enableCancelWorkerPollsOnShutdown on); on one that does not,
+// its polls under way end when the server answers them, within a minute:
+// an idle worker takes up to that minute to stop.
 //
 // Unlike worker.New, it gives opts a DeadlockDetectionTimeout when it
 // has none ([DefaultDeadlockDetectionTimeout], not the SDK's second), and

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # CI for the nested module github.com/toolrun/toolrun/temporal:
 #
-#   1. builds the Temporal CLI from the Go module proxy, once: the binary is
-#      kept in $(go env GOPATH)/bin and rebuilt only if it is not the pinned
-#      version (cold: about 15 minutes on 2 cores, most of it downloading
-#      the server's modules; warm: nothing);
-#   2. starts its dev server (in memory, no UI) on 127.0.0.1, with the
-#      module's search attributes registered, and waits until it serves, at
-#      most 60 s;
+#   1. builds the Temporal dev server of .ci/temporaldev (Temporal server
+#      v1.32 in one program, as the CLI's `server start-dev` runs it; the
+#      CLI that embeds it cannot be built with go install) into
+#      $(go env GOPATH)/bin/toolrun-temporaldev (cold: about 5 to 15
+#      minutes on 2 cores, most of it downloading and compiling the
+#      server's modules; warm: a link, seconds);
+#   2. starts it (in memory, no UI) on 127.0.0.1, with the module's search
+#      attributes registered in two namespaces: "default", where the server
+#      ends a stopping worker's polls at once
+#      (frontend.enableCancelWorkerPollsOnShutdown), so an idle worker
+#      stops in milliseconds, and "polls-kept", where it does not (as
+#      servers before 1.32 do, and later ones by default), with a long
+#      poll of 10 s, where the tests of what a worker does on such a server
+#      run; and waits until it serves, at most 60 s;
 #   3. runs go vet and go test -race in this module, with TEMPORAL_ADDRESS
 #      set, so the tests against the server run (a worker killed mid-run, a
 #      worker stopped with SIGTERM, approvals and search attributes, a
@@ -32,16 +39,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-cli_version=v1.5.1 # the newest CLI the proxy serves that `go install` can build (no replace directives); Temporal server 1.29.1
-bin="$(go env GOPATH)/bin/temporal"
-
-echo "== temporal: Temporal CLI $cli_version"
-if ! go version -m "$bin" 2>/dev/null | grep -Eq "^\s+mod\s+github.com/temporalio/cli\s+$cli_version\s"; then
-  echo "building it (cold: ~15 min; cached afterwards in $bin)"
-  start=$SECONDS
-  go install "github.com/temporalio/cli/cmd/temporal@$cli_version"
-  echo "built in $((SECONDS - start)) s"
-fi
+bin="$(go env GOPATH)/bin/toolrun-temporaldev"
+echo "== temporal: the dev server of .ci/temporaldev (Temporal server v1.32)"
+start=$SECONDS
+# Its own module, outside go.work: the server's requirements must not
+# change the versions the workspace's modules build with.
+(cd ../.ci/temporaldev && GOWORK=off go build -o "$bin" . && GOWORK=off go vet .)
+echo "built and vetted in $((SECONDS - start)) s"
 
 # A free port: 7233 unless something (another dev server, say) holds it.
 port=
@@ -58,18 +62,22 @@ fi
 
 log="$(mktemp -t temporal-dev.XXXXXX.log)"
 echo "== temporal: dev server on 127.0.0.1:$port (log: $log)"
-# The search attributes the workflow upserts (temporal.SearchAttributes).
-# The long poll is 10 s rather than a minute: a stopping worker lets its
-# polls under way end (temporal.NewWorker), which on this server, that does
-# not complete them on shutdown, takes up to the long poll; the tests stop
-# many idle workers. The SDK's polls still leave the server 60 s to answer.
-"$bin" server start-dev --headless --ip 127.0.0.1 --port "$port" --log-level warn \
-  --dynamic-config-value 'matching.longPollExpirationInterval="10s"' \
-  --search-attribute ToolrunStatus=Keyword \
-  --search-attribute ToolrunAwaitingApproval=Bool \
-  --search-attribute ToolrunModel=Keyword \
-  --search-attribute ToolrunTurns=Int \
-  --search-attribute ToolrunCostUSD=Double \
+# The search attributes the workflow upserts (temporal.SearchAttributes),
+# in both namespaces. In "polls-kept" a stopping worker lets its polls
+# under way end (temporal.NewWorker), which on a server that does not end
+# them takes up to the long poll: 10 s there rather than a minute, as the
+# tests there stop many idle workers. The SDK's polls still leave the
+# server 60 s to answer.
+"$bin" -ip 127.0.0.1 -port "$port" -log-level warn \
+  -namespace polls-kept \
+  -dynamic-config-value 'frontend.enableCancelWorkerPollsOnShutdown=true' \
+  -dynamic-config-value 'polls-kept:frontend.enableCancelWorkerPollsOnShutdown=false' \
+  -dynamic-config-value 'polls-kept:matching.longPollExpirationInterval="10s"' \
+  -search-attribute ToolrunStatus=Keyword \
+  -search-attribute ToolrunAwaitingApproval=Bool \
+  -search-attribute ToolrunModel=Keyword \
+  -search-attribute ToolrunTurns=Int \
+  -search-attribute ToolrunCostUSD=Double \
   >"$log" 2>&1 &
 server=$!
 stop_server() {
@@ -84,12 +92,13 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# The server prints "ready" once its frontend answers health checks.
 ready=
 for _ in $(seq 1 120); do
   if ! kill -0 "$server" 2>/dev/null; then
     break
   fi
-  if "$bin" operator cluster health --address "127.0.0.1:$port" >/dev/null 2>&1; then
+  if grep -qx ready "$log"; then
     ready=1
     break
   fi

@@ -154,7 +154,7 @@
 // finish (its stop timeout, [DefaultWorkerStopTimeout]), so that no call
 // is answered "interrupted" unless it had started; no option is needed.
 // The SDK's worker cancels its polls under way on a stop unless the
-// server says it completes them itself (server 1.29 does not), and a task
+// server says it ends them itself (most servers do not: below), and a task
 // the server had handed to a cancelled poll is lost until its heartbeat
 // times out; [Register] (which NewWorker calls) switches every worker of
 // worker.New to the SDK's drain instead: it stops polling, lets the polls
@@ -164,15 +164,19 @@
 // worker of this package is at least [MinWorkerStopTimeout], longer than
 // a poll (NewWorker raises a shorter one; Register refuses a worker of
 // worker.New with one, and with none, naming NewWorker). A stop returns
-// as soon as its polls have ended and its tasks finished. On a server
-// that completes polls on shutdown that is at once; on one that does not
-// (server 1.29, the CLI's dev server), a poll ends when a task comes or
-// when the server answers it empty, at its long poll
+// as soon as its polls have ended and its tasks finished. On a server that
+// ends a stopping worker's polls (server 1.32 and later, with the dynamic
+// config frontend.enableCancelWorkerPollsOnShutdown on: off by default,
+// and per namespace) that is at once: an idle worker stops in
+// milliseconds, and no task is lost, since the server stops handing tasks
+// to those polls before it ends them. On a server that does not (before
+// 1.32, or with that setting off), a poll ends when a task comes or when
+// the server answers it empty, at its long poll
 // (matching.longPollExpirationInterval, a minute by default), so an idle
-// worker takes up to that minute to stop. Cancelling the polls sooner is
-// what loses tasks, so no worker of this package does: where a minute is
-// too long, lower the server's long poll. Give the deployment's grace
-// period a little more than the stop timeout.
+// worker takes up to that minute to stop. Cancelling the polls from the
+// worker is what loses tasks, so no worker of this package does: turn the
+// setting on, or where that cannot be done lower the long poll. Give the
+// deployment's grace period a little more than the stop timeout.
 //
 // A data converter of your own (a codec that encrypts or compresses
 // payloads) is given once, to the client (client.Options.DataConverter)
@@ -352,8 +356,8 @@
 //
 // Without worker versioning, a rolling restart of one task queue works
 // too: old and new workers serve it meanwhile, which is safe because of
-// the rules below. The Temporal dev server and server 1.29 support
-// deployment versions with no dynamic config.
+// the rules below. The Temporal dev server and servers 1.29 to 1.32
+// support deployment versions with no dynamic config.
 //
 // What makes an upgrade safe is that the new workflow code replays the
 // old histories. A change to the commands the workflow issues, or to

@@ -21,6 +21,7 @@ import (
 	"github.com/toolrun/toolrun/filestore"
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -33,6 +34,7 @@ const (
 	taskQueueEnv = "TOOLRUN_TEMPORAL_TASK_QUEUE" // the worker's task queue
 	dirEnv       = "TOOLRUN_TEMPORAL_DIR"        // where the tools keep their marks
 	identityEnv  = "TOOLRUN_TEMPORAL_IDENTITY"   // the worker's client identity, if set
+	namespaceEnv = "TOOLRUN_TEMPORAL_NAMESPACE"  // the worker's namespace, if not "default"
 )
 
 func TestMain(m *testing.M) {
@@ -59,18 +61,35 @@ func temporalAddress() string {
 // unless CI is set: CI starts one (see ci.sh), so there it is a failure.
 func dialTemporal(t *testing.T) client.Client {
 	t.Helper()
+	return dialTemporalIn(t, "default")
+}
+
+// pollsKeptNamespace is the namespace of ci.sh's dev server whose stopping
+// workers' polls the server does not end (the dynamic config
+// frontend.enableCancelWorkerPollsOnShutdown off, as on servers before
+// 1.32 and by default on later ones), with a long poll of 10 s: the tests
+// of what a worker does on such a server run in it. In "default" the
+// server ends them.
+const pollsKeptNamespace = "polls-kept"
+
+// dialTemporalIn is dialTemporal in the given namespace.
+func dialTemporalIn(t *testing.T, namespace string) client.Client {
+	t.Helper()
 	addr := temporalAddress()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: nopLogger})
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: nopLogger})
 	if err == nil {
 		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		if err == nil {
+			_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		}
 		if err != nil {
 			c.Close()
 		}
 	}
 	if err != nil {
-		msg := fmt.Sprintf("missing component: Temporal dev server; none at %s (%v); start one with `temporal server start-dev` or run temporal/ci.sh, or set TEMPORAL_ADDRESS", addr, err)
+		msg := fmt.Sprintf("missing component: Temporal dev server with the namespace %q; none at %s (%v); run temporal/ci.sh, or set TEMPORAL_ADDRESS to a server started as it starts one", namespace, addr, err)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
@@ -154,10 +173,11 @@ func perCall(dir string) toolrun.Tool {
 }
 
 // runWorker is the worker process: it serves the task queue until it is
-// killed or interrupted. The model is the test's fake server, reached
-// through ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY.
+// killed or interrupted, in the namespace namespaceEnv names (default if
+// none). The model is the test's fake server, reached through
+// ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY.
 func runWorker() error {
-	opts := client.Options{HostPort: temporalAddress(), Logger: nopLogger, Identity: os.Getenv(identityEnv)}
+	opts := client.Options{HostPort: temporalAddress(), Namespace: os.Getenv(namespaceEnv), Logger: nopLogger, Identity: os.Getenv(identityEnv)}
 	c, err := client.Dial(opts)
 	if err != nil {
 		return err

@@ -35,7 +35,8 @@ const (
 // after another: 8 times, a new worker process starts and the oldest one
 // is SIGTERMed while calls are in flight. The workers are NewWorker's with
 // its defaults on a plainly dialled client, on a server that does not
-// complete polls on shutdown (the CLI's dev server). It checks that no
+// complete polls on shutdown (pollsKeptNamespace), where the drain is
+// what keeps tasks from being lost. It checks that no
 // call is answered "interrupted" unless it started (the journal has its
 // start), that no task timed out (a task lost by a stopping worker
 // waits out its heartbeat or workflow task timeout), that no call started twice, that
@@ -47,7 +48,7 @@ func TestRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
-	c := dialTemporal(t)
+	c := dialTemporalIn(t, pollsKeptNamespace)
 	dir := t.TempDir()
 	model := toolruntest.New(t, toolruntest.Options{Func: func(req *toolruntest.Request) toolruntest.Reply {
 		msgs := req.Conversation
@@ -67,7 +68,7 @@ func TestRollingRestart(t *testing.T) {
 		n++
 		name := fmt.Sprintf("worker%d", n)
 		timeline = append(timeline, fmt.Sprintf("%s %s started", time.Now().Format("15:04:05.000"), name))
-		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name)
+		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name, namespaceEnv+"="+pollsKeptNamespace)
 		names[cmd] = name
 		return cmd
 	}

@@ -16,8 +16,9 @@ import (
 // them itself on shutdown; and a task the server had handed to a poll just
 // as it was cancelled is lost: an activity task then waits out its
 // heartbeat or start-to-close timeout, and its call is answered
-// "interrupted" though it never started. Server 1.29 (the CLI's dev
-// server) does not complete polls on shutdown, nor says it does. So every
+// "interrupted" though it never started. Servers before 1.32 do not
+// complete polls on shutdown, nor later ones unless their dynamic config
+// frontend.enableCancelWorkerPollsOnShutdown is on. So every
 // SDK worker given to [Register] (and so every one [NewWorker] builds) is
 // switched to the SDK's own drain: on a stop it stops polling, lets the
 // polls under way end, runs every task they bring, and then stops, as it
@@ -26,10 +27,14 @@ import (
 // client's answers, so no client option is needed and the caller's other
 // workers are left as they are.
 //
-// A poll the server does not complete ends when a task comes or when the
-// server answers it empty, at its long poll (a minute by default) after it
-// began: an idle worker takes up to that minute to stop on such a server,
-// and less on one whose long poll (matching.longPollExpirationInterval) is
+// A server that ends a stopping worker's polls (the setting above) ends
+// them once the SDK tells it the worker is stopping (its ShutdownWorker
+// call, before the stop waits for the polls), after it has stopped handing
+// them tasks: an idle worker stops at once, and nothing is lost. A poll
+// the server does not end ends when a task comes or when the server
+// answers it empty, at its long poll (a minute by default) after it began:
+// an idle worker takes up to that minute to stop on such a server, and
+// less on one whose long poll (matching.longPollExpirationInterval) is
 // shorter. Shorter polls of the client's would stop it sooner, but the
 // server answers a poll empty only a second before its deadline, so a
 // task matched to a short poll on a busy server could reach it after the

@@ -24,7 +24,7 @@ import (
 // TestStoppingWorkerRunsWhatItPolled: a worker of NewWorker on a plainly
 // dialled client, once SIGTERMed, stops polling but lets the polls under
 // way end and runs the tasks they bring, on a server that does not
-// complete polls on shutdown. A run started after the worker was asked to
+// complete polls on shutdown (pollsKeptNamespace). A run started after the worker was asked to
 // stop is taken by it (its first workflow task starts on that worker),
 // where a worker that cancels its polls (the SDK's default on such a
 // server) takes nothing, and a task the server had handed to a cancelled
@@ -33,13 +33,13 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
-	c := dialTemporal(t)
+	c := dialTemporalIn(t, pollsKeptNamespace)
 	dir := t.TempDir()
 	model := toolruntest.New(t, toolruntest.Script(toolruntest.Message(toolruntest.Text("Done."))))
 	queue := newQueue("toolrun-drain")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	first := startWorker(t, dir, queue, model.URL, "stopping", identityEnv+"=stopping")
+	first := startWorker(t, dir, queue, model.URL, "stopping", identityEnv+"=stopping", namespaceEnv+"="+pollsKeptNamespace)
 	polling(t, c, queue, "stopping")
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 		t.Errorf("the stopped worker: %v", err)
 	}
 	// Whatever the stopping worker did not take, a new one finishes.
-	startWorker(t, dir, queue, model.URL, "next", identityEnv+"=next")
+	startWorker(t, dir, queue, model.URL, "next", identityEnv+"=next", namespaceEnv+"="+pollsKeptNamespace)
 	var out temporal.Outcome
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
@@ -147,21 +147,58 @@ func TestRegisterRefusesShortStopTimeout(t *testing.T) {
 // leaves such polls open, and the stopped worker drops what they bring:
 // the task is lost until its timeout (WorkflowTaskTimedOut).
 func TestStoppedWorkerHoldsNoPoll(t *testing.T) {
+	c := dialTemporalIn(t, pollsKeptNamespace)
+	_, lost := stopIdleThenRun(t, c, "toolrun-stopped", worker.Options{WorkerStopTimeout: time.Second})
+	if len(lost) > 0 {
+		t.Errorf("tasks lost to the stopped worker's polls:\n%s", strings.Join(lost, "\n"))
+	}
+}
+
+// TestIdleWorkerStopsPromptly: on a server that ends a stopping worker's
+// polls (frontend.enableCancelWorkerPollsOnShutdown, on in the namespace
+// "default" of ci.sh's dev server, where the long poll is the server's
+// default minute), an idle worker of NewWorker with the default options
+// stops within seconds, not at its polls' end a minute later, and runs
+// started right after it, on another worker, lose no task to it. Against
+// pollsKeptNamespace's server (its long poll 10 s here) the same stop
+// takes up to the long poll: the bound below is half a minute, so the
+// test fails on a server with the default long poll that does not end
+// the polls, and holds on a loaded machine where the stop takes a second.
+func TestIdleWorkerStopsPromptly(t *testing.T) {
 	c := dialTemporal(t)
+	took, lost := stopIdleThenRun(t, c, "toolrun-idle-stop", worker.Options{})
+	if took > 30*time.Second {
+		t.Errorf("an idle worker took %v to stop, want it within seconds on a server that ends its polls", took)
+	}
+	if len(lost) > 0 {
+		t.Errorf("tasks lost to the stopped worker's polls:\n%s", strings.Join(lost, "\n"))
+	}
+	t.Logf("an idle worker stopped in %v", took.Round(time.Millisecond))
+}
+
+// stopIdleThenRun starts a worker of NewWorker with opts on a new task
+// queue, waits until it polls, stops it and measures the stop, then runs
+// eight runs to their end on a second worker of the queue, and returns
+// the stop's duration with every task the runs lost (a workflow or an
+// activity task timed out: handed to a poll nobody read).
+func stopIdleThenRun(t *testing.T, c client.Client, prefix string, opts worker.Options) (time.Duration, []string) {
+	t.Helper()
 	model := toolruntest.New(t, toolruntest.Options{Func: func(*toolruntest.Request) toolruntest.Reply {
 		return toolruntest.Message(toolruntest.Text("Done."))
 	}})
-	queue := newQueue("toolrun-stopped")
+	queue := newQueue(prefix)
 	acts := func() *temporal.Activities {
 		return temporal.NewActivities(model.Client(), nil, &toolrun.Options{Logger: discard()})
 	}
-	opts := worker.Options{WorkerStopTimeout: time.Second, Identity: "stopped"}
+	opts.Identity = "stopped"
 	stopped := temporal.NewWorker(c, queue, acts(), opts)
 	if err := stopped.Start(); err != nil {
 		t.Fatal(err)
 	}
 	polling(t, c, queue, "stopped")
+	start := time.Now()
 	stopped.Stop()
+	took := time.Since(start)
 	opts.Identity = "next"
 	next := temporal.NewWorker(c, queue, acts(), opts)
 	if err := next.Start(); err != nil {
@@ -196,7 +233,5 @@ func TestStoppedWorkerHoldsNoPoll(t *testing.T) {
 			}
 		}
 	}
-	if len(lost) > 0 {
-		t.Errorf("tasks lost to the stopped worker's polls:\n%s", strings.Join(lost, "\n"))
-	}
+	return took, lost
 }

@@ -47,7 +47,8 @@ Everything lasts in the SQLite file --db: a killed server loses no
 decision and runs no call twice. SIGTERM drains: no new run starts, runs in
 flight get --grace to finish, then are stopped with their state saved.
 With --temporal-worker, the worker here also stops polling and lets the
-polls under way end (up to a minute), so no task given to it is lost.
+polls under way end (at once on a server that ends them, up to a minute
+on one that does not), so no task given to it is lost.
 
 Safety. The server listens on loopback unless --addr names another
 address, which needs --tokens: a JSON file of
@@ -361,7 +362,7 @@ func (c *cli) serve(ctx context.Context, f serveFlags) int {
 		// the Temporal server's long-poll timeout, about a minute, on a
 		// server that does not end them itself), so that no task handed to
 		// it is lost, and gives the activities it runs the grace period.
-		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s; the worker here also lets its polls end, up to a minute more)\n", f.grace)
+		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s; the worker here also lets its polls end, up to a minute more on a server that does not end them)\n", f.grace)
 		go func() { defer close(workerStopped); stopWorker() }()
 	} else {
 		fmt.Fprintf(c.stdout, "toolrun serve: draining (up to %s)\n", f.grace)

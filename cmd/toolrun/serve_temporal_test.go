@@ -30,7 +30,7 @@ func temporalAddress(t *testing.T) string {
 		}
 	}
 	if err != nil {
-		msg := fmt.Sprintf("missing component: Temporal dev server (%v); run temporal/ci.sh, or start one with `temporal server start-dev` and the --search-attribute flags of temporal/ci.sh, and set TEMPORAL_ADDRESS", err)
+		msg := fmt.Sprintf("missing component: Temporal dev server (%v); run temporal/ci.sh, or start a dev server with the flags temporal/ci.sh gives its own, and set TEMPORAL_ADDRESS", err)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg + "; CI is set")
 		}
@@ -86,8 +86,8 @@ func TestServeTemporalAGUIClient(t *testing.T) {
 		t.Fatalf("drive.mjs did not report its 9 scenarios")
 	}
 	// SIGTERM drains the server, then stops its worker, which lets its
-	// polls under way end first (temporal.NewWorker's drain): on a server
-	// that does not complete them on shutdown, as the dev server, that is
+	// polls under way end first (temporal.NewWorker's drain): at once on
+	// ci.sh's dev server, which ends them, but on a server that does not,
 	// up to its long-poll timeout, about a minute, beyond p.wait's bound.
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
