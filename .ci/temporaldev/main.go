@@ -114,6 +114,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The services find each other on loopback, whatever ip the frontend
+	// is given, as in the CLI's dev server.
 	hosts := map[primitives.ServiceName]static.Hosts{}
 	for name, svc := range map[primitives.ServiceName]string{
 		primitives.FrontendService: "frontend", primitives.MatchingService: "matching",
