@@ -1,29 +1,34 @@
 // Command temporaldev runs the Temporal dev server that toolrun's CI tests
 // the temporal module against: Temporal server v1.32, in memory (SQLite),
-// the namespace "default" and those it is asked for, no UI, on the given address, until SIGINT or SIGTERM.
+// with the namespace "default" and those it is asked for, no UI, on the
+// given address, until SIGINT or SIGTERM.
 //
 // It exists because the Temporal CLI that embeds server v1.32 (CLI v1.9)
-// cannot be built with `go install` (its go.mod has a replace directive),
-// and the CLI that can (v1.5) embeds server v1.29, which does not end a
-// stopping worker's polls: an idle toolrun worker, which lets its polls
-// under way end rather than drop what they bring, then waits out the
-// server's long poll before it exits. Server v1.32 ends them at once when
-// the dynamic config frontend.enableCancelWorkerPollsOnShutdown is on, and
-// that is what this program's tests need. A team's own `temporal server
-// start-dev` (CLI v1.6 or later, from Temporal's releases) takes the same
-// flags.
+// cannot be built with `go install` (its go.mod replaces a module with a
+// directory its module zip leaves out), and the CLI that can (v1.5)
+// embeds server v1.29, which does not end a stopping worker's polls: an
+// idle toolrun worker, which lets its polls under way end rather than drop
+// what they bring, then waits out the server's long poll before it exits.
+// Server v1.32 ends them at once when the dynamic config
+// frontend.enableCancelWorkerPollsOnShutdown is on, and the tests of that
+// need it. A team's own dev server is the CLI's `temporal server
+// start-dev` of a release that embeds server 1.32 or later, given
+// `--dynamic-config-value frontend.enableCancelWorkerPollsOnShutdown=true`.
 //
 // The server is started the way the CLI's `server start-dev` starts it
 // (github.com/temporalio/cli, internal/devserver, MIT licence, Copyright
 // (c) 2022 Temporal Technologies Inc.), with the same default dynamic
-// config. The program prints "ready" on standard output once the frontend
-// answers gRPC health checks, so a script can wait for it.
+// config. A dynamic config value may be one namespace's (NAMESPACE:KEY),
+// which the CLI's flag cannot say: CI runs one namespace where the server
+// ends a stopping worker's polls and one where it does not. The program
+// prints "ready" on standard output once the frontend answers gRPC health
+// checks, so a script can wait for it.
 //
 // Usage:
 //
-//	temporaldev -port 7233 -namespace old-polls \
+//	temporaldev -port 7233 -namespace polls-kept \
 //	  -dynamic-config-value 'frontend.enableCancelWorkerPollsOnShutdown=true' \
-//	  -dynamic-config-value 'old-polls:frontend.enableCancelWorkerPollsOnShutdown=false' \
+//	  -dynamic-config-value 'polls-kept:frontend.enableCancelWorkerPollsOnShutdown=false' \
 //	  -search-attribute ToolrunStatus=Keyword
 package main
 
