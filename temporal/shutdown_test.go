@@ -24,11 +24,11 @@ import (
 // TestStoppingWorkerRunsWhatItPolled: a worker of NewWorker on a plainly
 // dialled client, once SIGTERMed, stops polling but lets the polls under
 // way end and runs the tasks they bring, on a server that does not
-// complete polls on shutdown (pollsKeptNamespace). A run started after the worker was asked to
-// stop is taken by it (its first workflow task starts on that worker),
-// where a worker that cancels its polls (the SDK's default on such a
-// server) takes nothing, and a task the server had handed to a cancelled
-// poll is lost.
+// complete polls on shutdown (pollsKeptNamespace). A run started after
+// the worker was asked to stop is taken by it (its first workflow task
+// starts on that worker), where a worker that cancels its polls (the
+// SDK's default on such a server) takes nothing, and a task the server
+// had handed to a cancelled poll is lost.
 func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
