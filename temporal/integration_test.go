@@ -72,6 +72,10 @@ func dialTemporal(t *testing.T) client.Client {
 // server ends them.
 const pollsKeptNamespace = "polls-kept"
 
+// inPollsKept is the environment entry of a worker process (startWorker)
+// that serves pollsKeptNamespace.
+const inPollsKept = namespaceEnv + "=" + pollsKeptNamespace
+
 // dialTemporalIn is dialTemporal in the given namespace.
 func dialTemporalIn(t *testing.T, namespace string) client.Client {
 	t.Helper()

@@ -36,10 +36,10 @@ const (
 // is SIGTERMed while calls are in flight. The workers are NewWorker's with
 // its defaults on a plainly dialled client, on a server that does not
 // complete polls on shutdown (pollsKeptNamespace), where the drain is
-// what keeps tasks from being lost. It checks that no
-// call is answered "interrupted" unless it started (the journal has its
-// start), that no task timed out (a task lost by a stopping worker
-// waits out its heartbeat or workflow task timeout), that no call started twice, that
+// what keeps tasks from being lost. It checks that no call is answered
+// "interrupted" unless it started (the journal has its start), that no
+// task timed out (a task lost by a stopping worker waits out its
+// heartbeat or workflow task timeout), that no call started twice, that
 // every run finishes as its script says, and that every stopped worker
 // exits cleanly. The heartbeat timeout is the default (30 s): a task lost
 // by a stopping worker is answered "interrupted" within the test, and a
@@ -68,7 +68,7 @@ func TestRollingRestart(t *testing.T) {
 		n++
 		name := fmt.Sprintf("worker%d", n)
 		timeline = append(timeline, fmt.Sprintf("%s %s started", time.Now().Format("15:04:05.000"), name))
-		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name, namespaceEnv+"="+pollsKeptNamespace)
+		cmd := startWorker(t, dir, queue, model.URL, name, identityEnv+"="+name, inPollsKept)
 		names[cmd] = name
 		return cmd
 	}

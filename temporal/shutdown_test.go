@@ -39,7 +39,7 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 	queue := newQueue("toolrun-drain")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	first := startWorker(t, dir, queue, model.URL, "stopping", identityEnv+"=stopping", namespaceEnv+"="+pollsKeptNamespace)
+	first := startWorker(t, dir, queue, model.URL, "stopping", identityEnv+"=stopping", inPollsKept)
 	polling(t, c, queue, "stopping")
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestStoppingWorkerRunsWhatItPolled(t *testing.T) {
 		t.Errorf("the stopped worker: %v", err)
 	}
 	// Whatever the stopping worker did not take, a new one finishes.
-	startWorker(t, dir, queue, model.URL, "next", identityEnv+"=next", namespaceEnv+"="+pollsKeptNamespace)
+	startWorker(t, dir, queue, model.URL, "next", identityEnv+"=next", inPollsKept)
 	var out temporal.Outcome
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)

@@ -155,6 +155,18 @@ func run() error {
 	return nil
 }
 
+// cliDefaults is the dynamic config the CLI's dev server sets unless told
+// otherwise: a bigger history cache and visibility rate, and search
+// attributes and Nexus endpoints visible as soon as they are created.
+var cliDefaults = map[string]any{
+	"history.hostLevelCacheMaxSize":                  8096,
+	"frontend.namespaceRPS.visibility":               100,
+	"system.forceSearchAttributesCacheRefreshOnRead": true,
+	"system.forceNexusEndpointRefreshOnRead":         true,
+	"frontend.persistenceMaxQPS":                     10000,
+	"history.persistenceMaxQPS":                      45000,
+}
+
 // dynamicValues is the CLI's default dynamic config with the flags' values
 // over it. A flag's key may be preceded by a namespace and a colon, which
 // makes the value that namespace's (the server prefers it to a value for
@@ -168,12 +180,9 @@ func dynamicValues(flags []string) (dynamicconfig.StaticClient, error) {
 		values[k] = slices.DeleteFunc(values[k], func(cv dynamicconfig.ConstrainedValue) bool { return cv.Constraints == c })
 		values[k] = append(values[k], dynamicconfig.ConstrainedValue{Constraints: c, Value: v})
 	}
-	set(dynamicconfig.HistoryCacheHostLevelMaxSize.Key().String(), dynamicconfig.Constraints{}, 8096)
-	set(dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(), dynamicconfig.Constraints{}, 100)
-	set("system.forceSearchAttributesCacheRefreshOnRead", dynamicconfig.Constraints{}, true)
-	set("system.forceNexusEndpointRefreshOnRead", dynamicconfig.Constraints{}, true)
-	set("frontend.persistenceMaxQPS", dynamicconfig.Constraints{}, 10000)
-	set("history.persistenceMaxQPS", dynamicconfig.Constraints{}, 45000)
+	for k, v := range cliDefaults {
+		set(k, dynamicconfig.Constraints{}, v)
+	}
 	for _, f := range flags {
 		k, raw, ok := strings.Cut(f, "=")
 		if !ok {
@@ -206,7 +215,7 @@ func dynamicValues(flags []string) (dynamicconfig.StaticClient, error) {
 }
 
 // serverConfig is the dev server's configuration: one history shard, an
-// in-memory SQLite database with the namespace in it, every service on
+// in-memory SQLite database with the namespaces in it, every service on
 // ip, the frontend on port and the others on free ports.
 func serverConfig(ip string, port int, namespaces []string, searchAttrs map[string]enums.IndexedValueType) (*config.Config, error) {
 	var conf config.Config
