@@ -16,6 +16,7 @@ import (
 	"github.com/toolrun/toolrun/temporal"
 	"github.com/toolrun/toolrun/toolruntest"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -169,9 +170,9 @@ func TestRollingRestart(t *testing.T) {
 	timedOut := 0
 	for i := range rollingRuns {
 		id := fmt.Sprintf("%s-%d", queue, i)
-		if k := lostTasks(t, c, id); k > 0 {
-			timedOut += k
-			t.Errorf("run %d: %d tasks timed out; its activity tasks: %s", i, k, activityStarts(t, c, id))
+		if lost := lostTasks(t, c, id); len(lost) > 0 {
+			timedOut += len(lost)
+			t.Errorf("run %d: %d tasks timed out (%s); its activity tasks: %s", i, len(lost), strings.Join(lost, "; "), activityStarts(t, c, id))
 		}
 	}
 	twice := 0
@@ -208,33 +209,41 @@ func journal(dir string) []string {
 // started counts the calls of the step tool that have started.
 func started(dir string) int { return len(journal(dir)) }
 
-// lostTasks counts the tasks of workflow id (every run of its chain)
-// that a worker took and never ran, which then timed out: the activities
+// lostTasks returns the tasks of workflow id (every run of its chain)
+// that a worker took and never ran, which then timed out, each as its
+// event's time, type and the worker that had taken it: the activities
 // that failed so, the activity attempts whose retry started after a
 // timeout (the history records only an activity's last attempt, with the
 // failure of the one before), and the workflow tasks that timed out once
 // started.
-func lostTasks(t *testing.T, c client.Client, id string) int {
+func lostTasks(t *testing.T, c client.Client, id string) []string {
 	t.Helper()
-	n := 0
+	var lost []string
+	startedBy := map[int64]string{} // a workflow task's started event: its worker
+	add := func(e *historypb.HistoryEvent, by string) {
+		lost = append(lost, fmt.Sprintf("%s %s (taken by %s)", e.GetEventTime().AsTime().Format("15:04:05.000"), e.GetEventType(), by))
+	}
 	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
 			t.Errorf("history of %s: %v", id, err)
-			return n
+			return lost
+		}
+		if a := e.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			startedBy[e.GetEventId()] = a.GetIdentity()
 		}
 		if e.GetActivityTaskTimedOutEventAttributes() != nil {
-			n++
+			add(e, "an activity worker")
 		}
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetLastFailure().GetTimeoutFailureInfo() != nil {
-			n++
+			add(e, "the attempt before "+a.GetIdentity()+"'s")
 		}
 		if a := e.GetWorkflowTaskTimedOutEventAttributes(); a != nil && a.GetTimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
-			n++ // a workflow task handed to a worker that never ran it
+			add(e, startedBy[a.GetStartedEventId()]) // a workflow task handed to a worker that never ran it
 		}
 	}
-	return n
+	return lost
 }
 
 // activityStarts describes the activity tasks started in the history of
